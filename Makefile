@@ -1,0 +1,62 @@
+# Makefile — builds libmok.so, the `mok` CLI and the tests with gcc (host C11) and nvcc (kernels,
+# sm_90a). Works on a machine with the CUDA toolkit and NCCL and no GPU.
+#   make            library, CLI, tests          make test       CPU test suite
+#   make gpu-test   GPU test suite (needs GPUs)  make clean
+CUDA_HOME ?= /usr/local/cuda
+# NCCL: headers and library from one install. Default: the CUDA toolkit's copy if it has one, else
+# the system's. Override with NCCL_HOME=/path (with include/ and lib/).
+NCCL_HOME ?= $(shell if [ -f $(CUDA_HOME)/include/nccl.h ]; then echo $(CUDA_HOME); else echo /usr; fi)
+NCCL_LIBDIR ?= $(shell for d in $(NCCL_HOME)/lib $(NCCL_HOME)/lib64 $(NCCL_HOME)/lib/x86_64-linux-gnu; do \
+                 if [ -e $$d/libnccl.so.2 ]; then echo $$d; break; fi; done)
+
+CC := gcc
+NVCC := $(CUDA_HOME)/bin/nvcc
+BUILD := build
+INCLUDES := -Iinclude -I. -I$(NCCL_HOME)/include -I$(CUDA_HOME)/include
+CFLAGS := -std=c11 -O2 -g -Wall -Wextra -Werror=implicit-function-declaration -fPIC $(INCLUDES)
+NVCCFLAGS := -O3 -g -std=c++17 -gencode arch=compute_90a,code=sm_90a -Xcompiler -fPIC \
+             -Xcompiler -Wall $(INCLUDES)
+LDLIBS := -L$(CUDA_HOME)/lib64 -lcudart -L$(NCCL_LIBDIR) -l:libnccl.so.2 \
+          -Wl,-rpath,$(NCCL_LIBDIR) -Wl,-rpath,$(CUDA_HOME)/lib64 -lm -lpthread
+
+LIB_C := $(wildcard schedule/*.c reference/*.c api/*.c comm/*.c kernels/*.c)
+LIB_CU := $(wildcard schedule/*.cu api/*.cu comm/*.cu kernels/*.cu)
+LIB_OBJ := $(LIB_C:%.c=$(BUILD)/%.o) $(LIB_CU:%.cu=$(BUILD)/%.cu.o)
+TEST_C := $(wildcard tests/*.c)
+GPU_TEST_SRC := $(wildcard tests/gpu/*.c tests/gpu/*.cu)
+GPU_TEST_OBJ := $(patsubst %.c,$(BUILD)/%.o,$(patsubst %.cu,$(BUILD)/%.cu.o,$(GPU_TEST_SRC)))
+
+LIB := $(BUILD)/libmok.so
+RPATH_SELF := -Wl,-rpath,'$$ORIGIN'
+
+.PHONY: all test gpu-test clean
+all: $(LIB) $(BUILD)/mok $(BUILD)/mok_tests $(if $(GPU_TEST_SRC),$(BUILD)/mok_gpu_tests)
+
+$(BUILD)/%.o: %.c $(wildcard include/*.h */*.h)
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS) -c $< -o $@
+
+$(BUILD)/%.cu.o: %.cu $(wildcard include/*.h */*.h */*.cuh)
+	@mkdir -p $(dir $@)
+	$(NVCC) $(NVCCFLAGS) -c $< -o $@
+
+$(LIB): $(LIB_OBJ)
+	$(NVCC) -shared -o $@ $^ $(LDLIBS)
+
+$(BUILD)/mok: $(BUILD)/cli/mok_main.o $(LIB)
+	$(CC) -o $@ $< -L$(BUILD) -lmok $(RPATH_SELF) $(LDLIBS)
+
+$(BUILD)/mok_tests: $(TEST_C:%.c=$(BUILD)/%.o) $(LIB)
+	$(CC) -o $@ $(filter %.o,$^) -L$(BUILD) -lmok $(RPATH_SELF) $(LDLIBS)
+
+$(BUILD)/mok_gpu_tests: $(GPU_TEST_OBJ) $(BUILD)/tests/test_seed.o $(LIB)
+	$(NVCC) -o $@ $(filter %.o,$^) -L$(BUILD) -lmok -Xlinker -rpath -Xlinker '$$ORIGIN' $(LDLIBS)
+
+test: $(BUILD)/mok_tests
+	$(BUILD)/mok_tests
+
+gpu-test: $(BUILD)/mok_gpu_tests $(BUILD)/mok
+	./tests/gpu/launch.sh $(BUILD)/mok_gpu_tests
+
+clean:
+	rm -rf $(BUILD)

@@ -1,0 +1,304 @@
+/* mok.h — the public C API of mok: a whole mixture-of-experts layer (dispatch, SwiGLU experts,
+ * combine), forward and backward, across the GPUs of an expert-parallel group.
+ *
+ * Two layers:
+ *   - the functional layer: group -> workspace -> schedule -> forward / backward;
+ *   - the ops layer: each stage as its own call on symmetric buffers the caller manages.
+ *
+ * Conventions for every call:
+ *   - Every function returns a mok_status; MOK_SUCCESS is 0. mok_status_string() names each code.
+ *   - A call that returns an error has written nothing to its outputs.
+ *   - Tensors are row-major and dense. Weights are stored "out x in", like torch.nn.Linear.weight.
+ *   - All tensor pointers are device pointers unless the comment says "host".
+ *   - Calls taking a cudaStream_t only enqueue work: no host synchronization, no allocation, so the
+ *     schedule build, forward and backward can be captured in a CUDA graph. Faults found on the device
+ *     (an expert id out of range, schedule capacity overflow, a peer that never answers) set a sticky
+ *     error word in the workspace that mok_workspace_error() reports; kernels that see it set do no
+ *     further work and leave their outputs as NaN, so nothing is silently dropped.
+ *
+ * Shapes (per rank; all ranks of a group must pass the same shape):
+ *   T tokens, H hidden, E routed experts in total (E / EP per rank; expert e lives on rank
+ *   e / (E / EP)), I expert intermediate size, k top-k, Is shared-expert intermediate size (0: none).
+ *   GPU calls require H, I and Is to be multiples of MOK_ALIGN_FEATURES, E to be a multiple of EP,
+ *   1 <= k <= E, and T >= 0 (T need not be a multiple of any tile).
+ */
+#ifndef MOK_H
+#define MOK_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include <cuda_runtime_api.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#define MOK_VERSION_MAJOR 0
+#define MOK_VERSION_MINOR 1
+#define MOK_VERSION_PATCH 0
+
+/* Hidden and intermediate sizes on the GPU path must be multiples of this (one FP8 scaling block,
+ * one 128-byte TMA row of bf16 twice over). */
+#define MOK_ALIGN_FEATURES 128
+
+/* ---------------------------------------------------------------------------------------------
+ * Status codes
+ * ------------------------------------------------------------------------------------------- */
+typedef enum {
+  MOK_SUCCESS = 0,
+  MOK_ERR_INVALID_ARGUMENT = 1,  /* a NULL pointer, an unknown enum value, a knob out of range     */
+  MOK_ERR_INVALID_SHAPE = 2,     /* a size that is negative, zero where it must not be, or too big */
+  MOK_ERR_MISALIGNED = 3,        /* a size or pointer that breaks the alignment rules above        */
+  MOK_ERR_EXPERT_ID = 4,         /* a top-k expert id outside [0, E)                               */
+  MOK_ERR_DUPLICATE_EXPERT = 5,  /* one token lists the same expert twice in its top-k             */
+  MOK_ERR_CAPACITY = 6,          /* the routing needs more schedule rows than the capacity knob    */
+  MOK_ERR_SHAPE_MISMATCH = 7,    /* ranks of one group passed different shapes or configs          */
+  MOK_ERR_NOT_SUPPORTED = 8,     /* valid request this build or machine cannot run (yet)           */
+  MOK_ERR_NO_DEVICE = 9,         /* a GPU call on a machine with no usable CUDA device             */
+  MOK_ERR_CUDA = 10,             /* the CUDA runtime returned an error                             */
+  MOK_ERR_NCCL = 11,             /* NCCL returned an error                                         */
+  MOK_ERR_OUT_OF_MEMORY = 12,    /* an allocation at create time failed                            */
+  MOK_ERR_TIMEOUT = 13,          /* a device-side wait on a peer ran past config.timeout_ms        */
+  MOK_ERR_INTERNAL = 14,         /* a broken invariant inside mok: please report it                */
+  MOK_STATUS_COUNT = 15
+} mok_status;
+
+/* A short English description of a status code; never NULL (unknown codes get "unknown status"). */
+const char *mok_status_string(mok_status status);
+
+/* ---------------------------------------------------------------------------------------------
+ * Data types, shapes and tuning knobs
+ * ------------------------------------------------------------------------------------------- */
+typedef enum {
+  MOK_DTYPE_BF16 = 0,          /* bf16 storage, fp32 accumulation                                   */
+  MOK_DTYPE_FP8_BLOCK128 = 1,  /* E4M3 routed-expert GEMMs; 1x128 activation and 128x128 weight
+                                  blocks with fp32 scales (the Hopper-native recipe)               */
+  MOK_DTYPE_MXFP8 = 2          /* E4M3 with 32-element blocks and E8M0 scales (MX checkpoints)     */
+} mok_dtype;
+
+/* Which execution path runs forward and backward. */
+typedef enum {
+  MOK_PATH_AUTO = 0,     /* the fastest path this build has for the shape                        */
+  MOK_PATH_FUSED = 1,    /* one persistent kernel per pass: comm SMs + compute SMs, ring buffer  */
+  MOK_PATH_UNFUSED = 2   /* separate dispatch / GEMM / combine kernels (the oracle and fallback) */
+} mok_path;
+
+typedef struct {
+  int64_t tokens;              /* T: tokens on this rank, >= 0                                   */
+  int64_t hidden;              /* H: model width                                                 */
+  int64_t num_experts;         /* E: routed experts across the whole group                       */
+  int64_t intermediate;        /* I: routed expert intermediate size                             */
+  int64_t top_k;               /* k: experts per token, 1 <= k <= E                              */
+  int64_t shared_intermediate; /* Is: shared expert intermediate size; 0 means no shared expert  */
+} mok_shape;
+
+typedef struct {
+  mok_dtype dtype;             /* routed-expert GEMM precision; the shared expert stays bf16     */
+  mok_path path;               /* execution path                                                 */
+  int fwd_comm_sms;            /* SMs that move tokens in the forward kernel (fused path), >= 1  */
+  int bwd_comm_sms;            /* SMs that move tokens in the backward kernel (fused path), >= 1 */
+  int tile_m;                  /* rows per GEMM tile; each expert's rows are padded to it (64,128,256) */
+  int minibatch_rows;          /* rows moved and computed as one unit; a multiple of tile_m      */
+  int macrobatch_minibatches;  /* minibatches per macrobatch (one ring-buffer region), >= 1      */
+  int64_t ring_bytes;          /* size of the fixed token ring buffer per rank; 0: derived       */
+  int64_t schedule_capacity;   /* padded rows the schedule may hold per rank; 0: the worst case
+                                  for the shape (never overflows); smaller values save memory and
+                                  report MOK_ERR_CAPACITY when a routing does not fit             */
+  int use_swiglu_limit;        /* nonzero: a = silu(min(g, L)) * clamp(u, -L, L)                 */
+  float swiglu_limit;          /* L, > 0, used when use_swiglu_limit is nonzero                  */
+  int timeout_ms;              /* bound on any device-side wait for a peer; > 0                  */
+} mok_config;
+
+/* Fills *config with the defaults: BF16, AUTO path, 16 forward and 16 backward comm SMs, tile_m
+ * 128, minibatch 128 rows, 4 minibatches per macrobatch, ring_bytes 0, capacity 0 (worst case), no
+ * SwiGLU limit, timeout 10000 ms. */
+mok_status mok_config_init(mok_config *config);
+
+/* Checks a shape and config for the GPU path without touching a device (alignment, ranges, E
+ * divisible by ep). ep is the expert-parallel group size. */
+mok_status mok_validate(const mok_shape *shape, const mok_config *config, int ep);
+
+/* Worst-case padded schedule rows per rank for a shape, group size and tile: the smaller of
+ * EP*T*k and (E/EP)*EP*T, plus (E/EP)*(tile_m-1) padding rows. */
+mok_status mok_schedule_worst_case_rows(const mok_shape *shape, int ep, int tile_m, int64_t *rows);
+
+/* ---------------------------------------------------------------------------------------------
+ * Expert-parallel group (one process per GPU)
+ * ------------------------------------------------------------------------------------------- */
+typedef struct mok_group mok_group;
+
+/* An opaque id that one rank makes and sends to the others (same bytes as ncclUniqueId). */
+typedef struct { char internal[128]; } mok_unique_id;
+
+/* Makes a fresh id on one rank (host). */
+mok_status mok_get_unique_id(mok_unique_id *id);
+
+/* Collective over nranks processes: creates the group and its own NCCL communicator on the
+ * current CUDA device. rank in [0, nranks). */
+mok_status mok_group_create(const mok_unique_id *id, int nranks, int rank, mok_group **group);
+
+/* Creates a group over an NCCL communicator the caller owns (an ncclComm_t passed as void*). The
+ * communicator must outlive the group; mok never destroys it. Collective. */
+mok_status mok_group_create_from_nccl(void *nccl_comm, mok_group **group);
+
+/* Rank and size of the group (host). */
+mok_status mok_group_rank(const mok_group *group, int *rank);
+mok_status mok_group_size(const mok_group *group, int *size);
+
+/* Collective. Destroys the group (and its communicator when mok created it). NULL is a no-op. */
+mok_status mok_group_destroy(mok_group *group);
+
+/* ---------------------------------------------------------------------------------------------
+ * Functional layer
+ * ------------------------------------------------------------------------------------------- */
+
+/* Scratch for one shape and config on one group: symmetric receive / combine buffers, the token
+ * ring, the gathered routing and the device error word. Its size depends on the shape and knobs
+ * only, never on the routing. One workspace may serve many MoE layers run one after another on the
+ * same stream. */
+typedef struct mok_workspace mok_workspace;
+
+/* Collective. Checks that every rank passed the same shape and config (MOK_ERR_SHAPE_MISMATCH
+ * otherwise), then allocates. */
+mok_status mok_workspace_create(mok_group *group, const mok_shape *shape, const mok_config *config,
+                                mok_workspace **workspace);
+
+/* Device bytes the workspace holds on this rank (host). */
+mok_status mok_workspace_bytes(const mok_workspace *workspace, int64_t *bytes);
+
+/* Reads the sticky device error word (this synchronizes with the device: call it at a step
+ * boundary, not inside a captured graph). *device_status is MOK_SUCCESS when no fault was seen. */
+mok_status mok_workspace_error(mok_workspace *workspace, mok_status *device_status);
+
+/* Clears the device error word (enqueued on stream). */
+mok_status mok_workspace_clear_error(mok_workspace *workspace, cudaStream_t stream);
+
+/* Collective. NULL is a no-op. */
+mok_status mok_workspace_destroy(mok_workspace *workspace);
+
+/* The schedule of one MoE layer invocation: for each local expert, which (source rank, token, k)
+ * rows it processes, in a fixed order, padded to tile_m; plus what forward keeps for backward.
+ * Create one per layer that is in flight between its forward and its backward. */
+typedef struct mok_schedule mok_schedule;
+
+mok_status mok_schedule_create(mok_workspace *workspace, mok_schedule **schedule);
+mok_status mok_schedule_destroy(mok_schedule *schedule);
+
+/* Collective, enqueued on stream. Gathers every rank's topk_experts [T, k] int32 through symmetric
+ * memory and builds this rank's table on the device; no count reaches the host. Invalid ids,
+ * duplicates within a token and capacity overflow set the workspace error word. */
+mok_status mok_schedule_build(mok_schedule *schedule, const int32_t *topk_experts, cudaStream_t stream);
+
+/* Padded rows this rank's experts got in the last build (host; synchronizes with the device, for
+ * tests and diagnostics only). */
+mok_status mok_schedule_rows(mok_schedule *schedule, int64_t *rows);
+
+/* Routed-expert weights of this rank's E/EP experts and the shared expert's weights.
+ * BF16: w_gate, w_up [E/EP, I, H] bf16; w_down [E/EP, H, I] bf16.
+ * FP8 dtypes: w_gate, w_up, w_down point to E4M3 data of the same shapes, made by
+ *   mok_quantize_weight(), and the *_scale pointers to its scales; ignored for BF16.
+ * Shared expert (bf16 always; NULL when Is == 0): ws_gate, ws_up [Is, H]; ws_down [H, Is]. */
+typedef struct {
+  const void *w_gate;
+  const void *w_up;
+  const void *w_down;
+  const void *w_gate_scale;
+  const void *w_up_scale;
+  const void *w_down_scale;
+  const void *ws_gate;
+  const void *ws_up;
+  const void *ws_down;
+} mok_weights;
+
+/* Collective, enqueued on stream. y[t] = shared(x[t]) + sum_j router_weights[t,j] *
+ * expert_{topk[t,j]}(x[t]), summed in j order, with the schedule built from this step's topk.
+ * x [T, H] bf16; router_weights [T, k] fp32; y [T, H] bf16 (written, never read). */
+mok_status mok_forward(mok_schedule *schedule, const mok_weights *weights, const void *x,
+                       const float *router_weights, void *y, cudaStream_t stream);
+
+/* Gradients written by mok_backward. Weight gradients have the weights' bf16 shapes and are stored
+ * in grad_dtype (MOK_DTYPE_BF16, or fp32 when grad_fp32 is nonzero); when accumulate is nonzero
+ * they are added to what the buffers hold (fp32 main-grad style), else overwritten. The shared
+ * expert's gradients are ignored when Is == 0. */
+typedef struct {
+  void *dx;                /* [T, H] bf16                                                       */
+  float *d_router_weights; /* [T, k] fp32: dot(dy[t], expert_{topk[t,j]}(x[t]))               */
+  void *dw_gate;           /* [E/EP, I, H]                                                     */
+  void *dw_up;             /* [E/EP, I, H]                                                     */
+  void *dw_down;           /* [E/EP, H, I]                                                     */
+  void *dws_gate;          /* [Is, H]                                                          */
+  void *dws_up;            /* [Is, H]                                                          */
+  void *dws_down;          /* [H, Is]                                                          */
+  int grad_fp32;           /* nonzero: weight gradients are fp32                                */
+  int accumulate;          /* nonzero: add into the weight-gradient buffers                     */
+} mok_grads;
+
+/* Collective, enqueued on stream. The backward of mok_forward on the same schedule, inputs and
+ * weights; dy [T, H] bf16. Deterministic: the same inputs give bitwise-identical gradients. */
+mok_status mok_backward(mok_schedule *schedule, const mok_weights *weights, const void *x,
+                        const float *router_weights, const void *dy, const mok_grads *grads,
+                        cudaStream_t stream);
+
+/* ---------------------------------------------------------------------------------------------
+ * FP8 weight quantization (ahead of time)
+ * ------------------------------------------------------------------------------------------- */
+
+/* Scale entries for a weight tensor [experts, rows, cols] in an FP8 dtype: BLOCK128 has one fp32
+ * per 128x128 block, experts * ceil(rows/128) * ceil(cols/128); MXFP8 one E8M0 byte per 1x32 block
+ * along cols, experts * rows * ceil(cols/32). */
+mok_status mok_fp8_scale_count(mok_dtype dtype, int64_t experts, int64_t rows, int64_t cols,
+                               int64_t *count);
+
+/* Enqueued on stream. Quantizes w [experts, rows, cols] bf16 into data (E4M3, same shape) and
+ * scales (mok_fp8_scale_count entries) in the given FP8 dtype. */
+mok_status mok_quantize_weight(mok_dtype dtype, const void *w, int64_t experts, int64_t rows,
+                               int64_t cols, void *data, void *scales, cudaStream_t stream);
+
+/* ---------------------------------------------------------------------------------------------
+ * Ops layer: the stages one by one, on buffers the caller manages
+ * ------------------------------------------------------------------------------------------- */
+
+/* A buffer every rank of the group allocated with the same size, registered for peer access. */
+typedef struct {
+  void *ptr;       /* this rank's device pointer                                    */
+  size_t bytes;    /* size on every rank                                           */
+  void *window;    /* the registration (an ncclWindow_t); opaque                   */
+} mok_sym_buffer;
+
+/* Collective: allocate and register / deregister and free a symmetric buffer. */
+mok_status mok_sym_alloc(mok_group *group, size_t bytes, mok_sym_buffer *buffer);
+mok_status mok_sym_free(mok_group *group, mok_sym_buffer *buffer);
+
+/* Forward stages, in order. All enqueued on stream, all collective where they touch peers.
+ * recv:     [rows, H] bf16, rows = the schedule's capacity: tokens pulled to this rank's experts.
+ * out_rows: [rows, H] bf16: the experts' outputs, row for row.
+ * combine:  symmetric [T*k, H] bf16: expert outputs pushed back to their (token, k) slots. */
+mok_status mok_op_dispatch(mok_schedule *schedule, const mok_sym_buffer *x, void *recv,
+                           cudaStream_t stream);
+mok_status mok_op_experts_forward(mok_schedule *schedule, const mok_weights *weights,
+                                  const void *recv, void *out_rows, cudaStream_t stream);
+mok_status mok_op_combine(mok_schedule *schedule, const void *out_rows,
+                          const mok_sym_buffer *combine, cudaStream_t stream);
+mok_status mok_op_combine_reduce(mok_schedule *schedule, const mok_weights *weights,
+                                 const void *x, const mok_sym_buffer *combine,
+                                 const float *router_weights, void *y, cudaStream_t stream);
+
+/* Backward stages, in order: pull dy to the experts, expert backward (weight gradients of this
+ * rank's experts, d_router_weights pushed home), push dx parts to the (token, k) slots, reduce. */
+mok_status mok_op_reverse_combine(mok_schedule *schedule, const mok_sym_buffer *dy, void *recv_dy,
+                                  cudaStream_t stream);
+mok_status mok_op_experts_backward(mok_schedule *schedule, const mok_weights *weights,
+                                   const void *recv, const void *recv_dy,
+                                   const mok_sym_buffer *router_weights, void *dx_rows,
+                                   const mok_grads *grads, cudaStream_t stream);
+mok_status mok_op_reverse_dispatch(mok_schedule *schedule, const void *dx_rows,
+                                   const mok_sym_buffer *dx_parts, cudaStream_t stream);
+mok_status mok_op_reverse_dispatch_reduce(mok_schedule *schedule, const mok_weights *weights,
+                                          const void *x, const void *dy,
+                                          const mok_sym_buffer *dx_parts, const mok_grads *grads,
+                                          cudaStream_t stream);
+
+#ifdef __cplusplus
+}
+#endif
+#endif /* MOK_H */
