@@ -49,7 +49,7 @@ $(BUILD)/mok: $(BUILD)/cli/mok_main.o $(LIB)
 $(BUILD)/mok_tests: $(TEST_C:%.c=$(BUILD)/%.o) $(LIB)
 	$(CC) -o $@ $(filter %.o,$^) -L$(BUILD) -lmok $(RPATH_SELF) $(LDLIBS)
 
-$(BUILD)/mok_gpu_tests: $(GPU_TEST_OBJ) $(BUILD)/tests/test_seed.o $(LIB)
+$(BUILD)/mok_gpu_tests: $(GPU_TEST_OBJ) $(BUILD)/tests/test_runner.o $(LIB)
 	$(NVCC) -o $@ $(filter %.o,$^) -L$(BUILD) -lmok -Xlinker -rpath -Xlinker '$$ORIGIN' $(LDLIBS)
 
 test: $(BUILD)/mok_tests

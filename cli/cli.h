@@ -1,0 +1,32 @@
+/* cli.h — what the `mok` command's parts share: parsed options and the two ways to run the layer
+ * (the CPU reference path and the GPU path). */
+#ifndef MOK_CLI_H
+#define MOK_CLI_H
+
+#include <stdint.h>
+#include "mok.h"
+
+typedef enum { CLI_ROUTING_UNIFORM = 0, CLI_ROUTING_ZIPF = 1 } cli_routing;
+
+typedef struct {
+  mok_shape shape;     /* per-rank shape                                   */
+  int shape_given;     /* nonzero when --shape / size flags set it           */
+  int ranks;           /* ranks: simulated on the CPU, processes on GPUs   */
+  cli_routing routing;
+  uint64_t seed;
+  int iters;           /* timed iterations (GPU path)                      */
+  int warmup;          /* warm-up iterations (GPU path)                    */
+  int samples;         /* gradient entries checked by finite differences   */
+  int use_cpu;         /* --cpu: force the reference path                  */
+  mok_config config;
+} cli_options;
+
+/* The CPU reference path: runs forward and backward of all simulated ranks, prints the summary.
+ * Returns the process exit code. */
+int cli_run_cpu(const cli_options *o);
+
+/* The GPU path on every visible GPU: one process per GPU, timing and a sampled correctness check.
+ * Returns the process exit code. */
+int cli_run_gpu(const cli_options *o);
+
+#endif

@@ -1,0 +1,81 @@
+/* mok_reference.h — the CPU reference of the whole MoE layer, forward and backward, over all ranks
+ * of an expert-parallel group at once: the oracle every GPU result is compared with.
+ *
+ * Math (DESIGN.md "The layer, exactly"), per rank s and token t:
+ *   y[s][t] = shared(x[s][t]) + sum_{j<k} router_weights[s][t][j] * expert_{topk[s][t][j]}(x[s][t])
+ *   expert_e(v) = W_down[e] swiglu(W_gate[e] v, W_up[e] v), weights of expert e on rank e / (E/EP)
+ *   swiglu(g, u) = silu(g) * u, or with a limit L: silu(min(g, L)) * clamp(u, -L, L)
+ * Backward, given dy: dx, d_router_weights[t][j] = dot(dy[t], expert output), and the gradients of
+ * the six weight tensors. At g == L or |u| == L the clamp passes the gradient (as torch.clamp does).
+ *
+ * Tensors are host float arrays (a bf16 tensor converts exactly: mok_bf16_to_float_array); all sums
+ * run in double. With round_bf16 set, the intermediates the GPU stores in bf16 are rounded the same
+ * way (activations, expert and shared outputs, their gradients); with it clear the function is exact
+ * and smooth, which the finite-difference tests need.
+ */
+#ifndef MOK_REFERENCE_H
+#define MOK_REFERENCE_H
+
+#include <stdint.h>
+#include "mok.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* bf16 <-> float. Rounding is to nearest, ties to even; NaN stays NaN (quiet), infinities stay. */
+uint16_t mok_bf16_from_float(float f);
+float mok_bf16_to_float(uint16_t b);
+float mok_bf16_round(float f); /* float -> bf16 -> float */
+void mok_bf16_from_float_array(const float *src, uint16_t *dst, int64_t n);
+void mok_bf16_to_float_array(const uint16_t *src, float *dst, int64_t n);
+
+typedef struct {
+  mok_shape shape;       /* per-rank shape, the same on every rank                        */
+  int ep;                /* ranks; E must be a multiple of ep                              */
+  int use_swiglu_limit;  /* nonzero: clamp as above with swiglu_limit                      */
+  float swiglu_limit;    /* L > 0                                                          */
+  int round_bf16;        /* nonzero: round stored intermediates to bf16, as the GPU does  */
+} mok_ref_config;
+
+/* One rank's inputs (host). Shared weights are NULL when shape.shared_intermediate == 0. */
+typedef struct {
+  const float *x;               /* [T, H]                */
+  const int32_t *topk_experts;  /* [T, k], ids in [0, E) */
+  const float *router_weights;  /* [T, k]                */
+  const float *w_gate;          /* [E/EP, I, H]          */
+  const float *w_up;            /* [E/EP, I, H]          */
+  const float *w_down;          /* [E/EP, H, I]          */
+  const float *ws_gate;         /* [Is, H]               */
+  const float *ws_up;           /* [Is, H]               */
+  const float *ws_down;         /* [H, Is]               */
+} mok_ref_rank;
+
+/* One rank's gradients (host, overwritten). Shared ones are ignored when Is == 0. */
+typedef struct {
+  float *dx;               /* [T, H]       */
+  float *d_router_weights; /* [T, k]       */
+  float *dw_gate;          /* [E/EP, I, H] */
+  float *dw_up;            /* [E/EP, I, H] */
+  float *dw_down;          /* [E/EP, H, I] */
+  float *dws_gate;         /* [Is, H]      */
+  float *dws_up;           /* [Is, H]      */
+  float *dws_down;         /* [H, Is]      */
+} mok_ref_grads;
+
+/* Checks a config and every rank's inputs: shapes, NULL pointers, expert ids in range, no expert
+ * twice in one token's list. Returns the first problem found, in rank then token order. */
+mok_status mok_ref_check(const mok_ref_config *cfg, const mok_ref_rank *ranks);
+
+/* Forward over all ranks: y[s] is [T, H]. Validates first; writes nothing on error. */
+mok_status mok_ref_forward(const mok_ref_config *cfg, const mok_ref_rank *ranks, float *const *y);
+
+/* Backward over all ranks: dy[s] is [T, H]; grads[s] gets rank s's gradients (its tokens' dx and
+ * d_router_weights, its experts' and its shared expert's weight gradients). */
+mok_status mok_ref_backward(const mok_ref_config *cfg, const mok_ref_rank *ranks,
+                            const float *const *dy, const mok_ref_grads *grads);
+
+#ifdef __cplusplus
+}
+#endif
+#endif /* MOK_REFERENCE_H */
