@@ -37,16 +37,8 @@ extern int mok_test_failures; /* failures in the running test */
     }                                                                                 \
   } while (0)
 
-/* A small, seedable generator (splitmix64), so every run draws fresh data from a printed seed. */
-typedef struct { uint64_t s; } test_rng;
-static inline uint64_t test_next(test_rng *r) {
-  uint64_t z = (r->s += 0x9E3779B97F4A7C15ull);
-  z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
-  z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
-  return z ^ (z >> 31);
-}
-static inline double test_uniform(test_rng *r) { return (test_next(r) >> 11) * (1.0 / 9007199254740992.0); }
-static inline int test_below(test_rng *r, int n) { return (int)(test_next(r) % (uint64_t)n); }
+/* Tests draw from the project's generator (reference/ref_inputs.h). */
+#include "reference/ref_inputs.h"
 
 /* The seed of this run (from MOK_TEST_SEED, else the clock); tests derive theirs from it. */
 uint64_t test_seed(void);

@@ -1,0 +1,297 @@
+/* reference.c — the CPU reference of the MoE layer over all ranks: input checks, forward and
+ * backward, every sum in double (math in mok_reference.h). Written for clarity, not speed: it is
+ * the oracle, run on small shapes and on sampled tokens of large ones. */
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+#include "reference/ref_internal.h"
+#include "schedule/schedule_core.h"
+
+/* ---- shape helpers --------------------------------------------------------------------------- */
+
+typedef struct {
+  int64_t T, H, E, I, k, Is, EL; /* EL: experts per rank */
+  int ep;
+} dims;
+
+static dims dims_of(const mok_ref_config *c) {
+  dims d = {c->shape.tokens, c->shape.hidden, c->shape.num_experts, c->shape.intermediate,
+            c->shape.top_k,  c->shape.shared_intermediate, 0, c->ep};
+  d.EL = d.E / d.ep;
+  return d;
+}
+
+mok_status mok_ref_check(const mok_ref_config *c, const mok_ref_rank *ranks) {
+  if (!c || !ranks) return MOK_ERR_INVALID_ARGUMENT;
+  const mok_shape *s = &c->shape;
+  if (c->ep <= 0) return MOK_ERR_INVALID_ARGUMENT;
+  if (s->tokens < 0 || s->hidden <= 0 || s->num_experts <= 0 || s->intermediate <= 0 ||
+      s->top_k <= 0 || s->top_k > s->num_experts || s->shared_intermediate < 0 ||
+      s->num_experts % c->ep != 0 || s->num_experts > INT32_MAX)
+    return MOK_ERR_INVALID_SHAPE;
+  if (c->use_swiglu_limit && !(c->swiglu_limit > 0.0f && isfinite(c->swiglu_limit)))
+    return MOK_ERR_INVALID_ARGUMENT;
+  for (int r = 0; r < c->ep; ++r) {
+    const mok_ref_rank *in = &ranks[r];
+    if (s->tokens > 0 && (!in->x || !in->topk_experts || !in->router_weights))
+      return MOK_ERR_INVALID_ARGUMENT;
+    if (!in->w_gate || !in->w_up || !in->w_down) return MOK_ERR_INVALID_ARGUMENT;
+    if (s->shared_intermediate > 0 && (!in->ws_gate || !in->ws_up || !in->ws_down))
+      return MOK_ERR_INVALID_ARGUMENT;
+  }
+  for (int r = 0; r < c->ep; ++r)
+    for (int64_t t = 0; t < s->tokens; ++t) {
+      int st = mok_sched_check_token(ranks[r].topk_experts + t * s->top_k, (int)s->top_k,
+                                     (int)s->num_experts);
+      if (st != MOK_SCHED_OK) return (mok_status)st;
+    }
+  return MOK_SUCCESS;
+}
+
+/* ---- one MLP (a routed expert or the shared one) ----------------------------------------------- */
+
+/* The weights of one SwiGLU MLP of intermediate size n: gate, up [n, H]; down [H, n]. */
+typedef struct {
+  const float *gate, *up, *down;
+  int64_t n;
+} mlp;
+
+static mlp routed_mlp(const mok_ref_rank *ranks, dims d, int e) {
+  const mok_ref_rank *owner = &ranks[e / d.EL];
+  int64_t l = e % d.EL;
+  mlp m = {owner->w_gate + l * d.I * d.H, owner->w_up + l * d.I * d.H, owner->w_down + l * d.H * d.I,
+           d.I};
+  return m;
+}
+
+static mlp shared_mlp(const mok_ref_rank *r, dims d) {
+  mlp m = {r->ws_gate, r->ws_up, r->ws_down, d.Is};
+  return m;
+}
+
+static double rnd(const mok_ref_config *c, double v) {
+  return c->round_bf16 ? (double)mok_bf16_round((float)v) : v;
+}
+
+static double sigmoid(double z) { return 1.0 / (1.0 + exp(-z)); }
+
+/* Scratch of one MLP evaluation, sized for max(I, Is) and H. */
+typedef struct {
+  double *g, *u, *a, *o, *da;
+} mlp_scratch;
+
+/* g = gate v, u = up v, a = swiglu(g, u), o = down a (with the GPU's bf16 roundings if asked). */
+static void mlp_forward(const mok_ref_config *c, dims d, mlp m, const float *v, mlp_scratch *s) {
+  const double L = c->swiglu_limit;
+  for (int64_t i = 0; i < m.n; ++i) {
+    double g = 0, u = 0;
+    const float *wg = m.gate + i * d.H, *wu = m.up + i * d.H;
+    for (int64_t h = 0; h < d.H; ++h) {
+      g += (double)wg[h] * v[h];
+      u += (double)wu[h] * v[h];
+    }
+    double gc = c->use_swiglu_limit ? fmin(g, L) : g;
+    double uc = c->use_swiglu_limit ? fmax(-L, fmin(u, L)) : u;
+    s->g[i] = g;
+    s->u[i] = u;
+    s->a[i] = rnd(c, gc * sigmoid(gc) * uc);
+  }
+  for (int64_t h = 0; h < d.H; ++h) {
+    double o = 0;
+    const float *wd = m.down + h * m.n;
+    for (int64_t i = 0; i < m.n; ++i) o += (double)wd[i] * s->a[i];
+    s->o[h] = rnd(c, o);
+  }
+}
+
+/* Backward of one MLP for output gradient dout [H] (after mlp_forward on the same v filled s):
+ * adds this MLP's part of dx into dx [H] and its weight gradients into dgate, dup [n, H] and
+ * ddown [H, n] (double accumulators). */
+static void mlp_backward(const mok_ref_config *c, dims d, mlp m, const float *v, const double *dout,
+                         mlp_scratch *s, double *dx, double *dgate, double *dup, double *ddown) {
+  const double L = c->swiglu_limit;
+  for (int64_t i = 0; i < m.n; ++i) s->da[i] = 0;
+  for (int64_t h = 0; h < d.H; ++h) {
+    const float *wd = m.down + h * m.n;
+    double *gd = ddown + h * m.n;
+    for (int64_t i = 0; i < m.n; ++i) {
+      s->da[i] += (double)wd[i] * dout[h];
+      gd[i] += dout[h] * s->a[i];
+    }
+  }
+  for (int64_t i = 0; i < m.n; ++i) {
+    double g = s->g[i], u = s->u[i];
+    int clamp = c->use_swiglu_limit;
+    double gc = clamp ? fmin(g, L) : g;
+    double uc = clamp ? fmax(-L, fmin(u, L)) : u;
+    double sg = sigmoid(gc);
+    double dsilu = sg * (1.0 + gc * (1.0 - sg));
+    double pass_g = (clamp && g > L) ? 0.0 : 1.0;
+    double pass_u = (clamp && (u < -L || u > L)) ? 0.0 : 1.0;
+    double dg = rnd(c, s->da[i] * uc * dsilu * pass_g);
+    double du = rnd(c, s->da[i] * gc * sg * pass_u);
+    const float *wg = m.gate + i * d.H, *wu = m.up + i * d.H;
+    double *gg = dgate + i * d.H, *gu = dup + i * d.H;
+    for (int64_t h = 0; h < d.H; ++h) {
+      dx[h] += (double)wg[h] * dg + (double)wu[h] * du;
+      gg[h] += dg * v[h];
+      gu[h] += du * v[h];
+    }
+  }
+}
+
+static int scratch_alloc(mlp_scratch *s, dims d) {
+  int64_t n = d.I > d.Is ? d.I : d.Is;
+  s->g = calloc((size_t)n, sizeof(double));
+  s->u = calloc((size_t)n, sizeof(double));
+  s->a = calloc((size_t)n, sizeof(double));
+  s->da = calloc((size_t)n, sizeof(double));
+  s->o = calloc((size_t)d.H, sizeof(double));
+  return s->g && s->u && s->a && s->da && s->o;
+}
+
+static void scratch_free(mlp_scratch *s) {
+  free(s->g);
+  free(s->u);
+  free(s->a);
+  free(s->da);
+  free(s->o);
+}
+
+/* ---- forward --------------------------------------------------------------------------------- */
+
+/* y[t] = shared(x[t]) + sum_j w[t,j] * expert(x[t]), for every rank's tokens. */
+mok_status mok_ref_forward_f64(const mok_ref_config *c, const mok_ref_rank *ranks, double *const *y) {
+  mok_status st = mok_ref_check(c, ranks);
+  if (st != MOK_SUCCESS) return st;
+  if (!y) return MOK_ERR_INVALID_ARGUMENT;
+  dims d = dims_of(c);
+  for (int r = 0; r < d.ep; ++r)
+    if (!y[r] && d.T > 0) return MOK_ERR_INVALID_ARGUMENT;
+  mlp_scratch s;
+  if (!scratch_alloc(&s, d)) {
+    scratch_free(&s);
+    return MOK_ERR_OUT_OF_MEMORY;
+  }
+  for (int r = 0; r < d.ep; ++r) {
+    const mok_ref_rank *in = &ranks[r];
+    for (int64_t t = 0; t < d.T; ++t) {
+      const float *v = in->x + t * d.H;
+      double *out = y[r] + t * d.H;
+      for (int64_t h = 0; h < d.H; ++h) out[h] = 0;
+      if (d.Is > 0) {
+        mlp_forward(c, d, shared_mlp(in, d), v, &s);
+        for (int64_t h = 0; h < d.H; ++h) out[h] += s.o[h];
+      }
+      for (int64_t j = 0; j < d.k; ++j) {
+        int e = in->topk_experts[t * d.k + j];
+        double w = in->router_weights[t * d.k + j];
+        mlp_forward(c, d, routed_mlp(ranks, d, e), v, &s);
+        for (int64_t h = 0; h < d.H; ++h) out[h] += w * s.o[h];
+      }
+    }
+  }
+  scratch_free(&s);
+  return MOK_SUCCESS;
+}
+
+mok_status mok_ref_forward(const mok_ref_config *c, const mok_ref_rank *ranks, float *const *y) {
+  mok_status st = mok_ref_check(c, ranks);
+  if (st != MOK_SUCCESS) return st;
+  if (!y) return MOK_ERR_INVALID_ARGUMENT;
+  dims d = dims_of(c);
+  double **yd = calloc((size_t)d.ep, sizeof(double *));
+  if (!yd) return MOK_ERR_OUT_OF_MEMORY;
+  st = MOK_SUCCESS;
+  for (int r = 0; r < d.ep && st == MOK_SUCCESS; ++r) {
+    if (!y[r] && d.T > 0) st = MOK_ERR_INVALID_ARGUMENT;
+    yd[r] = malloc((size_t)(d.T * d.H + 1) * sizeof(double));
+    if (!yd[r]) st = MOK_ERR_OUT_OF_MEMORY;
+  }
+  if (st == MOK_SUCCESS) st = mok_ref_forward_f64(c, ranks, yd);
+  for (int r = 0; r < d.ep; ++r) {
+    if (st == MOK_SUCCESS)
+      for (int64_t i = 0; i < d.T * d.H; ++i) y[r][i] = (float)yd[r][i];
+    free(yd[r]);
+  }
+  free(yd);
+  return st;
+}
+
+/* ---- backward -------------------------------------------------------------------------------- */
+
+static void store(float *dst, const double *src, int64_t n) {
+  for (int64_t i = 0; i < n; ++i) dst[i] = (float)src[i];
+}
+
+mok_status mok_ref_backward(const mok_ref_config *c, const mok_ref_rank *ranks,
+                            const float *const *dy, const mok_ref_grads *grads) {
+  mok_status st = mok_ref_check(c, ranks);
+  if (st != MOK_SUCCESS) return st;
+  if (!dy || !grads) return MOK_ERR_INVALID_ARGUMENT;
+  dims d = dims_of(c);
+  for (int r = 0; r < d.ep; ++r) {
+    const mok_ref_grads *g = &grads[r];
+    if ((d.T > 0 && (!dy[r] || !g->dx || !g->d_router_weights)) || !g->dw_gate || !g->dw_up ||
+        !g->dw_down || (d.Is > 0 && (!g->dws_gate || !g->dws_up || !g->dws_down)))
+      return MOK_ERR_INVALID_ARGUMENT;
+  }
+  const int64_t w_elems = d.EL * d.I * d.H, ws_elems = d.Is * d.H;
+  /* double accumulators: all ranks' routed weights, then this rank's shared weights */
+  double *acc_w = calloc((size_t)(3 * d.ep * w_elems + 1), sizeof(double));
+  double *acc_ws = calloc((size_t)(3 * ws_elems + 1), sizeof(double));
+  double *dx = calloc((size_t)d.H, sizeof(double));
+  double *dout = calloc((size_t)d.H, sizeof(double));
+  mlp_scratch s;
+  int ok = scratch_alloc(&s, d) && acc_w && acc_ws && dx && dout;
+  if (!ok) st = MOK_ERR_OUT_OF_MEMORY;
+  /* routed accumulators of expert e: gate, up, down at [0], [1], [2] * ep * w_elems + e * I*H */
+  double *acc_gate = acc_w, *acc_up = acc_w + d.ep * w_elems, *acc_down = acc_w + 2 * d.ep * w_elems;
+
+  for (int r = 0; ok && r < d.ep; ++r) {
+    const mok_ref_rank *in = &ranks[r];
+    memset(acc_ws, 0, (size_t)(3 * ws_elems + 1) * sizeof(double));
+    for (int64_t t = 0; t < d.T; ++t) {
+      const float *v = in->x + t * d.H;
+      const float *dyt = dy[r] + t * d.H;
+      for (int64_t h = 0; h < d.H; ++h) dx[h] = 0;
+      if (d.Is > 0) {
+        mlp m = shared_mlp(in, d);
+        for (int64_t h = 0; h < d.H; ++h) dout[h] = dyt[h];
+        mlp_forward(c, d, m, v, &s);
+        mlp_backward(c, d, m, v, dout, &s, dx, acc_ws, acc_ws + ws_elems, acc_ws + 2 * ws_elems);
+      }
+      for (int64_t j = 0; j < d.k; ++j) {
+        int e = in->topk_experts[t * d.k + j];
+        double w = in->router_weights[t * d.k + j];
+        mlp m = routed_mlp(ranks, d, e);
+        mlp_forward(c, d, m, v, &s);
+        double drw = 0;
+        for (int64_t h = 0; h < d.H; ++h) {
+          drw += (double)dyt[h] * s.o[h];
+          dout[h] = rnd(c, w * dyt[h]);
+        }
+        grads[r].d_router_weights[t * d.k + j] = (float)drw;
+        int64_t off = (int64_t)e * d.I * d.H; /* e = owner * EL + l, so this is owner's slab + l */
+        mlp_backward(c, d, m, v, dout, &s, dx, acc_gate + off, acc_up + off, acc_down + off);
+      }
+      store(grads[r].dx + t * d.H, dx, d.H);
+    }
+    if (d.Is > 0) {
+      store(grads[r].dws_gate, acc_ws, ws_elems);
+      store(grads[r].dws_up, acc_ws + ws_elems, ws_elems);
+      store(grads[r].dws_down, acc_ws + 2 * ws_elems, ws_elems);
+    }
+  }
+  for (int r = 0; ok && r < d.ep; ++r) {
+    store(grads[r].dw_gate, acc_gate + r * w_elems, w_elems);
+    store(grads[r].dw_up, acc_up + r * w_elems, w_elems);
+    store(grads[r].dw_down, acc_down + r * w_elems, w_elems);
+  }
+  scratch_free(&s);
+  free(acc_w);
+  free(acc_ws);
+  free(dx);
+  free(dout);
+  return st;
+}
