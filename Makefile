@@ -10,6 +10,7 @@ NCCL_LIBDIR ?= $(shell for d in $(NCCL_HOME)/lib $(NCCL_HOME)/lib64 $(NCCL_HOME)
                  if [ -e $$d/libnccl.so.2 ]; then echo $$d; break; fi; done)
 
 CC := gcc
+CXX := g++
 NVCC := $(CUDA_HOME)/bin/nvcc
 BUILD := build
 INCLUDES := -Iinclude -I. -I$(NCCL_HOME)/include -I$(CUDA_HOME)/include
@@ -30,7 +31,7 @@ LIB := $(BUILD)/libmok.so
 RPATH_SELF := -Wl,-rpath,'$$ORIGIN'
 
 .PHONY: all test gpu-test clean
-all: $(LIB) $(BUILD)/mok $(BUILD)/mok_tests $(if $(GPU_TEST_SRC),$(BUILD)/mok_gpu_tests)
+all: $(LIB) $(BUILD)/mok_tests $(if $(GPU_TEST_SRC),$(BUILD)/mok_gpu_tests)
 
 $(BUILD)/%.o: %.c $(wildcard include/*.h */*.h)
 	@mkdir -p $(dir $@)
@@ -41,7 +42,7 @@ $(BUILD)/%.cu.o: %.cu $(wildcard include/*.h */*.h */*.cuh)
 	$(NVCC) $(NVCCFLAGS) -c $< -o $@
 
 $(LIB): $(LIB_OBJ)
-	$(NVCC) -shared -o $@ $^ $(LDLIBS)
+	$(CXX) -shared -o $@ $^ $(LDLIBS)
 
 $(BUILD)/mok: $(BUILD)/cli/mok_main.o $(LIB)
 	$(CC) -o $@ $< -L$(BUILD) -lmok $(RPATH_SELF) $(LDLIBS)
@@ -50,7 +51,7 @@ $(BUILD)/mok_tests: $(TEST_C:%.c=$(BUILD)/%.o) $(LIB)
 	$(CC) -o $@ $(filter %.o,$^) -L$(BUILD) -lmok $(RPATH_SELF) $(LDLIBS)
 
 $(BUILD)/mok_gpu_tests: $(GPU_TEST_OBJ) $(BUILD)/tests/test_runner.o $(LIB)
-	$(NVCC) -o $@ $(filter %.o,$^) -L$(BUILD) -lmok -Xlinker -rpath -Xlinker '$$ORIGIN' $(LDLIBS)
+	$(CXX) -o $@ $(filter %.o,$^) -L$(BUILD) -lmok $(RPATH_SELF) $(LDLIBS)
 
 test: $(BUILD)/mok_tests
 	$(BUILD)/mok_tests

@@ -75,6 +75,15 @@ mok_status mok_ref_forward(const mok_ref_config *cfg, const mok_ref_rank *ranks,
 mok_status mok_ref_backward(const mok_ref_config *cfg, const mok_ref_rank *ranks,
                             const float *const *dy, const mok_ref_grads *grads);
 
+/* Checks mok_ref_backward against central finite differences of the loss sum(dy * y) (exact math,
+ * round_bf16 ignored). samples = 0 checks every entry of every input tensor of every rank; else
+ * `samples` random entries of each tensor kind (x, router weights, the six weights). Reports the
+ * worst error |fd - analytic| / max(|analytic|, 1e-2 * rms of that gradient tensor) and how many
+ * entries were checked. */
+mok_status mok_ref_gradient_check(const mok_ref_config *cfg, const mok_ref_rank *ranks,
+                                  const float *const *dy, int64_t samples, uint64_t seed,
+                                  double *worst_error, int64_t *checked);
+
 #ifdef __cplusplus
 }
 #endif

@@ -1,0 +1,147 @@
+/* test_api.c — the public API's host side: status strings, config defaults and validation, sizes,
+ * and a clear status for bad arguments to every public entry point. */
+#include <stdlib.h>
+#include "mok.h"
+#include "tests/tests.h"
+#include "tests/test_util.h"
+
+void test_api_status_strings(void) {
+  for (int s = 0; s < MOK_STATUS_COUNT; ++s) {
+    const char *str = mok_status_string((mok_status)s);
+    CHECK(str != NULL && strlen(str) > 5 && strcmp(str, "unknown status") != 0);
+    for (int t = 0; t < s; ++t) CHECK(strcmp(str, mok_status_string((mok_status)t)) != 0);
+  }
+  CHECK(strcmp(mok_status_string((mok_status)999), "unknown status") == 0);
+  CHECK(strcmp(mok_status_string((mok_status)-1), "unknown status") == 0);
+}
+
+void test_api_config(void) {
+  mok_config c;
+  CHECK_STATUS(mok_config_init(NULL), MOK_ERR_INVALID_ARGUMENT);
+  CHECK_STATUS(mok_config_init(&c), MOK_SUCCESS);
+  mok_shape dsv3 = {7168, 7168, 256, 2048, 8, 2048};
+  CHECK_STATUS(mok_validate(&dsv3, &c, 8), MOK_SUCCESS);
+  CHECK_STATUS(mok_validate(&dsv3, &c, 1), MOK_SUCCESS);
+  CHECK_STATUS(mok_validate(&dsv3, &c, 3), MOK_ERR_INVALID_SHAPE); /* 256 experts over 3 ranks */
+  CHECK_STATUS(mok_validate(&dsv3, &c, 0), MOK_ERR_INVALID_ARGUMENT);
+  CHECK_STATUS(mok_validate(NULL, &c, 1), MOK_ERR_INVALID_ARGUMENT);
+  CHECK_STATUS(mok_validate(&dsv3, NULL, 1), MOK_ERR_INVALID_ARGUMENT);
+  mok_shape s = dsv3;
+  s.hidden = 7100;
+  CHECK_STATUS(mok_validate(&s, &c, 8), MOK_ERR_MISALIGNED);
+  s = dsv3, s.intermediate = 2000;
+  CHECK_STATUS(mok_validate(&s, &c, 8), MOK_ERR_MISALIGNED);
+  s = dsv3, s.shared_intermediate = 100;
+  CHECK_STATUS(mok_validate(&s, &c, 8), MOK_ERR_MISALIGNED);
+  s = dsv3, s.shared_intermediate = 0; /* no shared expert */
+  CHECK_STATUS(mok_validate(&s, &c, 8), MOK_SUCCESS);
+  s = dsv3, s.tokens = 1001; /* any token count */
+  CHECK_STATUS(mok_validate(&s, &c, 8), MOK_SUCCESS);
+  s = dsv3, s.tokens = 0;
+  CHECK_STATUS(mok_validate(&s, &c, 8), MOK_SUCCESS);
+  s = dsv3, s.tokens = -1;
+  CHECK_STATUS(mok_validate(&s, &c, 8), MOK_ERR_INVALID_SHAPE);
+  s = dsv3, s.top_k = 0;
+  CHECK_STATUS(mok_validate(&s, &c, 8), MOK_ERR_INVALID_SHAPE);
+  s = dsv3, s.top_k = 257;
+  CHECK_STATUS(mok_validate(&s, &c, 8), MOK_ERR_INVALID_SHAPE);
+  s = dsv3, s.tokens = 1 << 28; /* EP * T * k slots overflow int32 */
+  CHECK_STATUS(mok_validate(&s, &c, 8), MOK_ERR_INVALID_SHAPE);
+
+  mok_config bad = c;
+  bad.dtype = (mok_dtype)7;
+  CHECK_STATUS(mok_validate(&dsv3, &bad, 8), MOK_ERR_INVALID_ARGUMENT);
+  bad = c, bad.path = (mok_path)9;
+  CHECK_STATUS(mok_validate(&dsv3, &bad, 8), MOK_ERR_INVALID_ARGUMENT);
+  bad = c, bad.fwd_comm_sms = 0;
+  CHECK_STATUS(mok_validate(&dsv3, &bad, 8), MOK_ERR_INVALID_ARGUMENT);
+  bad = c, bad.bwd_comm_sms = 1000;
+  CHECK_STATUS(mok_validate(&dsv3, &bad, 8), MOK_ERR_INVALID_ARGUMENT);
+  bad = c, bad.tile_m = 100;
+  CHECK_STATUS(mok_validate(&dsv3, &bad, 8), MOK_ERR_INVALID_ARGUMENT);
+  bad = c, bad.minibatch_rows = 192; /* not a multiple of tile_m 128 */
+  CHECK_STATUS(mok_validate(&dsv3, &bad, 8), MOK_ERR_INVALID_ARGUMENT);
+  bad = c, bad.macrobatch_minibatches = 0;
+  CHECK_STATUS(mok_validate(&dsv3, &bad, 8), MOK_ERR_INVALID_ARGUMENT);
+  bad = c, bad.schedule_capacity = 1000;
+  CHECK_STATUS(mok_validate(&dsv3, &bad, 8), MOK_ERR_MISALIGNED);
+  bad = c, bad.use_swiglu_limit = 1, bad.swiglu_limit = 0.0f;
+  CHECK_STATUS(mok_validate(&dsv3, &bad, 8), MOK_ERR_INVALID_ARGUMENT);
+  bad.swiglu_limit = INFINITY;
+  CHECK_STATUS(mok_validate(&dsv3, &bad, 8), MOK_ERR_INVALID_ARGUMENT);
+  bad.swiglu_limit = 7.0f;
+  CHECK_STATUS(mok_validate(&dsv3, &bad, 8), MOK_SUCCESS);
+  bad = c, bad.timeout_ms = 0;
+  CHECK_STATUS(mok_validate(&dsv3, &bad, 8), MOK_ERR_INVALID_ARGUMENT);
+
+  /* worst-case schedule rows: DeepSeek-V3 at EP 8, 7168 tokens per rank */
+  int64_t rows = 0;
+  CHECK_STATUS(mok_schedule_worst_case_rows(&dsv3, 8, 128, &rows), MOK_SUCCESS);
+  CHECK(rows == (int64_t)8 * 7168 * 8 + 32 * 127);
+  CHECK_STATUS(mok_schedule_worst_case_rows(&dsv3, 8, 0, &rows), MOK_ERR_INVALID_ARGUMENT);
+  CHECK_STATUS(mok_schedule_worst_case_rows(NULL, 8, 128, &rows), MOK_ERR_INVALID_ARGUMENT);
+
+  int64_t n = 0;
+  CHECK_STATUS(mok_fp8_scale_count(MOK_DTYPE_FP8_BLOCK128, 32, 4096, 7168, &n), MOK_SUCCESS);
+  CHECK(n == 32 * 32 * 56);
+  CHECK_STATUS(mok_fp8_scale_count(MOK_DTYPE_FP8_BLOCK128, 1, 129, 1, &n), MOK_SUCCESS);
+  CHECK(n == 2);
+  CHECK_STATUS(mok_fp8_scale_count(MOK_DTYPE_MXFP8, 2, 3, 64, &n), MOK_SUCCESS);
+  CHECK(n == 2 * 3 * 2);
+  CHECK_STATUS(mok_fp8_scale_count(MOK_DTYPE_BF16, 2, 3, 64, &n), MOK_ERR_INVALID_ARGUMENT);
+  CHECK_STATUS(mok_fp8_scale_count(MOK_DTYPE_MXFP8, -1, 3, 64, &n), MOK_ERR_INVALID_SHAPE);
+  CHECK_STATUS(mok_fp8_scale_count(MOK_DTYPE_MXFP8, 1, 3, 64, NULL), MOK_ERR_INVALID_ARGUMENT);
+}
+
+/* NULL handles and pointers get MOK_ERR_INVALID_ARGUMENT from every GPU entry point, with or
+ * without a GPU, and destroy(NULL) is a no-op. */
+void test_api_bad_arguments(void) {
+  mok_unique_id id;
+  mok_group *g = (mok_group *)&id; /* never dereferenced: every call below fails earlier */
+  mok_shape s = {16, 128, 8, 128, 2, 0};
+  mok_config c;
+  mok_config_init(&c);
+  mok_weights w = {0};
+  mok_grads gr = {0};
+  mok_sym_buffer buf = {0};
+  int x = 0;
+  CHECK_STATUS(mok_get_unique_id(NULL), MOK_ERR_INVALID_ARGUMENT);
+  CHECK_STATUS(mok_group_create(NULL, 2, 0, &g), MOK_ERR_INVALID_ARGUMENT);
+  CHECK_STATUS(mok_group_create(&id, 2, 2, &g), MOK_ERR_INVALID_ARGUMENT);
+  CHECK_STATUS(mok_group_create(&id, 0, 0, &g), MOK_ERR_INVALID_ARGUMENT);
+  CHECK_STATUS(mok_group_create(&id, 2, 0, NULL), MOK_ERR_INVALID_ARGUMENT);
+  CHECK_STATUS(mok_group_create_from_nccl(NULL, &g), MOK_ERR_INVALID_ARGUMENT);
+  CHECK_STATUS(mok_group_rank(NULL, &x), MOK_ERR_INVALID_ARGUMENT);
+  CHECK_STATUS(mok_group_size(NULL, &x), MOK_ERR_INVALID_ARGUMENT);
+  CHECK_STATUS(mok_group_destroy(NULL), MOK_SUCCESS);
+  mok_workspace *ws = NULL;
+  CHECK_STATUS(mok_workspace_create(NULL, &s, &c, &ws), MOK_ERR_INVALID_ARGUMENT);
+  CHECK_STATUS(mok_workspace_create(g, NULL, &c, &ws), MOK_ERR_INVALID_ARGUMENT);
+  CHECK_STATUS(mok_workspace_create(g, &s, NULL, &ws), MOK_ERR_INVALID_ARGUMENT);
+  CHECK_STATUS(mok_workspace_create(g, &s, &c, NULL), MOK_ERR_INVALID_ARGUMENT);
+  int64_t bytes;
+  mok_status dev;
+  CHECK_STATUS(mok_workspace_bytes(NULL, &bytes), MOK_ERR_INVALID_ARGUMENT);
+  CHECK_STATUS(mok_workspace_error(NULL, &dev), MOK_ERR_INVALID_ARGUMENT);
+  CHECK_STATUS(mok_workspace_clear_error(NULL, 0), MOK_ERR_INVALID_ARGUMENT);
+  CHECK_STATUS(mok_workspace_destroy(NULL), MOK_SUCCESS);
+  mok_schedule *sc = NULL;
+  CHECK_STATUS(mok_schedule_create(NULL, &sc), MOK_ERR_INVALID_ARGUMENT);
+  CHECK_STATUS(mok_schedule_destroy(NULL), MOK_SUCCESS);
+  CHECK_STATUS(mok_schedule_build(NULL, (const int32_t *)&x, 0), MOK_ERR_INVALID_ARGUMENT);
+  CHECK_STATUS(mok_schedule_rows(NULL, &bytes), MOK_ERR_INVALID_ARGUMENT);
+  CHECK_STATUS(mok_forward(NULL, &w, &x, (const float *)&x, &x, 0), MOK_ERR_INVALID_ARGUMENT);
+  CHECK_STATUS(mok_backward(NULL, &w, &x, (const float *)&x, &x, &gr, 0), MOK_ERR_INVALID_ARGUMENT);
+  CHECK_STATUS(mok_quantize_weight(MOK_DTYPE_FP8_BLOCK128, NULL, 1, 128, 128, &x, &x, 0),
+               MOK_ERR_INVALID_ARGUMENT);
+  CHECK_STATUS(mok_quantize_weight(MOK_DTYPE_FP8_BLOCK128, &x, -1, 128, 128, &x, &x, 0),
+               MOK_ERR_INVALID_SHAPE);
+  CHECK_STATUS(mok_sym_alloc(NULL, 64, &buf), MOK_ERR_INVALID_ARGUMENT);
+  CHECK_STATUS(mok_sym_free(NULL, &buf), MOK_ERR_INVALID_ARGUMENT);
+  CHECK_STATUS(mok_op_dispatch(NULL, &buf, &x, 0), MOK_ERR_INVALID_ARGUMENT);
+  CHECK_STATUS(mok_op_experts_forward(NULL, &w, &x, &x, 0), MOK_ERR_INVALID_ARGUMENT);
+  CHECK_STATUS(mok_op_combine(NULL, &x, &buf, 0), MOK_ERR_INVALID_ARGUMENT);
+  CHECK_STATUS(mok_op_combine_reduce(NULL, &w, &x, &buf, (const float *)&x, &x, 0), MOK_ERR_INVALID_ARGUMENT);
+  CHECK_STATUS(mok_op_reverse_combine(NULL, &buf, &x, 0), MOK_ERR_INVALID_ARGUMENT);
+  CHECK_STATUS(mok_op_reverse_dispatch(NULL, &x, &buf, 0), MOK_ERR_INVALID_ARGUMENT);
+}

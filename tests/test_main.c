@@ -1,0 +1,28 @@
+/* test_main.c — the CPU test suite: reference, schedule, API host side. Runs on any machine. */
+#include "tests/test_runner.h"
+#include "tests/tests.h"
+
+static const test_case cases[] = {
+    {"bf16_rounding", test_bf16_rounding},
+    {"reference_hand_single", test_reference_hand_single},
+    {"reference_hand_topk_shared", test_reference_hand_topk_shared},
+    {"reference_hand_clamp", test_reference_hand_clamp},
+    {"reference_fd_exhaustive", test_reference_fd_exhaustive},
+    {"reference_fd_clamp", test_reference_fd_clamp},
+    {"reference_fd_routings", test_reference_fd_routings},
+    {"reference_rounding_close", test_reference_rounding_close},
+    {"reference_bad_input", test_reference_bad_input},
+    {"schedule_invariants_random", test_schedule_invariants_random},
+    {"schedule_adversarial", test_schedule_adversarial},
+    {"schedule_chunking_equal", test_schedule_chunking_equal},
+    {"schedule_errors", test_schedule_errors},
+    {"schedule_capacity", test_schedule_capacity},
+    {"routing_generators", test_routing_generators},
+    {"api_status_strings", test_api_status_strings},
+    {"api_config", test_api_config},
+    {"api_bad_arguments", test_api_bad_arguments},
+};
+
+int main(int argc, char **argv) {
+  return test_run_all(cases, (int)(sizeof cases / sizeof cases[0]), argc, argv);
+}

@@ -1,0 +1,258 @@
+/* test_schedule.c — the schedule table: against a naive oracle, its invariants (every (token, k)
+ * pair exactly once across all ranks, fixed order, padding) on random and adversarial routings,
+ * chunked construction equal to sequential, errors and capacity. */
+#include <stdlib.h>
+#include "reference/ref_inputs.h"
+#include "schedule/schedule.h"
+#include "schedule/schedule_core.h"
+#include "tests/tests.h"
+#include "tests/test_util.h"
+
+typedef struct {
+  mok_sched_params p;
+  int32_t *topk;                /* [ep][T][k] */
+  int32_t *scratch, *count, *offset, *row_src;
+} sched_case;
+
+static int32_t *topk_all(mok_route_kind kind, uint64_t seed, int ep, int64_t T, int k, int E) {
+  int32_t *t = malloc(sizeof(int32_t) * (size_t)(ep * T * k + 1));
+  for (int r = 0; r < ep; ++r)
+    if (mok_route_fill(kind, seed, r, T, k, E, ep, t + r * T * k) != MOK_SUCCESS) {
+      free(t);
+      return NULL;
+    }
+  return t;
+}
+
+static void case_alloc(sched_case *c, int ep, int rank, int64_t T, int k, int E, int tile, int64_t cap) {
+  mok_sched_params p = {ep, rank, T, k, E, tile, cap};
+  c->p = p;
+  int el = E / ep;
+  c->scratch = malloc(sizeof(int32_t) * (size_t)(ep * el));
+  c->count = malloc(sizeof(int32_t) * (size_t)el);
+  c->offset = malloc(sizeof(int32_t) * (size_t)(el + 1));
+  c->row_src = malloc(sizeof(int32_t) * (size_t)(cap + 1));
+  for (int64_t i = 0; i <= cap; ++i) c->row_src[i] = -7; /* poison, and a guard entry at cap */
+}
+
+static void case_free(sched_case *c) {
+  free(c->scratch);
+  free(c->count);
+  free(c->offset);
+  free(c->row_src);
+}
+
+/* Checks rank r's table against the naive definition; marks each slot seen in `seen`. */
+static void check_table(const sched_case *c, const int32_t *topk, int *seen) {
+  const mok_sched_params *p = &c->p;
+  int el = p->num_experts / p->ep;
+  int64_t per_rank = p->tokens * p->top_k;
+  CHECK(c->offset[0] == 0);
+  CHECK(c->row_src[p->capacity] == -7); /* nothing written past the capacity */
+  for (int l = 0; l < el; ++l) {
+    int e = p->rank * el + l;
+    int32_t row = c->offset[l];
+    CHECK(c->offset[l] % p->tile_m == 0);
+    for (int s = 0; s < p->ep; ++s)
+      for (int64_t t = 0; t < p->tokens; ++t)
+        for (int j = 0; j < p->top_k; ++j) {
+          int64_t slot = s * per_rank + t * p->top_k + j;
+          if (topk[slot] != e) continue;
+          if (row >= c->offset[l] + c->count[l] || c->row_src[row] != slot) {
+            CHECK(0 && "row order differs from (source rank, token) order");
+            return;
+          }
+          seen[slot] += 1;
+          CHECK(mok_sched_slot_rank((int32_t)slot, p->tokens, p->top_k) == s);
+          CHECK(mok_sched_slot_token((int32_t)slot, p->tokens, p->top_k) == t);
+          CHECK(mok_sched_slot_j((int32_t)slot, p->top_k) == j);
+          ++row;
+        }
+    CHECK(row == c->offset[l] + c->count[l]);
+    int64_t padded = ((int64_t)c->count[l] + p->tile_m - 1) / p->tile_m * p->tile_m;
+    CHECK(c->offset[l + 1] - c->offset[l] == padded);
+    for (; row < c->offset[l + 1]; ++row) CHECK(c->row_src[row] == -1);
+  }
+}
+
+/* Builds every rank's table and checks each against the oracle and every slot exactly once. */
+static void check_all_ranks(int32_t *topk, int ep, int64_t T, int k, int E, int tile) {
+  mok_shape shape = {T, 128, E, 128, k, 0};
+  int64_t cap = 0;
+  CHECK_STATUS(mok_schedule_worst_case_rows(&shape, ep, tile, &cap), MOK_SUCCESS);
+  int *seen = calloc((size_t)(ep * T * k + 1), sizeof(int));
+  for (int r = 0; r < ep; ++r) {
+    sched_case c;
+    case_alloc(&c, ep, r, T, k, E, tile, cap);
+    CHECK_STATUS(mok_sched_build_host(&c.p, topk, c.scratch, c.count, c.offset, c.row_src), MOK_SUCCESS);
+    check_table(&c, topk, seen);
+    case_free(&c);
+  }
+  int once = 1;
+  for (int64_t i = 0; i < ep * T * k; ++i) once &= seen[i] == 1;
+  CHECK(once);
+  free(seen);
+}
+
+void test_schedule_invariants_random(void) {
+  mok_rng rng = mok_rng_for(test_seed(), 1);
+  for (int trial = 0; trial < 20; ++trial) {
+    int ep = 1 + mok_rng_below(&rng, 4);
+    int el = 1 + mok_rng_below(&rng, 5);
+    int E = ep * el;
+    int k = 1 + mok_rng_below(&rng, E < 6 ? E : 6);
+    int64_t T = mok_rng_below(&rng, 300); /* includes 0 and sizes that are not tile multiples */
+    int tile = (int[]){1, 8, 64, 128}[mok_rng_below(&rng, 4)];
+    mok_route_kind kind = mok_rng_below(&rng, 2) ? MOK_ROUTE_ZIPF : MOK_ROUTE_UNIFORM;
+    int32_t *topk = topk_all(kind, mok_rng_next(&rng), ep, T, k, E);
+    CHECK(topk != NULL);
+    if (topk) check_all_ranks(topk, ep, T, k, E, tile);
+    free(topk);
+  }
+}
+
+void test_schedule_adversarial(void) {
+  uint64_t seed = test_seed();
+  struct { mok_route_kind kind; int ep, k, E; int64_t T; } cases[] = {
+      {MOK_ROUTE_ONE_EXPERT, 2, 1, 8, 333},   /* every token to expert 0       */
+      {MOK_ROUTE_ONE_EXPERT, 4, 3, 8, 200},   /* expert 0 in every token's list */
+      {MOK_ROUTE_EMPTY_EXPERT, 2, 2, 8, 150}, /* expert 1 gets nothing         */
+      {MOK_ROUTE_EMPTY_RANK, 2, 2, 8, 150},   /* rank 1 gets nothing           */
+      {MOK_ROUTE_EMPTY_RANK, 4, 2, 16, 90},
+      {MOK_ROUTE_UNIFORM, 2, 8, 8, 77},       /* k = E                         */
+      {MOK_ROUTE_UNIFORM, 3, 1, 6, 129},      /* top-1                         */
+      {MOK_ROUTE_UNIFORM, 2, 2, 4, 0},        /* no tokens at all              */
+  };
+  for (size_t i = 0; i < sizeof cases / sizeof cases[0]; ++i) {
+    int32_t *topk = topk_all(cases[i].kind, seed + i, cases[i].ep, cases[i].T, cases[i].k, cases[i].E);
+    CHECK(topk != NULL);
+    if (!topk) continue;
+    check_all_ranks(topk, cases[i].ep, cases[i].T, cases[i].k, cases[i].E, 128);
+    if (cases[i].kind == MOK_ROUTE_EMPTY_RANK) { /* the last rank's table is empty */
+      int ep = cases[i].ep, el = cases[i].E / ep;
+      sched_case c;
+      case_alloc(&c, ep, ep - 1, cases[i].T, cases[i].k, cases[i].E, 128, 16);
+      CHECK_STATUS(mok_sched_build_host(&c.p, topk, c.scratch, c.count, c.offset, c.row_src), MOK_SUCCESS);
+      CHECK(c.offset[el] == 0);
+      case_free(&c);
+    }
+    free(topk);
+  }
+}
+
+/* The device cuts the routing into chunks of any size and runs the steps in parallel; the table
+ * must not depend on the cut. */
+void test_schedule_chunking_equal(void) {
+  mok_rng rng = mok_rng_for(test_seed(), 2);
+  for (int trial = 0; trial < 10; ++trial) {
+    int ep = 1 + mok_rng_below(&rng, 4), el = 1 + mok_rng_below(&rng, 4), E = ep * el;
+    int k = 1 + mok_rng_below(&rng, E < 4 ? E : 4);
+    int64_t T = 1 + mok_rng_below(&rng, 500);
+    int64_t chunk = 1 + mok_rng_below(&rng, 64);
+    int32_t *topk = topk_all(MOK_ROUTE_ZIPF, mok_rng_next(&rng), ep, T, k, E);
+    int rank = mok_rng_below(&rng, ep);
+    mok_shape shape = {T, 128, E, 128, k, 0};
+    int64_t cap = 0;
+    mok_schedule_worst_case_rows(&shape, ep, 64, &cap);
+    sched_case host;
+    case_alloc(&host, ep, rank, T, k, E, 64, cap);
+    CHECK_STATUS(mok_sched_build_host(&host.p, topk, host.scratch, host.count, host.offset, host.row_src),
+                 MOK_SUCCESS);
+
+    int64_t per_rank_chunks = (T + chunk - 1) / chunk, nchunks = ep * per_rank_chunks;
+    int32_t *counts = calloc((size_t)(nchunks * el), sizeof(int32_t));
+    int32_t *count = malloc(sizeof(int32_t) * el), *offset = malloc(sizeof(int32_t) * (el + 1));
+    int32_t *rows = malloc(sizeof(int32_t) * (size_t)(cap + 1));
+    for (int64_t i = 0; i <= cap; ++i) rows[i] = -7;
+    /* chunks in reverse order, as a device might happen to run them */
+    for (int64_t c = nchunks - 1; c >= 0; --c) {
+      int64_t s = c / per_rank_chunks, t0 = (c % per_rank_chunks) * chunk;
+      int64_t n = T - t0 < chunk ? T - t0 : chunk;
+      CHECK(mok_sched_count_chunk(topk + (s * T + t0) * k, n, k, E, rank * el, el, counts + c * el) == MOK_SCHED_OK);
+    }
+    CHECK(mok_sched_scan(counts, nchunks, el, 64, cap, count, offset) == MOK_SCHED_OK);
+    for (int64_t c = nchunks - 1; c >= 0; --c) {
+      int64_t s = c / per_rank_chunks, t0 = (c % per_rank_chunks) * chunk;
+      int64_t n = T - t0 < chunk ? T - t0 : chunk;
+      mok_sched_fill_chunk(topk + (s * T + t0) * k, n, k, (s * T + t0) * k, rank * el, el, counts + c * el, rows);
+    }
+    for (int l = el - 1; l >= 0; --l) mok_sched_pad_expert(l, count, offset, rows);
+    int same = 1;
+    for (int l = 0; l < el; ++l) same &= count[l] == host.count[l] && offset[l] == host.offset[l];
+    same &= offset[el] == host.offset[el];
+    for (int64_t i = 0; i <= cap; ++i) same &= rows[i] == host.row_src[i];
+    CHECK(same);
+    free(counts);
+    free(count);
+    free(offset);
+    free(rows);
+    case_free(&host);
+    free(topk);
+  }
+}
+
+void test_schedule_errors(void) {
+  int32_t topk[2 * 3 * 2];
+  mok_rng rng = mok_rng_for(test_seed(), 3);
+  (void)rng;
+  CHECK_STATUS(mok_route_fill(MOK_ROUTE_UNIFORM, test_seed(), 0, 3, 2, 4, 2, topk), MOK_SUCCESS);
+  CHECK_STATUS(mok_route_fill(MOK_ROUTE_UNIFORM, test_seed(), 1, 3, 2, 4, 2, topk + 6), MOK_SUCCESS);
+  sched_case c;
+  case_alloc(&c, 2, 0, 3, 2, 4, 16, 64);
+  topk[9] = 4; /* rank 1, token 1: id E is out of range, on a rank other than the table's */
+  CHECK_STATUS(mok_sched_build_host(&c.p, topk, c.scratch, c.count, c.offset, c.row_src), MOK_ERR_EXPERT_ID);
+  topk[9] = -3;
+  CHECK_STATUS(mok_sched_build_host(&c.p, topk, c.scratch, c.count, c.offset, c.row_src), MOK_ERR_EXPERT_ID);
+  topk[9] = topk[8]; /* duplicate within one token */
+  CHECK_STATUS(mok_sched_build_host(&c.p, topk, c.scratch, c.count, c.offset, c.row_src), MOK_ERR_DUPLICATE_EXPERT);
+  int untouched = 1;
+  for (int i = 0; i <= 64; ++i) untouched &= c.row_src[i] == -7;
+  CHECK(untouched);
+  /* parameters */
+  mok_sched_params p = c.p;
+  p.num_experts = 5; /* not a multiple of ep */
+  CHECK_STATUS(mok_sched_check_params(&p), MOK_ERR_INVALID_SHAPE);
+  p = c.p, p.rank = 2;
+  CHECK_STATUS(mok_sched_check_params(&p), MOK_ERR_INVALID_ARGUMENT);
+  p = c.p, p.top_k = 5;
+  CHECK_STATUS(mok_sched_check_params(&p), MOK_ERR_INVALID_SHAPE);
+  p = c.p, p.tile_m = 0;
+  CHECK_STATUS(mok_sched_check_params(&p), MOK_ERR_INVALID_ARGUMENT);
+  p = c.p, p.tokens = 1 << 30;
+  CHECK_STATUS(mok_sched_check_params(&p), MOK_ERR_INVALID_SHAPE); /* slots overflow int32 */
+  CHECK_STATUS(mok_sched_check_params(NULL), MOK_ERR_INVALID_ARGUMENT);
+  CHECK_STATUS(mok_sched_build_host(&c.p, NULL, c.scratch, c.count, c.offset, c.row_src), MOK_ERR_INVALID_ARGUMENT);
+  CHECK_STATUS(mok_sched_build_host(&c.p, topk, NULL, c.count, c.offset, c.row_src), MOK_ERR_INVALID_ARGUMENT);
+  case_free(&c);
+}
+
+/* A capacity one tile short of what the routing needs fails and writes no row; the exact capacity
+ * works; the worst case holds the most adversarial routing. */
+void test_schedule_capacity(void) {
+  const int ep = 2, k = 1, E = 4;
+  const int64_t T = 300;
+  int32_t *topk = topk_all(MOK_ROUTE_ONE_EXPERT, test_seed(), ep, T, k, E); /* 600 rows to expert 0 */
+  const int tile = 128;
+  int64_t need = (ep * T + tile - 1) / tile * tile; /* rank 0 holds expert 0 and 1 (empty) */
+  sched_case c;
+  case_alloc(&c, ep, 0, T, k, E, tile, need - tile);
+  CHECK_STATUS(mok_sched_build_host(&c.p, topk, c.scratch, c.count, c.offset, c.row_src), MOK_ERR_CAPACITY);
+  int untouched = 1;
+  for (int64_t i = 0; i <= c.p.capacity; ++i) untouched &= c.row_src[i] == -7;
+  CHECK(untouched);
+  case_free(&c);
+  case_alloc(&c, ep, 0, T, k, E, tile, need);
+  CHECK_STATUS(mok_sched_build_host(&c.p, topk, c.scratch, c.count, c.offset, c.row_src), MOK_SUCCESS);
+  CHECK(c.offset[2] == need && c.count[0] == ep * T && c.count[1] == 0);
+  case_free(&c);
+  /* the worst case of the shape: never smaller than what any routing needs */
+  mok_shape shape = {T, 128, E, 128, k, 0};
+  int64_t worst = 0;
+  CHECK_STATUS(mok_schedule_worst_case_rows(&shape, ep, tile, &worst), MOK_SUCCESS);
+  CHECK(worst >= need);
+  free(topk);
+  /* k = E: every expert gets every token; the worst case is exact up to padding */
+  mok_shape all = {T, 128, 4, 128, 4, 0};
+  CHECK_STATUS(mok_schedule_worst_case_rows(&all, 2, tile, &worst), MOK_SUCCESS);
+  CHECK(worst == 2 * (2 * T) + 2 * (tile - 1));
+}
