@@ -31,7 +31,7 @@ LIB := $(BUILD)/libmok.so
 RPATH_SELF := -Wl,-rpath,'$$ORIGIN'
 
 .PHONY: all test gpu-test clean
-all: $(LIB) $(BUILD)/mok_tests $(if $(GPU_TEST_SRC),$(BUILD)/mok_gpu_tests)
+all: $(LIB) $(BUILD)/mok $(BUILD)/mok_tests $(if $(GPU_TEST_SRC),$(BUILD)/mok_gpu_tests)
 
 $(BUILD)/%.o: %.c $(wildcard include/*.h */*.h)
 	@mkdir -p $(dir $@)
@@ -44,8 +44,9 @@ $(BUILD)/%.cu.o: %.cu $(wildcard include/*.h */*.h */*.cuh)
 $(LIB): $(LIB_OBJ)
 	$(CXX) -shared -o $@ $^ $(LDLIBS)
 
-$(BUILD)/mok: $(BUILD)/cli/mok_main.o $(LIB)
-	$(CC) -o $@ $< -L$(BUILD) -lmok $(RPATH_SELF) $(LDLIBS)
+CLI_C := $(wildcard cli/*.c)
+$(BUILD)/mok: $(CLI_C:%.c=$(BUILD)/%.o) $(LIB)
+	$(CC) -o $@ $(filter %.o,$^) -L$(BUILD) -lmok $(RPATH_SELF) $(LDLIBS)
 
 $(BUILD)/mok_tests: $(TEST_C:%.c=$(BUILD)/%.o) $(LIB)
 	$(CC) -o $@ $(filter %.o,$^) -L$(BUILD) -lmok $(RPATH_SELF) $(LDLIBS)
@@ -53,7 +54,7 @@ $(BUILD)/mok_tests: $(TEST_C:%.c=$(BUILD)/%.o) $(LIB)
 $(BUILD)/mok_gpu_tests: $(GPU_TEST_OBJ) $(BUILD)/tests/test_runner.o $(LIB)
 	$(CXX) -o $@ $(filter %.o,$^) -L$(BUILD) -lmok $(RPATH_SELF) $(LDLIBS)
 
-test: $(BUILD)/mok_tests
+test: $(BUILD)/mok_tests $(BUILD)/mok
 	$(BUILD)/mok_tests
 
 gpu-test: $(BUILD)/mok_gpu_tests $(BUILD)/mok
@@ -61,3 +62,21 @@ gpu-test: $(BUILD)/mok_gpu_tests $(BUILD)/mok
 
 clean:
 	rm -rf $(BUILD)
+
+# ---- grouped GEMM (kernels/grouped_gemm_*): standalone GPU test and benchmark ---------------------
+#   make gg-test     build and run the grouped GEMM GPU tests (needs an sm_90 GPU)
+#   make gg-bench    build and run the grouped GEMM benchmark (needs an sm_90 GPU)
+GG_SRC := $(wildcard kernels/grouped_gemm_*.cu)
+GG_DEPS := $(GG_SRC) $(wildcard kernels/*.h kernels/*.cuh) include/mok.h
+.PHONY: gg-test gg-bench
+$(BUILD)/gg_test: tests/gpu/test_grouped_gemm.cu $(BUILD)/tests/test_runner.o $(GG_DEPS)
+	$(NVCC) $(NVCCFLAGS) -o $@ tests/gpu/test_grouped_gemm.cu $(GG_SRC) $(BUILD)/tests/test_runner.o
+
+$(BUILD)/gg_bench: bench/bench_grouped_gemm.cu $(GG_DEPS)
+	$(NVCC) $(NVCCFLAGS) -o $@ bench/bench_grouped_gemm.cu $(GG_SRC)
+
+gg-test: $(BUILD)/gg_test
+	$(BUILD)/gg_test
+
+gg-bench: $(BUILD)/gg_bench
+	$(BUILD)/gg_bench

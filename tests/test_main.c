@@ -21,6 +21,7 @@ static const test_case cases[] = {
     {"api_status_strings", test_api_status_strings},
     {"api_config", test_api_config},
     {"api_bad_arguments", test_api_bad_arguments},
+    {"cli", test_cli},
 };
 
 int main(int argc, char **argv) {

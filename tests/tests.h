@@ -21,4 +21,5 @@ void test_routing_generators(void);
 void test_api_status_strings(void);
 void test_api_config(void);
 void test_api_bad_arguments(void);
+void test_cli(void);
 #endif

@@ -1,0 +1,179 @@
+/* mok_main.c — the `mok` command: argument parsing, help, and the choice between the GPU path (all
+ * visible GPUs) and the CPU reference path (no GPU, or --cpu).
+ * Exit codes: 0 success, 1 the run failed (an error status or a failed check), 2 bad usage. */
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <cuda_runtime_api.h>
+#include "cli/cli.h"
+#include "cli/shapes.h"
+
+static void usage(FILE *f) {
+  fprintf(f,
+          "usage: mok run [options]     run the MoE layer forward and backward\n"
+          "       mok shapes            list the named shapes\n"
+          "       mok version | --help\n"
+          "\n"
+          "With GPUs, `mok run` runs the GPU path on every visible GPU (one process each) and prints\n"
+          "TFLOP/s per GPU and a sampled check against the CPU reference. With no GPU (or --cpu) it\n"
+          "runs the CPU reference of the whole layer over simulated ranks and prints the output\n"
+          "checksum and the worst gradient error against finite differences.\n"
+          "\n"
+          "options:\n"
+          "  --cpu                  use the CPU reference path even when GPUs are visible\n"
+          "  --shape NAME           a named shape (mok shapes); GPU default deepseek-v3, CPU small\n"
+          "  --tokens T             tokens per rank     --hidden H        model width\n"
+          "  --experts E            routed experts      --intermediate I  expert width\n"
+          "  --topk K               experts per token   --shared IS       shared expert width (0: none)\n"
+          "  --ranks N              simulated ranks on the CPU path (default 2)\n"
+          "  --routing uniform|zipf token routing (default uniform)\n"
+          "  --clamp L              SwiGLU limit L > 0\n"
+          "  --seed S               random seed (default: from the clock)\n"
+          "  --iters N              timed iterations on the GPU (default 20)\n"
+          "  --warmup N             warm-up iterations on the GPU (default 3)\n"
+          "  --samples N            gradient entries per tensor checked by finite differences (default 16)\n"
+          "  --fwd-comm-sms N       --bwd-comm-sms N   --minibatch ROWS   --capacity ROWS\n");
+}
+
+/* Parses a whole non-negative integer in [lo, hi]; returns 0 on success. */
+static int parse_int(const char *flag, const char *s, long long lo, long long hi, long long *out) {
+  char *end = NULL;
+  errno = 0;
+  long long v = strtoll(s, &end, 10);
+  if (errno || !end || *end || end == s || v < lo || v > hi) {
+    fprintf(stderr, "mok: %s wants an integer in [%lld, %lld], got '%s'\n", flag, lo, hi, s);
+    return 1;
+  }
+  *out = v;
+  return 0;
+}
+
+static int parse_run(int argc, char **argv, cli_options *o) {
+  memset(o, 0, sizeof *o);
+  mok_config_init(&o->config);
+  o->ranks = 2;
+  o->iters = 20;
+  o->warmup = 3;
+  o->samples = 16;
+  o->seed = (uint64_t)time(NULL);
+  const char *shape_name = NULL;
+  long long tokens = -1, hidden = -1, experts = -1, inter = -1, topk = -1, shared = -1;
+  for (int i = 0; i < argc; ++i) {
+    const char *a = argv[i];
+    if (strcmp(a, "--cpu") == 0) {
+      o->use_cpu = 1;
+      continue;
+    }
+    if (strcmp(a, "--help") == 0 || strcmp(a, "-h") == 0) {
+      usage(stdout);
+      exit(0);
+    }
+    if (i + 1 >= argc || strncmp(a, "--", 2) != 0) {
+      fprintf(stderr, "mok: unknown or incomplete option '%s' (mok --help)\n", a);
+      return 1;
+    }
+    const char *v = argv[++i];
+    long long n = 0;
+    int bad = 0;
+    if (strcmp(a, "--shape") == 0) shape_name = v;
+    else if (strcmp(a, "--tokens") == 0) bad = parse_int(a, v, 0, 1LL << 24, &tokens);
+    else if (strcmp(a, "--hidden") == 0) bad = parse_int(a, v, 1, 1LL << 20, &hidden);
+    else if (strcmp(a, "--experts") == 0) bad = parse_int(a, v, 1, 1 << 16, &experts);
+    else if (strcmp(a, "--intermediate") == 0) bad = parse_int(a, v, 1, 1LL << 20, &inter);
+    else if (strcmp(a, "--topk") == 0) bad = parse_int(a, v, 1, 1 << 16, &topk);
+    else if (strcmp(a, "--shared") == 0) bad = parse_int(a, v, 0, 1LL << 20, &shared);
+    else if (strcmp(a, "--ranks") == 0) bad = parse_int(a, v, 1, 64, &n), o->ranks = (int)n;
+    else if (strcmp(a, "--seed") == 0) bad = parse_int(a, v, 0, 1LL << 62, &n), o->seed = (uint64_t)n;
+    else if (strcmp(a, "--iters") == 0) bad = parse_int(a, v, 1, 100000, &n), o->iters = (int)n;
+    else if (strcmp(a, "--warmup") == 0) bad = parse_int(a, v, 0, 100000, &n), o->warmup = (int)n;
+    else if (strcmp(a, "--samples") == 0) bad = parse_int(a, v, 0, 1 << 20, &n), o->samples = (int)n;
+    else if (strcmp(a, "--fwd-comm-sms") == 0) bad = parse_int(a, v, 1, 128, &n), o->config.fwd_comm_sms = (int)n;
+    else if (strcmp(a, "--bwd-comm-sms") == 0) bad = parse_int(a, v, 1, 128, &n), o->config.bwd_comm_sms = (int)n;
+    else if (strcmp(a, "--minibatch") == 0) bad = parse_int(a, v, 1, 1 << 20, &n), o->config.minibatch_rows = (int)n;
+    else if (strcmp(a, "--capacity") == 0) bad = parse_int(a, v, 0, 1LL << 31, &n), o->config.schedule_capacity = n;
+    else if (strcmp(a, "--routing") == 0) {
+      if (strcmp(v, "uniform") == 0) o->routing = CLI_ROUTING_UNIFORM;
+      else if (strcmp(v, "zipf") == 0) o->routing = CLI_ROUTING_ZIPF;
+      else {
+        fprintf(stderr, "mok: --routing wants uniform or zipf, got '%s'\n", v);
+        return 1;
+      }
+    } else if (strcmp(a, "--clamp") == 0) {
+      char *end = NULL;
+      float l = strtof(v, &end);
+      if (!end || *end || !(l > 0.0f && l < 1e30f)) {
+        fprintf(stderr, "mok: --clamp wants a number > 0, got '%s'\n", v);
+        return 1;
+      }
+      o->config.use_swiglu_limit = 1;
+      o->config.swiglu_limit = l;
+    } else {
+      fprintf(stderr, "mok: unknown option '%s' (mok --help)\n", a);
+      return 1;
+    }
+    if (bad) return 1;
+  }
+  if (shape_name) {
+    const mok_shape_preset *p = mok_shape_find(shape_name);
+    if (!p) {
+      fprintf(stderr, "mok: unknown shape '%s' (mok shapes lists them)\n", shape_name);
+      return 1;
+    }
+    o->shape = p->shape;
+    o->shape_given = 1;
+  } else {
+    o->shape = mok_shape_presets[0].shape; /* the GPU path picks its own default when not given */
+  }
+  long long *field[6] = {&tokens, &hidden, &experts, &inter, &topk, &shared};
+  int64_t *dst[6] = {&o->shape.tokens, &o->shape.hidden, &o->shape.num_experts,
+                     &o->shape.intermediate, &o->shape.top_k, &o->shape.shared_intermediate};
+  for (int f = 0; f < 6; ++f)
+    if (*field[f] >= 0) *dst[f] = *field[f], o->shape_given = 1;
+  if (o->shape.top_k > o->shape.num_experts) {
+    fprintf(stderr, "mok: --topk %lld is larger than --experts %lld\n", (long long)o->shape.top_k,
+            (long long)o->shape.num_experts);
+    return 1;
+  }
+  return 0;
+}
+
+static int gpu_count(void) {
+  int n = 0;
+  if (cudaGetDeviceCount(&n) != cudaSuccess) {
+    cudaGetLastError();
+    return 0;
+  }
+  return n;
+}
+
+int main(int argc, char **argv) {
+  if (argc < 2 || strcmp(argv[1], "--help") == 0 || strcmp(argv[1], "-h") == 0 ||
+      strcmp(argv[1], "help") == 0) {
+    usage(argc < 2 ? stderr : stdout);
+    return argc < 2 ? 2 : 0;
+  }
+  if (strcmp(argv[1], "version") == 0 || strcmp(argv[1], "--version") == 0) {
+    printf("mok %d.%d.%d\n", MOK_VERSION_MAJOR, MOK_VERSION_MINOR, MOK_VERSION_PATCH);
+    return 0;
+  }
+  if (strcmp(argv[1], "shapes") == 0) {
+    printf("%-16s %7s %6s %8s %6s %4s %6s\n", "name", "tokens", "H", "E", "I", "k", "Is");
+    for (const mok_shape_preset *p = mok_shape_presets; p->name; ++p)
+      printf("%-16s %7lld %6lld %8lld %6lld %4lld %6lld\n", p->name, (long long)p->shape.tokens,
+             (long long)p->shape.hidden, (long long)p->shape.num_experts,
+             (long long)p->shape.intermediate, (long long)p->shape.top_k,
+             (long long)p->shape.shared_intermediate);
+    return 0;
+  }
+  if (strcmp(argv[1], "run") != 0) {
+    fprintf(stderr, "mok: unknown command '%s' (mok --help)\n", argv[1]);
+    return 2;
+  }
+  cli_options o;
+  if (parse_run(argc - 2, argv + 2, &o) != 0) return 2;
+  if (!o.use_cpu && gpu_count() > 0) return cli_run_gpu(&o);
+  if (!o.use_cpu) printf("no GPU visible: running the CPU reference path\n");
+  return cli_run_cpu(&o);
+}
