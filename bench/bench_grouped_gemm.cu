@@ -1,0 +1,196 @@
+/* bench_grouped_gemm.cu — benchmark of the BF16 grouped GEMMs (kernels/grouped_gemm.h) on the
+ * issue's MoE shapes, uniform and Zipf-skewed row counts. Random data (never zeros), warm-up, then
+ * CUDA-event timing of each launch; prints the median. TFLOP/s = 2 * real_rows * N * K / time.
+ * Writes each shape's row counts to the file named by argv[1] (default gg_counts.txt) so that
+ * bench/grouped_gemm_baseline.py times torch on exactly the same problems. */
+#include <cuda_runtime.h>
+#include <math.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <algorithm>
+#include <vector>
+#include "kernels/grouped_gemm.h"
+
+#define CK(x)                                                                            \
+  do {                                                                                   \
+    cudaError_t e_ = (x);                                                                \
+    if (e_ != cudaSuccess) {                                                             \
+      fprintf(stderr, "CUDA error %s at %s:%d\n", cudaGetErrorString(e_), __FILE__, __LINE__); \
+      exit(1);                                                                           \
+    }                                                                                    \
+  } while (0)
+
+__global__ void fill_bf16_kernel(uint16_t *p, size_t n, uint64_t seed, float scale) {
+  for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < n;
+       i += (size_t)gridDim.x * blockDim.x) {
+    uint64_t z = (i + seed) * 0x9E3779B97F4A7C15ull;
+    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
+    z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
+    z ^= z >> 31;
+    float f = ((float)(z >> 40) * (1.0f / 16777216.0f) * 2.0f - 1.0f) * scale;
+    uint32_t u = __float_as_uint(f);
+    u += 0x7fffu + ((u >> 16) & 1u);
+    p[i] = (uint16_t)(u >> 16);
+  }
+}
+static void fill(void *p, size_t n, uint64_t seed, float scale) {
+  fill_bf16_kernel<<<1024, 256>>>((uint16_t *)p, n, seed, scale);
+  CK(cudaGetLastError());
+}
+
+typedef struct {
+  const char *name;
+  int E, rows;   /* experts, rows per expert (uniform) or mean rows (zipf) */
+  int zipf;      /* 0 uniform, 1 Zipf(1.0) counts with the same total      */
+  int n, k;      /* GEMM N (for gate+up: 2 * I) and K                      */
+  int gateup;    /* 1: fused SwiGLU gate+up (I = n / 2), 0: plain forward    */
+  int backward;  /* 1: also time dgrad and wgrad on this shape             */
+} shape;
+
+static std::vector<int> make_counts(const shape &s) {
+  std::vector<int> c(s.E, s.rows);
+  if (s.zipf) {
+    long total = (long)s.E * s.rows, used = 0;
+    double w = 0;
+    for (int e = 0; e < s.E; ++e) w += 1.0 / (e + 1);
+    for (int e = 0; e < s.E; ++e) {
+      c[e] = (int)floor(total * (1.0 / (e + 1)) / w);
+      used += c[e];
+    }
+    c[0] += (int)(total - used);
+  }
+  return c;
+}
+
+typedef mok_status (*launch_fn)(void *ctx);
+static double time_median_ms(launch_fn f, void *ctx, int warm, int iters) {
+  for (int i = 0; i < warm; ++i)
+    if (f(ctx) != MOK_SUCCESS) { fprintf(stderr, "launch failed\n"); exit(1); }
+  CK(cudaDeviceSynchronize());
+  std::vector<cudaEvent_t> ev(iters + 1);
+  for (auto &e : ev) CK(cudaEventCreate(&e));
+  CK(cudaEventRecord(ev[0]));
+  for (int i = 0; i < iters; ++i) {
+    f(ctx);
+    CK(cudaEventRecord(ev[i + 1]));
+  }
+  CK(cudaEventSynchronize(ev[iters]));
+  CK(cudaGetLastError());
+  std::vector<float> t(iters);
+  for (int i = 0; i < iters; ++i) CK(cudaEventElapsedTime(&t[i], ev[i], ev[i + 1]));
+  for (auto &e : ev) cudaEventDestroy(e);
+  std::sort(t.begin(), t.end());
+  return t[iters / 2];
+}
+
+typedef struct {
+  void *a, *b, *b2, *c, *c2, *w32;
+  int32_t *off, *cnt;
+  int E;
+  int64_t m_total, n, k;
+} ctx_t;
+
+static mok_status run_fwd(void *p) {
+  ctx_t *c = (ctx_t *)p;
+  return mok_gg_bf16_fwd(c->a, c->b, c->c, c->off, c->cnt, c->E, c->m_total, c->n, c->k, 0);
+}
+static mok_status run_swiglu(void *p) {
+  ctx_t *c = (ctx_t *)p;
+  return mok_gg_bf16_gate_up_swiglu(c->a, c->b, c->b2, c->c, NULL, c->off, c->cnt, c->E,
+                                    c->m_total, c->n / 2, c->k, 0, 0.f, 0);
+}
+static mok_status run_dgrad(void *p) { /* dA [M, k] = dC [M, n] x W [E, n, k] */
+  ctx_t *c = (ctx_t *)p;
+  return mok_gg_bf16_dgrad(c->c, c->b, c->a, c->off, c->cnt, c->E, c->m_total, c->n, c->k, 0);
+}
+static mok_status run_wgrad(void *p) { /* dW [E, n, k] fp32 = dC^T A */
+  ctx_t *c = (ctx_t *)p;
+  return mok_gg_bf16_wgrad(c->c, c->a, c->w32, 1, 0, c->off, c->cnt, c->E, c->m_total, c->n,
+                           c->k, 0);
+}
+
+int main(int argc, char **argv) {
+  const char *counts_path = argc > 1 ? argv[1] : "gg_counts.txt";
+  int iters = argc > 2 ? atoi(argv[2]) : 20;
+  FILE *cf = fopen(counts_path, "w");
+  if (!cf) { perror(counts_path); return 1; }
+  cudaDeviceProp prop;
+  CK(cudaGetDeviceProperties(&prop, 0));
+  printf("device %s, %d SMs\n", prop.name, prop.multiProcessorCount);
+  const shape shapes[] = {
+      {"dsv3_ep8_gateup", 32, 1792, 0, 4096, 7168, 1, 1},
+      {"dsv3_ep8_down", 32, 1792, 0, 7168, 2048, 0, 1},
+      {"dsv3_ep2_gateup", 128, 448, 0, 4096, 7168, 1, 0},
+      {"dsv3_ep2_down", 128, 448, 0, 7168, 2048, 0, 0},
+      {"qwen3_gateup", 128, 256, 0, 1536, 2048, 1, 0},
+      {"qwen3_down", 128, 256, 0, 2048, 768, 0, 0},
+      {"dsv3_ep8_gateup_zipf", 32, 1792, 1, 4096, 7168, 1, 0},
+      {"dsv3_ep8_down_zipf", 32, 1792, 1, 7168, 2048, 0, 0},
+      {"qwen3_gateup_zipf", 128, 256, 1, 1536, 2048, 1, 0},
+      {"qwen3_down_zipf", 128, 256, 1, 2048, 768, 0, 0},
+  };
+  printf("%-22s %-10s %10s %10s\n", "shape", "kernel", "ms", "TFLOP/s");
+  for (const shape &s : shapes) {
+    std::vector<int> cnt = make_counts(s);
+    std::vector<int> off(s.E + 1);
+    long real = 0;
+    int o = 0;
+    for (int e = 0; e < s.E; ++e) {
+      off[e] = o;
+      o += (cnt[e] + 127) / 128 * 128;
+      real += cnt[e];
+    }
+    off[s.E] = o;
+    fprintf(cf, "%s %d %d %d", s.name, s.n, s.k, s.E);
+    for (int e = 0; e < s.E; ++e) fprintf(cf, " %d", cnt[e]);
+    fprintf(cf, "\n");
+    ctx_t c = {};
+    c.E = s.E;
+    c.m_total = o;
+    c.n = s.n;
+    c.k = s.k;
+    size_t na = (size_t)o * s.k, nb = (size_t)s.E * s.n * s.k, nc = (size_t)o * s.n;
+    CK(cudaMalloc(&c.a, na * 2));
+    CK(cudaMalloc(&c.c, nc * 2));
+    CK(cudaMalloc(&c.off, (s.E + 1) * 4));
+    CK(cudaMalloc(&c.cnt, s.E * 4));
+    CK(cudaMemcpy(c.off, off.data(), (s.E + 1) * 4, cudaMemcpyHostToDevice));
+    CK(cudaMemcpy(c.cnt, cnt.data(), s.E * 4, cudaMemcpyHostToDevice));
+    fill(c.a, na, 1, 1.0f);
+    fill(c.c, nc, 2, 1.0f);
+    const double flop = 2.0 * real * s.n * s.k;
+    if (s.gateup) {
+      size_t nh = nb / 2;
+      CK(cudaMalloc(&c.b, nh * 2));
+      CK(cudaMalloc(&c.b2, nh * 2));
+      fill(c.b, nh, 3, 0.05f);
+      fill(c.b2, nh, 4, 0.05f);
+      double ms = time_median_ms(run_swiglu, &c, 3, iters);
+      printf("%-22s %-10s %10.3f %10.1f\n", s.name, "swiglu", ms, flop / ms * 1e-9);
+      cudaFree(c.b2);
+      c.b2 = NULL;
+      cudaFree(c.b);
+    }
+    CK(cudaMalloc(&c.b, nb * 2));
+    fill(c.b, nb, 5, 0.05f);
+    {
+      double ms = time_median_ms(run_fwd, &c, 3, iters);
+      printf("%-22s %-10s %10.3f %10.1f\n", s.name, "fwd", ms, flop / ms * 1e-9);
+    }
+    if (s.backward) {
+      /* dgrad of this layer: dC [M, n] x W [E, n, k] -> [M, k] */
+      double ms = time_median_ms(run_dgrad, &c, 2, iters);
+      printf("%-22s %-10s %10.3f %10.1f\n", s.name, "dgrad", ms, flop / ms * 1e-9);
+      CK(cudaMalloc(&c.w32, nb * 4));
+      ms = time_median_ms(run_wgrad, &c, 2, iters);
+      printf("%-22s %-10s %10.3f %10.1f\n", s.name, "wgrad_f32", ms, flop / ms * 1e-9);
+      cudaFree(c.w32);
+    }
+    fflush(stdout);
+    cudaFree(c.a); cudaFree(c.b); cudaFree(c.c); cudaFree(c.off); cudaFree(c.cnt);
+  }
+  fclose(cf);
+  return 0;
+}

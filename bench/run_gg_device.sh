@@ -1,0 +1,43 @@
+#!/bin/bash
+# run_gg_device.sh — one batch on a GPU machine for the grouped GEMM: (build if needed), SASS
+# summary, GPU tests, benchmark, torch baselines; logs under $OUT (or ./gg_out), short table last.
+#   usage: bench/run_gg_device.sh [iters]
+set -u
+OUT=${OUT:-gg_out}
+mkdir -p "$OUT"
+ITERS=${1:-20}
+export CUDA_VISIBLE_DEVICES=${CUDA_VISIBLE_DEVICES:-0}
+export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1
+nvidia-smi --query-gpu=name,clocks.sm,clocks.max.sm,temperature.gpu,power.draw --format=csv \
+  > "$OUT/gpu.txt" 2>&1
+cat "$OUT/gpu.txt"
+if ! build/gg_test gg_bad_args > /dev/null 2>&1; then
+  echo "prebuilt binaries do not run here: building"
+  if which make > /dev/null; then make build/gg_test build/gg_bench > "$OUT/build.log" 2>&1
+  else
+    mkdir -p build/tests
+    N="nvcc -O3 -std=c++17 -gencode arch=compute_90a,code=sm_90a -Iinclude -I."
+    (gcc -std=c11 -O2 -Iinclude -I. -c tests/test_runner.c -o build/tests/test_runner.o &&
+     $N -o build/gg_test tests/gpu/test_grouped_gemm.cu kernels/grouped_gemm_*.cu build/tests/test_runner.o &&
+     $N -o build/gg_bench bench/bench_grouped_gemm.cu kernels/grouped_gemm_*.cu) > "$OUT/build.log" 2>&1
+  fi
+  tail -5 "$OUT/build.log"
+fi
+# HGMMA count per kernel and local-memory use, from the disassembly.
+if which cuobjdump > /dev/null; then
+  cuobjdump --dump-sass build/gg_bench > /tmp/gg.sass 2>&1
+  awk '/Function :/ {f=$3} /HGMMA/ {h[f]++} /LDL|STL/ {l[f]++}
+       END {for (f in h) printf "%s HGMMA=%d LDL/STL=%d\n", f, h[f], l[f]+0}' /tmp/gg.sass \
+       > "$OUT/sass_summary.txt"
+  cat "$OUT/sass_summary.txt"
+fi
+timeout 240 build/gg_test 2>&1 | tee "$OUT/test.log" | grep -E "PASS|FAIL|passed|rel err|error" 
+timeout 240 build/gg_bench "$OUT/gg_counts.txt" "$ITERS" > "$OUT/bench.log" 2>&1
+echo "bench rc=$?"
+PYTHONUNBUFFERED=1 timeout 240 python3 bench/grouped_gemm_baseline.py "$OUT/gg_counts.txt" "$ITERS" \
+  > "$OUT/baseline.log" 2>&1
+echo "baseline rc=$?"
+echo "=== mok grouped GEMM (bench.log) ==="
+cat "$OUT/bench.log"
+echo "=== torch baselines, same shapes and counts (baseline.log) ==="
+cat "$OUT/baseline.log"

@@ -1,0 +1,85 @@
+/* gemm_tile_scheduler.h — the grouped GEMM's tile scheduler, as plain C that runs unchanged on the
+ * host (tests, planning) and in CUDA kernels. It only maps a linear tile index to (expert, m tile,
+ * n tile); the GEMM kernels never see the order in which tiles are visited.
+ *
+ * M-grouped problems (forward, dgrad): expert l has m_tiles(l) = ceil(count[l] / tile_m) row tiles
+ * and n_tiles column tiles, so tiles(l) = m_tiles(l) * n_tiles; an expert with no rows has none.
+ * tile_prefix[l] = sum of tiles(j) for j < l (E + 1 entries), built once per CTA.
+ * Inside an expert, tiles are rasterized for L2 reuse: row tiles are taken in groups of
+ * group_m; a group sweeps every column tile, and inside a column the group's row tiles are
+ * consecutive. So the CTAs running at one moment share a few weight column tiles and one group
+ * of activation row tiles.
+ * K-grouped problems (weight gradients): every expert has the same m_tiles x n_tiles output tiles,
+ * rasterized the same way; the reduction length (the expert's row count) varies. */
+#ifndef MOK_GEMM_TILE_SCHEDULER_H
+#define MOK_GEMM_TILE_SCHEDULER_H
+
+#include <stdint.h>
+
+#ifdef __CUDACC__
+#define MOK_SCHED_HD __host__ __device__ __forceinline__
+#else
+#define MOK_SCHED_HD static inline
+#endif
+
+typedef struct {
+  int32_t expert; /* local expert index                      */
+  int32_t m_tile; /* row tile inside the expert (or of dW)   */
+  int32_t n_tile; /* column tile                             */
+} gg_tile;
+
+MOK_SCHED_HD int32_t gg_ceil_div(int32_t a, int32_t b) { return (a + b - 1) / b; }
+
+/* Position of tile index idx inside one expert's m_tiles x n_tiles grid, grouped by group_m. */
+MOK_SCHED_HD void gg_raster(int32_t idx, int32_t m_tiles, int32_t n_tiles, int32_t group_m,
+                            int32_t *m_tile, int32_t *n_tile) {
+  int32_t group_size = group_m * n_tiles;
+  int32_t g = idx / group_size;
+  int32_t r = idx - g * group_size;
+  int32_t gm = m_tiles - g * group_m;
+  if (gm > group_m) gm = group_m;
+  *n_tile = r / gm;
+  *m_tile = g * group_m + (r - (r / gm) * gm);
+}
+
+/* Fills prefix[0..E] from per-expert row counts (sequential; the device kernels build the same
+ * table in parallel). Returns the total tile count. */
+MOK_SCHED_HD int32_t gg_build_prefix(const int32_t *count, int32_t num_experts, int32_t tile_m,
+                                     int32_t n_tiles, int32_t *prefix) {
+  int32_t total = 0;
+  for (int32_t l = 0; l < num_experts; ++l) {
+    prefix[l] = total;
+    int32_t c = count[l] > 0 ? count[l] : 0;
+    total += gg_ceil_div(c, tile_m) * n_tiles;
+  }
+  prefix[num_experts] = total;
+  return total;
+}
+
+/* M-grouped: tile index -> (expert, m tile, n tile). idx in [0, prefix[E]). Binary search for the
+ * expert l with prefix[l] <= idx < prefix[l + 1] (experts with no tiles are skipped). */
+MOK_SCHED_HD gg_tile gg_decode_m_grouped(int32_t idx, const int32_t *prefix, int32_t num_experts,
+                                         int32_t n_tiles, int32_t group_m) {
+  int32_t lo = 0, hi = num_experts - 1;
+  while (lo < hi) {
+    int32_t mid = (lo + hi + 1) >> 1;
+    if (prefix[mid] <= idx) lo = mid; else hi = mid - 1;
+  }
+  gg_tile t;
+  t.expert = lo;
+  int32_t m_tiles = (prefix[lo + 1] - prefix[lo]) / n_tiles;
+  gg_raster(idx - prefix[lo], m_tiles, n_tiles, group_m, &t.m_tile, &t.n_tile);
+  return t;
+}
+
+/* K-grouped: every expert has m_tiles x n_tiles tiles; idx in [0, E * m_tiles * n_tiles). */
+MOK_SCHED_HD gg_tile gg_decode_k_grouped(int32_t idx, int32_t m_tiles, int32_t n_tiles,
+                                         int32_t group_m) {
+  gg_tile t;
+  int32_t per = m_tiles * n_tiles;
+  t.expert = idx / per;
+  gg_raster(idx - t.expert * per, m_tiles, n_tiles, group_m, &t.m_tile, &t.n_tile);
+  return t;
+}
+
+#endif /* MOK_GEMM_TILE_SCHEDULER_H */

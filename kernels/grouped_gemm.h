@@ -1,0 +1,76 @@
+/* grouped_gemm.h — C API of mok's grouped (MoE) GEMMs for sm_90a: persistent, warp-specialized
+ * kernels (TMA producer warp, two wgmma consumer warpgroups, a separate tile scheduler). Owns the
+ * layout contract below; implemented in kernels/grouped_gemm_*.cu.
+ *
+ * Layout contract (shared by every call):
+ *   - Rows of all local experts are stacked: expert l owns rows [expert_offset[l],
+ *     expert_offset[l+1]) of the row-major activation tensors; the first expert_count[l] rows are
+ *     real, the rest padding (any content). Offsets are multiples of MOK_GG_TILE_M (128).
+ *   - expert_offset (int32, E + 1 entries) and expert_count (int32, E entries) are DEVICE
+ *     pointers; the host knows only m_total, an upper bound of the rows (the buffers' capacity,
+ *     >= expert_offset[E]). Nothing is read back to the host: every call can be graph-captured.
+ *   - Experts with no rows cost nothing (no tiles are scheduled for them) in the row-grouped
+ *     calls; in the weight-gradient call their gradient is zero (or left as is when accumulating).
+ *   - Weights are [E, N, K] bf16 row-major ("out x in", like nn.Linear.weight).
+ *   - Output rows of padding rows may be written with anything.
+ *   - Sizes: n and k multiples of MOK_GG_ALIGN (64); pointers 16-byte aligned; m_total >= 1.
+ * All calls only enqueue work on stream (no host synchronization, no allocation) and return a
+ * mok_status: MOK_ERR_INVALID_ARGUMENT (NULL pointer), MOK_ERR_INVALID_SHAPE, MOK_ERR_MISALIGNED,
+ * MOK_ERR_NOT_SUPPORTED (no sm_90 device), MOK_ERR_CUDA (a launch or tensor-map failure). */
+#ifndef MOK_GROUPED_GEMM_H
+#define MOK_GROUPED_GEMM_H
+
+#include <stdint.h>
+#include <cuda_runtime_api.h>
+#include "include/mok.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#define MOK_GG_TILE_M 128 /* expert_offset granularity (rows per GEMM tile)        */
+#define MOK_GG_ALIGN 64   /* n and k must be multiples of this (one 128-byte row)  */
+
+/* C[r, :] = A[r, :] x B[e]^T for each real row r of expert e.
+ *   a:  [m_total, k] bf16        b: [num_experts, n, k] bf16        c: [m_total, n] bf16
+ * Used for the forward down projection (a = act [M, I], b = W_down [E, H, I], c = [M, H]). */
+mok_status mok_gg_bf16_fwd(const void *a, const void *b, void *c, const int32_t *expert_offset,
+                           const int32_t *expert_count, int num_experts, int64_t m_total,
+                           int64_t n, int64_t k, cudaStream_t stream);
+
+/* Forward gate + up with the SwiGLU epilogue fused:
+ *   g = x W_gate[e]^T, u = x W_up[e]^T (fp32), act = silu(g) * u, or, when use_limit != 0,
+ *   act = silu(min(g, limit)) * clamp(u, -limit, limit).
+ *   x: [m_total, hidden] bf16; w_gate, w_up: [num_experts, inter, hidden] bf16;
+ *   act: [m_total, inter] bf16;
+ *   preact: NULL, or [m_total, 2 * inter] bf16 receiving g in columns [0, inter) and u in
+ *   [inter, 2 * inter) (rounded to bf16; for the backward pass).
+ *   inter must be a multiple of 128. */
+mok_status mok_gg_bf16_gate_up_swiglu(const void *x, const void *w_gate, const void *w_up,
+                                      void *act, void *preact, const int32_t *expert_offset,
+                                      const int32_t *expert_count, int num_experts,
+                                      int64_t m_total, int64_t inter, int64_t hidden,
+                                      int use_limit, float limit, cudaStream_t stream);
+
+/* Backward data gradient: dA[r, :] = dC[r, :] x W[e] for each real row r of expert e.
+ *   dc: [m_total, n] bf16    w: [num_experts, n, k] bf16 (the forward weight)    da: [m_total, k] */
+mok_status mok_gg_bf16_dgrad(const void *dc, const void *w, void *da, const int32_t *expert_offset,
+                             const int32_t *expert_count, int num_experts, int64_t m_total,
+                             int64_t n, int64_t k, cudaStream_t stream);
+
+/* Backward weight gradient, grouped over the reduction: for each expert e,
+ *   dW[e] = sum over its real rows r (ascending, a fixed order: bitwise reproducible) of
+ *           dC[r, :]^T A[r, :]          -> [n, k]
+ *   dc: [m_total, n] bf16;  a: [m_total, k] bf16;
+ *   dw: [num_experts, n, k], fp32 when out_fp32 != 0, else bf16.
+ *   accumulate != 0 (fp32 only): dW[e] += the sum (an expert with no rows leaves dW[e] as is);
+ *   otherwise dW[e] = the sum (zero for an expert with no rows). Padding rows are ignored. */
+mok_status mok_gg_bf16_wgrad(const void *dc, const void *a, void *dw, int out_fp32, int accumulate,
+                             const int32_t *expert_offset, const int32_t *expert_count,
+                             int num_experts, int64_t m_total, int64_t n, int64_t k,
+                             cudaStream_t stream);
+
+#ifdef __cplusplus
+}
+#endif
+#endif /* MOK_GROUPED_GEMM_H */

@@ -1,0 +1,49 @@
+/* grouped_gemm_tmap.cu — TMA tensor-map encoding and device queries for the grouped GEMM (see
+ * grouped_gemm_tmap.h). */
+#include <cudaTypedefs.h>
+#include <cuda_runtime.h>
+#include "kernels/grouped_gemm_tmap.h"
+
+static PFN_cuTensorMapEncodeTiled_v12000 gg_encode_fn(void) {
+  static PFN_cuTensorMapEncodeTiled_v12000 fn = NULL;
+  if (!fn) {
+    void *p = NULL;
+    cudaDriverEntryPointQueryResult q;
+    if (cudaGetDriverEntryPointByVersion("cuTensorMapEncodeTiled", &p, 12000, cudaEnableDefault,
+                                         &q) == cudaSuccess &&
+        q == cudaDriverEntryPointSuccess)
+      fn = (PFN_cuTensorMapEncodeTiled_v12000)p;
+  }
+  return fn;
+}
+
+mok_status gg_make_tmap_2d(CUtensorMap *map, const void *ptr, int64_t rows, int64_t cols,
+                           int elem_bytes, int box_rows, int box_cols) {
+  if (!map || !ptr) return MOK_ERR_INVALID_ARGUMENT;
+  if (rows <= 0 || cols <= 0) return MOK_ERR_INVALID_SHAPE;
+  if (((uintptr_t)ptr & 15) || (cols * elem_bytes) % 16) return MOK_ERR_MISALIGNED;
+  PFN_cuTensorMapEncodeTiled_v12000 fn = gg_encode_fn();
+  if (!fn) return MOK_ERR_CUDA;
+  CUtensorMapDataType dt = elem_bytes == 2   ? CU_TENSOR_MAP_DATA_TYPE_BFLOAT16
+                           : elem_bytes == 4 ? CU_TENSOR_MAP_DATA_TYPE_FLOAT32
+                                             : CU_TENSOR_MAP_DATA_TYPE_UINT8;
+  cuuint64_t dims[2] = {(cuuint64_t)cols, (cuuint64_t)rows};
+  cuuint64_t strides[1] = {(cuuint64_t)(cols * elem_bytes)};
+  cuuint32_t box[2] = {(cuuint32_t)box_cols, (cuuint32_t)box_rows};
+  cuuint32_t estr[2] = {1, 1};
+  CUresult r = fn(map, dt, 2, (void *)ptr, dims, strides, box, estr, CU_TENSOR_MAP_INTERLEAVE_NONE,
+                  CU_TENSOR_MAP_SWIZZLE_128B, CU_TENSOR_MAP_L2_PROMOTION_L2_256B,
+                  CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE);
+  return r == CUDA_SUCCESS ? MOK_SUCCESS : MOK_ERR_CUDA;
+}
+
+mok_status gg_device_sms(int *sms) {
+  int dev = 0, major = 0;
+  if (cudaGetDevice(&dev) != cudaSuccess) return MOK_ERR_NO_DEVICE;
+  if (cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, dev) != cudaSuccess)
+    return MOK_ERR_CUDA;
+  if (major != 9) return MOK_ERR_NOT_SUPPORTED;
+  if (cudaDeviceGetAttribute(sms, cudaDevAttrMultiProcessorCount, dev) != cudaSuccess)
+    return MOK_ERR_CUDA;
+  return MOK_SUCCESS;
+}

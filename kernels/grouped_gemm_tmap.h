@@ -1,0 +1,20 @@
+/* grouped_gemm_tmap.h — internal host helpers of the grouped GEMM: TMA tensor-map encoding
+ * (through the runtime's driver entry point, so no link against libcuda) and device queries.
+ * Implemented in grouped_gemm_tmap.cu. Not part of the public API. */
+#ifndef MOK_GROUPED_GEMM_TMAP_H
+#define MOK_GROUPED_GEMM_TMAP_H
+
+#include <cuda.h>
+#include <stdint.h>
+#include "include/mok.h"
+
+/* A 2D row-major tensor [rows, cols] of elem_bytes-sized elements (2: bf16, 1: fp8, 4: fp32) at
+ * ptr, loaded / stored in boxes of box_rows x box_cols elements with 128-byte swizzle
+ * (box_cols * elem_bytes must be 128). Out-of-bounds loads read zeros; stores are clipped. */
+mok_status gg_make_tmap_2d(CUtensorMap *map, const void *ptr, int64_t rows, int64_t cols,
+                           int elem_bytes, int box_rows, int box_cols);
+
+/* Multiprocessor count of the current device; MOK_ERR_NOT_SUPPORTED unless it is sm_90. */
+mok_status gg_device_sms(int *sms);
+
+#endif /* MOK_GROUPED_GEMM_TMAP_H */

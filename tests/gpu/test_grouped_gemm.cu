@@ -1,0 +1,373 @@
+/* test_grouped_gemm.cu — GPU tests of the BF16 grouped GEMMs (kernels/grouped_gemm.h) against a
+ * CPU reference (fp64 accumulation of the same bf16 inputs), on fresh random data every run:
+ * odd row counts, empty experts, padding rows filled with NaN, outputs poisoned with NaN first.
+ * Pass: ||out - ref|| / ||ref|| < 1e-2 over real rows, no NaN there, and (wgrad) bitwise equal
+ * results on a second run. The cases are exported as gg_test_cases for the GPU test runner; the
+ * weak main() below runs them alone (make gg-test). */
+#include <cuda_runtime.h>
+#include <math.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <vector>
+#include "kernels/grouped_gemm.h"
+extern "C" {
+#include "tests/test_runner.h"
+#include "tests/test_util.h"
+}
+
+/* This file's own generator (splitmix64), seeded from the run's printed seed. */
+typedef struct { uint64_t s; } gg_rng;
+static uint64_t gg_next(gg_rng *r) {
+  uint64_t z = (r->s += 0x9E3779B97F4A7C15ull);
+  z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
+  z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
+  return z ^ (z >> 31);
+}
+static double gg_uniform(gg_rng *r) { return (gg_next(r) >> 11) * (1.0 / 9007199254740992.0); }
+static int gg_below(gg_rng *r, int n) { return (int)(gg_next(r) % (uint64_t)n); }
+
+#define CUDA_OK(x)                                                                        \
+  do {                                                                                    \
+    cudaError_t e_ = (x);                                                                 \
+    if (e_ != cudaSuccess) {                                                              \
+      ++mok_test_failures;                                                                \
+      fprintf(stderr, "  CUDA error %s at %s:%d: %s\n", cudaGetErrorString(e_), __FILE__, \
+              __LINE__, #x);                                                              \
+      return;                                                                             \
+    }                                                                                     \
+  } while (0)
+
+static const uint16_t BF16_NAN = 0x7FC1;
+
+static uint16_t f2bf(float f) {
+  uint32_t u;
+  memcpy(&u, &f, 4);
+  if ((u & 0x7fffffffu) > 0x7f800000u) return 0x7FC0;
+  u += 0x7fffu + ((u >> 16) & 1u);
+  return (uint16_t)(u >> 16);
+}
+static float bf2f(uint16_t h) {
+  uint32_t u = (uint32_t)h << 16;
+  float f;
+  memcpy(&f, &u, 4);
+  return f;
+}
+
+/* A grouped problem's row layout: counts (some zero, some odd), offsets padded to 128. */
+typedef struct {
+  int E;
+  std::vector<int32_t> count, offset;
+  int64_t m_total;
+} gg_rows;
+
+static gg_rows make_rows(gg_rng *r, int E, int max_rows, int extra_pad_tiles) {
+  gg_rows g;
+  g.E = E;
+  g.count.resize(E);
+  g.offset.resize(E + 1);
+  int32_t off = 0;
+  for (int e = 0; e < E; ++e) {
+    int c;
+    int kind = gg_below(r, 6);
+    if (kind == 0) c = 0;
+    else if (kind == 1) c = 1 + gg_below(r, 3);
+    else c = 1 + gg_below(r, max_rows);
+    if (e == 1) c = 0;                       /* always one empty expert */
+    if (e == 2) c = 127 + gg_below(r, 3);  /* around a tile edge     */
+    g.count[e] = c;
+    g.offset[e] = off;
+    off += (c + 127) / 128 * 128 + 128 * gg_below(r, extra_pad_tiles + 1);
+  }
+  g.offset[E] = off;
+  g.m_total = off + 128; /* capacity beyond the used rows */
+  return g;
+}
+
+static void fill_bf16(gg_rng *r, std::vector<uint16_t> &v, float scale) {
+  for (size_t i = 0; i < v.size(); ++i) v[i] = f2bf((float)(2.0 * gg_uniform(r) - 1.0) * scale);
+}
+
+/* Fill padding rows (not real rows of any expert) of a [m_total, cols] tensor with NaN. */
+static void nan_padding(const gg_rows &g, std::vector<uint16_t> &v, int64_t cols) {
+  std::vector<char> real(g.m_total, 0);
+  for (int e = 0; e < g.E; ++e)
+    for (int i = 0; i < g.count[e]; ++i) real[g.offset[e] + i] = 1;
+  for (int64_t row = 0; row < g.m_total; ++row)
+    if (!real[row])
+      for (int64_t c = 0; c < cols; ++c) v[row * cols + c] = BF16_NAN;
+}
+
+template <typename T> static T *to_dev(const std::vector<T> &h) {
+  T *d = NULL;
+  if (cudaMalloc(&d, h.size() * sizeof(T) + 16) != cudaSuccess) return NULL;
+  cudaMemcpy(d, h.data(), h.size() * sizeof(T), cudaMemcpyHostToDevice);
+  return d;
+}
+template <typename T> static std::vector<T> from_dev(const T *d, size_t n) {
+  std::vector<T> h(n);
+  cudaMemcpy(h.data(), d, n * sizeof(T), cudaMemcpyDeviceToHost);
+  return h;
+}
+
+/* Relative error accumulator. */
+typedef struct {
+  double num, den;
+  long nan;
+} relerr;
+static void rel_add(relerr *r, double got, double want) {
+  if (isnan(got) || isinf(got)) { r->nan++; return; }
+  r->num += (got - want) * (got - want);
+  r->den += want * want;
+}
+static void rel_check(const char *what, relerr r) {
+  double e = r.den > 0 ? sqrt(r.num / r.den) : sqrt(r.num);
+  printf("    %-28s rel err %.3e  nan %ld\n", what, e, r.nan);
+  CHECK(r.nan == 0);
+  CHECK(e < 1e-2);
+}
+
+/* Rows of expert e checked against the reference: all, or a sample for big experts. */
+static std::vector<int> check_rows(gg_rng *r, int count, int max_checked) {
+  std::vector<int> rows;
+  if (count <= max_checked) {
+    for (int i = 0; i < count; ++i) rows.push_back(i);
+  } else {
+    rows.push_back(0);
+    rows.push_back(count - 1);
+    for (int i = 2; i < max_checked; ++i) rows.push_back(gg_below(r, count));
+  }
+  return rows;
+}
+
+static double dot_bf16(const uint16_t *a, const uint16_t *b, int64_t k) {
+  double s = 0;
+  for (int64_t i = 0; i < k; ++i) s += (double)bf2f(a[i]) * (double)bf2f(b[i]);
+  return s;
+}
+
+/* ---- forward: C = A W[e]^T ------------------------------------------------------------- */
+static void run_fwd(int E, int max_rows, int64_t n, int64_t k, int max_checked) {
+  gg_rng r = {test_seed()};
+  gg_rows g = make_rows(&r, E, max_rows, 1);
+  std::vector<uint16_t> a(g.m_total * k), w((size_t)E * n * k), c(g.m_total * n, BF16_NAN);
+  fill_bf16(&r, a, 1.0f);
+  fill_bf16(&r, w, 1.0f);
+  nan_padding(g, a, k);
+  uint16_t *da = to_dev(a), *dw = to_dev(w), *dc = to_dev(c);
+  int32_t *doff = to_dev(g.offset), *dcnt = to_dev(g.count);
+  CHECK(da && dw && dc && doff && dcnt);
+  if (!(da && dw && dc && doff && dcnt)) return;
+  CHECK_STATUS(mok_gg_bf16_fwd(da, dw, dc, doff, dcnt, E, g.m_total, n, k, 0), MOK_SUCCESS);
+  CUDA_OK(cudaGetLastError());
+  CUDA_OK(cudaDeviceSynchronize());
+  c = from_dev(dc, c.size());
+  relerr re = {0, 0, 0};
+  for (int e = 0; e < E; ++e) {
+    std::vector<int> rows = check_rows(&r, g.count[e], max_checked);
+    for (int i : rows) {
+      int64_t row = g.offset[e] + i;
+      for (int64_t j = 0; j < n; ++j)
+        rel_add(&re, bf2f(c[row * n + j]), dot_bf16(&a[row * k], &w[((size_t)e * n + j) * k], k));
+    }
+  }
+  char what[64];
+  snprintf(what, sizeof what, "fwd E%d n%ld k%ld", E, (long)n, (long)k);
+  rel_check(what, re);
+  cudaFree(da); cudaFree(dw); cudaFree(dc); cudaFree(doff); cudaFree(dcnt);
+}
+
+/* ---- forward gate+up with SwiGLU --------------------------------------------------------- */
+static void run_swiglu(int E, int max_rows, int64_t inter, int64_t hidden, int use_limit,
+                       int want_preact, int max_checked) {
+  gg_rng r = {test_seed() ^ 0x5151};
+  gg_rows g = make_rows(&r, E, max_rows, 1);
+  std::vector<uint16_t> x(g.m_total * hidden), wg((size_t)E * inter * hidden),
+      wu((size_t)E * inter * hidden), act(g.m_total * inter, BF16_NAN),
+      pre(g.m_total * 2 * inter, BF16_NAN);
+  fill_bf16(&r, x, 1.0f);
+  fill_bf16(&r, wg, 0.2f);
+  fill_bf16(&r, wu, 0.2f);
+  nan_padding(g, x, hidden);
+  const float L = 1.5f;
+  uint16_t *dx = to_dev(x), *dg = to_dev(wg), *du = to_dev(wu), *dact = to_dev(act),
+           *dpre = want_preact ? to_dev(pre) : NULL;
+  int32_t *doff = to_dev(g.offset), *dcnt = to_dev(g.count);
+  CHECK(dx && dg && du && dact && doff && dcnt);
+  if (!(dx && dg && du && dact && doff && dcnt)) return;
+  CHECK_STATUS(mok_gg_bf16_gate_up_swiglu(dx, dg, du, dact, dpre, doff, dcnt, E, g.m_total, inter,
+                                          hidden, use_limit, L, 0),
+               MOK_SUCCESS);
+  CUDA_OK(cudaGetLastError());
+  CUDA_OK(cudaDeviceSynchronize());
+  act = from_dev(dact, act.size());
+  if (want_preact) pre = from_dev(dpre, pre.size());
+  relerr ra = {0, 0, 0}, rp = {0, 0, 0};
+  for (int e = 0; e < E; ++e) {
+    std::vector<int> rows = check_rows(&r, g.count[e], max_checked);
+    for (int i : rows) {
+      int64_t row = g.offset[e] + i;
+      for (int64_t j = 0; j < inter; ++j) {
+        double gv = dot_bf16(&x[row * hidden], &wg[((size_t)e * inter + j) * hidden], hidden);
+        double uv = dot_bf16(&x[row * hidden], &wu[((size_t)e * inter + j) * hidden], hidden);
+        if (want_preact) {
+          rel_add(&rp, bf2f(pre[row * 2 * inter + j]), gv);
+          rel_add(&rp, bf2f(pre[row * 2 * inter + inter + j]), uv);
+        }
+        double gg = gv, uu = uv;
+        if (use_limit) {
+          gg = gg < L ? gg : L;
+          uu = uu < -L ? -L : (uu > L ? L : uu);
+        }
+        rel_add(&ra, bf2f(act[row * inter + j]), gg / (1.0 + exp(-gg)) * uu);
+      }
+    }
+  }
+  char what[64];
+  snprintf(what, sizeof what, "swiglu%s E%d I%ld H%ld", use_limit ? "+limit" : "", E, (long)inter,
+           (long)hidden);
+  rel_check(what, ra);
+  if (want_preact) rel_check("  preact g,u", rp);
+  cudaFree(dx); cudaFree(dg); cudaFree(du); cudaFree(dact); cudaFree(dpre);
+  cudaFree(doff); cudaFree(dcnt);
+}
+
+/* ---- dgrad: dA = dC W[e] ---------------------------------------------------------------- */
+static void run_dgrad(int E, int max_rows, int64_t n, int64_t k, int max_checked) {
+  gg_rng r = {test_seed() ^ 0xd9d9};
+  gg_rows g = make_rows(&r, E, max_rows, 1);
+  std::vector<uint16_t> dcv(g.m_total * n), w((size_t)E * n * k), dav(g.m_total * k, BF16_NAN);
+  fill_bf16(&r, dcv, 1.0f);
+  fill_bf16(&r, w, 1.0f);
+  nan_padding(g, dcv, n);
+  uint16_t *ddc = to_dev(dcv), *dw = to_dev(w), *dda = to_dev(dav);
+  int32_t *doff = to_dev(g.offset), *dcnt = to_dev(g.count);
+  CHECK(ddc && dw && dda && doff && dcnt);
+  if (!(ddc && dw && dda && doff && dcnt)) return;
+  CHECK_STATUS(mok_gg_bf16_dgrad(ddc, dw, dda, doff, dcnt, E, g.m_total, n, k, 0), MOK_SUCCESS);
+  CUDA_OK(cudaGetLastError());
+  CUDA_OK(cudaDeviceSynchronize());
+  dav = from_dev(dda, dav.size());
+  relerr re = {0, 0, 0};
+  for (int e = 0; e < E; ++e) {
+    std::vector<int> rows = check_rows(&r, g.count[e], max_checked);
+    for (int i : rows) {
+      int64_t row = g.offset[e] + i;
+      for (int64_t j = 0; j < k; ++j) {
+        double s = 0;
+        for (int64_t q = 0; q < n; ++q)
+          s += (double)bf2f(dcv[row * n + q]) * (double)bf2f(w[((size_t)e * n + q) * k + j]);
+        rel_add(&re, bf2f(dav[row * k + j]), s);
+      }
+    }
+  }
+  char what[64];
+  snprintf(what, sizeof what, "dgrad E%d n%ld k%ld", E, (long)n, (long)k);
+  rel_check(what, re);
+  cudaFree(ddc); cudaFree(dw); cudaFree(dda); cudaFree(doff); cudaFree(dcnt);
+}
+
+/* ---- wgrad: dW[e] = dC_e^T A_e ---------------------------------------------------------- */
+static void run_wgrad(int E, int max_rows, int64_t n, int64_t k, int out_fp32, int accumulate) {
+  gg_rng r = {test_seed() ^ 0x3a3a};
+  gg_rows g = make_rows(&r, E, max_rows, 1);
+  std::vector<uint16_t> dcv(g.m_total * n), a(g.m_total * k);
+  fill_bf16(&r, dcv, 1.0f);
+  fill_bf16(&r, a, 1.0f);
+  nan_padding(g, dcv, n);
+  nan_padding(g, a, k);
+  size_t nw = (size_t)E * n * k;
+  std::vector<float> init(nw);
+  for (size_t i = 0; i < nw; ++i) init[i] = accumulate ? (float)(2 * gg_uniform(&r) - 1) : NAN;
+  std::vector<uint16_t> init16(nw, BF16_NAN);
+  uint16_t *ddc = to_dev(dcv), *da = to_dev(a);
+  void *dw = out_fp32 ? (void *)to_dev(init) : (void *)to_dev(init16);
+  int32_t *doff = to_dev(g.offset), *dcnt = to_dev(g.count);
+  CHECK(ddc && da && dw && doff && dcnt);
+  if (!(ddc && da && dw && doff && dcnt)) return;
+  CHECK_STATUS(mok_gg_bf16_wgrad(ddc, da, dw, out_fp32, accumulate, doff, dcnt, E, g.m_total, n, k, 0),
+               MOK_SUCCESS);
+  CUDA_OK(cudaGetLastError());
+  CUDA_OK(cudaDeviceSynchronize());
+  std::vector<float> got(nw);
+  std::vector<uint8_t> raw1(nw * (out_fp32 ? 4 : 2));
+  cudaMemcpy(raw1.data(), dw, raw1.size(), cudaMemcpyDeviceToHost);
+  for (size_t i = 0; i < nw; ++i)
+    got[i] = out_fp32 ? ((float *)raw1.data())[i] : bf2f(((uint16_t *)raw1.data())[i]);
+  /* Reference over the real rows only (padding rows hold NaN on both operands). */
+  relerr re = {0, 0, 0};
+  std::vector<double> acc(k);
+  for (int e = 0; e < E; ++e) {
+    for (int64_t i = 0; i < n; ++i) {
+      std::fill(acc.begin(), acc.end(), 0.0);
+      for (int rr = 0; rr < g.count[e]; ++rr) {
+        int64_t row = g.offset[e] + rr;
+        double dv = bf2f(dcv[row * n + i]);
+        const uint16_t *ar = &a[row * k];
+        for (int64_t j = 0; j < k; ++j) acc[j] += dv * bf2f(ar[j]);
+      }
+      for (int64_t j = 0; j < k; ++j) {
+        size_t idx = ((size_t)e * n + i) * k + j;
+        rel_add(&re, got[idx], acc[j] + (accumulate ? init[idx] : 0.0));
+      }
+    }
+  }
+  char what[64];
+  snprintf(what, sizeof what, "wgrad %s%s E%d n%ld k%ld", out_fp32 ? "fp32" : "bf16",
+           accumulate ? "+acc" : "", E, (long)n, (long)k);
+  rel_check(what, re);
+  /* Determinism: a second run gives the same bits. */
+  if (out_fp32) CUDA_OK(cudaMemcpy(dw, init.data(), nw * 4, cudaMemcpyHostToDevice));
+  CHECK_STATUS(mok_gg_bf16_wgrad(ddc, da, dw, out_fp32, accumulate, doff, dcnt, E, g.m_total, n, k, 0),
+               MOK_SUCCESS);
+  CUDA_OK(cudaDeviceSynchronize());
+  std::vector<uint8_t> raw2(raw1.size());
+  cudaMemcpy(raw2.data(), dw, raw2.size(), cudaMemcpyDeviceToHost);
+  CHECK(memcmp(raw1.data(), raw2.data(), raw1.size()) == 0);
+  cudaFree(ddc); cudaFree(da); cudaFree(dw); cudaFree(doff); cudaFree(dcnt);
+}
+
+/* ---- bad arguments ----------------------------------------------------------------------- */
+static void test_gg_bad_args(void) {
+  int32_t *d = NULL;
+  CHECK(cudaMalloc(&d, 4096) == cudaSuccess);
+  CHECK_STATUS(mok_gg_bf16_fwd(NULL, d, d, d, d, 1, 128, 64, 64, 0), MOK_ERR_INVALID_ARGUMENT);
+  CHECK_STATUS(mok_gg_bf16_fwd(d, d, d, d, d, 1, 128, 65, 64, 0), MOK_ERR_MISALIGNED);
+  CHECK_STATUS(mok_gg_bf16_fwd(d, d, d, d, d, 0, 128, 64, 64, 0), MOK_ERR_INVALID_SHAPE);
+  CHECK_STATUS(mok_gg_bf16_gate_up_swiglu(d, d, d, d, NULL, d, d, 1, 128, 64, 64, 0, 0.f, 0),
+               MOK_ERR_MISALIGNED);
+  CHECK_STATUS(mok_gg_bf16_wgrad(d, d, d, 0, 1, d, d, 1, 128, 64, 64, 0), MOK_ERR_INVALID_ARGUMENT);
+  cudaFree(d);
+}
+
+static void test_gg_fwd_small(void) { run_fwd(6, 300, 384, 320, 1000); }
+static void test_gg_fwd_many_tiles(void) { run_fwd(9, 1500, 1024, 1024, 40); }
+static void test_gg_fwd_many_experts(void) { run_fwd(300, 40, 128, 64, 1000); }
+static void test_gg_swiglu(void) { run_swiglu(5, 300, 256, 192, 0, 1, 1000); }
+static void test_gg_swiglu_limit(void) { run_swiglu(7, 700, 384, 512, 1, 0, 40); }
+static void test_gg_dgrad(void) { run_dgrad(6, 300, 320, 384, 1000); }
+static void test_gg_dgrad_many_tiles(void) { run_dgrad(8, 1500, 512, 1024, 24); }
+static void test_gg_wgrad_fp32(void) { run_wgrad(6, 300, 192, 320, 1, 0); }
+static void test_gg_wgrad_bf16(void) { run_wgrad(5, 200, 256, 256, 0, 0); }
+static void test_gg_wgrad_accumulate(void) { run_wgrad(4, 700, 128, 512, 1, 1); }
+
+extern "C" const test_case gg_test_cases[] = {
+    {"gg_bad_args", test_gg_bad_args},
+    {"gg_fwd_small", test_gg_fwd_small},
+    {"gg_fwd_many_tiles", test_gg_fwd_many_tiles},
+    {"gg_fwd_many_experts", test_gg_fwd_many_experts},
+    {"gg_swiglu", test_gg_swiglu},
+    {"gg_swiglu_limit", test_gg_swiglu_limit},
+    {"gg_dgrad", test_gg_dgrad},
+    {"gg_dgrad_many_tiles", test_gg_dgrad_many_tiles},
+    {"gg_wgrad_fp32", test_gg_wgrad_fp32},
+    {"gg_wgrad_bf16", test_gg_wgrad_bf16},
+    {"gg_wgrad_accumulate", test_gg_wgrad_accumulate},
+};
+extern "C" const int gg_test_case_count = (int)(sizeof gg_test_cases / sizeof gg_test_cases[0]);
+
+/* Weak: a GPU test binary with its own main() registers gg_test_cases there instead. */
+__attribute__((weak)) int main(int argc, char **argv) {
+  return test_run_all(gg_test_cases, gg_test_case_count, argc, argv);
+}
