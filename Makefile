@@ -80,21 +80,3 @@ gg-test: $(BUILD)/gg_test
 
 gg-bench: $(BUILD)/gg_bench
 	$(BUILD)/gg_bench
-
-# ---- grouped GEMM (kernels/grouped_gemm_*): standalone GPU test and benchmark ---------------------
-#   make gg-test     build and run the grouped GEMM GPU tests (needs an sm_90 GPU)
-#   make gg-bench    build and run the grouped GEMM benchmark (needs an sm_90 GPU)
-GG_SRC := $(wildcard kernels/grouped_gemm_*.cu)
-GG_DEPS := $(GG_SRC) $(wildcard kernels/*.h kernels/*.cuh) include/mok.h
-.PHONY: gg-test gg-bench
-$(BUILD)/gg_test: tests/gpu/test_grouped_gemm.cu $(BUILD)/tests/test_runner.o $(GG_DEPS)
-	$(NVCC) $(NVCCFLAGS) -o $@ tests/gpu/test_grouped_gemm.cu $(GG_SRC) $(BUILD)/tests/test_runner.o
-
-$(BUILD)/gg_bench: bench/bench_grouped_gemm.cu $(GG_DEPS)
-	$(NVCC) $(NVCCFLAGS) -o $@ bench/bench_grouped_gemm.cu $(GG_SRC)
-
-gg-test: $(BUILD)/gg_test
-	$(BUILD)/gg_test
-
-gg-bench: $(BUILD)/gg_bench
-	$(BUILD)/gg_bench
