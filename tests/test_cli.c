@@ -9,23 +9,32 @@
 #include "tests/tests.h"
 #include "tests/test_util.h"
 
-/* Runs `<dir of this executable>/mok args` with stderr folded in; returns the exit code and the
- * output in out (truncated to cap). */
-static int run_mok(const char *args, char *out, size_t cap) {
-  char exe[4096];
-  ssize_t n = readlink("/proc/self/exe", exe, sizeof exe - 1);
+/* The folder of this test executable (the build folder). */
+static int build_dir(char *dir, size_t cap) {
+  ssize_t n = readlink("/proc/self/exe", dir, cap - 1);
   if (n <= 0) return -1;
-  exe[n] = 0;
-  char *slash = strrchr(exe, '/');
+  dir[n] = 0;
+  char *slash = strrchr(dir, '/');
   if (slash) *slash = 0;
-  char cmd[8192];
-  snprintf(cmd, sizeof cmd, "'%s/mok' %s 2>&1", exe, args);
+  return 0;
+}
+
+/* Runs a shell command with stderr folded in; returns its exit code and its output in out. */
+static int run_cmd(const char *cmd, char *out, size_t cap) {
   FILE *f = popen(cmd, "r");
   if (!f) return -1;
   size_t len = fread(out, 1, cap - 1, f);
   out[len] = 0;
   int st = pclose(f);
   return WIFEXITED(st) ? WEXITSTATUS(st) : -1;
+}
+
+/* Runs `<build folder>/mok args`. */
+static int run_mok(const char *args, char *out, size_t cap) {
+  char dir[4096], cmd[8192];
+  if (build_dir(dir, sizeof dir) != 0) return -1;
+  snprintf(cmd, sizeof cmd, "'%s/mok' %s 2>&1", dir, args);
+  return run_cmd(cmd, out, cap);
 }
 
 void test_cli(void) {
@@ -54,4 +63,20 @@ void test_cli(void) {
   CHECK(run_mok("--help", out, sizeof out) == 0 && strstr(out, "usage: mok run") != NULL);
   CHECK(run_mok("shapes", out, sizeof out) == 0 && strstr(out, "deepseek-v3") != NULL);
   CHECK(run_mok("version", out, sizeof out) == 0 && strncmp(out, "mok ", 4) == 0);
+}
+
+/* The Python ctypes layer against this build's library (tests/python/test_capi.py). */
+void test_python_capi(void) {
+  static char out[1 << 14];
+  char dir[4096], cmd[8192];
+  CHECK(build_dir(dir, sizeof dir) == 0);
+  const char *script = "tests/python/test_capi.py"; /* from the source tree we are run in */
+  if (access(script, R_OK) != 0) {
+    CHECK(!"run the tests from the source tree's root");
+    return;
+  }
+  snprintf(cmd, sizeof cmd, "MOK_LIBRARY='%s/libmok.so' python3 %s 2>&1", dir, script);
+  int rc = run_cmd(cmd, out, sizeof out);
+  if (rc != 0) fprintf(stderr, "%s", out);
+  CHECK(rc == 0 && strstr(out, "python capi: ok") != NULL);
 }

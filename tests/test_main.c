@@ -22,6 +22,7 @@ static const test_case cases[] = {
     {"api_config", test_api_config},
     {"api_bad_arguments", test_api_bad_arguments},
     {"cli", test_cli},
+    {"python_capi", test_python_capi},
 };
 
 int main(int argc, char **argv) {

@@ -22,4 +22,5 @@ void test_api_status_strings(void);
 void test_api_config(void);
 void test_api_bad_arguments(void);
 void test_cli(void);
+void test_python_capi(void);
 #endif

@@ -1,0 +1,127 @@
+"""_capi.py — ctypes bindings of libmok's C API (include/mok.h): the structs, the status codes
+and the functions, with every non-success status raised as MokError. Needs no torch."""
+import ctypes
+import os
+
+MOK_SUCCESS = 0
+STATUS_NAMES = [
+    "SUCCESS", "INVALID_ARGUMENT", "INVALID_SHAPE", "MISALIGNED", "EXPERT_ID", "DUPLICATE_EXPERT",
+    "CAPACITY", "SHAPE_MISMATCH", "NOT_SUPPORTED", "NO_DEVICE", "CUDA", "NCCL", "OUT_OF_MEMORY",
+    "TIMEOUT", "INTERNAL",
+]
+DTYPE_BF16, DTYPE_FP8_BLOCK128, DTYPE_MXFP8 = 0, 1, 2
+PATH_AUTO, PATH_FUSED, PATH_UNFUSED = 0, 1, 2
+
+
+class MokError(RuntimeError):
+    """A mok call returned a status other than success."""
+
+    def __init__(self, status, where):
+        self.status = status
+        name = STATUS_NAMES[status] if 0 <= status < len(STATUS_NAMES) else str(status)
+        super().__init__(f"{where}: MOK_ERR_{name}: {_status_string(status)}")
+
+
+class Shape(ctypes.Structure):
+    _fields_ = [("tokens", ctypes.c_int64), ("hidden", ctypes.c_int64),
+                ("num_experts", ctypes.c_int64), ("intermediate", ctypes.c_int64),
+                ("top_k", ctypes.c_int64), ("shared_intermediate", ctypes.c_int64)]
+
+
+class Config(ctypes.Structure):
+    _fields_ = [("dtype", ctypes.c_int), ("path", ctypes.c_int), ("fwd_comm_sms", ctypes.c_int),
+                ("bwd_comm_sms", ctypes.c_int), ("tile_m", ctypes.c_int),
+                ("minibatch_rows", ctypes.c_int), ("macrobatch_minibatches", ctypes.c_int),
+                ("ring_bytes", ctypes.c_int64), ("schedule_capacity", ctypes.c_int64),
+                ("use_swiglu_limit", ctypes.c_int), ("swiglu_limit", ctypes.c_float),
+                ("timeout_ms", ctypes.c_int)]
+
+
+class UniqueId(ctypes.Structure):
+    _fields_ = [("internal", ctypes.c_char * 128)]
+
+
+class Weights(ctypes.Structure):
+    _fields_ = [(n, ctypes.c_void_p) for n in (
+        "w_gate", "w_up", "w_down", "w_gate_scale", "w_up_scale", "w_down_scale",
+        "ws_gate", "ws_up", "ws_down")]
+
+
+class Grads(ctypes.Structure):
+    _fields_ = [(n, ctypes.c_void_p) for n in (
+        "dx", "d_router_weights", "dw_gate", "dw_up", "dw_down", "dws_gate", "dws_up",
+        "dws_down")] + [("grad_fp32", ctypes.c_int), ("accumulate", ctypes.c_int)]
+
+
+def _find_library():
+    env = os.environ.get("MOK_LIBRARY")
+    if env:
+        return env
+    here = os.path.dirname(os.path.abspath(__file__))
+    for cand in (os.path.join(here, "libmok.so"),
+                 os.path.join(here, "..", "..", "build", "libmok.so")):
+        if os.path.exists(cand):
+            return os.path.abspath(cand)
+    raise OSError("libmok.so not found: build it with `make`, or set MOK_LIBRARY")
+
+
+lib = ctypes.CDLL(_find_library())
+
+_P = ctypes.c_void_p
+_PP = ctypes.POINTER(ctypes.c_void_p)
+_I64P = ctypes.POINTER(ctypes.c_int64)
+_SIGNATURES = {
+    "mok_status_string": (ctypes.c_char_p, [ctypes.c_int]),
+    "mok_config_init": (ctypes.c_int, [ctypes.POINTER(Config)]),
+    "mok_validate": (ctypes.c_int, [ctypes.POINTER(Shape), ctypes.POINTER(Config), ctypes.c_int]),
+    "mok_schedule_worst_case_rows": (ctypes.c_int, [ctypes.POINTER(Shape), ctypes.c_int, ctypes.c_int, _I64P]),
+    "mok_get_unique_id": (ctypes.c_int, [ctypes.POINTER(UniqueId)]),
+    "mok_group_create": (ctypes.c_int, [ctypes.POINTER(UniqueId), ctypes.c_int, ctypes.c_int, _PP]),
+    "mok_group_create_from_nccl": (ctypes.c_int, [_P, _PP]),
+    "mok_group_rank": (ctypes.c_int, [_P, ctypes.POINTER(ctypes.c_int)]),
+    "mok_group_size": (ctypes.c_int, [_P, ctypes.POINTER(ctypes.c_int)]),
+    "mok_group_destroy": (ctypes.c_int, [_P]),
+    "mok_workspace_create": (ctypes.c_int, [_P, ctypes.POINTER(Shape), ctypes.POINTER(Config), _PP]),
+    "mok_workspace_bytes": (ctypes.c_int, [_P, _I64P]),
+    "mok_workspace_error": (ctypes.c_int, [_P, ctypes.POINTER(ctypes.c_int)]),
+    "mok_workspace_clear_error": (ctypes.c_int, [_P, _P]),
+    "mok_workspace_destroy": (ctypes.c_int, [_P]),
+    "mok_schedule_create": (ctypes.c_int, [_P, _PP]),
+    "mok_schedule_destroy": (ctypes.c_int, [_P]),
+    "mok_schedule_build": (ctypes.c_int, [_P, _P, _P]),
+    "mok_schedule_rows": (ctypes.c_int, [_P, _I64P]),
+    "mok_forward": (ctypes.c_int, [_P, ctypes.POINTER(Weights), _P, _P, _P, _P]),
+    "mok_backward": (ctypes.c_int, [_P, ctypes.POINTER(Weights), _P, _P, _P, ctypes.POINTER(Grads), _P]),
+    "mok_fp8_scale_count": (ctypes.c_int, [ctypes.c_int, ctypes.c_int64, ctypes.c_int64, ctypes.c_int64, _I64P]),
+    "mok_quantize_weight": (ctypes.c_int, [ctypes.c_int, _P, ctypes.c_int64, ctypes.c_int64, ctypes.c_int64, _P, _P, _P]),
+}
+for _name, (_res, _args) in _SIGNATURES.items():
+    _fn = getattr(lib, _name)
+    _fn.restype = _res
+    _fn.argtypes = _args
+
+
+def _status_string(status):
+    return lib.mok_status_string(status).decode()
+
+
+def check(status, where):
+    """Raises MokError unless status is MOK_SUCCESS."""
+    if status != MOK_SUCCESS:
+        raise MokError(status, where)
+
+
+def call(name, *args):
+    """Calls the C function `name` and raises MokError on a failed status."""
+    check(getattr(lib, name)(*args), name)
+
+
+def default_config(**knobs):
+    """A Config with mok's defaults, then the given fields set (e.g. fwd_comm_sms=24)."""
+    cfg = Config()
+    call("mok_config_init", ctypes.byref(cfg))
+    for key, value in knobs.items():
+        if not hasattr(cfg, key):
+            raise TypeError(f"unknown mok config knob '{key}'")
+        setattr(cfg, key, value)
+    return cfg

@@ -1,0 +1,58 @@
+"""test_capi.py — the Python ctypes layer agrees with the C library: struct layouts (through
+values that round-trip the C functions), status codes raised as MokError, defaults, validation.
+Runs without torch and without a GPU; exits non-zero on the first failure."""
+import ctypes
+import os
+import sys
+
+sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "..", "python"))
+from mok import _capi as c  # noqa: E402
+
+
+def main():
+    cfg = c.default_config()
+    assert cfg.dtype == c.DTYPE_BF16 and cfg.path == c.PATH_AUTO
+    assert (cfg.fwd_comm_sms, cfg.bwd_comm_sms, cfg.tile_m, cfg.minibatch_rows) == (16, 16, 128, 128)
+    assert cfg.macrobatch_minibatches == 4 and cfg.ring_bytes == 0 and cfg.schedule_capacity == 0
+    assert cfg.use_swiglu_limit == 0 and cfg.timeout_ms == 10000
+
+    dsv3 = c.Shape(7168, 7168, 256, 2048, 8, 2048)
+    c.call("mok_validate", ctypes.byref(dsv3), ctypes.byref(cfg), 8)
+    # a field past the int64s: if the layout were off, timeout_ms would not be where C reads it
+    bad = c.default_config(timeout_ms=0)
+    try:
+        c.call("mok_validate", ctypes.byref(dsv3), ctypes.byref(bad), 8)
+        raise AssertionError("timeout_ms=0 accepted")
+    except c.MokError as e:
+        assert e.status == 1 and "INVALID_ARGUMENT" in str(e), e
+    bad = c.default_config(use_swiglu_limit=1, swiglu_limit=-2.0)
+    try:
+        c.call("mok_validate", ctypes.byref(dsv3), ctypes.byref(bad), 8)
+        raise AssertionError("negative swiglu_limit accepted")
+    except c.MokError as e:
+        assert e.status == 1
+    c.call("mok_validate", ctypes.byref(dsv3), ctypes.byref(c.default_config(use_swiglu_limit=1, swiglu_limit=7.0)), 8)
+    odd = c.Shape(7168, 7100, 256, 2048, 8, 2048)
+    try:
+        c.call("mok_validate", ctypes.byref(odd), ctypes.byref(cfg), 8)
+        raise AssertionError("misaligned hidden accepted")
+    except c.MokError as e:
+        assert e.status == 3 and "MISALIGNED" in str(e)
+    try:
+        c.default_config(no_such_knob=1)
+        raise AssertionError("unknown knob accepted")
+    except TypeError:
+        pass
+
+    rows = ctypes.c_int64()
+    c.call("mok_schedule_worst_case_rows", ctypes.byref(dsv3), 8, 128, ctypes.byref(rows))
+    assert rows.value == 8 * 7168 * 8 + 32 * 127, rows.value
+    for s in range(len(c.STATUS_NAMES)):
+        assert c.lib.mok_status_string(s) not in (None, b"unknown status")
+    assert c.lib.mok_status_string(99) == b"unknown status"
+    assert ctypes.sizeof(c.Grads) == 8 * 8 + 8 and ctypes.sizeof(c.Weights) == 9 * 8
+    print("python capi: ok")
+
+
+if __name__ == "__main__":
+    main()
