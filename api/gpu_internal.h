@@ -1,0 +1,61 @@
+/* gpu_internal.h — the GPU path's workspace and schedule objects (v1: separate dispatch, GEMM and
+ * combine kernels on one stream) and the helpers the api/gpu_*.c files share. Host C. */
+#ifndef MOK_GPU_INTERNAL_H
+#define MOK_GPU_INTERNAL_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include "comm/comm.h"
+#include "kernels/v1_kernels.h"
+#include "mok.h"
+
+/* Limits of this build's GPU path (also checked by mok_workspace_create). */
+#define MOK_V1_MAX_CHUNK_IDS 8192     /* top-k ids one schedule chunk stages in shared memory   */
+#define MOK_V1_MAX_SCAN_ENTRIES 49152 /* chunks * local experts in the single-block scan         */
+#define MOK_V1_MAX_LOCAL_EXPERTS 4096 /* E / EP                                                 */
+
+struct mok_workspace {
+  mok_group *group;
+  mok_shape shape;
+  mok_config config;
+  int ep, rank, el;          /* el = E / EP                                              */
+  int64_t cap;               /* schedule rows per rank                                   */
+  int chunks_per_rank;       /* schedule build geometry                                  */
+  int64_t chunk_tokens;
+  int64_t timeout_ns;
+  /* one symmetric buffer, every rank the same layout */
+  mok_sym_buffer sym;
+  size_t off_topk, off_x, off_slots, off_dy, off_rw, off_drw, off_flags, off_perr;
+  char **peer_base;          /* device [ep]: each rank's address of sym                  */
+  /* local device memory (one allocation) */
+  void *local;
+  int32_t *err;              /* sticky error word                                        */
+  uint64_t *epoch;           /* barrier epoch counter                                    */
+  void *d_out;               /* [cap, H]  backward: rw * dy rows, later dx rows          */
+  void *d_a;                 /* [cap, I]                                                 */
+  void *dgu;                 /* [cap, 2I]                                                */
+  void *ys;                  /* [T, H]    shared expert output / its dx                  */
+  void *ds_a;                /* [T, Is]                                                  */
+  void *dsgu;                /* [T, 2Is]                                                 */
+  int64_t local_bytes;
+};
+
+struct mok_schedule {
+  mok_workspace *ws;
+  void *mem;
+  int64_t bytes;
+  int32_t *topk_all, *counts, *chunk_status, *expert_count, *expert_offset, *row_src;
+  void *recv_x;              /* [cap, H] tokens pulled to this rank's experts            */
+  void *g, *u, *a;           /* [cap, I] gate, up, SwiGLU output (kept for backward)     */
+  void *out_rows;            /* [cap, H] expert outputs                                  */
+  void *sg, *su, *sa;        /* [T, Is]  shared expert's gate, up, activation            */
+};
+
+/* Helpers (gpu_workspace.c). */
+mok_status mok_gpu_barrier(mok_workspace *w, cudaStream_t stream);
+v1_route mok_gpu_route(const mok_schedule *s);
+v1_sched_args mok_gpu_sched_args(const mok_schedule *s);
+int mok_gpu_aligned(const void *p); /* 16-byte aligned (NULL counts as aligned) */
+mok_status mok_gpu_status(cudaError_t e);
+
+#endif

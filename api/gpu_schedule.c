@@ -1,0 +1,109 @@
+/* gpu_schedule.c — the schedule object of one MoE layer invocation on the GPU path: its table
+ * (built on the device from every rank's routing) and what forward keeps for backward (the pulled
+ * tokens, gate / up / SwiGLU rows, expert outputs, the shared expert's activations). */
+#include <stdlib.h>
+#include <string.h>
+#include <cuda_runtime_api.h>
+#include "api/gpu_internal.h"
+
+static size_t align_up(size_t v, size_t a) { return (v + a - 1) / a * a; }
+
+mok_status mok_schedule_create(mok_workspace *w, mok_schedule **out) {
+  if (!w || !out) return MOK_ERR_INVALID_ARGUMENT;
+  *out = NULL;
+  mok_schedule *s = (mok_schedule *)calloc(1, sizeof *s);
+  if (!s) return MOK_ERR_OUT_OF_MEMORY;
+  s->ws = w;
+  const int64_t T = w->shape.tokens, H = w->shape.hidden, I = w->shape.intermediate,
+                k = w->shape.top_k, Is = w->shape.shared_intermediate, cap = w->cap;
+  const int64_t nchunks = (int64_t)w->ep * w->chunks_per_rank;
+  size_t off = 0, o_topk, o_counts, o_cs, o_ec, o_eo, o_rs, o_rx, o_g, o_u, o_a, o_out, o_sg, o_su, o_sa;
+#define LOC(var, bytes) do { var = off; off = align_up(off + (size_t)(bytes), 256); } while (0)
+  LOC(o_ec, w->el * 4);
+  LOC(o_eo, (w->el + 1) * 4);
+  LOC(o_topk, w->ep * T * k * 4);
+  LOC(o_counts, nchunks * w->el * 4);
+  LOC(o_cs, nchunks * 4);
+  LOC(o_rs, cap * 4);
+  LOC(o_rx, cap * H * 2);
+  LOC(o_g, cap * I * 2);
+  LOC(o_u, cap * I * 2);
+  LOC(o_a, cap * I * 2);
+  LOC(o_out, cap * H * 2);
+  LOC(o_sg, T * Is * 2);
+  LOC(o_su, T * Is * 2);
+  LOC(o_sa, T * Is * 2);
+#undef LOC
+  cudaError_t e = cudaMalloc(&s->mem, off);
+  if (e != cudaSuccess) {
+    free(s);
+    return mok_gpu_status(e);
+  }
+  char *m = (char *)s->mem;
+  s->bytes = (int64_t)off;
+  s->expert_count = (int32_t *)(m + o_ec);
+  s->expert_offset = (int32_t *)(m + o_eo);
+  s->topk_all = (int32_t *)(m + o_topk);
+  s->counts = (int32_t *)(m + o_counts);
+  s->chunk_status = (int32_t *)(m + o_cs);
+  s->row_src = (int32_t *)(m + o_rs);
+  s->recv_x = m + o_rx;
+  s->g = m + o_g;
+  s->u = m + o_u;
+  s->a = m + o_a;
+  s->out_rows = m + o_out;
+  s->sg = m + o_sg;
+  s->su = m + o_su;
+  s->sa = m + o_sa;
+  /* an empty table until the first build */
+  e = cudaMemset(m, 0, o_topk);
+  if (e == cudaSuccess) e = cudaDeviceSynchronize();
+  if (e != cudaSuccess) {
+    cudaFree(s->mem);
+    free(s);
+    return mok_gpu_status(e);
+  }
+  *out = s;
+  return MOK_SUCCESS;
+}
+
+mok_status mok_schedule_destroy(mok_schedule *s) {
+  if (!s) return MOK_SUCCESS;
+  cudaError_t e = cudaDeviceSynchronize();
+  cudaFree(s->mem);
+  free(s);
+  return mok_gpu_status(e);
+}
+
+/* Stage this rank's routing; barrier; count + scan over every rank's routing (pulled from the
+ * peers); fill + pad; barrier (which also spreads any rank's fault to all ranks and keeps the
+ * staged routing alive until every peer has read it). */
+mok_status mok_schedule_build(mok_schedule *s, const int32_t *topk, cudaStream_t stream) {
+  if (!s) return MOK_ERR_INVALID_ARGUMENT;
+  mok_workspace *w = s->ws;
+  const int64_t n = w->shape.tokens * w->shape.top_k;
+  if (n > 0 && !topk) return MOK_ERR_INVALID_ARGUMENT;
+  if (((uintptr_t)topk & 3u) != 0) return MOK_ERR_MISALIGNED;
+  cudaError_t e = cudaSuccess;
+  if (n > 0)
+    e = cudaMemcpyAsync((char *)w->sym.ptr + w->off_topk, topk, (size_t)n * 4,
+                        cudaMemcpyDeviceToDevice, stream);
+  if (e != cudaSuccess) return mok_gpu_status(e);
+  mok_status st = mok_gpu_barrier(w, stream);
+  if (st != MOK_SUCCESS) return st;
+  v1_sched_args a = mok_gpu_sched_args(s);
+  if ((e = v1_sched_count_scan(&a, stream)) != cudaSuccess) return mok_gpu_status(e);
+  if ((e = v1_sched_fill_pad(&a, stream)) != cudaSuccess) return mok_gpu_status(e);
+  return mok_gpu_barrier(w, stream);
+}
+
+mok_status mok_schedule_rows(mok_schedule *s, int64_t *rows) {
+  if (!s || !rows) return MOK_ERR_INVALID_ARGUMENT;
+  int32_t v = 0;
+  cudaError_t e = cudaDeviceSynchronize();
+  if (e == cudaSuccess)
+    e = cudaMemcpy(&v, s->expert_offset + s->ws->el, sizeof v, cudaMemcpyDeviceToHost);
+  if (e != cudaSuccess) return mok_gpu_status(e);
+  *rows = v;
+  return MOK_SUCCESS;
+}

@@ -1,0 +1,293 @@
+/* gpu_workspace.c — the GPU path's workspace: collective shape/config agreement, the symmetric
+ * buffer (routing, staged x and dy, the [T*k, H] combine slots, barrier flags) and local scratch,
+ * the sticky device error word; plus helpers shared by the other api/gpu_*.c files. */
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+#include <cuda_runtime_api.h>
+#include "api/gpu_internal.h"
+
+mok_status mok_gpu_status(cudaError_t e) {
+  if (e == cudaSuccess) return MOK_SUCCESS;
+  if (e == cudaErrorMemoryAllocation) return MOK_ERR_OUT_OF_MEMORY;
+  if (e == cudaErrorNoDevice || e == cudaErrorInsufficientDriver) return MOK_ERR_NO_DEVICE;
+  return MOK_ERR_CUDA;
+}
+
+int mok_gpu_aligned(const void *p) { return ((uintptr_t)p & 15u) == 0; }
+
+static size_t align_up(size_t v, size_t a) { return (v + a - 1) / a * a; }
+
+/* Schedule-build geometry: chunks of one rank's tokens small enough for shared memory, with the
+ * scan's work (chunks * local experts) balanced against the per-chunk counting. */
+static mok_status chunk_geometry(const mok_shape *s, int ep, int *cpr_out, int64_t *ct_out) {
+  const int64_t T = s->tokens, k = s->top_k, E = s->num_experts;
+  if (E / ep > MOK_V1_MAX_LOCAL_EXPERTS) return MOK_ERR_INVALID_SHAPE;
+  int64_t max_ct = MOK_V1_MAX_CHUNK_IDS / k;
+  if (max_ct < 1) return MOK_ERR_INVALID_SHAPE;
+  int64_t cpr = T > 0 ? (T + max_ct - 1) / max_ct : 1;
+  int64_t pref = (int64_t)llround(sqrt((double)T * (double)k / (2.0 * (double)E)));
+  if (pref > cpr) cpr = pref;
+  if (cpr < 1) cpr = 1;
+  int64_t ct = T > 0 ? (T + cpr - 1) / cpr : 1;
+  cpr = T > 0 ? (T + ct - 1) / ct : 1;
+  if (cpr * E > MOK_V1_MAX_SCAN_ENTRIES) return MOK_ERR_INVALID_SHAPE;
+  *cpr_out = (int)cpr;
+  *ct_out = ct;
+  return MOK_SUCCESS;
+}
+
+/* What every rank must agree on, as plain integers. */
+#define AGREE_N 20
+static void agreement_row(mok_status st, const mok_shape *s, const mok_config *c, int64_t *row) {
+  float L = c->use_swiglu_limit ? c->swiglu_limit : 0.0f;
+  int32_t Lbits;
+  memcpy(&Lbits, &L, sizeof L);
+  int64_t v[AGREE_N] = {st, s->tokens, s->hidden, s->num_experts, s->intermediate, s->top_k,
+                        s->shared_intermediate, c->dtype, c->path, c->fwd_comm_sms, c->bwd_comm_sms,
+                        c->tile_m, c->minibatch_rows, c->macrobatch_minibatches, c->ring_bytes,
+                        c->schedule_capacity, c->use_swiglu_limit != 0, Lbits, c->timeout_ms, 0};
+  memcpy(row, v, sizeof v);
+}
+
+/* Collective: all-gathers every rank's row; MOK_ERR_SHAPE_MISMATCH if any differs. */
+static mok_status agree(mok_group *g, const int64_t *row) {
+  int64_t *dev = NULL, *host = NULL;
+  cudaStream_t st = NULL;
+  mok_status rc = MOK_SUCCESS;
+  size_t n = (size_t)AGREE_N * g->size;
+  host = (int64_t *)malloc(n * sizeof(int64_t));
+  if (!host) return MOK_ERR_OUT_OF_MEMORY;
+  if (cudaMalloc((void **)&dev, n * sizeof(int64_t)) != cudaSuccess ||
+      cudaStreamCreateWithFlags(&st, cudaStreamNonBlocking) != cudaSuccess) {
+    rc = MOK_ERR_CUDA;
+    goto done;
+  }
+  if (cudaMemcpy(dev + (size_t)AGREE_N * g->rank, row, AGREE_N * sizeof(int64_t),
+                 cudaMemcpyHostToDevice) != cudaSuccess) {
+    rc = MOK_ERR_CUDA;
+    goto done;
+  }
+  if (ncclAllGather(dev + (size_t)AGREE_N * g->rank, dev, AGREE_N, ncclInt64, g->comm, st) != ncclSuccess) {
+    rc = MOK_ERR_NCCL;
+    goto done;
+  }
+  if (cudaStreamSynchronize(st) != cudaSuccess ||
+      cudaMemcpy(host, dev, n * sizeof(int64_t), cudaMemcpyDeviceToHost) != cudaSuccess) {
+    rc = MOK_ERR_CUDA;
+    goto done;
+  }
+  for (int r = 0; r < g->size; ++r)
+    if (memcmp(host + (size_t)AGREE_N * r, row, AGREE_N * sizeof(int64_t)) != 0) rc = MOK_ERR_SHAPE_MISMATCH;
+done:
+  if (st) cudaStreamDestroy(st);
+  cudaFree(dev);
+  free(host);
+  return rc;
+}
+
+/* Validation of one rank's request, before any collective. */
+static mok_status check_request(const mok_shape *s, const mok_config *c, int ep, int64_t *cap,
+                                int *cpr, int64_t *ct) {
+  mok_status st = mok_validate(s, c, ep);
+  if (st != MOK_SUCCESS) return st;
+  if (c->dtype != MOK_DTYPE_BF16 || c->path == MOK_PATH_FUSED) return MOK_ERR_NOT_SUPPORTED;
+  if (c->schedule_capacity > 0) {
+    *cap = c->schedule_capacity;
+  } else {
+    st = mok_schedule_worst_case_rows(s, ep, c->tile_m, cap);
+    if (st != MOK_SUCCESS) return st;
+  }
+  if (*cap > INT32_MAX) return MOK_ERR_INVALID_SHAPE;
+  return chunk_geometry(s, ep, cpr, ct);
+}
+
+mok_status mok_workspace_create(mok_group *g, const mok_shape *s, const mok_config *c,
+                                mok_workspace **out) {
+  if (!g || !s || !c || !out) return MOK_ERR_INVALID_ARGUMENT;
+  *out = NULL;
+  int64_t cap = 0, ct = 1;
+  int cpr = 1;
+  mok_status st = check_request(s, c, g->size, &cap, &cpr, &ct);
+  int64_t row[AGREE_N];
+  agreement_row(st, s, c, row);
+  mok_status ag = agree(g, row);
+  if (st != MOK_SUCCESS) return st;
+  if (ag != MOK_SUCCESS) return ag;
+
+  mok_workspace *w = (mok_workspace *)calloc(1, sizeof *w);
+  if (!w) return MOK_ERR_OUT_OF_MEMORY;
+  w->group = g;
+  w->shape = *s;
+  w->config = *c;
+  w->ep = g->size;
+  w->rank = g->rank;
+  w->el = (int)(s->num_experts / g->size);
+  w->cap = cap;
+  w->chunks_per_rank = cpr;
+  w->chunk_tokens = ct;
+  w->timeout_ns = (int64_t)c->timeout_ms * 1000000;
+
+  const int64_t T = s->tokens, H = s->hidden, I = s->intermediate, k = s->top_k,
+                Is = s->shared_intermediate;
+  size_t off = 0;
+#define SYM(field, bytes) do { w->field = off; off = align_up(off + (size_t)(bytes), 256); } while (0)
+  SYM(off_topk, T * k * 4);
+  SYM(off_x, T * H * 2);
+  SYM(off_slots, T * k * H * 2);
+  SYM(off_dy, T * H * 2);
+  SYM(off_rw, T * k * 4);
+  SYM(off_drw, T * k * 4);
+  SYM(off_flags, (int64_t)w->ep * 8);
+  SYM(off_perr, (int64_t)w->ep * 4);
+#undef SYM
+  st = mok_sym_alloc(g, off, &w->sym);
+  if (st != MOK_SUCCESS) {
+    free(w);
+    return st;
+  }
+  size_t loff = 0;
+  size_t o_err, o_epoch, o_dout, o_da, o_dgu, o_ys, o_dsa, o_dsgu, o_peer;
+#define LOC(var, bytes) do { var = loff; loff = align_up(loff + (size_t)(bytes), 256); } while (0)
+  LOC(o_err, 4);
+  LOC(o_epoch, 8);
+  LOC(o_peer, (int64_t)w->ep * 8);
+  LOC(o_dout, cap * H * 2);
+  LOC(o_da, cap * I * 2);
+  LOC(o_dgu, cap * 2 * I * 2);
+  LOC(o_ys, T * H * 2);
+  LOC(o_dsa, T * Is * 2);
+  LOC(o_dsgu, T * 2 * Is * 2);
+#undef LOC
+  cudaError_t e = cudaMalloc(&w->local, loff);
+  if (e != cudaSuccess) {
+    mok_sym_free(g, &w->sym);
+    free(w);
+    return mok_gpu_status(e);
+  }
+  char *L = (char *)w->local;
+  w->local_bytes = (int64_t)loff;
+  w->err = (int32_t *)(L + o_err);
+  w->epoch = (uint64_t *)(L + o_epoch);
+  w->peer_base = (char **)(L + o_peer);
+  w->d_out = L + o_dout;
+  w->d_a = L + o_da;
+  w->dgu = L + o_dgu;
+  w->ys = L + o_ys;
+  w->ds_a = L + o_dsa;
+  w->dsgu = L + o_dsgu;
+
+  e = cudaMemset(w->local, 0, 256 * 3);
+  if (e == cudaSuccess) e = cudaMemset(w->sym.ptr, 0, off);
+  if (e == cudaSuccess) e = mok_comm_peer_table(g->devcomm, w->sym.window, w->ep, w->peer_base, 0);
+  if (e == cudaSuccess) e = cudaDeviceSynchronize();
+  v1_sched_args sa;
+  memset(&sa, 0, sizeof sa);
+  sa.ep = w->ep;
+  sa.top_k = (int)k;
+  sa.experts_local = w->el;
+  sa.chunks_per_rank = cpr;
+  sa.chunk_tokens = ct;
+  if (e == cudaSuccess) e = v1_sched_prepare(&sa);
+  st = mok_gpu_status(e);
+  /* every rank's flags are zero before any rank can signal */
+  int64_t zero_row[AGREE_N] = {0};
+  agreement_row(st, s, c, zero_row);
+  mok_status ag2 = agree(g, zero_row);
+  if (st == MOK_SUCCESS) st = ag2;
+  if (st != MOK_SUCCESS) {
+    cudaFree(w->local);
+    mok_sym_free(g, &w->sym);
+    free(w);
+    return st;
+  }
+  *out = w;
+  return MOK_SUCCESS;
+}
+
+mok_status mok_workspace_bytes(const mok_workspace *w, int64_t *bytes) {
+  if (!w || !bytes) return MOK_ERR_INVALID_ARGUMENT;
+  *bytes = (int64_t)w->sym.bytes + w->local_bytes;
+  return MOK_SUCCESS;
+}
+
+mok_status mok_workspace_error(mok_workspace *w, mok_status *device_status) {
+  if (!w || !device_status) return MOK_ERR_INVALID_ARGUMENT;
+  int32_t v = 0;
+  cudaError_t e = cudaDeviceSynchronize();
+  if (e == cudaSuccess) e = cudaMemcpy(&v, w->err, sizeof v, cudaMemcpyDeviceToHost);
+  if (e != cudaSuccess) return mok_gpu_status(e);
+  *device_status = (mok_status)v;
+  return MOK_SUCCESS;
+}
+
+mok_status mok_workspace_clear_error(mok_workspace *w, cudaStream_t stream) {
+  if (!w) return MOK_ERR_INVALID_ARGUMENT;
+  return mok_gpu_status(cudaMemsetAsync(w->err, 0, sizeof(int32_t), stream));
+}
+
+mok_status mok_workspace_destroy(mok_workspace *w) {
+  if (!w) return MOK_SUCCESS;
+  cudaError_t e = cudaDeviceSynchronize();
+  mok_status st = mok_sym_free(w->group, &w->sym);
+  cudaFree(w->local);
+  free(w);
+  if (e != cudaSuccess) return mok_gpu_status(e);
+  return st;
+}
+
+mok_status mok_gpu_barrier(mok_workspace *w, cudaStream_t stream) {
+  mok_barrier b;
+  b.peer_base = w->peer_base;
+  b.flags_off = w->off_flags;
+  b.perr_off = w->off_perr;
+  b.local_base = (char *)w->sym.ptr;
+  b.rank = w->rank;
+  b.ep = w->ep;
+  b.epoch = w->epoch;
+  b.err = w->err;
+  b.timeout_ns = w->timeout_ns;
+  return mok_gpu_status(mok_barrier_run(&b, stream));
+}
+
+v1_route mok_gpu_route(const mok_schedule *s) {
+  const mok_workspace *w = s->ws;
+  v1_route r;
+  r.peer_base = w->peer_base;
+  r.rank = w->rank;
+  r.ep = w->ep;
+  r.tokens = w->shape.tokens;
+  r.top_k = (int)w->shape.top_k;
+  r.hidden = w->shape.hidden;
+  r.row_src = s->row_src;
+  r.expert_offset = s->expert_offset;
+  r.experts_local = w->el;
+  r.capacity = w->cap;
+  r.err = w->err;
+  return r;
+}
+
+v1_sched_args mok_gpu_sched_args(const mok_schedule *s) {
+  const mok_workspace *w = s->ws;
+  v1_sched_args a;
+  a.peer_base = w->peer_base;
+  a.topk_off = w->off_topk;
+  a.rank = w->rank;
+  a.ep = w->ep;
+  a.tokens = w->shape.tokens;
+  a.top_k = (int)w->shape.top_k;
+  a.num_experts = (int)w->shape.num_experts;
+  a.experts_local = w->el;
+  a.tile_m = w->config.tile_m;
+  a.capacity = w->cap;
+  a.chunks_per_rank = w->chunks_per_rank;
+  a.chunk_tokens = w->chunk_tokens;
+  a.topk_all = s->topk_all;
+  a.counts = s->counts;
+  a.chunk_status = s->chunk_status;
+  a.expert_count = s->expert_count;
+  a.expert_offset = s->expert_offset;
+  a.row_src = s->row_src;
+  a.err = w->err;
+  return a;
+}

@@ -1,0 +1,124 @@
+#define _POSIX_C_SOURCE 200809L
+/* group.c — the expert-parallel group (one process per GPU): unique id, creation from an id or
+ * from a caller's NCCL communicator, rank and size, destruction; and the ops layer's symmetric
+ * buffers (ncclMemAlloc + ncclCommWindowRegister with NCCL_WIN_COLL_SYMMETRIC). */
+#include <stdlib.h>
+#include <string.h>
+#include <cuda_runtime_api.h>
+#include <nccl.h>
+#include "comm/comm.h"
+#include "mok.h"
+
+_Static_assert(sizeof(ncclUniqueId) == sizeof(mok_unique_id), "mok_unique_id must hold an ncclUniqueId");
+
+mok_status mok_get_unique_id(mok_unique_id *id) {
+  if (!id) return MOK_ERR_INVALID_ARGUMENT;
+  ncclUniqueId u;
+  if (ncclGetUniqueId(&u) != ncclSuccess) return MOK_ERR_NCCL;
+  memcpy(id->internal, &u, sizeof u);
+  return MOK_SUCCESS;
+}
+
+static mok_status current_device(int *dev) {
+  int n = 0;
+  if (cudaGetDeviceCount(&n) != cudaSuccess || n <= 0) return MOK_ERR_NO_DEVICE;
+  if (cudaGetDevice(dev) != cudaSuccess) return MOK_ERR_CUDA;
+  return MOK_SUCCESS;
+}
+
+static mok_status finish_group(ncclComm_t comm, int owns, int device, mok_group **out) {
+  mok_group *g = (mok_group *)calloc(1, sizeof *g);
+  if (!g) return MOK_ERR_OUT_OF_MEMORY;
+  g->comm = comm;
+  g->owns_comm = owns;
+  g->device = device;
+  if (ncclCommCount(comm, &g->size) != ncclSuccess || ncclCommUserRank(comm, &g->rank) != ncclSuccess) {
+    free(g);
+    return MOK_ERR_NCCL;
+  }
+  int lsa = 0;
+  mok_status st = mok_comm_devcomm_create(comm, &g->devcomm, &lsa);
+  if (st != MOK_SUCCESS) {
+    free(g);
+    return st;
+  }
+  if (lsa != g->size) { /* every rank must be reachable by load/store (one NVLink domain) */
+    mok_comm_devcomm_destroy(comm, g->devcomm);
+    free(g);
+    return MOK_ERR_NOT_SUPPORTED;
+  }
+  *out = g;
+  return MOK_SUCCESS;
+}
+
+mok_status mok_group_create(const mok_unique_id *id, int nranks, int rank, mok_group **group) {
+  if (!id || !group || nranks <= 0 || rank < 0 || rank >= nranks) return MOK_ERR_INVALID_ARGUMENT;
+  *group = NULL;
+  int dev;
+  mok_status st = current_device(&dev);
+  if (st != MOK_SUCCESS) return st;
+  setenv("NCCL_NVLS_ENABLE", "0", 0); /* never NVLink multicast */
+  ncclUniqueId u;
+  memcpy(&u, id->internal, sizeof u);
+  ncclComm_t comm;
+  if (ncclCommInitRank(&comm, nranks, u, rank) != ncclSuccess) return MOK_ERR_NCCL;
+  st = finish_group(comm, 1, dev, group);
+  if (st != MOK_SUCCESS) ncclCommDestroy(comm);
+  return st;
+}
+
+mok_status mok_group_create_from_nccl(void *nccl_comm, mok_group **group) {
+  if (!nccl_comm || !group) return MOK_ERR_INVALID_ARGUMENT;
+  *group = NULL;
+  int dev;
+  mok_status st = current_device(&dev);
+  if (st != MOK_SUCCESS) return st;
+  return finish_group((ncclComm_t)nccl_comm, 0, dev, group);
+}
+
+mok_status mok_group_rank(const mok_group *g, int *rank) {
+  if (!g || !rank) return MOK_ERR_INVALID_ARGUMENT;
+  *rank = g->rank;
+  return MOK_SUCCESS;
+}
+
+mok_status mok_group_size(const mok_group *g, int *size) {
+  if (!g || !size) return MOK_ERR_INVALID_ARGUMENT;
+  *size = g->size;
+  return MOK_SUCCESS;
+}
+
+mok_status mok_group_destroy(mok_group *g) {
+  if (!g) return MOK_SUCCESS;
+  mok_comm_devcomm_destroy(g->comm, g->devcomm);
+  mok_status st = MOK_SUCCESS;
+  if (g->owns_comm && ncclCommDestroy(g->comm) != ncclSuccess) st = MOK_ERR_NCCL;
+  free(g);
+  return st;
+}
+
+mok_status mok_sym_alloc(mok_group *g, size_t bytes, mok_sym_buffer *b) {
+  if (!g || !b || bytes == 0) return MOK_ERR_INVALID_ARGUMENT;
+  memset(b, 0, sizeof *b);
+  void *ptr = NULL;
+  ncclWindow_t win;
+  if (ncclMemAlloc(&ptr, bytes) != ncclSuccess) return MOK_ERR_OUT_OF_MEMORY;
+  if (ncclCommWindowRegister(g->comm, ptr, bytes, &win, NCCL_WIN_COLL_SYMMETRIC) != ncclSuccess) {
+    ncclMemFree(ptr);
+    return MOK_ERR_NCCL;
+  }
+  b->ptr = ptr;
+  b->bytes = bytes;
+  b->window = (void *)win;
+  return MOK_SUCCESS;
+}
+
+mok_status mok_sym_free(mok_group *g, mok_sym_buffer *b) {
+  if (!g || !b) return MOK_ERR_INVALID_ARGUMENT;
+  if (!b->ptr) return MOK_SUCCESS;
+  mok_status st = MOK_SUCCESS;
+  if (ncclCommWindowDeregister(g->comm, (ncclWindow_t)b->window) != ncclSuccess) st = MOK_ERR_NCCL;
+  if (ncclMemFree(b->ptr) != ncclSuccess) st = MOK_ERR_NCCL;
+  memset(b, 0, sizeof *b);
+  return st;
+}

@@ -1,0 +1,192 @@
+/* v1_move.cu — the v1 path's token movement and reductions: dispatch (pull rows from the source
+ * rank), combine and reverse-dispatch (push rows to the source rank's (token, k) slots), backward
+ * reverse-combine (pull dy, push router-weight gradients), and the fixed-order per-token sums that
+ * give y and dx. One warp per row; 16-byte accesses; peers through their symmetric base address. */
+#include "kernels/v1_common.cuh"
+#include "kernels/v1_kernels.h"
+#include "schedule/schedule_core.h"
+
+#define WARPS 8
+
+__device__ __forceinline__ int64_t route_rows(const v1_route &r) {
+  int64_t total = r.expert_offset[r.experts_local];
+  return total < r.capacity ? total : r.capacity;
+}
+
+__global__ void dispatch_pull_kernel(v1_route r, size_t x_off, bf16 *recv) {
+  const int lane = threadIdx.x & 31;
+  const int64_t row = (int64_t)blockIdx.x * WARPS + (threadIdx.x >> 5);
+  if (v1_error(r.err) || row >= route_rows(r)) return;
+  const int64_t nv = r.hidden / 8;
+  uint4 *dst = (uint4 *)(recv + row * r.hidden);
+  const int32_t slot = r.row_src[row];
+  if (slot < 0) {
+    for (int64_t i = lane; i < nv; i += 32) dst[i] = make_uint4(0, 0, 0, 0);
+    return;
+  }
+  const int src = mok_sched_slot_rank(slot, r.tokens, r.top_k);
+  const int64_t t = mok_sched_slot_token(slot, r.tokens, r.top_k);
+  const uint4 *s = (const uint4 *)(r.peer_base[src] + x_off) + t * nv;
+#pragma unroll 4
+  for (int64_t i = lane; i < nv; i += 32) dst[i] = s[i];
+}
+
+__global__ void push_rows_kernel(v1_route r, const bf16 *rows, size_t dst_off) {
+  const int lane = threadIdx.x & 31;
+  const int64_t row = (int64_t)blockIdx.x * WARPS + (threadIdx.x >> 5);
+  if (v1_error(r.err) || row >= route_rows(r)) return;
+  const int32_t slot = r.row_src[row];
+  if (slot < 0) return;
+  const int64_t nv = r.hidden / 8, per_rank = r.tokens * r.top_k;
+  const int src = mok_sched_slot_rank(slot, r.tokens, r.top_k);
+  uint4 *d = (uint4 *)(r.peer_base[src] + dst_off) + (slot % per_rank) * nv;
+  const uint4 *s = (const uint4 *)(rows + row * r.hidden);
+#pragma unroll 4
+  for (int64_t i = lane; i < nv; i += 32) d[i] = s[i];
+  __threadfence_system();
+}
+
+__global__ void reverse_combine_kernel(v1_route r, size_t dy_off, size_t rw_off, size_t drw_off,
+                                       const bf16 *out_rows, bf16 *d_out) {
+  const int lane = threadIdx.x & 31;
+  const int64_t row = (int64_t)blockIdx.x * WARPS + (threadIdx.x >> 5);
+  if (v1_error(r.err) || row >= route_rows(r)) return;
+  const int64_t nv = r.hidden / 8, per_rank = r.tokens * r.top_k;
+  uint4 *dst = (uint4 *)(d_out + row * r.hidden);
+  const int32_t slot = r.row_src[row];
+  if (slot < 0) {
+    for (int64_t i = lane; i < nv; i += 32) dst[i] = make_uint4(0, 0, 0, 0);
+    return;
+  }
+  const int src = mok_sched_slot_rank(slot, r.tokens, r.top_k);
+  const int64_t t = mok_sched_slot_token(slot, r.tokens, r.top_k);
+  char *base = r.peer_base[src];
+  const float w = ((const float *)(base + rw_off))[slot % per_rank];
+  const uint4 *dy = (const uint4 *)(base + dy_off) + t * nv;
+  const uint4 *o = (const uint4 *)(out_rows + row * r.hidden);
+  float dot = 0.0f;
+  for (int64_t i = lane; i < nv; i += 32) {
+    float fd[8], fo[8], fw[8];
+    v1_unpack8(dy[i], fd);
+    v1_unpack8(o[i], fo);
+#pragma unroll
+    for (int q = 0; q < 8; ++q) {
+      dot += fd[q] * fo[q];
+      fw[q] = w * fd[q];
+    }
+    dst[i] = v1_pack8(fw);
+  }
+#pragma unroll
+  for (int m = 16; m > 0; m >>= 1) dot += __shfl_xor_sync(0xffffffffu, dot, m);
+  if (lane == 0) ((float *)(base + drw_off))[slot % per_rank] = dot;
+  __threadfence_system();
+}
+
+__global__ void combine_reduce_kernel(int64_t T, int k, int64_t H, const bf16 *slots,
+                                      const float *rw, const bf16 *shared_out, bf16 *y,
+                                      const int32_t *err) {
+  const int64_t nv = H / 8;
+  const int64_t idx = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
+  if (idx >= T * nv) return;
+  const int64_t t = idx / nv, c = idx % nv;
+  float acc[8];
+  if (v1_error(err)) {
+#pragma unroll
+    for (int q = 0; q < 8; ++q) acc[q] = v1_nan();
+  } else {
+#pragma unroll
+    for (int q = 0; q < 8; ++q) acc[q] = 0.0f;
+    for (int j = 0; j < k; ++j) {
+      const float w = rw[t * k + j];
+      float f[8];
+      v1_unpack8(((const uint4 *)slots)[(t * k + j) * nv + c], f);
+#pragma unroll
+      for (int q = 0; q < 8; ++q) acc[q] += w * f[q];
+    }
+    if (shared_out) {
+      float f[8];
+      v1_unpack8(((const uint4 *)shared_out)[t * nv + c], f);
+#pragma unroll
+      for (int q = 0; q < 8; ++q) acc[q] += f[q];
+    }
+  }
+  ((uint4 *)y)[t * nv + c] = v1_pack8(acc);
+}
+
+__global__ void dx_reduce_kernel(int64_t T, int k, int64_t H, const bf16 *parts,
+                                 const bf16 *shared_dx, bf16 *dx, const float *drw_in,
+                                 float *drw_out, const int32_t *err) {
+  const int64_t nv = H / 8;
+  const int64_t idx = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
+  const int bad = v1_error(err);
+  if (idx < T * k) drw_out[idx] = bad ? v1_nan() : drw_in[idx];
+  if (idx >= T * nv) return;
+  const int64_t t = idx / nv, c = idx % nv;
+  float acc[8];
+  if (bad) {
+#pragma unroll
+    for (int q = 0; q < 8; ++q) acc[q] = v1_nan();
+  } else {
+#pragma unroll
+    for (int q = 0; q < 8; ++q) acc[q] = 0.0f;
+    for (int j = 0; j < k; ++j) {
+      float f[8];
+      v1_unpack8(((const uint4 *)parts)[(t * k + j) * nv + c], f);
+#pragma unroll
+      for (int q = 0; q < 8; ++q) acc[q] += f[q];
+    }
+    if (shared_dx) {
+      float f[8];
+      v1_unpack8(((const uint4 *)shared_dx)[t * nv + c], f);
+#pragma unroll
+      for (int q = 0; q < 8; ++q) acc[q] += f[q];
+    }
+  }
+  ((uint4 *)dx)[t * nv + c] = v1_pack8(acc);
+}
+
+static unsigned row_blocks(int64_t capacity) { return (unsigned)((capacity + WARPS - 1) / WARPS); }
+
+extern "C" cudaError_t v1_dispatch_pull(const v1_route *r, size_t x_off, void *recv,
+                                        cudaStream_t stream) {
+  if (r->capacity <= 0) return cudaSuccess;
+  dispatch_pull_kernel<<<row_blocks(r->capacity), WARPS * 32, 0, stream>>>(*r, x_off, (bf16 *)recv);
+  return cudaGetLastError();
+}
+
+extern "C" cudaError_t v1_push_rows(const v1_route *r, const void *rows, size_t dst_off,
+                                    cudaStream_t stream) {
+  if (r->capacity <= 0) return cudaSuccess;
+  push_rows_kernel<<<row_blocks(r->capacity), WARPS * 32, 0, stream>>>(*r, (const bf16 *)rows, dst_off);
+  return cudaGetLastError();
+}
+
+extern "C" cudaError_t v1_reverse_combine(const v1_route *r, size_t dy_off, size_t rw_off,
+                                          size_t drw_off, const void *out_rows, void *d_out,
+                                          cudaStream_t stream) {
+  if (r->capacity <= 0) return cudaSuccess;
+  reverse_combine_kernel<<<row_blocks(r->capacity), WARPS * 32, 0, stream>>>(
+      *r, dy_off, rw_off, drw_off, (const bf16 *)out_rows, (bf16 *)d_out);
+  return cudaGetLastError();
+}
+
+extern "C" cudaError_t v1_combine_reduce(int64_t T, int k, int64_t H, const void *slots,
+                                         const float *rw, const void *shared_out, void *y,
+                                         const int32_t *err, cudaStream_t stream) {
+  int64_t n = T * (H / 8);
+  if (n <= 0) return cudaSuccess;
+  combine_reduce_kernel<<<(unsigned)((n + 255) / 256), 256, 0, stream>>>(
+      T, k, H, (const bf16 *)slots, rw, (const bf16 *)shared_out, (bf16 *)y, err);
+  return cudaGetLastError();
+}
+
+extern "C" cudaError_t v1_dx_reduce(int64_t T, int k, int64_t H, const void *parts,
+                                    const void *shared_dx, void *dx, const float *drw_in,
+                                    float *drw_out, const int32_t *err, cudaStream_t stream) {
+  int64_t n = T * (H / 8);
+  if (T * k > n) n = T * k;
+  if (n <= 0) return cudaSuccess;
+  dx_reduce_kernel<<<(unsigned)((n + 255) / 256), 256, 0, stream>>>(
+      T, k, H, (const bf16 *)parts, (const bf16 *)shared_dx, (bf16 *)dx, drw_in, drw_out, err);
+  return cudaGetLastError();
+}

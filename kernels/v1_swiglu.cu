@@ -1,0 +1,98 @@
+/* v1_swiglu.cu — SwiGLU forward and backward, elementwise, fp32 math on bf16 storage, with the
+ * optional clamp L: a = silu(min(g, L)) * clamp(u, -L, L). At g == L or |u| == L the clamp passes
+ * the gradient. Also the device random fill used by benchmarks (kernels/v1_random.h). */
+#include "kernels/v1_common.cuh"
+#include "kernels/v1_kernels.h"
+#include "kernels/v1_random.h"
+
+__device__ __forceinline__ int64_t rows_of(int64_t rows_max, const int32_t *rows_dev) {
+  if (!rows_dev) return rows_max;
+  int64_t r = *rows_dev;
+  return r < rows_max ? r : rows_max;
+}
+
+__global__ void swiglu_fwd_kernel(const bf16 *g, const bf16 *u, bf16 *a, int64_t rows_max,
+                                  const int32_t *rows_dev, int64_t I, int use_limit, float L,
+                                  const int32_t *err) {
+  if (v1_error(err)) return;
+  const int64_t nv = I / 8, n = rows_of(rows_max, rows_dev) * nv;
+  for (int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; i < n;
+       i += (int64_t)gridDim.x * blockDim.x) {
+    float fg[8], fu[8], fa[8];
+    v1_unpack8(((const uint4 *)g)[i], fg);
+    v1_unpack8(((const uint4 *)u)[i], fu);
+#pragma unroll
+    for (int q = 0; q < 8; ++q) {
+      float gc = use_limit ? fminf(fg[q], L) : fg[q];
+      float uc = use_limit ? fminf(fmaxf(fu[q], -L), L) : fu[q];
+      fa[q] = gc / (1.0f + expf(-gc)) * uc;
+    }
+    ((uint4 *)a)[i] = v1_pack8(fa);
+  }
+}
+
+__global__ void swiglu_bwd_kernel(const bf16 *da, const bf16 *g, const bf16 *u, bf16 *dgu,
+                                  int64_t rows_max, const int32_t *rows_dev, int64_t I,
+                                  int use_limit, float L, const int32_t *err) {
+  if (v1_error(err)) return;
+  const int64_t nv = I / 8, n = rows_of(rows_max, rows_dev) * nv;
+  for (int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; i < n;
+       i += (int64_t)gridDim.x * blockDim.x) {
+    const int64_t r = i / nv, c = i % nv;
+    float fd[8], fg[8], fu[8], dg[8], du[8];
+    v1_unpack8(((const uint4 *)da)[i], fd);
+    v1_unpack8(((const uint4 *)g)[i], fg);
+    v1_unpack8(((const uint4 *)u)[i], fu);
+#pragma unroll
+    for (int q = 0; q < 8; ++q) {
+      float gc = use_limit ? fminf(fg[q], L) : fg[q];
+      float uc = use_limit ? fminf(fmaxf(fu[q], -L), L) : fu[q];
+      float s = 1.0f / (1.0f + expf(-gc));
+      float silu = gc * s;
+      float dsilu = s * (1.0f + gc * (1.0f - s));
+      dg[q] = (use_limit && fg[q] > L) ? 0.0f : fd[q] * uc * dsilu;
+      du[q] = (use_limit && (fu[q] > L || fu[q] < -L)) ? 0.0f : fd[q] * silu;
+    }
+    uint4 *row = (uint4 *)(dgu + r * 2 * I);
+    row[c] = v1_pack8(dg);
+    row[nv + c] = v1_pack8(du);
+  }
+}
+
+static unsigned ew_blocks(int64_t n) {
+  int64_t b = (n + 255) / 256;
+  return (unsigned)(b > 16384 ? 16384 : (b < 1 ? 1 : b));
+}
+
+extern "C" cudaError_t v1_swiglu_forward(const void *g, const void *u, void *a, int64_t rows_max,
+                                         const int32_t *rows_dev, int64_t I, int use_limit,
+                                         float limit, const int32_t *err, cudaStream_t stream) {
+  if (rows_max <= 0 || I <= 0) return cudaSuccess;
+  swiglu_fwd_kernel<<<ew_blocks(rows_max * I / 8), 256, 0, stream>>>(
+      (const bf16 *)g, (const bf16 *)u, (bf16 *)a, rows_max, rows_dev, I, use_limit, limit, err);
+  return cudaGetLastError();
+}
+
+extern "C" cudaError_t v1_swiglu_backward(const void *da, const void *g, const void *u, void *dgu,
+                                          int64_t rows_max, const int32_t *rows_dev, int64_t I,
+                                          int use_limit, float limit, const int32_t *err,
+                                          cudaStream_t stream) {
+  if (rows_max <= 0 || I <= 0) return cudaSuccess;
+  swiglu_bwd_kernel<<<ew_blocks(rows_max * I / 8), 256, 0, stream>>>(
+      (const bf16 *)da, (const bf16 *)g, (const bf16 *)u, (bf16 *)dgu, rows_max, rows_dev, I,
+      use_limit, limit, err);
+  return cudaGetLastError();
+}
+
+__global__ void fill_random_kernel(bf16 *dst, int64_t n, uint64_t seed, uint64_t sid, float scale) {
+  for (int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; i < n;
+       i += (int64_t)gridDim.x * blockDim.x)
+    dst[i] = __float2bfloat16_rn(v1_random_value(seed, sid, (uint64_t)i, scale));
+}
+
+extern "C" cudaError_t v1_fill_random_bf16(void *dst, int64_t n, uint64_t seed, uint64_t stream_id,
+                                           float scale, cudaStream_t stream) {
+  if (n <= 0) return cudaSuccess;
+  fill_random_kernel<<<ew_blocks(n), 256, 0, stream>>>((bf16 *)dst, n, seed, stream_id, scale);
+  return cudaGetLastError();
+}
