@@ -1,0 +1,224 @@
+"""harness.py — mok against PyTorch+NCCL (and DeepEP where installed) on the model shapes of the
+design brief, in one run, one process per GPU:
+
+    torchrun --nproc_per_node=NGPU bench/harness.py [--shapes ...] [--tokens 4096,7168]
+
+For each shape, token count and routing it checks mok's output and gradients against the baseline,
+then times forward and backward of each (warm-up, >= 50 iterations with CUDA events, median over
+iterations of the slowest rank) and prints TFLOP/s per GPU by the published convention
+(6*(T*Is/I + T*k)*H*I per forward, twice that per backward). Writes a JSON file and a PNG chart."""
+import argparse
+import json
+import os
+import sys
+import time
+
+import torch
+import torch.distributed as dist
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, os.path.join(HERE, "..", "python"))
+sys.path.insert(0, HERE)
+import mok.functional as mf  # noqa: E402
+from baseline_torch import moe_baseline  # noqa: E402
+
+# name: (H, I, E, k, Is)
+SHAPES = {
+    "deepseek-v3": (7168, 2048, 256, 8, 2048),
+    "kimi-k2": (7168, 2048, 384, 8, 2048),
+    "qwen3-235b": (4096, 1536, 128, 8, 0),
+    "qwen3-30b": (2048, 768, 128, 8, 0),
+    "glm-4.5": (5120, 1536, 160, 8, 1536),
+    "deepseek-v4-pro": (7168, 3072, 384, 6, 0),
+}
+
+
+def make_inputs(shape, T, routing, rank, ep, seed):
+    H, I, E, k, Is = shape
+    el = E // ep
+    g = torch.Generator(device="cuda").manual_seed(seed * 1000 + rank)
+    dev = "cuda"
+
+    def rnd(*size, scale=1.0):
+        return (torch.randn(*size, generator=g, device=dev) * scale).to(torch.bfloat16)
+
+    x = rnd(T, H)
+    logits = torch.randn(T, E, generator=g, device=dev)
+    if routing == "zipf":  # Gumbel top-k over a Zipf prior: skewed, the same hot experts on every rank
+        prior = torch.arange(1, E + 1, device=dev, dtype=torch.float32).pow(-1.2)
+        perm = torch.randperm(E, generator=torch.Generator(device="cuda").manual_seed(seed), device=dev)
+        gumbel = -torch.log(-torch.log(torch.rand(T, E, generator=g, device=dev).clamp_min(1e-20)))
+        logits = prior[perm].log() + gumbel
+    top_val, topk = logits.topk(k, dim=1)
+    rw = torch.softmax(top_val, dim=1).float()
+    w = dict(
+        w_gate=rnd(el, I, H, scale=H ** -0.5), w_up=rnd(el, I, H, scale=H ** -0.5),
+        w_down=rnd(el, H, I, scale=I ** -0.5),
+        ws_gate=rnd(Is, H, scale=H ** -0.5) if Is else None,
+        ws_up=rnd(Is, H, scale=H ** -0.5) if Is else None,
+        ws_down=rnd(H, Is, scale=Is ** -0.5) if Is else None)
+    dy = rnd(T, H)
+    return x, topk.to(torch.int32).contiguous(), rw.contiguous(), w, dy
+
+
+def timed(fn, iters, warmup):
+    """Per-iteration milliseconds of fn() on this rank, ranks aligned by a barrier each time."""
+    for _ in range(warmup):
+        fn()
+    torch.cuda.synchronize()
+    times = []
+    for _ in range(iters):
+        dist.barrier()
+        start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        start.record()
+        fn()
+        end.record()
+        end.synchronize()
+        times.append(start.elapsed_time(end))
+    return times
+
+
+def slowest_median(times):
+    """Median over iterations of the slowest rank's time."""
+    t = torch.tensor(times, device="cuda")
+    dist.all_reduce(t, op=dist.ReduceOp.MAX)
+    return t.median().item()
+
+
+def rel(a, b):
+    a, b = a.float(), b.float()
+    return ((a - b).norm() / b.norm().clamp_min(1e-30)).item()
+
+
+def run_case(name, shape, T, routing, group, args):
+    rank, ep = dist.get_rank(), dist.get_world_size()
+    H, I, E, k, Is = shape
+    x, topk, rw, w, dy = make_inputs(shape, T, routing, rank, ep, args.seed)
+    wl = [w[n] for n in ("w_gate", "w_up", "w_down", "ws_gate", "ws_up", "ws_down")]
+
+    def mok_fwd():
+        return mf.moe_forward(x, topk, rw, *wl, group.id, E, 0.0)
+
+    def mok_bwd():
+        return mf.moe_backward(dy, x, topk, rw, *wl, group.id, E, 0.0)
+
+    params = [p for p in wl if p is not None]
+
+    def base_fwd():
+        with torch.no_grad():
+            return moe_baseline(x, topk, rw, *wl, E)
+
+    def base_fwd_bwd():
+        leaves = [t.detach().requires_grad_() for t in [x, rw] + params]
+        wl2 = leaves[2:5] + (leaves[5:8] if Is else [None, None, None])
+        y = moe_baseline(leaves[0], topk, leaves[1], *wl2, E)
+        return torch.autograd.grad(y, leaves, dy)
+
+    # correctness first: mok against the baseline on this data
+    y_mok, y_base = mok_fwd(), base_fwd()
+    g_mok = mok_bwd()
+    g_base = base_fwd_bwd()
+    check = {"y": rel(y_mok, y_base), "dx": rel(g_mok[0], g_base[0]), "drw": rel(g_mok[1], g_base[1]),
+             "dw": max(rel(g_mok[2 + i], g_base[2 + i]) for i in range(3))}
+    del y_mok, y_base, g_mok, g_base
+    flops = 6.0 * (T * Is / I + T * k) * H * I
+    res = {"shape": name, "ep": ep, "tokens": T, "routing": routing, "check": check}
+    t_mok_f = slowest_median(timed(mok_fwd, args.iters, args.warmup))
+    t_mok_b = slowest_median(timed(mok_bwd, args.iters, args.warmup))
+    t_base_f = slowest_median(timed(base_fwd, args.iters, args.warmup))
+    t_base_fb = slowest_median(timed(base_fwd_bwd, args.iters, args.warmup))
+    t_base_b = max(t_base_fb - t_base_f, 1e-6)
+    res.update(mok_fwd_ms=t_mok_f, mok_bwd_ms=t_mok_b, base_fwd_ms=t_base_f, base_bwd_ms=t_base_b,
+               mok_fwd_tflops=flops / t_mok_f * 1e-9, mok_bwd_tflops=2 * flops / t_mok_b * 1e-9,
+               base_fwd_tflops=flops / t_base_f * 1e-9, base_bwd_tflops=2 * flops / t_base_b * 1e-9)
+    return res
+
+
+def fits(shape, T, ep):
+    """Rough device bytes: weights three times (mok's, its gradients, the baseline's gradients) plus
+    activations; skip what would not fit in 90% of the card."""
+    H, I, E, k, Is = shape
+    weights = (3 * (E // ep) * H * I + 3 * Is * H) * 2
+    acts = T * k * ep * (H + 4 * I) * 2 * 6
+    return 3 * weights + acts < 0.9 * torch.cuda.get_device_properties(0).total_memory
+
+
+def chart(rows, path):
+    import matplotlib
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+    labels = [f"{r['shape']}\nT{r['tokens']} {r['routing']}" for r in rows]
+    fig, ax = plt.subplots(figsize=(max(8, len(rows) * 0.9), 5))
+    xs = range(len(rows))
+    for off, key, lab in ((-0.3, "mok_fwd_tflops", "mok fwd"), (-0.1, "base_fwd_tflops", "PyTorch+NCCL fwd"),
+                          (0.1, "mok_bwd_tflops", "mok bwd"), (0.3, "base_bwd_tflops", "PyTorch+NCCL bwd")):
+        ax.bar([i + off for i in xs], [r[key] for r in rows], width=0.2, label=lab)
+    ax.set_xticks(list(xs))
+    ax.set_xticklabels(labels, fontsize=7, rotation=45, ha="right")
+    ax.set_ylabel("TFLOP/s per GPU")
+    ax.set_title(f"mok vs PyTorch+NCCL, EP={rows[0]['ep']} (H200)")
+    ax.legend()
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--shapes", default=",".join(SHAPES))
+    ap.add_argument("--tokens", default="4096,7168")
+    ap.add_argument("--routing", default="uniform,zipf")
+    ap.add_argument("--iters", type=int, default=50)
+    ap.add_argument("--warmup", type=int, default=5)
+    ap.add_argument("--seed", type=int, default=int(time.time()) % 100000)
+    ap.add_argument("--out", default="bench-results")
+    args = ap.parse_args()
+    if args.iters < 50:
+        print("note: fewer than 50 timed iterations: figures are indicative only")
+    os.environ.setdefault("NCCL_NVLS_ENABLE", "0")
+    local = int(os.environ.get("LOCAL_RANK", "0"))
+    torch.cuda.set_device(local)
+    dist.init_process_group("nccl", device_id=torch.device("cuda", local))
+    rank, ep = dist.get_rank(), dist.get_world_size()
+    group = mf.Group()
+    try:
+        import deep_ep  # noqa: F401
+        deepep_note = "DeepEP is installed but its baseline is not wired in yet"
+    except ImportError:
+        deepep_note = "DeepEP not installed: PyTorch+NCCL is the only baseline"
+    if rank == 0:
+        print(f"EP={ep}, seed {args.seed}; {deepep_note}")
+    rows = []
+    for name in args.shapes.split(","):
+        for T in [int(t) for t in args.tokens.split(",")]:
+            for routing in args.routing.split(","):
+                if not fits(SHAPES[name], T, ep):
+                    if rank == 0:
+                        print(f"skip {name} T={T} EP={ep}: does not fit one GPU's memory with the baseline")
+                    continue
+                r = run_case(name, SHAPES[name], T, routing, group, args)
+                rows.append(r)
+                torch.cuda.empty_cache()
+                if rank == 0:
+                    print(f"done {name} T={T} {routing}: check {r['check']}", flush=True)
+    if rank == 0 and rows:
+        os.makedirs(os.path.dirname(os.path.abspath(args.out + ".json")), exist_ok=True)
+        with open(args.out + ".json", "w") as f:
+            json.dump({"ep": ep, "seed": args.seed, "note": deepep_note, "rows": rows}, f, indent=1)
+        try:
+            chart(rows, args.out + ".png")
+        except Exception as e:  # a missing matplotlib must not lose the table
+            print(f"no chart: {e}")
+        print(f"\n{'shape':16s} {'EP':>2s} {'T':>5s} {'routing':8s} {'pass':4s} {'mok ms':>8s} {'TFLOP/s':>8s} "
+              f"{'base ms':>8s} {'TFLOP/s':>8s} {'ratio':>6s} {'rel err':>8s}")
+        for r in rows:
+            err = max(r["check"].values())
+            for p in ("fwd", "bwd"):
+                print(f"{r['shape']:16s} {r['ep']:2d} {r['tokens']:5d} {r['routing']:8s} {p:4s} "
+                      f"{r[f'mok_{p}_ms']:8.3f} {r[f'mok_{p}_tflops']:8.1f} {r[f'base_{p}_ms']:8.3f} "
+                      f"{r[f'base_{p}_tflops']:8.1f} {r[f'base_{p}_ms'] / r[f'mok_{p}_ms']:6.2f} {err:8.1e}")
+    group.destroy()
+    dist.destroy_process_group()
+
+
+if __name__ == "__main__":
+    main()
