@@ -12,6 +12,7 @@
 #include <algorithm>
 #include <vector>
 #include "kernels/grouped_gemm.h"
+#include "kernels/grouped_gemm_tmap.h"
 
 #define CK(x)                                                                            \
   do {                                                                                   \
@@ -47,6 +48,7 @@ typedef struct {
   int n, k;      /* GEMM N (for gate+up: 2 * I) and K                      */
   int gateup;    /* 1: fused SwiGLU gate+up (I = n / 2), 0: plain forward    */
   int backward;  /* 1: also time dgrad and wgrad on this shape             */
+  int sweep;     /* 1: also time the cluster / raster-group variants        */
 } shape;
 
 static std::vector<int> make_counts(const shape &s) {
@@ -111,25 +113,43 @@ static mok_status run_wgrad(void *p) { /* dW [E, n, k] fp32 = dC^T A */
                            c->k, 0);
 }
 
+/* Cluster size x raster group variants of one kernel (printed as kernel/cC/gG); the default
+ * is restored afterwards. */
+static void sweep(const char *name, const char *kern, launch_fn f, void *ctx, double flop, int iters) {
+  const int groups[] = {1, 4, 8, 16, 32};
+  for (int cl = 1; cl <= 2; ++cl)
+    for (int g : groups) {
+      gg_set_tuning(g, cl);
+      double ms = time_median_ms(f, ctx, 2, iters);
+      char label[32];
+      snprintf(label, sizeof label, "%s/c%d/g%d", kern, cl, g);
+      printf("  %-20s %-14s %8.3f %10.1f\n", name, label, ms, flop / ms * 1e-9);
+    }
+  const char *cl_env = getenv("MOK_GG_CLUSTER");
+  gg_set_tuning(0, cl_env ? atoi(cl_env) : 0);
+}
+
 int main(int argc, char **argv) {
   const char *counts_path = argc > 1 ? argv[1] : "gg_counts.txt";
   int iters = argc > 2 ? atoi(argv[2]) : 20;
+  const char *cl_env = getenv("MOK_GG_CLUSTER"); /* force a cluster size (1 or 2) */
+  if (cl_env) gg_set_tuning(0, atoi(cl_env));
   FILE *cf = fopen(counts_path, "w");
   if (!cf) { perror(counts_path); return 1; }
   cudaDeviceProp prop;
   CK(cudaGetDeviceProperties(&prop, 0));
   printf("device %s, %d SMs\n", prop.name, prop.multiProcessorCount);
   const shape shapes[] = {
-      {"dsv3_ep8_gateup", 32, 1792, 0, 4096, 7168, 1, 1},
-      {"dsv3_ep8_down", 32, 1792, 0, 7168, 2048, 0, 1},
-      {"dsv3_ep2_gateup", 128, 448, 0, 4096, 7168, 1, 0},
-      {"dsv3_ep2_down", 128, 448, 0, 7168, 2048, 0, 0},
-      {"qwen3_gateup", 128, 256, 0, 1536, 2048, 1, 0},
-      {"qwen3_down", 128, 256, 0, 2048, 768, 0, 0},
-      {"dsv3_ep8_gateup_zipf", 32, 1792, 1, 4096, 7168, 1, 0},
-      {"dsv3_ep8_down_zipf", 32, 1792, 1, 7168, 2048, 0, 0},
-      {"qwen3_gateup_zipf", 128, 256, 1, 1536, 2048, 1, 0},
-      {"qwen3_down_zipf", 128, 256, 1, 2048, 768, 0, 0},
+      {"dsv3_ep8_gateup", 32, 1792, 0, 4096, 7168, 1, 1, 1},
+      {"dsv3_ep8_down", 32, 1792, 0, 7168, 2048, 0, 1, 1},
+      {"dsv3_ep2_gateup", 128, 448, 0, 4096, 7168, 1, 0, 1},
+      {"dsv3_ep2_down", 128, 448, 0, 7168, 2048, 0, 0, 0},
+      {"qwen3_gateup", 128, 256, 0, 1536, 2048, 1, 0, 1},
+      {"qwen3_down", 128, 256, 0, 2048, 768, 0, 0, 1},
+      {"dsv3_ep8_gateup_zipf", 32, 1792, 1, 4096, 7168, 1, 0, 0},
+      {"dsv3_ep8_down_zipf", 32, 1792, 1, 7168, 2048, 0, 0, 0},
+      {"qwen3_gateup_zipf", 128, 256, 1, 1536, 2048, 1, 0, 0},
+      {"qwen3_down_zipf", 128, 256, 1, 2048, 768, 0, 0, 0},
   };
   printf("%-22s %-10s %10s %10s\n", "shape", "kernel", "ms", "TFLOP/s");
   for (const shape &s : shapes) {
@@ -169,6 +189,7 @@ int main(int argc, char **argv) {
       fill(c.b2, nh, 4, 0.05f);
       double ms = time_median_ms(run_swiglu, &c, 3, iters);
       printf("%-22s %-10s %10.3f %10.1f\n", s.name, "swiglu", ms, flop / ms * 1e-9);
+      if (s.sweep) sweep(s.name, "swiglu", run_swiglu, &c, flop, iters);
       cudaFree(c.b2);
       c.b2 = NULL;
       cudaFree(c.b);
@@ -178,6 +199,7 @@ int main(int argc, char **argv) {
     {
       double ms = time_median_ms(run_fwd, &c, 3, iters);
       printf("%-22s %-10s %10.3f %10.1f\n", s.name, "fwd", ms, flop / ms * 1e-9);
+      if (s.sweep) sweep(s.name, "fwd", run_fwd, &c, flop, iters);
     }
     if (s.backward) {
       /* dgrad of this layer: dC [M, n] x W [E, n, k] -> [M, k] */

@@ -52,6 +52,7 @@ typedef struct {
   void *dw;              /* WGRAD output [E, wn, wk], already shifted to expert_base        */
   int wn, wk;            /* WGRAD output shape per expert                                 */
   int out_fp32, accumulate;
+  int group_m;           /* raster group, in work units                                   */
 } gg_params;
 
 /* ---- epilogue: one pass stores 64 rows x 128 columns of a consumer's accumulators -------- */
@@ -88,10 +89,56 @@ __device__ __forceinline__ void gg_store_pass(const float *acc, uint32_t stage, 
   }
 }
 
-__device__ __forceinline__ float gg_silu(float g) { return g / (1.0f + __expf(-g)); }
+__device__ __forceinline__ float gg_silu(float g) { return __fdividef(g, 1.0f + __expf(-g)); }
+
+/* FWD: first weight row of B half h of column tile n_tile (the half past n is replaced by a
+ * valid one: it is loaded but never stored). */
+__device__ __forceinline__ int t_n0_fwd(int bexp, int n_tile, int h, const gg_params &p) {
+  const int col = n_tile * GG_BN + 128 * h;
+  return bexp * p.b_rows + (col < p.n_out ? col : n_tile * GG_BN);
+}
 
 /* ---- the kernel ------------------------------------------------------------------------------ */
-template <int MODE>
+/* Loads half h (16 KB: 128 of the 256 B rows, or 2 of its 4 64-column boxes) of the B tile of
+ * stage sb; multicast to both CTAs of a cluster pair when MC. */
+template <int MODE, int MC>
+__device__ __forceinline__ void gg_load_b_half(int h, uint32_t sb, uint32_t full, int k0, int bexp,
+                                               int n_tile, const gg_params &p,
+                                               const CUtensorMap *tm_b0, const CUtensorMap *tm_b1) {
+#define GG_LD(dst, map, c0, c1)                                        \
+  do {                                                                 \
+    if (MC) tma_load_2d_multicast(dst, map, full, c0, c1, (uint16_t)3); \
+    else tma_load_2d(dst, map, full, c0, c1);                          \
+  } while (0)
+  if (MODE == GG_FWD) {
+    const int n0 = t_n0_fwd(bexp, n_tile, h, p);
+    GG_LD(sb + h * 16384, tm_b0, k0, n0);
+  } else if (MODE == GG_SWIGLU) {
+    GG_LD(sb + h * 16384, h ? tm_b1 : tm_b0, k0, bexp * p.b_rows + n_tile * 128);
+  } else if (MODE == GG_DGRAD) {
+    const int r = bexp * p.b_rows + k0, n0 = n_tile * GG_BN;
+#pragma unroll
+    for (int j = 2 * h; j < 2 * h + 2; ++j)
+      GG_LD(sb + j * 8192, tm_b0, n0 + 64 * j < p.n_out ? n0 + 64 * j : n0, r);
+  }
+#undef GG_LD
+}
+
+/* Consumer warp release of a stage: one arrival per warp, on every CTA of the cluster whose
+ * producer may write into this CTA's copy of the stage. */
+template <int CL>
+__device__ __forceinline__ void gg_release(uint32_t empty, int lane) {
+  if (lane == 0) {
+    if (CL == 1) {
+      mbar_arrive(empty);
+    } else {
+#pragma unroll
+      for (int c = 0; c < CL; ++c) mbar_arrive_cluster(empty, c);
+    }
+  }
+}
+
+template <int MODE, int CL>
 __global__ void __launch_bounds__(GG_THREADS, 1)
     gg_bf16_kernel(const __grid_constant__ CUtensorMap tm_a, const __grid_constant__ CUtensorMap tm_b0,
                    const __grid_constant__ CUtensorMap tm_b1, const __grid_constant__ CUtensorMap tm_c0,
@@ -106,12 +153,16 @@ __global__ void __launch_bounds__(GG_THREADS, 1)
   const uint32_t full0 = smem_u32(&bars[0]);
   const uint32_t empty0 = smem_u32(&bars[GG_STAGES]);
   const int E = p.num_experts;
+  /* Work units: one tile (CL = 1), or a pair of vertically adjacent tiles of the same expert and
+   * column tile on the two CTAs of a cluster, which share the B tile through multicast. */
+  const int rank = CL > 1 ? (int)cluster_ctarank() : 0;
+  const int unit0 = blockIdx.x / CL, ustride = gridDim.x / CL;
 
   if (tid == 0) {
     if (smem_base & 1023) __trap(); /* the swizzle atoms need a 1024-byte aligned base */
     for (int s = 0; s < GG_STAGES; ++s) {
       mbar_init(full0 + 8 * s, 1);
-      mbar_init(empty0 + 8 * s, 8); /* one arrival per consumer warp */
+      mbar_init(empty0 + 8 * s, 8 * CL); /* one arrival per consumer warp of each CTA */
     }
     fence_mbar_init();
   }
@@ -123,14 +174,14 @@ __global__ void __launch_bounds__(GG_THREADS, 1)
     if (MODE == GG_SWIGLU && p.has_preact) tma_prefetch_desc(&tm_c1);
   }
   if (MODE != GG_WGRAD && tid >= 64 && tid < 96) {
-    /* Tile prefix over experts: a warp scan, 32 experts at a time. */
+    /* Unit prefix over experts: a warp scan, 32 experts at a time. */
     const int lane = tid & 31;
     int run = 0;
     for (int base = 0; base < E; base += 32) {
       const int l = base + lane;
       int c = l < E ? p.count[l] : 0;
       c = c > 0 ? c : 0;
-      const int t = gg_ceil_div(c, GG_BM) * p.n_tiles;
+      const int t = gg_ceil_div(c, GG_BM * CL) * p.n_tiles;
       int incl = t;
 #pragma unroll
       for (int o = 1; o < 32; o <<= 1) {
@@ -142,7 +193,8 @@ __global__ void __launch_bounds__(GG_THREADS, 1)
     }
     if (lane == 0) prefix[E] = run;
   }
-  __syncthreads();
+  if (CL > 1) cluster_sync(); /* barrier inits visible to the peer before any multicast */
+  else __syncthreads();
   const int total = MODE == GG_WGRAD ? E * p.m_tiles * p.n_tiles : prefix[E];
 
   if (wg == 0) {
@@ -151,13 +203,17 @@ __global__ void __launch_bounds__(GG_THREADS, 1)
     if (tid == 0) {
       int stage = 0;
       uint32_t phase = 0;
-      for (int tile = blockIdx.x; tile < total; tile += gridDim.x) {
-        gg_tile t = MODE == GG_WGRAD ? gg_decode_k_grouped(tile, p.m_tiles, p.n_tiles, GG_GROUP_M)
-                                     : gg_decode_m_grouped(tile, prefix, E, p.n_tiles, GG_GROUP_M);
+      for (int u = unit0; u < total; u += ustride) {
+        gg_tile t = MODE == GG_WGRAD ? gg_decode_k_grouped(u, p.m_tiles, p.n_tiles, p.group_m)
+                                     : gg_decode_m_grouped(u, prefix, E, p.n_tiles, p.group_m);
+        const int m_tile = t.m_tile * CL + rank;
         const int row_base = p.offset[t.expert];
         int nkb = p.k_blocks;
         if (MODE == GG_WGRAD) nkb = gg_ceil_div(max(p.count[t.expert], 0), GG_BK);
         const int bexp = p.expert_base + t.expert;
+        /* A pair's tile past the expert's rows still takes part in the B multicast; it loads
+         * (and ignores) the expert's first rows instead of rows that may not exist. */
+        const int a_row = row_base + (p.count[t.expert] > m_tile * GG_BM ? m_tile * GG_BM : 0);
         for (int kb = 0; kb < nkb; ++kb) {
           mbar_wait(empty0 + 8 * stage, phase ^ 1);
           const uint32_t full = full0 + 8 * stage;
@@ -167,30 +223,29 @@ __global__ void __launch_bounds__(GG_THREADS, 1)
           const int k0 = kb * GG_BK;
           if (MODE == GG_WGRAD) {
             const int r = row_base + k0;
-            const int m0 = t.m_tile * GG_BM, n0 = t.n_tile * GG_BN;
+            const int m0 = m_tile * GG_BM, n0 = t.n_tile * GG_BN;
             tma_load_2d(sa, &tm_a, full, m0, r);
             tma_load_2d(sa + 8192, &tm_a, full, m0 + 64 < p.wn ? m0 + 64 : m0, r);
 #pragma unroll
             for (int j = 0; j < 4; ++j)
               tma_load_2d(sb + j * 8192, &tm_b0, full, n0 + 64 * j < p.wk ? n0 + 64 * j : n0, r);
           } else {
-            tma_load_2d(sa, &tm_a, full, k0, row_base + t.m_tile * GG_BM);
-            if (MODE == GG_FWD) {
-              const int n0 = bexp * p.b_rows + t.n_tile * GG_BN;
-              const int n1 = t.n_tile * GG_BN + 128 < p.n_out ? n0 + 128 : n0;
-              tma_load_2d(sb, &tm_b0, full, k0, n0);
-              tma_load_2d(sb + 16384, &tm_b0, full, k0, n1);
-            } else if (MODE == GG_SWIGLU) {
-              const int n0 = bexp * p.b_rows + t.n_tile * 128;
-              tma_load_2d(sb, &tm_b0, full, k0, n0);
-              tma_load_2d(sb + 16384, &tm_b1, full, k0, n0);
-            } else { /* DGRAD: B is [n rows (reduction), k cols (output)] per expert */
-              const int r = bexp * p.b_rows + k0, n0 = t.n_tile * GG_BN;
-#pragma unroll
-              for (int j = 0; j < 4; ++j)
-                tma_load_2d(sb + j * 8192, &tm_b0, full, n0 + 64 * j < p.n_out ? n0 + 64 * j : n0, r);
+            tma_load_2d(sa, &tm_a, full, k0, a_row);
+            if (CL == 1) {
+              gg_load_b_half<MODE, 0>(0, sb, full, k0, bexp, t.n_tile, p, &tm_b0, &tm_b1);
+              gg_load_b_half<MODE, 0>(1, sb, full, k0, bexp, t.n_tile, p, &tm_b0, &tm_b1);
+            } else {
+              gg_load_b_half<MODE, 1>(rank, sb, full, k0, bexp, t.n_tile, p, &tm_b0, &tm_b1);
             }
           }
+          if (++stage == GG_STAGES) { stage = 0; phase ^= 1; }
+        }
+      }
+      if (CL > 1) {
+        /* Stay until both CTAs' consumers have released every stage: the peer still arrives
+         * on this CTA's barriers, and this CTA's multicasts land in the peer. */
+        for (int i = 0; i < GG_STAGES; ++i) {
+          mbar_wait(empty0 + 8 * stage, phase ^ 1);
           if (++stage == GG_STAGES) { stage = 0; phase ^= 1; }
         }
       }
@@ -205,14 +260,16 @@ __global__ void __launch_bounds__(GG_THREADS, 1)
     int stage = 0;
     uint32_t phase = 0;
     float acc[128];
-    for (int tile = blockIdx.x; tile < total; tile += gridDim.x) {
-      gg_tile t = MODE == GG_WGRAD ? gg_decode_k_grouped(tile, p.m_tiles, p.n_tiles, GG_GROUP_M)
-                                   : gg_decode_m_grouped(tile, prefix, E, p.n_tiles, GG_GROUP_M);
-      int nkb = p.k_blocks, cnt = 0;
-      if (MODE == GG_WGRAD) {
-        cnt = max(p.count[t.expert], 0);
-        nkb = gg_ceil_div(cnt, GG_BK);
-      }
+    for (int u = unit0; u < total; u += ustride) {
+      gg_tile t = MODE == GG_WGRAD ? gg_decode_k_grouped(u, p.m_tiles, p.n_tiles, p.group_m)
+                                   : gg_decode_m_grouped(u, prefix, E, p.n_tiles, p.group_m);
+      const int m_tile = t.m_tile * CL + rank;
+      int nkb = p.k_blocks, cnt = max(p.count[t.expert], 0);
+      /* This warpgroup's 64 rows hold real rows? If not (the upper half of an expert's last
+       * tile, or a pair's tile past the expert's end) it skips the math and the stores. */
+      bool math = true;
+      if (MODE == GG_WGRAD) nkb = gg_ceil_div(cnt, GG_BK);
+      else math = cnt - m_tile * GG_BM > cwg * 64;
 #pragma unroll
       for (int i = 0; i < 128; ++i) acc[i] = 0.0f;
       int prev = -1;
@@ -238,42 +295,41 @@ __global__ void __launch_bounds__(GG_THREADS, 1)
             named_bar_sync(1, 256);
           }
         }
-        wgmma_fence();
+        if (math) {
+          wgmma_fence();
 #pragma unroll
-        for (int kk = 0; kk < 4; ++kk) {
-          uint64_t da, db;
-          if (MODE == GG_WGRAD) {
-            da = wgmma_desc_sw128(sa + cwg * 8192 + kk * 2048, 8192, 1024);
-          } else {
-            da = wgmma_desc_sw128(sa + cwg * 8192 + kk * 32, 16, 1024);
+          for (int kk = 0; kk < 4; ++kk) {
+            uint64_t da, db;
+            if (MODE == GG_WGRAD) da = wgmma_desc_sw128(sa + cwg * 8192 + kk * 2048, 8192, 1024);
+            else da = wgmma_desc_sw128(sa + cwg * 8192 + kk * 32, 16, 1024);
+            if (MODE == GG_WGRAD || MODE == GG_DGRAD) db = wgmma_desc_sw128(sb + kk * 2048, 8192, 1024);
+            else db = wgmma_desc_sw128(sb + kk * 32, 16, 1024);
+            if (MODE == GG_WGRAD) wgmma_m64n256k16_bf16<1, 1>(acc, da, db, 1);
+            else if (MODE == GG_DGRAD) wgmma_m64n256k16_bf16<0, 1>(acc, da, db, 1);
+            else wgmma_m64n256k16_bf16<0, 0>(acc, da, db, 1);
           }
-          if (MODE == GG_WGRAD || MODE == GG_DGRAD) {
-            db = wgmma_desc_sw128(sb + kk * 2048, 8192, 1024);
-          } else {
-            db = wgmma_desc_sw128(sb + kk * 32, 16, 1024);
-          }
-          if (MODE == GG_WGRAD) wgmma_m64n256k16_bf16<1, 1>(acc, da, db, 1);
-          else if (MODE == GG_DGRAD) wgmma_m64n256k16_bf16<0, 1>(acc, da, db, 1);
-          else wgmma_m64n256k16_bf16<0, 0>(acc, da, db, 1);
+          wgmma_commit();
+          wgmma_wait<1>();
+          if (prev >= 0) gg_release<CL>(empty0 + 8 * prev, lane);
+          prev = stage;
+        } else {
+          gg_release<CL>(empty0 + 8 * stage, lane);
         }
-        wgmma_commit();
-        wgmma_wait<1>();
-        if (prev >= 0 && lane == 0) mbar_arrive(empty0 + 8 * prev);
-        prev = stage;
         if (++stage == GG_STAGES) { stage = 0; phase ^= 1; }
       }
       wgmma_wait<0>();
-      if (prev >= 0 && lane == 0) mbar_arrive(empty0 + 8 * prev);
+      if (prev >= 0) gg_release<CL>(empty0 + 8 * prev, lane);
       reg_fence(acc, 128);
+      if (!math) continue;
 
       /* ------------------------------ epilogue ------------------------------ */
       if (MODE == GG_FWD || MODE == GG_DGRAD) {
-        const int row0 = p.offset[t.expert] + t.m_tile * GG_BM + cwg * 64;
+        const int row0 = p.offset[t.expert] + m_tile * GG_BM + cwg * 64;
         const int col0 = t.n_tile * GG_BN;
         gg_store_pass<0>(acc, epi, wtid, &tm_c0, col0, p.n_out, row0, 2 + cwg);
         gg_store_pass<16>(acc, epi, wtid, &tm_c0, col0 + 128, p.n_out, row0, 2 + cwg);
       } else if (MODE == GG_SWIGLU) {
-        const int row0 = p.offset[t.expert] + t.m_tile * GG_BM + cwg * 64;
+        const int row0 = p.offset[t.expert] + m_tile * GG_BM + cwg * 64;
         const int col0 = t.n_tile * 128;
         if (p.has_preact) {
           gg_store_pass<0>(acc, epi, wtid, &tm_c1, col0, p.n_out, row0, 2 + cwg);
@@ -291,7 +347,7 @@ __global__ void __launch_bounds__(GG_THREADS, 1)
         gg_store_pass<0>(acc, epi, wtid, &tm_c0, col0, p.n_out, row0, 2 + cwg);
       } else { /* WGRAD: direct stores; 4 lanes cover 32 contiguous bytes of fp32 */
         if (!(p.accumulate && cnt == 0)) {
-          const int rbase = t.m_tile * GG_BM + cwg * 64 + warp * 16 + (lane >> 2);
+          const int rbase = m_tile * GG_BM + cwg * 64 + warp * 16 + (lane >> 2);
           const size_t ebase = (size_t)t.expert * p.wn * p.wk;
 #pragma unroll
           for (int n8 = 0; n8 < 32; ++n8) {
@@ -324,20 +380,75 @@ __global__ void __launch_bounds__(GG_THREADS, 1)
 }
 
 /* ---- host side ------------------------------------------------------------------------------ */
+static int g_tune_group_m = 0, g_tune_cluster = 0;
+
+extern "C" void gg_set_tuning(int group_m, int cluster) {
+  g_tune_group_m = group_m;
+  g_tune_cluster = cluster;
+}
+
+template <int MODE, int CL>
+static mok_status gg_launch_cl(const CUtensorMap *a, const CUtensorMap *b0, const CUtensorMap *b1,
+                               const CUtensorMap *c0, const CUtensorMap *c1, gg_params p,
+                               int max_units, cudaStream_t stream) {
+  static int max_ctas = 0; /* co-resident CTAs (whole clusters), found once */
+  if (!max_ctas) {
+    if (cudaFuncSetAttribute(gg_bf16_kernel<MODE, CL>, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                             GG_SMEM) != cudaSuccess)
+      return MOK_ERR_CUDA;
+    int sms = 0;
+    mok_status st = gg_device_sms(&sms);
+    if (st != MOK_SUCCESS) return st;
+    if (CL == 1) {
+      max_ctas = sms;
+    } else {
+      cudaLaunchConfig_t cfg = {};
+      cudaLaunchAttribute attr[1];
+      attr[0].id = cudaLaunchAttributeClusterDimension;
+      attr[0].val.clusterDim.x = CL;
+      attr[0].val.clusterDim.y = 1;
+      attr[0].val.clusterDim.z = 1;
+      cfg.gridDim = dim3(sms / CL * CL);
+      cfg.blockDim = dim3(GG_THREADS);
+      cfg.dynamicSmemBytes = GG_SMEM;
+      cfg.attrs = attr;
+      cfg.numAttrs = 1;
+      int clusters = 0;
+      if (cudaOccupancyMaxActiveClusters(&clusters, gg_bf16_kernel<MODE, CL>, &cfg) != cudaSuccess ||
+          clusters < 1)
+        return MOK_ERR_CUDA;
+      max_ctas = clusters * CL;
+    }
+  }
+  int units = max_units < max_ctas / CL ? max_units : max_ctas / CL;
+  if (units < 1) units = 1;
+  cudaLaunchConfig_t cfg = {};
+  cudaLaunchAttribute attr[1];
+  attr[0].id = cudaLaunchAttributeClusterDimension;
+  attr[0].val.clusterDim.x = CL;
+  attr[0].val.clusterDim.y = 1;
+  attr[0].val.clusterDim.z = 1;
+  cfg.gridDim = dim3(units * CL);
+  cfg.blockDim = dim3(GG_THREADS);
+  cfg.dynamicSmemBytes = GG_SMEM;
+  cfg.stream = stream;
+  cfg.attrs = attr;
+  cfg.numAttrs = CL > 1 ? 1 : 0;
+  if (cudaLaunchKernelEx(&cfg, gg_bf16_kernel<MODE, CL>, *a, *b0, *b1, *c0, *c1, p) != cudaSuccess)
+    return MOK_ERR_CUDA;
+  return MOK_SUCCESS;
+}
+
+/* Splits the experts over launches of at most GG_MAX_EXPERTS and picks the cluster size.
+ * max_tiles: an upper bound of the tiles of one launch (grid size). */
 template <int MODE>
 static mok_status gg_launch(const CUtensorMap *a, const CUtensorMap *b0, const CUtensorMap *b1,
                             const CUtensorMap *c0, const CUtensorMap *c1, gg_params p,
                             int max_tiles, cudaStream_t stream) {
-  static int attr_done = 0;
-  if (!attr_done) {
-    if (cudaFuncSetAttribute(gg_bf16_kernel<MODE>, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                             GG_SMEM) != cudaSuccess)
-      return MOK_ERR_CUDA;
-    attr_done = 1;
-  }
-  int sms = 0;
-  mok_status st = gg_device_sms(&sms);
-  if (st != MOK_SUCCESS) return st;
+  int cl = MODE == GG_WGRAD ? 1 : 2;
+  if (g_tune_cluster == 1 || g_tune_cluster == 2) cl = g_tune_cluster;
+  if (MODE == GG_WGRAD) cl = 1;
+  p.group_m = g_tune_group_m > 0 ? g_tune_group_m : 16 / cl;
   const int e_all = p.num_experts, base_all = p.expert_base;
   const int32_t *off_all = p.offset, *cnt_all = p.count;
   void *dw_all = p.dw;
@@ -348,14 +459,12 @@ static mok_status gg_launch(const CUtensorMap *a, const CUtensorMap *b0, const C
     p.count = cnt_all + e0;
     if (MODE == GG_WGRAD)
       p.dw = (uint8_t *)dw_all + (size_t)e0 * p.wn * p.wk * (p.out_fp32 ? 4 : 2);
-    int grid = sms < max_tiles ? sms : max_tiles;
-    if (MODE == GG_WGRAD) {
-      int tiles = p.num_experts * p.m_tiles * p.n_tiles;
-      grid = sms < tiles ? sms : tiles;
-    }
-    if (grid < 1) grid = 1;
-    gg_bf16_kernel<MODE><<<grid, GG_THREADS, GG_SMEM, stream>>>(*a, *b0, *b1, *c0, *c1, p);
-    if (cudaGetLastError() != cudaSuccess) return MOK_ERR_CUDA;
+    int units = MODE == GG_WGRAD ? p.num_experts * p.m_tiles * p.n_tiles : max_tiles;
+    /* a pair unit covers two row tiles; every expert may add one half-empty pair */
+    if (cl == 2) units = (max_tiles + p.num_experts * p.n_tiles) / 2 + 1;
+    mok_status st = cl == 2 ? gg_launch_cl<MODE == GG_WGRAD ? GG_FWD : MODE, 2>(a, b0, b1, c0, c1, p, units, stream)
+                            : gg_launch_cl<MODE, 1>(a, b0, b1, c0, c1, p, units, stream);
+    if (st != MOK_SUCCESS) return st;
   }
   return MOK_SUCCESS;
 }

@@ -1,5 +1,6 @@
 /* grouped_gemm_tmap.h — internal host helpers of the grouped GEMM: TMA tensor-map encoding
- * (through the runtime's driver entry point, so no link against libcuda) and device queries.
+ * (through the runtime's driver entry point, so no link against libcuda), device queries and the
+ * benchmark tuning hook.
  * Implemented in grouped_gemm_tmap.cu. Not part of the public API. */
 #ifndef MOK_GROUPED_GEMM_TMAP_H
 #define MOK_GROUPED_GEMM_TMAP_H
@@ -16,5 +17,12 @@ mok_status gg_make_tmap_2d(CUtensorMap *map, const void *ptr, int64_t rows, int6
 
 /* Multiprocessor count of the current device; MOK_ERR_NOT_SUPPORTED unless it is sm_90. */
 mok_status gg_device_sms(int *sms);
+
+/* Tuning hook for benchmarks (not thread-safe; 0 restores the default): the raster group in
+ * work units, and the cluster size of the row-grouped calls (1 or 2; 2 multicasts B). */
+#ifdef __cplusplus
+extern "C"
+#endif
+void gg_set_tuning(int group_m, int cluster);
 
 #endif /* MOK_GROUPED_GEMM_TMAP_H */

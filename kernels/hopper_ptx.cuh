@@ -56,6 +56,16 @@ MOK_DEV void tma_load_2d(uint32_t dst, const void *tmap, uint32_t bar, int32_t c
       "l"((uint64_t)tmap), "r"(bar), "r"(c0), "r"(c1)
       : "memory");
 }
+/* The same load, multicast: the box lands at the same shared offset dst in every CTA of the
+ * cluster named in cta_mask, each completing tx bytes on its own mbarrier at offset bar. */
+MOK_DEV void tma_load_2d_multicast(uint32_t dst, const void *tmap, uint32_t bar, int32_t c0,
+                                   int32_t c1, uint16_t cta_mask) {
+  asm volatile(
+      "cp.async.bulk.tensor.2d.shared::cluster.global.mbarrier::complete_tx::bytes"
+      ".multicast::cluster [%0], [%1, {%3, %4}], [%2], %5;\n" ::"r"(dst),
+      "l"((uint64_t)tmap), "r"(bar), "r"(c0), "r"(c1), "h"(cta_mask)
+      : "memory");
+}
 /* 2D tile store shared -> global (out-of-bounds parts are clipped), in the current bulk group. */
 MOK_DEV void tma_store_2d(const void *tmap, uint32_t src, int32_t c0, int32_t c1) {
   asm volatile("cp.async.bulk.tensor.2d.global.shared::cta.bulk_group [%0, {%2, %3}], [%1];\n" ::"l"(
@@ -75,6 +85,29 @@ MOK_DEV void bulk_wait0(void) { asm volatile("cp.async.bulk.wait_group 0;\n" :::
  * (wgmma operand reads, TMA stores). */
 MOK_DEV void fence_proxy_async_smem(void) {
   asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory");
+}
+
+/* ---- clusters ------------------------------------------------------------------------------ */
+MOK_DEV uint32_t cluster_ctarank(void) {
+  uint32_t r;
+  asm volatile("mov.u32 %0, %%cluster_ctarank;\n" : "=r"(r));
+  return r;
+}
+/* All threads of all CTAs of the cluster; orders earlier shared-memory writes (mbarrier init). */
+MOK_DEV void cluster_sync(void) {
+  asm volatile("barrier.cluster.arrive.release.aligned;\n"
+               "barrier.cluster.wait.acquire.aligned;\n" ::: "memory");
+}
+/* Arrives on the mbarrier at shared offset bar in CTA cta of this cluster (may be this CTA). */
+MOK_DEV void mbar_arrive_cluster(uint32_t bar, uint32_t cta) {
+  asm volatile(
+      "{\n"
+      ".reg .b32 ra;\n"
+      "mapa.shared::cluster.u32 ra, %0, %1;\n"
+      "mbarrier.arrive.release.cluster.shared::cluster.b64 _, [ra];\n"
+      "}\n" ::"r"(bar),
+      "r"(cta)
+      : "memory");
 }
 
 /* ---- barriers, registers ------------------------------------------------------------------ */
