@@ -1,0 +1,419 @@
+/* run_gpu.c — `mok run` on GPUs: the launcher (one process per visible GPU: this program re-run
+ * with MOK_RANK set) and the per-rank worker, which fills inputs and weights on the device from a
+ * counter-based generator, times schedule build + forward and backward with CUDA events, and checks
+ * a few sample tokens (y, dx, d_router_weights) against a host fp64 recomputation from the same
+ * generator. The launcher combines the ranks' result files: TFLOP/s per GPU over the median across
+ * iterations of the slowest rank's time. */
+#define _GNU_SOURCE
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+#include <cuda_runtime_api.h>
+#include "cli/cli.h"
+#include "kernels/v1_kernels.h"
+#include "kernels/v1_random.h"
+#include "mok_reference.h"
+#include "reference/ref_inputs.h"
+
+#define SAMPLES 2       /* tokens checked per rank */
+#define CHECK_TOL 2e-2  /* relative error bound of the sampled check */
+
+enum { TX = 0, TDY = 1, TWG = 2, TWU = 3, TWD = 4, TSG = 5, TSU = 6, TSD = 7 };
+static uint64_t stream_of(int rank, int tensor) { return (uint64_t)rank * 16 + (uint64_t)tensor; }
+
+static mok_shape run_shape(const cli_options *o) {
+  if (o->shape_given) return o->shape;
+  mok_shape s = {4096, 7168, 256, 2048, 8, 2048}; /* DeepSeek-V3 */
+  return s;
+}
+
+/* ---------------------------------------------------------------- launcher -------------------- */
+
+static char **self_argv(void) {
+  static char buf[65536];
+  static char *argv[512];
+  FILE *f = fopen("/proc/self/cmdline", "rb");
+  if (!f) return NULL;
+  size_t n = fread(buf, 1, sizeof buf - 1, f);
+  fclose(f);
+  buf[n] = 0;
+  int argc = 0;
+  for (size_t i = 0; i < n && argc < 511; i += strlen(buf + i) + 1) argv[argc++] = buf + i;
+  argv[argc] = NULL;
+  return argv;
+}
+
+static double median(double *v, int n) {
+  for (int i = 1; i < n; ++i)
+    for (int j = i; j > 0 && v[j - 1] > v[j]; --j) {
+      double t = v[j];
+      v[j] = v[j - 1];
+      v[j - 1] = t;
+    }
+  return n ? (n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2])) : 0;
+}
+
+static int launch(const cli_options *o, int n) {
+  char dir[] = "/tmp/mok_run.XXXXXX";
+  if (!mkdtemp(dir)) {
+    perror("mok: mkdtemp");
+    return 1;
+  }
+  char **argv = self_argv();
+  if (!argv) {
+    fprintf(stderr, "mok: cannot read /proc/self/cmdline\n");
+    return 1;
+  }
+  char seed[32];
+  snprintf(seed, sizeof seed, "%llu", (unsigned long long)o->seed);
+  pid_t pids[64];
+  fflush(stdout);
+  for (int r = 0; r < n; ++r) {
+    pid_t p = fork();
+    if (p == 0) {
+      char rs[16], ns[16], path[256];
+      snprintf(rs, sizeof rs, "%d", r);
+      snprintf(ns, sizeof ns, "%d", n);
+      snprintf(path, sizeof path, "%s", dir);
+      setenv("MOK_RANK", rs, 1);
+      setenv("MOK_NRANKS", ns, 1);
+      setenv("MOK_RUN_DIR", path, 1);
+      setenv("MOK_RUN_SEED", seed, 1);
+      setenv("NCCL_NVLS_ENABLE", "0", 1);
+      setenv("TORCH_SYMM_MEM_DISABLE_MULTICAST", "1", 1);
+      setenv("NVSHMEM_DISABLE_NVLS", "1", 1);
+      execv("/proc/self/exe", argv);
+      perror("mok: execv");
+      _exit(127);
+    }
+    pids[r] = p;
+  }
+  int bad = 0;
+  for (int r = 0; r < n; ++r) {
+    int st = 0;
+    waitpid(pids[r], &st, 0);
+    if (!WIFEXITED(st) || WEXITSTATUS(st) != 0) bad = 1;
+  }
+  /* combine the result files */
+  mok_shape s = run_shape(o);
+  int iters = o->iters;
+  double *fwd = calloc((size_t)iters, sizeof(double)), *bwd = calloc((size_t)iters, sizeof(double));
+  double *tot = calloc((size_t)iters, sizeof(double));
+  double err[3] = {0, 0, 0};
+  int dev_status = 0, have = 0;
+  long long rows_max = 0, ws_bytes = 0;
+  for (int r = 0; r < n; ++r) {
+    char path[300];
+    snprintf(path, sizeof path, "%s/rank%d.res", dir, r);
+    FILE *f = fopen(path, "r");
+    if (!f) {
+      fprintf(stderr, "mok: rank %d left no result\n", r);
+      bad = 1;
+      continue;
+    }
+    int st = 0;
+    long long rows = 0, wb = 0;
+    double e[3];
+    if (fscanf(f, "%d %lld %lld %lf %lf %lf", &st, &rows, &wb, &e[0], &e[1], &e[2]) == 6) {
+      ++have;
+      if (st) dev_status = st;
+      if (rows > rows_max) rows_max = rows;
+      ws_bytes = wb;
+      for (int i = 0; i < 3; ++i)
+        if (!(e[i] <= err[i])) err[i] = e[i]; /* NaN sticks */
+      for (int i = 0; i < iters; ++i) {
+        double a = 0, b = 0;
+        if (fscanf(f, "%lf %lf", &a, &b) != 2) break;
+        if (a > fwd[i]) fwd[i] = a;
+        if (b > bwd[i]) bwd[i] = b;
+        if (a + b > tot[i]) tot[i] = a + b;
+      }
+    }
+    fclose(f);
+    remove(path);
+  }
+  remove(dir);
+  double mf = median(fwd, iters), mb = median(bwd, iters), mt = median(tot, iters);
+  double flop_f = 6.0 * ((double)s.tokens * s.shared_intermediate / s.intermediate +
+                         (double)s.tokens * s.top_k) * s.hidden * s.intermediate;
+  int check_ok = have == n && dev_status == 0 && err[0] < CHECK_TOL && err[1] < CHECK_TOL &&
+                 err[2] < CHECK_TOL;
+  printf("mok run: GPU path v1 (unfused, mma.sync), %d GPU(s), one process each\n", n);
+  printf("  shape: T %lld/rank, H %lld, I %lld, E %lld, k %lld, Is %lld; routing %s; seed %llu\n",
+         (long long)s.tokens, (long long)s.hidden, (long long)s.intermediate,
+         (long long)s.num_experts, (long long)s.top_k, (long long)s.shared_intermediate,
+         o->routing == CLI_ROUTING_ZIPF ? "zipf" : "uniform", (unsigned long long)o->seed);
+  printf("  workspace %.2f GiB/rank, busiest rank's schedule rows %lld; %d warm-up + %d timed iterations\n",
+         ws_bytes / 1073741824.0, rows_max, o->warmup, iters);
+  printf("  %-28s %10s %14s\n", "pass (slowest rank, median)", "ms", "TFLOP/s/GPU");
+  printf("  %-28s %10.3f %14.1f\n", "build + forward", mf, mf > 0 ? flop_f / (mf * 1e9) : 0.0);
+  printf("  %-28s %10.3f %14.1f\n", "backward", mb, mb > 0 ? 2 * flop_f / (mb * 1e9) : 0.0);
+  printf("  %-28s %10.3f %14.1f\n", "forward + backward", mt, mt > 0 ? 3 * flop_f / (mt * 1e9) : 0.0);
+  printf("  check, %d sample tokens/rank vs host fp64: y %.2e, dx %.2e, d_rw %.2e, device status %d (%s): %s\n",
+         SAMPLES, err[0], err[1], err[2], dev_status, mok_status_string((mok_status)dev_status),
+         check_ok ? "PASS" : "FAIL");
+  free(fwd);
+  free(bwd);
+  free(tot);
+  return bad || !check_ok;
+}
+
+/* ---------------------------------------------------------------- worker ---------------------- */
+
+static float rv(uint64_t seed, int rank, int tensor, uint64_t i, float scale) {
+  return mok_bf16_round(v1_random_value(seed, stream_of(rank, tensor), i, scale));
+}
+
+typedef struct {
+  uint64_t seed;
+  int64_t H, I;
+  int use_limit;
+  double L;
+} mlp_ctx;
+
+/* One expert's weights (owner rank, local index l) as floats. */
+static void load_weights(const mlp_ctx *c, int owner, int64_t l, int64_t n, float sw, float sd,
+                         int tg, int tu, int td, float *wg, float *wu, float *wd) {
+  for (int64_t i = 0; i < n * c->H; ++i) {
+    wg[i] = rv(c->seed, owner, tg, (uint64_t)(l * n * c->H + i), sw);
+    wu[i] = rv(c->seed, owner, tu, (uint64_t)(l * n * c->H + i), sw);
+    wd[i] = rv(c->seed, owner, td, (uint64_t)(l * c->H * n + i), sd);
+  }
+}
+
+/* Forward and backward of one SwiGLU MLP of width n on x, with output gradient w * dy: adds w * o
+ * into y, the data gradient into dx; returns dot(dy, o). Rounds a and o to bf16 like the GPU. */
+static double mlp_check(const mlp_ctx *c, int64_t n, const float *wg, const float *wu,
+                        const float *wd, const float *x, const float *dy, double w, double *y,
+                        double *dx) {
+  const int64_t H = c->H;
+  double *g = calloc((size_t)n, sizeof(double)), *u = calloc((size_t)n, sizeof(double));
+  double *a = calloc((size_t)n, sizeof(double)), *da = calloc((size_t)n, sizeof(double));
+  double *o = calloc((size_t)H, sizeof(double));
+  for (int64_t i = 0; i < n; ++i) {
+    double sg = 0, su = 0;
+    for (int64_t h = 0; h < H; ++h) {
+      sg += (double)wg[i * H + h] * x[h];
+      su += (double)wu[i * H + h] * x[h];
+    }
+    g[i] = sg;
+    u[i] = su;
+    double gc = c->use_limit ? fmin(sg, c->L) : sg;
+    double uc = c->use_limit ? fmax(-c->L, fmin(su, c->L)) : su;
+    a[i] = mok_bf16_round((float)(gc / (1 + exp(-gc)) * uc));
+  }
+  double dot = 0;
+  for (int64_t h = 0; h < H; ++h) {
+    double s = 0;
+    for (int64_t i = 0; i < n; ++i) s += (double)wd[h * n + i] * a[i];
+    o[h] = mok_bf16_round((float)s);
+    y[h] += w * o[h];
+    dot += (double)dy[h] * o[h];
+    for (int64_t i = 0; i < n; ++i) da[i] += (double)wd[h * n + i] * w * dy[h];
+  }
+  for (int64_t i = 0; i < n; ++i) {
+    double gc = c->use_limit ? fmin(g[i], c->L) : g[i];
+    double uc = c->use_limit ? fmax(-c->L, fmin(u[i], c->L)) : u[i];
+    double s = 1 / (1 + exp(-gc));
+    double dgv = (c->use_limit && g[i] > c->L) ? 0 : da[i] * uc * s * (1 + gc * (1 - s));
+    double duv = (c->use_limit && (u[i] > c->L || u[i] < -c->L)) ? 0 : da[i] * gc * s;
+    for (int64_t h = 0; h < H; ++h) dx[h] += (double)wg[i * H + h] * dgv + (double)wu[i * H + h] * duv;
+  }
+  free(g); free(u); free(a); free(da); free(o);
+  return dot;
+}
+
+static double rel(const double *ref, const float *got, int64_t n) {
+  double num = 0, den = 0;
+  for (int64_t i = 0; i < n; ++i) {
+    if (!isfinite(got[i])) return NAN;
+    num += (got[i] - ref[i]) * (got[i] - ref[i]);
+    den += ref[i] * ref[i];
+  }
+  return den > 0 ? sqrt(num / den) : sqrt(num);
+}
+
+static int exchange_id(mok_unique_id *id, int rank, const char *dir) {
+  char path[300], tmp[310];
+  snprintf(path, sizeof path, "%s/id", dir);
+  snprintf(tmp, sizeof tmp, "%s/id.tmp", dir);
+  if (rank == 0) {
+    if (mok_get_unique_id(id) != MOK_SUCCESS) return -1;
+    FILE *f = fopen(tmp, "wb");
+    if (!f) return -1;
+    size_t w = fwrite(id, sizeof *id, 1, f);
+    fclose(f);
+    return w == 1 ? rename(tmp, path) : -1;
+  }
+  for (int i = 0; i < 1200; ++i) {
+    FILE *f = fopen(path, "rb");
+    if (f) {
+      size_t r = fread(id, sizeof *id, 1, f);
+      fclose(f);
+      if (r == 1) return 0;
+    }
+    struct timespec ts = {0, 100000000};
+    nanosleep(&ts, NULL);
+  }
+  return -1;
+}
+
+#define CK(call) do { cudaError_t e_ = (call); if (e_ != cudaSuccess) { \
+  fprintf(stderr, "mok rank %d: %s: %s\n", rank, #call, cudaGetErrorString(e_)); return 1; } } while (0)
+#define MK(call) do { mok_status s_ = (call); if (s_ != MOK_SUCCESS) { \
+  fprintf(stderr, "mok rank %d: %s: %s\n", rank, #call, mok_status_string(s_)); return 1; } } while (0)
+
+static int worker(const cli_options *o, int rank, int n, const char *dir) {
+  const char *se = getenv("MOK_RUN_SEED");
+  const uint64_t seed = se ? strtoull(se, NULL, 10) : o->seed;
+  int ndev = 0;
+  CK(cudaGetDeviceCount(&ndev));
+  CK(cudaSetDevice(rank % ndev));
+  mok_unique_id id;
+  if (exchange_id(&id, rank, dir) != 0) {
+    fprintf(stderr, "mok rank %d: no group id\n", rank);
+    return 1;
+  }
+  mok_group *g = NULL;
+  MK(mok_group_create(&id, n, rank, &g));
+  const mok_shape s = run_shape(o);
+  mok_config cfg = o->config;
+  const int64_t T = s.tokens, H = s.hidden, I = s.intermediate, E = s.num_experts, k = s.top_k,
+                Is = s.shared_intermediate, el = E / n;
+  mok_workspace *ws = NULL;
+  mok_schedule *sch = NULL;
+  MK(mok_workspace_create(g, &s, &cfg, &ws));
+  MK(mok_schedule_create(ws, &sch));
+
+  const float sw = 3.0f / sqrtf((float)H), sd = 3.0f / sqrtf((float)I);
+  const float ssd = Is ? 3.0f / sqrtf((float)Is) : 0.0f;
+  void *x, *y, *dy, *dx, *w[6], *gw[6];
+  float *rw, *drw;
+  int32_t *topk;
+  int64_t wn[6] = {el * I * H, el * I * H, el * H * I, Is * H, Is * H, H * Is};
+  CK(cudaMalloc(&x, (size_t)(T * H * 2 + 16)));
+  CK(cudaMalloc(&y, (size_t)(T * H * 2 + 16)));
+  CK(cudaMalloc(&dy, (size_t)(T * H * 2 + 16)));
+  CK(cudaMalloc(&dx, (size_t)(T * H * 2 + 16)));
+  CK(cudaMalloc((void **)&rw, (size_t)(T * k * 4 + 16)));
+  CK(cudaMalloc((void **)&drw, (size_t)(T * k * 4 + 16)));
+  CK(cudaMalloc((void **)&topk, (size_t)(T * k * 4 + 16)));
+  for (int i = 0; i < 6; ++i) {
+    CK(cudaMalloc(&w[i], (size_t)(wn[i] * 2 + 16)));
+    CK(cudaMalloc(&gw[i], (size_t)(wn[i] * 2 + 16)));
+  }
+  float scales[6] = {sw, sw, sd, sw, sw, ssd};
+  int tensors[6] = {TWG, TWU, TWD, TSG, TSU, TSD};
+  CK(v1_fill_random_bf16(x, T * H, seed, stream_of(rank, TX), 1.0f, 0));
+  CK(v1_fill_random_bf16(dy, T * H, seed, stream_of(rank, TDY), 1.0f, 0));
+  for (int i = 0; i < 6; ++i) CK(v1_fill_random_bf16(w[i], wn[i], seed, stream_of(rank, tensors[i]), scales[i], 0));
+  int32_t *h_topk = malloc((size_t)(T * k + 1) * 4);
+  float *h_rw = malloc((size_t)(T * k + 1) * 4);
+  mok_route_kind kind = o->routing == CLI_ROUTING_ZIPF ? MOK_ROUTE_ZIPF : MOK_ROUTE_UNIFORM;
+  MK(mok_route_fill(kind, seed, rank, T, (int)k, (int)E, n, h_topk));
+  mok_fill_router_weights(seed, 100 + (uint64_t)rank, h_rw, T, (int)k);
+  CK(cudaMemcpy(topk, h_topk, (size_t)(T * k) * 4, cudaMemcpyHostToDevice));
+  CK(cudaMemcpy(rw, h_rw, (size_t)(T * k) * 4, cudaMemcpyHostToDevice));
+  CK(cudaMemset(y, 0xFF, (size_t)(T * H * 2)));
+  CK(cudaMemset(dx, 0xFF, (size_t)(T * H * 2)));
+  CK(cudaMemset(drw, 0xFF, (size_t)(T * k * 4)));
+  CK(cudaDeviceSynchronize());
+
+  mok_weights wt = {w[0], w[1], w[2], NULL, NULL, NULL, Is ? w[3] : NULL, Is ? w[4] : NULL, Is ? w[5] : NULL};
+  mok_grads gr = {dx, drw, gw[0], gw[1], gw[2], gw[3], gw[4], gw[5], 0, 0};
+  cudaStream_t q;
+  CK(cudaStreamCreateWithFlags(&q, cudaStreamNonBlocking));
+  const int iters = o->iters;
+  cudaEvent_t *ev = malloc(sizeof(cudaEvent_t) * (size_t)(3 * iters));
+  for (int i = 0; i < 3 * iters; ++i) CK(cudaEventCreate(&ev[i]));
+  for (int i = 0; i < o->warmup + iters; ++i) {
+    int t = i - o->warmup;
+    if (t >= 0) CK(cudaEventRecord(ev[3 * t], q));
+    MK(mok_schedule_build(sch, topk, q));
+    MK(mok_forward(sch, &wt, x, rw, y, q));
+    if (t >= 0) CK(cudaEventRecord(ev[3 * t + 1], q));
+    MK(mok_backward(sch, &wt, x, rw, dy, &gr, q));
+    if (t >= 0) CK(cudaEventRecord(ev[3 * t + 2], q));
+  }
+  CK(cudaStreamSynchronize(q));
+  mok_status dev = MOK_SUCCESS;
+  MK(mok_workspace_error(ws, &dev));
+  int64_t rows = 0, wbytes = 0;
+  MK(mok_schedule_rows(sch, &rows));
+  MK(mok_workspace_bytes(ws, &wbytes));
+
+  /* sampled check */
+  mlp_ctx c = {seed, H, I, cfg.use_swiglu_limit, cfg.swiglu_limit};
+  mlp_ctx cs = c;
+  cs.I = Is;
+  int64_t nmax = I > Is ? I : Is;
+  float *wg = malloc((size_t)(nmax * H) * 4), *wu = malloc((size_t)(nmax * H) * 4), *wd = malloc((size_t)(nmax * H) * 4);
+  float *xv = malloc((size_t)H * 4), *dyv = malloc((size_t)H * 4), *got = malloc((size_t)H * 4);
+  uint16_t *b = malloc((size_t)H * 2);
+  double *yr = malloc((size_t)H * 8), *dxr = malloc((size_t)H * 8), drr[64];
+  double err[3] = {0, 0, 0};
+  for (int sidx = 0; sidx < SAMPLES && T > 0; ++sidx) {
+    int64_t t = (T - 1) * (sidx + 1) / (SAMPLES + 1);
+    for (int64_t h = 0; h < H; ++h) {
+      xv[h] = rv(seed, rank, TX, (uint64_t)(t * H + h), 1.0f);
+      dyv[h] = rv(seed, rank, TDY, (uint64_t)(t * H + h), 1.0f);
+      yr[h] = dxr[h] = 0;
+    }
+    if (Is > 0) {
+      load_weights(&cs, rank, 0, Is, sw, ssd, TSG, TSU, TSD, wg, wu, wd);
+      mlp_check(&cs, Is, wg, wu, wd, xv, dyv, 1.0, yr, dxr);
+    }
+    for (int64_t j = 0; j < k && j < 64; ++j) {
+      int e = h_topk[t * k + j];
+      load_weights(&c, (int)(e / el), e % el, I, sw, sd, TWG, TWU, TWD, wg, wu, wd);
+      drr[j] = mlp_check(&c, I, wg, wu, wd, xv, dyv, h_rw[t * k + j], yr, dxr);
+    }
+    CK(cudaMemcpy(b, (char *)y + t * H * 2, (size_t)H * 2, cudaMemcpyDeviceToHost));
+    mok_bf16_to_float_array(b, got, H);
+    double e0 = rel(yr, got, H);
+    CK(cudaMemcpy(b, (char *)dx + t * H * 2, (size_t)H * 2, cudaMemcpyDeviceToHost));
+    mok_bf16_to_float_array(b, got, H);
+    double e1 = rel(dxr, got, H);
+    float gd[64];
+    int64_t kk = k < 64 ? k : 64;
+    CK(cudaMemcpy(gd, drw + t * k, (size_t)kk * 4, cudaMemcpyDeviceToHost));
+    double e2 = rel(drr, gd, kk);
+    double ev3[3] = {e0, e1, e2};
+    for (int i = 0; i < 3; ++i)
+      if (!(ev3[i] <= err[i])) err[i] = ev3[i];
+  }
+
+  char path[300];
+  snprintf(path, sizeof path, "%s/rank%d.res", dir, rank);
+  FILE *f = fopen(path, "w");
+  if (!f) return 1;
+  fprintf(f, "%d %lld %lld %.6e %.6e %.6e\n", (int)dev, (long long)rows, (long long)wbytes, err[0],
+          err[1], err[2]);
+  for (int i = 0; i < iters; ++i) {
+    float a = 0, bb = 0;
+    cudaEventElapsedTime(&a, ev[3 * i], ev[3 * i + 1]);
+    cudaEventElapsedTime(&bb, ev[3 * i + 1], ev[3 * i + 2]);
+    fprintf(f, "%.6f %.6f\n", a, bb);
+  }
+  fclose(f);
+  mok_schedule_destroy(sch);
+  mok_workspace_destroy(ws);
+  mok_group_destroy(g);
+  return 0;
+}
+
+int cli_run_gpu(const cli_options *o) {
+  const char *rank = getenv("MOK_RANK"), *dir = getenv("MOK_RUN_DIR");
+  if (rank && dir) return worker(o, atoi(rank), atoi(getenv("MOK_NRANKS") ? getenv("MOK_NRANKS") : "1"), dir);
+  int n = 0;
+  if (cudaGetDeviceCount(&n) != cudaSuccess || n <= 0) {
+    fprintf(stderr, "mok: no GPU visible\n");
+    return 1;
+  }
+  if (n > 64) n = 64;
+  return launch(o, n);
+}

@@ -1,0 +1,301 @@
+/* layer_harness.c — see layer_harness.h: inputs of every rank from the shared seed, device copies of
+ * this rank's part, one run of the layer, and checks against the CPU reference. */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <cuda_runtime_api.h>
+#include "mok_reference.h"
+#include "tests/gpu/gpu_test.h"
+#include "tests/gpu/layer_harness.h"
+
+#define GUARD 256 /* poisoned bytes after every output */
+
+static float *fmalloc(int64_t n) { return (float *)calloc((size_t)(n > 0 ? n : 1), sizeof(float)); }
+
+mok_config lh_config(const lh_case *c) {
+  mok_config cfg;
+  mok_config_init(&cfg);
+  if (c->tile_m) cfg.tile_m = c->tile_m;
+  if (cfg.minibatch_rows % cfg.tile_m) cfg.minibatch_rows = cfg.tile_m;
+  cfg.schedule_capacity = c->capacity;
+  cfg.use_swiglu_limit = c->use_limit;
+  cfg.swiglu_limit = c->use_limit ? c->limit : 0.0f;
+  cfg.timeout_ms = 20000;
+  return cfg;
+}
+
+int lh_host_make(lh_host *h, const lh_case *c, int ep, uint64_t seed) {
+  memset(h, 0, sizeof *h);
+  h->c = *c;
+  h->ep = ep;
+  mok_shape s = {c->T, c->H, c->E, c->I, c->k, c->Is};
+  h->shape = s;
+  const int64_t T = c->T, H = c->H, I = c->I, k = c->k, Is = c->Is, el = c->E / ep;
+  const float sw = 3.0f / sqrtf((float)H), sd = 3.0f / sqrtf((float)I);
+  const float ssd = Is > 0 ? 3.0f / sqrtf((float)Is) : 0.0f;
+  int bad = 0;
+  for (int r = 0; r < ep; ++r) {
+    uint64_t st = (uint64_t)r * 64;
+    h->x[r] = fmalloc(T * H);
+    h->rw[r] = fmalloc(T * k);
+    h->dy[r] = fmalloc(T * H);
+    h->topk[r] = (int32_t *)calloc((size_t)(T * k + 1), sizeof(int32_t));
+    h->wg[r] = fmalloc(el * I * H);
+    h->wu[r] = fmalloc(el * I * H);
+    h->wd[r] = fmalloc(el * H * I);
+    h->sg[r] = fmalloc(Is * H);
+    h->su[r] = fmalloc(Is * H);
+    h->sd[r] = fmalloc(H * Is);
+    mok_fill_random_bf16_values(seed, st + 1, h->x[r], T * H, 1.0f);
+    mok_fill_router_weights(seed, st + 2, h->rw[r], T, (int)k);
+    mok_fill_random_bf16_values(seed, st + 3, h->dy[r], T * H, 1.0f);
+    mok_fill_random_bf16_values(seed, st + 4, h->wg[r], el * I * H, sw);
+    mok_fill_random_bf16_values(seed, st + 5, h->wu[r], el * I * H, sw);
+    mok_fill_random_bf16_values(seed, st + 6, h->wd[r], el * H * I, sd);
+    mok_fill_random_bf16_values(seed, st + 7, h->sg[r], Is * H, sw);
+    mok_fill_random_bf16_values(seed, st + 8, h->su[r], Is * H, sw);
+    mok_fill_random_bf16_values(seed, st + 9, h->sd[r], H * Is, ssd);
+    if (mok_route_fill(c->route, seed, r, T, (int)k, (int)c->E, ep, h->topk[r]) != MOK_SUCCESS) bad = 1;
+  }
+  if (T > 0 && c->inject == LH_INJECT_DUPLICATE && k >= 2) {
+    int32_t *t = h->topk[ep - 1] + (T - 1) * k;
+    t[1] = t[0];
+  }
+  if (T > 0 && c->inject == LH_INJECT_BAD_ID) h->topk[ep - 1][(T / 2) * k] = (int32_t)c->E;
+  int64_t n6[6] = {el * I * H, el * I * H, el * H * I, Is * H, Is * H, H * Is};
+  for (int i = 0; i < 6; ++i) {
+    h->prefill[i] = fmalloc(n6[i]);
+    if (c->accumulate) mok_fill_random_bf16_values(seed, 1000 + i, h->prefill[i], n6[i], 0.5f);
+  }
+  return bad;
+}
+
+void lh_host_free(lh_host *h) {
+  for (int r = 0; r < h->ep; ++r) {
+    free(h->x[r]); free(h->rw[r]); free(h->dy[r]); free(h->topk[r]);
+    free(h->wg[r]); free(h->wu[r]); free(h->wd[r]);
+    free(h->sg[r]); free(h->su[r]); free(h->sd[r]);
+  }
+  for (int i = 0; i < 6; ++i) free(h->prefill[i]);
+  memset(h, 0, sizeof *h);
+}
+
+static void *dmalloc(size_t bytes) {
+  void *p = NULL;
+  if (cudaMalloc(&p, bytes + GUARD) != cudaSuccess) return NULL;
+  return p;
+}
+
+int lh_dev_alloc(lh_dev *d, const lh_host *h) {
+  memset(d, 0, sizeof *d);
+  const lh_case *c = &h->c;
+  const int64_t T = c->T, H = c->H, I = c->I, k = c->k, Is = c->Is, el = c->E / h->ep;
+  const size_t ge = c->grad_fp32 ? 4 : 2;
+  d->x = dmalloc(T * H * 2);
+  d->y = dmalloc(T * H * 2);
+  d->dy = dmalloc(T * H * 2);
+  d->dx = dmalloc(T * H * 2);
+  d->rw = (float *)dmalloc(T * k * 4);
+  d->drw = (float *)dmalloc(T * k * 4);
+  d->topk = (int32_t *)dmalloc(T * k * 4);
+  int64_t n6[6] = {el * I * H, el * I * H, el * H * I, Is * H, Is * H, H * Is};
+  int ok = d->x && d->y && d->dy && d->dx && d->rw && d->drw && d->topk;
+  for (int i = 0; i < 6; ++i) {
+    d->wn[i] = n6[i];
+    d->w[i] = dmalloc(n6[i] * 2);
+    d->g[i] = dmalloc(n6[i] * ge);
+    ok = ok && d->w[i] && d->g[i];
+  }
+  mok_weights w = {d->w[0], d->w[1], d->w[2], NULL, NULL, NULL,
+                   Is ? d->w[3] : NULL, Is ? d->w[4] : NULL, Is ? d->w[5] : NULL};
+  d->weights = w;
+  mok_grads g = {d->dx, d->drw, d->g[0], d->g[1], d->g[2], d->g[3], d->g[4], d->g[5],
+                 c->grad_fp32, c->accumulate};
+  d->grads = g;
+  return ok ? 0 : -1;
+}
+
+void lh_dev_free(lh_dev *d) {
+  cudaFree(d->x); cudaFree(d->y); cudaFree(d->dy); cudaFree(d->dx);
+  cudaFree(d->rw); cudaFree(d->drw); cudaFree(d->topk);
+  for (int i = 0; i < 6; ++i) { cudaFree(d->w[i]); cudaFree(d->g[i]); }
+  memset(d, 0, sizeof *d);
+}
+
+static void upload_bf16(void *dst, const float *src, int64_t n) {
+  uint16_t *b = (uint16_t *)malloc((size_t)(n > 0 ? n : 1) * 2);
+  mok_bf16_from_float_array(src, b, n);
+  cudaMemcpy(dst, b, (size_t)n * 2, cudaMemcpyHostToDevice);
+  free(b);
+}
+
+void lh_dev_upload(lh_dev *d, const lh_host *h, int rank) {
+  const lh_case *c = &h->c;
+  const int64_t T = c->T, H = c->H, k = c->k;
+  upload_bf16(d->x, h->x[rank], T * H);
+  upload_bf16(d->dy, h->dy[rank], T * H);
+  cudaMemcpy(d->rw, h->rw[rank], (size_t)(T * k) * 4, cudaMemcpyHostToDevice);
+  cudaMemcpy(d->topk, h->topk[rank], (size_t)(T * k) * 4, cudaMemcpyHostToDevice);
+  const float *w6[6] = {h->wg[rank], h->wu[rank], h->wd[rank], h->sg[rank], h->su[rank], h->sd[rank]};
+  for (int i = 0; i < 6; ++i) upload_bf16(d->w[i], w6[i], d->wn[i]);
+  /* poison every output (NaN), guards included */
+  cudaMemset(d->y, 0xFF, (size_t)(T * H * 2) + GUARD);
+  cudaMemset(d->dx, 0xFF, (size_t)(T * H * 2) + GUARD);
+  cudaMemset(d->drw, 0xFF, (size_t)(T * k * 4) + GUARD);
+  const size_t ge = c->grad_fp32 ? 4 : 2;
+  for (int i = 0; i < 6; ++i) {
+    cudaMemset(d->g[i], 0xFF, (size_t)d->wn[i] * ge + GUARD);
+    if (c->accumulate) {
+      if (c->grad_fp32) cudaMemcpy(d->g[i], h->prefill[i], (size_t)d->wn[i] * 4, cudaMemcpyHostToDevice);
+      else upload_bf16(d->g[i], h->prefill[i], d->wn[i]);
+    }
+  }
+  cudaDeviceSynchronize();
+}
+
+mok_status lh_run(mok_schedule *s, lh_dev *d, cudaStream_t stream) {
+  mok_status st = mok_schedule_build(s, d->topk, stream);
+  if (st == MOK_SUCCESS) st = mok_forward(s, &d->weights, d->x, d->rw, d->y, stream);
+  if (st == MOK_SUCCESS) st = mok_backward(s, &d->weights, d->x, d->rw, d->dy, &d->grads, stream);
+  return st;
+}
+
+/* Device tensor -> host floats (bf16 or fp32 storage). */
+static float *fetch(const void *dev, int64_t n, int f32) {
+  float *out = fmalloc(n);
+  if (f32) {
+    cudaMemcpy(out, dev, (size_t)n * 4, cudaMemcpyDeviceToHost);
+  } else {
+    uint16_t *b = (uint16_t *)malloc((size_t)(n > 0 ? n : 1) * 2);
+    cudaMemcpy(b, dev, (size_t)n * 2, cudaMemcpyDeviceToHost);
+    mok_bf16_to_float_array(b, out, n);
+    free(b);
+  }
+  return out;
+}
+
+/* ||got - want|| / ||want||; NaN when got has a non-finite value; 0/0 counts as 0. */
+static double rel_err(const float *got, const float *want, int64_t n) {
+  double num = 0, den = 0;
+  for (int64_t i = 0; i < n; ++i) {
+    if (!isfinite(got[i])) return NAN;
+    double dlt = (double)got[i] - want[i];
+    num += dlt * dlt;
+    den += (double)want[i] * want[i];
+  }
+  if (den == 0) return num == 0 ? 0 : INFINITY;
+  return sqrt(num / den);
+}
+
+static int guard_ok(const void *dev, size_t offset) {
+  unsigned char b[GUARD];
+  cudaMemcpy(b, (const char *)dev + offset, GUARD, cudaMemcpyDeviceToHost);
+  for (int i = 0; i < GUARD; ++i)
+    if (b[i] != 0xFF) return 0;
+  return 1;
+}
+
+void lh_check_guards(const lh_dev *d, const lh_host *h) {
+  const lh_case *c = &h->c;
+  const size_t ge = c->grad_fp32 ? 4 : 2;
+  CHECK(guard_ok(d->y, (size_t)(c->T * c->H * 2)));
+  CHECK(guard_ok(d->dx, (size_t)(c->T * c->H * 2)));
+  CHECK(guard_ok(d->drw, (size_t)(c->T * c->k * 4)));
+  for (int i = 0; i < 6; ++i) CHECK(guard_ok(d->g[i], (size_t)d->wn[i] * ge));
+}
+
+static const char *g_names[6] = {"dWg", "dWu", "dWd", "dWsg", "dWsu", "dWsd"};
+
+void lh_check_against_reference(const lh_host *h, const lh_dev *d, int rank, const char *label) {
+  const lh_case *c = &h->c;
+  const int64_t T = c->T, H = c->H, I = c->I, k = c->k, Is = c->Is, el = c->E / h->ep;
+  mok_ref_config rc = {h->shape, h->ep, c->use_limit, c->use_limit ? c->limit : 0.0f, 1};
+  mok_ref_rank ranks[LH_MAX_RANKS];
+  float *y[LH_MAX_RANKS];
+  mok_ref_grads gr[LH_MAX_RANKS];
+  const float *dy[LH_MAX_RANKS];
+  for (int r = 0; r < h->ep; ++r) {
+    mok_ref_rank in = {h->x[r], h->topk[r], h->rw[r], h->wg[r], h->wu[r], h->wd[r],
+                       Is ? h->sg[r] : NULL, Is ? h->su[r] : NULL, Is ? h->sd[r] : NULL};
+    ranks[r] = in;
+    y[r] = fmalloc(T * H);
+    dy[r] = h->dy[r];
+    mok_ref_grads g = {fmalloc(T * H), fmalloc(T * k), fmalloc(el * I * H), fmalloc(el * I * H),
+                       fmalloc(el * H * I), fmalloc(Is * H), fmalloc(Is * H), fmalloc(H * Is)};
+    gr[r] = g;
+  }
+  CHECK_STATUS(mok_ref_forward(&rc, ranks, y), MOK_SUCCESS);
+  CHECK_STATUS(mok_ref_backward(&rc, ranks, dy, gr), MOK_SUCCESS);
+
+  double e[9];
+  float *got;
+  got = fetch(d->y, T * H, 0); e[0] = rel_err(got, y[rank], T * H); free(got);
+  got = fetch(d->dx, T * H, 0); e[1] = rel_err(got, gr[rank].dx, T * H); free(got);
+  got = fetch(d->drw, T * k, 1); e[2] = rel_err(got, gr[rank].d_router_weights, T * k); free(got);
+  float *ref6[6] = {gr[rank].dw_gate, gr[rank].dw_up, gr[rank].dw_down, gr[rank].dws_gate,
+                    gr[rank].dws_up, gr[rank].dws_down};
+  int nw = Is > 0 ? 6 : 3;
+  for (int i = 0; i < nw; ++i) {
+    if (c->accumulate)
+      for (int64_t j = 0; j < d->wn[i]; ++j) ref6[i][j] += h->prefill[i][j];
+    got = fetch(d->g[i], d->wn[i], c->grad_fp32);
+    e[3 + i] = rel_err(got, ref6[i], d->wn[i]);
+    free(got);
+  }
+  printf("  %-26s r%d y %.1e dx %.1e drw %.1e", label, rank, e[0], e[1], e[2]);
+  for (int i = 0; i < nw; ++i) printf(" %s %.1e", g_names[i], e[3 + i]);
+  printf("\n");
+  for (int i = 0; i < 3 + nw; ++i) {
+    if (!(e[i] < LH_TOL)) {
+      ++mok_test_failures;
+      fprintf(stderr, "  %s rank %d: tensor %d relative error %.3e (tolerance %.0e)\n", label, rank,
+              i, e[i], LH_TOL);
+    }
+  }
+  lh_check_guards(d, h);
+  for (int r = 0; r < h->ep; ++r) {
+    free(y[r]);
+    free(gr[r].dx); free(gr[r].d_router_weights); free(gr[r].dw_gate); free(gr[r].dw_up);
+    free(gr[r].dw_down); free(gr[r].dws_gate); free(gr[r].dws_up); free(gr[r].dws_down);
+  }
+}
+
+static int all_nan(const void *dev, int64_t n, int f32) {
+  float *v = fetch(dev, n, f32);
+  int ok = 1;
+  for (int64_t i = 0; i < n && ok; ++i) ok = isnan(v[i]);
+  free(v);
+  return ok;
+}
+
+void lh_check_all_nan(const lh_host *h, const lh_dev *d, const char *label) {
+  const lh_case *c = &h->c;
+  int ok = all_nan(d->y, c->T * c->H, 0) && all_nan(d->dx, c->T * c->H, 0) &&
+           all_nan(d->drw, c->T * c->k, 1);
+  for (int i = 0; i < (c->Is > 0 ? 6 : 3); ++i) ok = ok && all_nan(d->g[i], d->wn[i], c->grad_fp32);
+  if (!ok) fprintf(stderr, "  %s: an output is not NaN after a device fault\n", label);
+  CHECK(ok);
+  lh_check_guards(d, h);
+}
+
+void *lh_snapshot(const lh_dev *d, const lh_host *h, int64_t *bytes) {
+  const lh_case *c = &h->c;
+  const size_t ge = c->grad_fp32 ? 4 : 2;
+  size_t sz[9] = {(size_t)(c->T * c->H * 2), (size_t)(c->T * c->H * 2), (size_t)(c->T * c->k * 4)};
+  const void *src[9] = {d->y, d->dx, d->drw};
+  for (int i = 0; i < 6; ++i) {
+    sz[3 + i] = (size_t)d->wn[i] * ge;
+    src[3 + i] = d->g[i];
+  }
+  size_t total = 0;
+  for (int i = 0; i < 9; ++i) total += sz[i];
+  char *blob = (char *)malloc(total + 1);
+  size_t off = 0;
+  for (int i = 0; i < 9; ++i) {
+    cudaMemcpy(blob + off, src[i], sz[i], cudaMemcpyDeviceToHost);
+    off += sz[i];
+  }
+  *bytes = (int64_t)total;
+  return blob;
+}

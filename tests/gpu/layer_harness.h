@@ -1,0 +1,77 @@
+/* layer_harness.h — building blocks of the GPU layer tests: every rank's inputs generated on every
+ * process from the shared seed, this rank's device copies, one build + forward + backward, and the
+ * comparison with the CPU reference (||out - ref|| / ||ref||, NaN never passes). */
+#ifndef MOK_LAYER_HARNESS_H
+#define MOK_LAYER_HARNESS_H
+
+#include <stdint.h>
+#include <cuda_runtime_api.h>
+#include "mok.h"
+#include "reference/ref_inputs.h"
+
+#define LH_MAX_RANKS 16
+#define LH_TOL 1e-2
+
+enum { LH_INJECT_NONE = 0, LH_INJECT_DUPLICATE = 1, LH_INJECT_BAD_ID = 2 };
+
+typedef struct {
+  int64_t T, H, E, I, k, Is;
+  mok_route_kind route;
+  int use_limit;
+  float limit;
+  int tile_m;             /* 0: default */
+  int64_t capacity;       /* 0: worst case */
+  int grad_fp32, accumulate;
+  int inject;             /* LH_INJECT_* on the last rank's tokens */
+} lh_case;
+
+/* All ranks' inputs on the host (float arrays holding bf16 values). */
+typedef struct {
+  lh_case c;
+  mok_shape shape;
+  int ep;
+  float *x[LH_MAX_RANKS], *rw[LH_MAX_RANKS], *dy[LH_MAX_RANKS];
+  float *wg[LH_MAX_RANKS], *wu[LH_MAX_RANKS], *wd[LH_MAX_RANKS];
+  float *sg[LH_MAX_RANKS], *su[LH_MAX_RANKS], *sd[LH_MAX_RANKS];
+  float *prefill[6]; /* this rank's gradient buffers' initial values when accumulating */
+  int32_t *topk[LH_MAX_RANKS];
+} lh_host;
+
+/* This rank's device buffers. Outputs carry a poisoned guard tail checked after each run. */
+typedef struct {
+  void *x, *y, *dy, *dx;
+  float *rw, *drw;
+  int32_t *topk;
+  void *w[6];   /* gate, up, down, shared gate, up, down (bf16) */
+  void *g[6];   /* their gradients (bf16 or fp32) */
+  int64_t wn[6];
+  mok_weights weights;
+  mok_grads grads;
+} lh_dev;
+
+/* Generates every rank's inputs for case c (0 on success; nonzero when the routing kind cannot
+ * serve the shape, e.g. an empty rank with one rank). */
+int lh_host_make(lh_host *h, const lh_case *c, int ep, uint64_t seed);
+void lh_host_free(lh_host *h);
+
+int lh_dev_alloc(lh_dev *d, const lh_host *h);
+void lh_dev_upload(lh_dev *d, const lh_host *h, int rank);  /* inputs, weights; poisons outputs */
+void lh_dev_free(lh_dev *d);
+
+mok_config lh_config(const lh_case *c);
+
+/* build + forward + backward on stream (no synchronization). */
+mok_status lh_run(mok_schedule *s, lh_dev *d, cudaStream_t stream);
+
+/* Compares this rank's outputs and gradients with the reference of h; prints one line; counts
+ * failed checks into the running test. */
+void lh_check_against_reference(const lh_host *h, const lh_dev *d, int rank, const char *label);
+/* Every output NaN (the device error path) and guard tails intact. */
+void lh_check_all_nan(const lh_host *h, const lh_dev *d, const char *label);
+/* Guard tails of the outputs still poisoned (nothing written out of bounds). */
+void lh_check_guards(const lh_dev *d, const lh_host *h);
+
+/* Copies every output and gradient of d to one host blob (for bitwise comparison). */
+void *lh_snapshot(const lh_dev *d, const lh_host *h, int64_t *bytes);
+
+#endif
