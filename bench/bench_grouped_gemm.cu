@@ -116,24 +116,35 @@ static mok_status run_wgrad(void *p) { /* dW [E, n, k] fp32 = dC^T A */
 /* Cluster size x raster group variants of one kernel (printed as kernel/cC/gG); the default
  * is restored afterwards. */
 static void sweep(const char *name, const char *kern, launch_fn f, void *ctx, double flop, int iters) {
-  const int groups[] = {1, 4, 8, 16, 32};
+  const int groups[] = {4, 8, 16};
   for (int cl = 1; cl <= 2; ++cl)
     for (int g : groups) {
-      gg_set_tuning(g, cl);
+      gg_set_tuning(g, cl, 0, 0);
       double ms = time_median_ms(f, ctx, 2, iters);
       char label[32];
       snprintf(label, sizeof label, "%s/c%d/g%d", kern, cl, g);
-      printf("  %-20s %-14s %8.3f %10.1f\n", name, label, ms, flop / ms * 1e-9);
+      printf("  %-20s %-14s %8.3f %10.1f  grid %d\n", name, label, ms, flop / ms * 1e-9,
+             gg_last_grid());
     }
+  /* probes: clusters of 2 without multicast; a grid of one CTA per SM */
+  const int probes[][2] = {{0, 1}, {132, 0}, {132, 1}};
+  for (auto &pr : probes) {
+    gg_set_tuning(0, 2, pr[0], pr[1]);
+    double ms = time_median_ms(f, ctx, 2, iters);
+    char label[40];
+    snprintf(label, sizeof label, "%s/c2/grid%d/%s", kern, pr[0], pr[1] ? "nomc" : "mc");
+    printf("  %-20s %-22s %8.3f %10.1f  grid %d\n", name, label, ms, flop / ms * 1e-9,
+           gg_last_grid());
+  }
   const char *cl_env = getenv("MOK_GG_CLUSTER");
-  gg_set_tuning(0, cl_env ? atoi(cl_env) : 0);
+  gg_set_tuning(0, cl_env ? atoi(cl_env) : 0, 0, 0);
 }
 
 int main(int argc, char **argv) {
   const char *counts_path = argc > 1 ? argv[1] : "gg_counts.txt";
   int iters = argc > 2 ? atoi(argv[2]) : 20;
   const char *cl_env = getenv("MOK_GG_CLUSTER"); /* force a cluster size (1 or 2) */
-  if (cl_env) gg_set_tuning(0, atoi(cl_env));
+  if (cl_env) gg_set_tuning(0, atoi(cl_env), 0, 0);
   FILE *cf = fopen(counts_path, "w");
   if (!cf) { perror(counts_path); return 1; }
   cudaDeviceProp prop;

@@ -53,6 +53,7 @@ typedef struct {
   int wn, wk;            /* WGRAD output shape per expert                                 */
   int out_fp32, accumulate;
   int group_m;           /* raster group, in work units                                   */
+  int no_multicast;      /* clusters of 2 that load their whole B tile (a tuning probe)   */
 } gg_params;
 
 /* ---- epilogue: one pass stores 64 rows x 128 columns of a consumer's accumulators -------- */
@@ -234,6 +235,9 @@ __global__ void __launch_bounds__(GG_THREADS, 1)
             if (CL == 1) {
               gg_load_b_half<MODE, 0>(0, sb, full, k0, bexp, t.n_tile, p, &tm_b0, &tm_b1);
               gg_load_b_half<MODE, 0>(1, sb, full, k0, bexp, t.n_tile, p, &tm_b0, &tm_b1);
+            } else if (p.no_multicast) {
+              gg_load_b_half<MODE, 0>(0, sb, full, k0, bexp, t.n_tile, p, &tm_b0, &tm_b1);
+              gg_load_b_half<MODE, 0>(1, sb, full, k0, bexp, t.n_tile, p, &tm_b0, &tm_b1);
             } else {
               gg_load_b_half<MODE, 1>(rank, sb, full, k0, bexp, t.n_tile, p, &tm_b0, &tm_b1);
             }
@@ -380,12 +384,16 @@ __global__ void __launch_bounds__(GG_THREADS, 1)
 }
 
 /* ---- host side ------------------------------------------------------------------------------ */
-static int g_tune_group_m = 0, g_tune_cluster = 0;
+static int g_tune_group_m = 0, g_tune_cluster = 0, g_tune_grid = 0, g_tune_flags = 0;
+static int g_last_grid = 0;
 
-extern "C" void gg_set_tuning(int group_m, int cluster) {
+extern "C" void gg_set_tuning(int group_m, int cluster, int grid_ctas, int flags) {
   g_tune_group_m = group_m;
   g_tune_cluster = cluster;
+  g_tune_grid = grid_ctas;
+  g_tune_flags = flags;
 }
+extern "C" int gg_last_grid(void) { return g_last_grid; }
 
 template <int MODE, int CL>
 static mok_status gg_launch_cl(const CUtensorMap *a, const CUtensorMap *b0, const CUtensorMap *b1,
@@ -420,8 +428,10 @@ static mok_status gg_launch_cl(const CUtensorMap *a, const CUtensorMap *b0, cons
       max_ctas = clusters * CL;
     }
   }
-  int units = max_units < max_ctas / CL ? max_units : max_ctas / CL;
+  const int cap = g_tune_grid > 0 ? g_tune_grid : max_ctas;
+  int units = max_units < cap / CL ? max_units : cap / CL;
   if (units < 1) units = 1;
+  g_last_grid = units * CL;
   cudaLaunchConfig_t cfg = {};
   cudaLaunchAttribute attr[1];
   attr[0].id = cudaLaunchAttributeClusterDimension;
@@ -449,6 +459,7 @@ static mok_status gg_launch(const CUtensorMap *a, const CUtensorMap *b0, const C
   if (g_tune_cluster == 1 || g_tune_cluster == 2) cl = g_tune_cluster;
   if (MODE == GG_WGRAD) cl = 1;
   p.group_m = g_tune_group_m > 0 ? g_tune_group_m : 16 / cl;
+  p.no_multicast = (g_tune_flags & 1) != 0;
   const int e_all = p.num_experts, base_all = p.expert_base;
   const int32_t *off_all = p.offset, *cnt_all = p.count;
   void *dw_all = p.dw;

@@ -18,11 +18,17 @@ mok_status gg_make_tmap_2d(CUtensorMap *map, const void *ptr, int64_t rows, int6
 /* Multiprocessor count of the current device; MOK_ERR_NOT_SUPPORTED unless it is sm_90. */
 mok_status gg_device_sms(int *sms);
 
-/* Tuning hook for benchmarks (not thread-safe; 0 restores the default): the raster group in
- * work units, and the cluster size of the row-grouped calls (1 or 2; 2 multicasts B). */
+/* Tuning hook for benchmarks (not thread-safe; 0 restores each default): the raster group in
+ * work units, the cluster size of the row-grouped calls (1 or 2; 2 multicasts B), a cap on the
+ * grid in CTAs, and flags (1: clusters of 2 without multicast, a probe). gg_last_grid() is the
+ * grid of the last launch. */
 #ifdef __cplusplus
-extern "C"
+extern "C" {
 #endif
-void gg_set_tuning(int group_m, int cluster);
+void gg_set_tuning(int group_m, int cluster, int grid_ctas, int flags);
+int gg_last_grid(void);
+#ifdef __cplusplus
+}
+#endif
 
 #endif /* MOK_GROUPED_GEMM_TMAP_H */

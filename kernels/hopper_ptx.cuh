@@ -98,13 +98,16 @@ MOK_DEV void cluster_sync(void) {
   asm volatile("barrier.cluster.arrive.release.aligned;\n"
                "barrier.cluster.wait.acquire.aligned;\n" ::: "memory");
 }
-/* Arrives on the mbarrier at shared offset bar in CTA cta of this cluster (may be this CTA). */
+/* Arrives on the mbarrier at shared offset bar in CTA cta of this cluster (may be this CTA).
+ * Default (CTA-scope release) semantics: it only tells the peer's producer that this CTA's
+ * tensor-core reads of a stage are done (they completed at wgmma.wait_group); a cluster-scope
+ * release would add a costly fence on every stage. */
 MOK_DEV void mbar_arrive_cluster(uint32_t bar, uint32_t cta) {
   asm volatile(
       "{\n"
       ".reg .b32 ra;\n"
       "mapa.shared::cluster.u32 ra, %0, %1;\n"
-      "mbarrier.arrive.release.cluster.shared::cluster.b64 _, [ra];\n"
+      "mbarrier.arrive.shared::cluster.b64 _, [ra];\n"
       "}\n" ::"r"(bar),
       "r"(cta)
       : "memory");

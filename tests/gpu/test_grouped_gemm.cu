@@ -351,14 +351,14 @@ static void test_gg_dgrad(void) { run_dgrad(6, 300, 320, 384, 1000); }
 static void test_gg_dgrad_many_tiles(void) { run_dgrad(8, 1500, 512, 1024, 24); }
 static void gg_restore_tuning(void) {
   const char *cl = getenv("MOK_GG_CLUSTER");
-  gg_set_tuning(0, cl ? atoi(cl) : 0);
+  gg_set_tuning(0, cl ? atoi(cl) : 0, 0, 0);
 }
 /* The same problems without clusters (each CTA loads its whole B tile). */
-static void test_gg_fwd_cluster1(void) { gg_set_tuning(0, 1); run_fwd(9, 1500, 1024, 1024, 40); gg_restore_tuning(); }
-static void test_gg_swiglu_cluster1(void) { gg_set_tuning(0, 1); run_swiglu(5, 300, 256, 192, 0, 1, 1000); gg_restore_tuning(); }
-static void test_gg_dgrad_cluster1(void) { gg_set_tuning(0, 1); run_dgrad(6, 300, 320, 384, 1000); gg_restore_tuning(); }
+static void test_gg_fwd_cluster1(void) { gg_set_tuning(0, 1, 0, 0); run_fwd(9, 1500, 1024, 1024, 40); gg_restore_tuning(); }
+static void test_gg_swiglu_cluster1(void) { gg_set_tuning(0, 1, 0, 0); run_swiglu(5, 300, 256, 192, 0, 1, 1000); gg_restore_tuning(); }
+static void test_gg_dgrad_cluster1(void) { gg_set_tuning(0, 1, 0, 0); run_dgrad(6, 300, 320, 384, 1000); gg_restore_tuning(); }
 /* A raster group of one unit (plain column-major order inside an expert). */
-static void test_gg_fwd_group1(void) { gg_set_tuning(1, 0); run_fwd(7, 900, 768, 512, 40); gg_restore_tuning(); }
+static void test_gg_fwd_group1(void) { gg_set_tuning(1, 0, 0, 0); run_fwd(7, 900, 768, 512, 40); gg_restore_tuning(); }
 static void test_gg_wgrad_fp32(void) { run_wgrad(6, 300, 192, 320, 1, 0); }
 static void test_gg_wgrad_bf16(void) { run_wgrad(5, 200, 256, 256, 0, 0); }
 static void test_gg_wgrad_accumulate(void) { run_wgrad(4, 700, 128, 512, 1, 1); }
@@ -385,6 +385,6 @@ extern "C" const int gg_test_case_count = (int)(sizeof gg_test_cases / sizeof gg
 /* Weak: a GPU test binary with its own main() registers gg_test_cases there instead. */
 __attribute__((weak)) int main(int argc, char **argv) {
   const char *cl = getenv("MOK_GG_CLUSTER"); /* force a cluster size (1 or 2) */
-  if (cl) gg_set_tuning(0, atoi(cl));
+  if (cl) gg_set_tuning(0, atoi(cl), 0, 0);
   return test_run_all(gg_test_cases, gg_test_case_count, argc, argv);
 }
