@@ -46,9 +46,9 @@ struct mok_schedule {
   int64_t bytes;
   int32_t *topk_all, *counts, *chunk_status, *expert_count, *expert_offset, *row_src;
   void *recv_x;              /* [cap, H] tokens pulled to this rank's experts            */
-  void *g, *u, *a;           /* [cap, I] gate, up, SwiGLU output (kept for backward)     */
+  void *g, *u, *a;           /* [cap, I] gate, up (fp32), SwiGLU output (bf16); for backward */
   void *out_rows;            /* [cap, H] expert outputs                                  */
-  void *sg, *su, *sa;        /* [T, Is]  shared expert's gate, up, activation            */
+  void *sg, *su, *sa;        /* [T, Is]  shared expert's gate, up (fp32), activation     */
 };
 
 /* Helpers (gpu_workspace.c). */

@@ -18,7 +18,7 @@
 static cudaError_t rows_gemm(const mok_schedule *s, const int32_t *err, const void *A, int64_t lda,
                              const void *B, const void *B2, int64_t b_split, int64_t ldb,
                              int64_t b_stride, int b_trans, void *C, int64_t ldc, int64_t m,
-                             int64_t n, int64_t k, cudaStream_t stream) {
+                             int64_t n, int64_t k, int mode, cudaStream_t stream) {
   v1_gemm_args a;
   memset(&a, 0, sizeof a);
   a.a = A;
@@ -30,7 +30,7 @@ static cudaError_t rows_gemm(const mok_schedule *s, const int32_t *err, const vo
   a.b_group_stride = b_stride;
   a.c = C;
   a.ldc = ldc;
-  a.out_mode = V1_OUT_BF16;
+  a.out_mode = mode;
   a.m = m;
   a.n = n;
   a.k = k;
@@ -99,18 +99,18 @@ mok_status mok_forward(mok_schedule *s, const mok_weights *wt, const void *x,
   if (T > 0) TRY_CUDA(cudaMemcpyAsync(sym + w->off_x, x, (size_t)(T * H * 2), cudaMemcpyDeviceToDevice, stream));
   TRY(mok_gpu_barrier(w, stream));
   TRY_CUDA(v1_dispatch_pull(&r, w->off_x, s->recv_x, stream));
-  TRY_CUDA(rows_gemm(s, err, s->recv_x, H, wt->w_gate, NULL, 0, H, I * H, 0, s->g, I, 0, I, H, stream));
-  TRY_CUDA(rows_gemm(s, err, s->recv_x, H, wt->w_up, NULL, 0, H, I * H, 0, s->u, I, 0, I, H, stream));
+  TRY_CUDA(rows_gemm(s, err, s->recv_x, H, wt->w_gate, NULL, 0, H, I * H, 0, s->g, I, 0, I, H, V1_OUT_F32, stream));
+  TRY_CUDA(rows_gemm(s, err, s->recv_x, H, wt->w_up, NULL, 0, H, I * H, 0, s->u, I, 0, I, H, V1_OUT_F32, stream));
   TRY_CUDA(v1_swiglu_forward(s->g, s->u, s->a, w->cap, rows_dev, I, w->config.use_swiglu_limit,
                              w->config.swiglu_limit, err, stream));
-  TRY_CUDA(rows_gemm(s, err, s->a, I, wt->w_down, NULL, 0, I, H * I, 0, s->out_rows, H, 0, H, I, stream));
+  TRY_CUDA(rows_gemm(s, err, s->a, I, wt->w_down, NULL, 0, I, H * I, 0, s->out_rows, H, 0, H, I, V1_OUT_BF16, stream));
   TRY_CUDA(v1_push_rows(&r, s->out_rows, w->off_slots, stream));
   if (Is > 0) {
-    TRY_CUDA(rows_gemm(NULL, err, x, H, wt->ws_gate, NULL, 0, H, 0, 0, s->sg, Is, T, Is, H, stream));
-    TRY_CUDA(rows_gemm(NULL, err, x, H, wt->ws_up, NULL, 0, H, 0, 0, s->su, Is, T, Is, H, stream));
+    TRY_CUDA(rows_gemm(NULL, err, x, H, wt->ws_gate, NULL, 0, H, 0, 0, s->sg, Is, T, Is, H, V1_OUT_F32, stream));
+    TRY_CUDA(rows_gemm(NULL, err, x, H, wt->ws_up, NULL, 0, H, 0, 0, s->su, Is, T, Is, H, V1_OUT_F32, stream));
     TRY_CUDA(v1_swiglu_forward(s->sg, s->su, s->sa, T, NULL, Is, w->config.use_swiglu_limit,
                                w->config.swiglu_limit, err, stream));
-    TRY_CUDA(rows_gemm(NULL, err, s->sa, Is, wt->ws_down, NULL, 0, Is, 0, 0, w->ys, H, T, H, Is, stream));
+    TRY_CUDA(rows_gemm(NULL, err, s->sa, Is, wt->ws_down, NULL, 0, Is, 0, 0, w->ys, H, T, H, Is, V1_OUT_BF16, stream));
   }
   TRY(mok_gpu_barrier(w, stream));
   TRY_CUDA(v1_combine_reduce(T, (int)k, H, sym + w->off_slots, router_weights,
@@ -160,25 +160,25 @@ mok_status mok_backward(mok_schedule *s, const mok_weights *wt, const void *x,
   TRY(mok_gpu_barrier(w, stream));
   /* routed experts */
   TRY_CUDA(v1_reverse_combine(&r, w->off_dy, w->off_rw, w->off_drw, s->out_rows, w->d_out, stream));
-  TRY_CUDA(rows_gemm(s, err, w->d_out, H, wt->w_down, NULL, 0, I, H * I, 1, w->d_a, I, 0, I, H, stream));
+  TRY_CUDA(rows_gemm(s, err, w->d_out, H, wt->w_down, NULL, 0, I, H * I, 1, w->d_a, I, 0, I, H, V1_OUT_BF16, stream));
   TRY_CUDA(wgrad_gemm(s, err, w->d_out, H, s->a, I, g->dw_down, H, I, 0, mode, stream));
   TRY_CUDA(v1_swiglu_backward(w->d_a, s->g, s->u, w->dgu, w->cap, rows_dev, I, use_l, L, err, stream));
   TRY_CUDA(wgrad_gemm(s, err, w->dgu, 2 * I, s->recv_x, H, g->dw_gate, I, H, 0, mode, stream));
   TRY_CUDA(wgrad_gemm(s, err, (const char *)w->dgu + I * e2, 2 * I, s->recv_x, H, g->dw_up, I, H, 0,
                       mode, stream));
   TRY_CUDA(rows_gemm(s, err, w->dgu, 2 * I, wt->w_gate, wt->w_up, I, H, I * H, 1, w->d_out, H, 0, H,
-                     2 * I, stream));
+                     2 * I, V1_OUT_BF16, stream));
   TRY_CUDA(v1_push_rows(&r, w->d_out, w->off_slots, stream));
   /* shared expert (local) */
   if (Is > 0) {
-    TRY_CUDA(rows_gemm(NULL, err, dy, H, wt->ws_down, NULL, 0, Is, 0, 1, w->ds_a, Is, T, Is, H, stream));
+    TRY_CUDA(rows_gemm(NULL, err, dy, H, wt->ws_down, NULL, 0, Is, 0, 1, w->ds_a, Is, T, Is, H, V1_OUT_BF16, stream));
     TRY_CUDA(wgrad_gemm(NULL, err, dy, H, s->sa, Is, g->dws_down, H, Is, T, mode, stream));
     TRY_CUDA(v1_swiglu_backward(w->ds_a, s->sg, s->su, w->dsgu, T, NULL, Is, use_l, L, err, stream));
     TRY_CUDA(wgrad_gemm(NULL, err, w->dsgu, 2 * Is, x, H, g->dws_gate, Is, H, T, mode, stream));
     TRY_CUDA(wgrad_gemm(NULL, err, (const char *)w->dsgu + Is * e2, 2 * Is, x, H, g->dws_up, Is, H, T,
                         mode, stream));
     TRY_CUDA(rows_gemm(NULL, err, w->dsgu, 2 * Is, wt->ws_gate, wt->ws_up, Is, H, 0, 1, w->ys, H, T, H,
-                       2 * Is, stream));
+                       2 * Is, V1_OUT_BF16, stream));
   }
   TRY(mok_gpu_barrier(w, stream));
   TRY_CUDA(v1_dx_reduce(T, (int)k, H, sym + w->off_slots, Is > 0 ? w->ys : NULL, g->dx,

@@ -26,12 +26,12 @@ mok_status mok_schedule_create(mok_workspace *w, mok_schedule **out) {
   LOC(o_cs, nchunks * 4);
   LOC(o_rs, cap * 4);
   LOC(o_rx, cap * H * 2);
-  LOC(o_g, cap * I * 2);
-  LOC(o_u, cap * I * 2);
+  LOC(o_g, cap * I * 4);
+  LOC(o_u, cap * I * 4);
   LOC(o_a, cap * I * 2);
   LOC(o_out, cap * H * 2);
-  LOC(o_sg, T * Is * 2);
-  LOC(o_su, T * Is * 2);
+  LOC(o_sg, T * Is * 4);
+  LOC(o_su, T * Is * 4);
   LOC(o_sa, T * Is * 2);
 #undef LOC
   cudaError_t e = cudaMalloc(&s->mem, off);

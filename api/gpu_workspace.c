@@ -179,7 +179,12 @@ mok_status mok_workspace_create(mok_group *g, const mok_shape *s, const mok_conf
 
   e = cudaMemset(w->local, 0, 256 * 3);
   if (e == cudaSuccess) e = cudaMemset(w->sym.ptr, 0, off);
-  if (e == cudaSuccess) e = mok_comm_peer_table(g->devcomm, w->sym.window, w->ep, w->peer_base, 0);
+  if (e == cudaSuccess) {
+    if (g->devcomm && w->sym.window)
+      e = mok_comm_peer_table(g->devcomm, w->sym.window, w->ep, w->peer_base, 0);
+    else /* a one-rank group without a device communicator: its own address */
+      e = cudaMemcpy(w->peer_base, &w->sym.ptr, sizeof(char *), cudaMemcpyHostToDevice);
+  }
   if (e == cudaSuccess) e = cudaDeviceSynchronize();
   v1_sched_args sa;
   memset(&sa, 0, sizeof sa);

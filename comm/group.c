@@ -2,6 +2,7 @@
 /* group.c — the expert-parallel group (one process per GPU): unique id, creation from an id or
  * from a caller's NCCL communicator, rank and size, destruction; and the ops layer's symmetric
  * buffers (ncclMemAlloc + ncclCommWindowRegister with NCCL_WIN_COLL_SYMMETRIC). */
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <cuda_runtime_api.h>
@@ -19,6 +20,14 @@ mok_status mok_get_unique_id(mok_unique_id *id) {
   return MOK_SUCCESS;
 }
 
+/* With MOK_DEBUG set in the environment, says which NCCL call failed and why (stderr). */
+static mok_status nccl_failed(const char *what, ncclResult_t r, ncclComm_t comm) {
+  if (getenv("MOK_DEBUG"))
+    fprintf(stderr, "mok: %s failed: %s (%s)\n", what, ncclGetErrorString(r),
+            comm ? ncclGetLastError(comm) : "");
+  return MOK_ERR_NCCL;
+}
+
 static mok_status current_device(int *dev) {
   int n = 0;
   if (cudaGetDeviceCount(&n) != cudaSuccess || n <= 0) return MOK_ERR_NO_DEVICE;
@@ -34,13 +43,18 @@ static mok_status finish_group(ncclComm_t comm, int owns, int device, mok_group 
   g->device = device;
   if (ncclCommCount(comm, &g->size) != ncclSuccess || ncclCommUserRank(comm, &g->rank) != ncclSuccess) {
     free(g);
-    return MOK_ERR_NCCL;
+    return nccl_failed("ncclCommCount", ncclInvalidArgument, comm);
   }
   int lsa = 0;
   mok_status st = mok_comm_devcomm_create(comm, &g->devcomm, &lsa);
   if (st != MOK_SUCCESS) {
-    free(g);
-    return st;
+    if (getenv("MOK_DEBUG")) fprintf(stderr, "mok: ncclDevCommCreate failed (%d ranks)\n", g->size);
+    if (g->size != 1) {
+      free(g);
+      return st;
+    }
+    g->devcomm = NULL; /* one rank reaches only its own memory: no peer mapping needed */
+    lsa = 1;
   }
   if (lsa != g->size) { /* every rank must be reachable by load/store (one NVLink domain) */
     mok_comm_devcomm_destroy(comm, g->devcomm);
@@ -61,7 +75,8 @@ mok_status mok_group_create(const mok_unique_id *id, int nranks, int rank, mok_g
   ncclUniqueId u;
   memcpy(&u, id->internal, sizeof u);
   ncclComm_t comm;
-  if (ncclCommInitRank(&comm, nranks, u, rank) != ncclSuccess) return MOK_ERR_NCCL;
+  ncclResult_t nr = ncclCommInitRank(&comm, nranks, u, rank);
+  if (nr != ncclSuccess) return nccl_failed("ncclCommInitRank", nr, NULL);
   st = finish_group(comm, 1, dev, group);
   if (st != MOK_SUCCESS) ncclCommDestroy(comm);
   return st;
@@ -102,13 +117,21 @@ mok_status mok_sym_alloc(mok_group *g, size_t bytes, mok_sym_buffer *b) {
   memset(b, 0, sizeof *b);
   void *ptr = NULL;
   ncclWindow_t win;
-  if (ncclMemAlloc(&ptr, bytes) != ncclSuccess) return MOK_ERR_OUT_OF_MEMORY;
-  if (ncclCommWindowRegister(g->comm, ptr, bytes, &win, NCCL_WIN_COLL_SYMMETRIC) != ncclSuccess) {
-    ncclMemFree(ptr);
-    return MOK_ERR_NCCL;
+  ncclResult_t r = ncclMemAlloc(&ptr, bytes);
+  if (r != ncclSuccess) {
+    nccl_failed("ncclMemAlloc", r, g->comm);
+    return MOK_ERR_OUT_OF_MEMORY;
   }
   b->ptr = ptr;
   b->bytes = bytes;
+  b->window = NULL;
+  if (!g->devcomm) return MOK_SUCCESS; /* one rank without a device communicator: local only */
+  r = ncclCommWindowRegister(g->comm, ptr, bytes, &win, NCCL_WIN_COLL_SYMMETRIC);
+  if (r != ncclSuccess) {
+    ncclMemFree(ptr);
+    memset(b, 0, sizeof *b);
+    return nccl_failed("ncclCommWindowRegister", r, g->comm);
+  }
   b->window = (void *)win;
   return MOK_SUCCESS;
 }
@@ -117,7 +140,8 @@ mok_status mok_sym_free(mok_group *g, mok_sym_buffer *b) {
   if (!g || !b) return MOK_ERR_INVALID_ARGUMENT;
   if (!b->ptr) return MOK_SUCCESS;
   mok_status st = MOK_SUCCESS;
-  if (ncclCommWindowDeregister(g->comm, (ncclWindow_t)b->window) != ncclSuccess) st = MOK_ERR_NCCL;
+  if (b->window && ncclCommWindowDeregister(g->comm, (ncclWindow_t)b->window) != ncclSuccess)
+    st = MOK_ERR_NCCL;
   if (ncclMemFree(b->ptr) != ncclSuccess) st = MOK_ERR_NCCL;
   memset(b, 0, sizeof *b);
   return st;

@@ -97,7 +97,7 @@ cudaError_t v1_dx_reduce(int64_t T, int k, int64_t H, const void *parts, const v
 
 /* ---- SwiGLU ------------------------------------------------------------------------------ */
 /* a = silu(min(g, L)) * clamp(u, -L, L) (no clamp when use_limit == 0), rows
- * [0, rows_dev ? *rows_dev : rows_max); g, u, a [rows, I] with leading dimension I. */
+ * [0, rows_dev ? *rows_dev : rows_max); g, u fp32 and a bf16, [rows, I] with leading dimension I. */
 cudaError_t v1_swiglu_forward(const void *g, const void *u, void *a, int64_t rows_max,
                               const int32_t *rows_dev, int64_t I, int use_limit, float limit,
                               const int32_t *err, cudaStream_t stream);

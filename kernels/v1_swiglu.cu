@@ -1,6 +1,8 @@
-/* v1_swiglu.cu — SwiGLU forward and backward, elementwise, fp32 math on bf16 storage, with the
- * optional clamp L: a = silu(min(g, L)) * clamp(u, -L, L). At g == L or |u| == L the clamp passes
- * the gradient. Also the device random fill used by benchmarks (kernels/v1_random.h). */
+/* v1_swiglu.cu — SwiGLU forward and backward, elementwise, fp32 math; the gate / up
+ * pre-activations are kept in fp32 (so the clamp's masks are decided on unrounded values, as in the
+ * reference), activations and gradients are bf16. Optional clamp L: a = silu(min(g, L)) *
+ * clamp(u, -L, L); at g == L or |u| == L the clamp passes the gradient. Also the device random fill
+ * used by benchmarks (kernels/v1_random.h). */
 #include "kernels/v1_common.cuh"
 #include "kernels/v1_kernels.h"
 #include "kernels/v1_random.h"
@@ -11,7 +13,13 @@ __device__ __forceinline__ int64_t rows_of(int64_t rows_max, const int32_t *rows
   return r < rows_max ? r : rows_max;
 }
 
-__global__ void swiglu_fwd_kernel(const bf16 *g, const bf16 *u, bf16 *a, int64_t rows_max,
+__device__ __forceinline__ void load8f(const float *p, int64_t i, float *f) {
+  float4 a = ((const float4 *)p)[2 * i], b = ((const float4 *)p)[2 * i + 1];
+  f[0] = a.x; f[1] = a.y; f[2] = a.z; f[3] = a.w;
+  f[4] = b.x; f[5] = b.y; f[6] = b.z; f[7] = b.w;
+}
+
+__global__ void swiglu_fwd_kernel(const float *g, const float *u, bf16 *a, int64_t rows_max,
                                   const int32_t *rows_dev, int64_t I, int use_limit, float L,
                                   const int32_t *err) {
   if (v1_error(err)) return;
@@ -19,8 +27,8 @@ __global__ void swiglu_fwd_kernel(const bf16 *g, const bf16 *u, bf16 *a, int64_t
   for (int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; i < n;
        i += (int64_t)gridDim.x * blockDim.x) {
     float fg[8], fu[8], fa[8];
-    v1_unpack8(((const uint4 *)g)[i], fg);
-    v1_unpack8(((const uint4 *)u)[i], fu);
+    load8f(g, i, fg);
+    load8f(u, i, fu);
 #pragma unroll
     for (int q = 0; q < 8; ++q) {
       float gc = use_limit ? fminf(fg[q], L) : fg[q];
@@ -31,7 +39,7 @@ __global__ void swiglu_fwd_kernel(const bf16 *g, const bf16 *u, bf16 *a, int64_t
   }
 }
 
-__global__ void swiglu_bwd_kernel(const bf16 *da, const bf16 *g, const bf16 *u, bf16 *dgu,
+__global__ void swiglu_bwd_kernel(const bf16 *da, const float *g, const float *u, bf16 *dgu,
                                   int64_t rows_max, const int32_t *rows_dev, int64_t I,
                                   int use_limit, float L, const int32_t *err) {
   if (v1_error(err)) return;
@@ -41,8 +49,8 @@ __global__ void swiglu_bwd_kernel(const bf16 *da, const bf16 *g, const bf16 *u, 
     const int64_t r = i / nv, c = i % nv;
     float fd[8], fg[8], fu[8], dg[8], du[8];
     v1_unpack8(((const uint4 *)da)[i], fd);
-    v1_unpack8(((const uint4 *)g)[i], fg);
-    v1_unpack8(((const uint4 *)u)[i], fu);
+    load8f(g, i, fg);
+    load8f(u, i, fu);
 #pragma unroll
     for (int q = 0; q < 8; ++q) {
       float gc = use_limit ? fminf(fg[q], L) : fg[q];
@@ -69,7 +77,7 @@ extern "C" cudaError_t v1_swiglu_forward(const void *g, const void *u, void *a, 
                                          float limit, const int32_t *err, cudaStream_t stream) {
   if (rows_max <= 0 || I <= 0) return cudaSuccess;
   swiglu_fwd_kernel<<<ew_blocks(rows_max * I / 8), 256, 0, stream>>>(
-      (const bf16 *)g, (const bf16 *)u, (bf16 *)a, rows_max, rows_dev, I, use_limit, limit, err);
+      (const float *)g, (const float *)u, (bf16 *)a, rows_max, rows_dev, I, use_limit, limit, err);
   return cudaGetLastError();
 }
 
@@ -79,7 +87,7 @@ extern "C" cudaError_t v1_swiglu_backward(const void *da, const void *g, const v
                                           cudaStream_t stream) {
   if (rows_max <= 0 || I <= 0) return cudaSuccess;
   swiglu_bwd_kernel<<<ew_blocks(rows_max * I / 8), 256, 0, stream>>>(
-      (const bf16 *)da, (const bf16 *)g, (const bf16 *)u, (bf16 *)dgu, rows_max, rows_dev, I,
+      (const bf16 *)da, (const float *)g, (const float *)u, (bf16 *)dgu, rows_max, rows_dev, I,
       use_limit, limit, err);
   return cudaGetLastError();
 }

@@ -9,7 +9,7 @@ OUT=${OUT:-/tmp/mok_out}
 BUILD=${BUILD:-build}
 mkdir -p "$OUT"
 export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1
-nccl=$(python3 -c "import nvidia.nccl, os; print(os.path.dirname(nvidia.nccl.__file__))" 2>/dev/null)
+nccl=$(python3 -c "import nvidia.nccl; print(list(nvidia.nccl.__path__)[0])" 2>/dev/null)
 if [ -n "$nccl" ] && [ -e "$nccl/lib/libnccl.so.2" ]; then
   export LD_LIBRARY_PATH="$nccl/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
   mk_nccl="NCCL_HOME=$nccl"
@@ -25,7 +25,7 @@ echo "nccl: $(ldd "$BUILD/mok_gpu_tests" | grep nccl)"
 t1=$(date +%s)
 ep1="skipped"; ep2="skipped"; run="skipped"
 if [ "${SKIP_TESTS:-0}" != 1 ]; then
-  CUDA_VISIBLE_DEVICES=0 MOK_TEST_TIMEOUT=280 tests/gpu/launch.sh "$BUILD/mok_gpu_tests" ${TEST_FILTER:-} >"$OUT/ep1.log" 2>&1
+  CUDA_VISIBLE_DEVICES=0 NCCL_DEBUG=WARN MOK_DEBUG=1 MOK_TEST_TIMEOUT=280 tests/gpu/launch.sh "$BUILD/mok_gpu_tests" ${TEST_FILTER:-} >"$OUT/ep1.log" 2>&1
   ep1=$(tail -1 "$OUT/ep1.log")
   t2=$(date +%s)
   MOK_TEST_TIMEOUT=280 tests/gpu/launch.sh "$BUILD/mok_gpu_tests" ${TEST_FILTER:-} >"$OUT/ep2.log" 2>&1
@@ -35,10 +35,15 @@ t3=$(date +%s)
 if [ "${SKIP_RUN:-0}" != 1 ]; then
   timeout 200 "$BUILD/mok" run --iters 10 --warmup 2 ${RUN_ARGS:-} >"$OUT/run.log" 2>&1
   run="exit $?"
+  if [ "${RUN_ZIPF:-0}" = 1 ]; then
+    timeout 200 "$BUILD/mok" run --iters 10 --warmup 2 --routing zipf ${RUN_ARGS:-} >>"$OUT/run.log" 2>&1
+    run="$run, zipf exit $?"
+  fi
 fi
 t4=$(date +%s)
 echo "==== failures / timings ===="
 grep -h "FAIL\|CHECK\|relative error\|device status\|did not finish\|rank .*:" "$OUT"/ep1.log "$OUT"/ep2.log 2>/dev/null | head -40
-cat "$OUT/run.log" 2>/dev/null | tail -12
+grep -h "NCCL WARN\|mok:" "$OUT"/ep1.log 2>/dev/null | head -10
+cat "$OUT/run.log" 2>/dev/null | tail -22
 echo "==== summary ===="
 printf "%-22s %s\n" "build" "$((t1 - t0)) s" "tests EP=1" "$ep1" "tests EP=2" "$ep2 ($((t3 - t1)) s both)" "mok run" "$run ($((t4 - t3)) s)"
