@@ -31,6 +31,11 @@ if [ "${SKIP_TESTS:-0}" != 1 ]; then
   MOK_TEST_TIMEOUT=280 tests/gpu/launch.sh "$BUILD/mok_gpu_tests" ${TEST_FILTER:-} >"$OUT/ep2.log" 2>&1
   ep2=$(tail -1 "$OUT/ep2.log")
 fi
+if [ "${SANITIZE:-0}" = 1 ]; then
+  CUDA_VISIBLE_DEVICES=0 MOK_NRANKS=1 timeout 150 compute-sanitizer --tool memcheck --print-limit 20 \
+    "$BUILD/mok_gpu_tests" layer_uniform_shared >"$OUT/sanitize.log" 2>&1
+  echo "sanitizer: exit $? $(grep -c 'Invalid' "$OUT/sanitize.log") invalid accesses; $(tail -1 "$OUT/sanitize.log")"
+fi
 t3=$(date +%s)
 if [ "${SKIP_RUN:-0}" != 1 ]; then
   timeout 200 "$BUILD/mok" run --iters 10 --warmup 2 ${RUN_ARGS:-} >"$OUT/run.log" 2>&1
