@@ -1,0 +1,48 @@
+"""mok — a whole mixture-of-experts layer (dispatch, SwiGLU experts, combine), forward and
+backward, across the GPUs of an expert-parallel group. This package's public Python API:
+
+    mok.MoE                  the drop-in nn.Module (backend "mok" or the plain-PyTorch "torch")
+    mok.Group, mok.get_group an expert-parallel group over a torch.distributed ProcessGroup
+    mok.functional.moe       the functional layer (torch custom ops with autograd; also
+                             mok.functional_moe)
+    mok.moe_reference        the same math in plain PyTorch (mok.reference), mok.route (routing)
+    mok.load_hf_moe_state_dict, mok.export_hf_moe_state_dict, mok.moe_kwargs_from_hf_config
+                             Hugging Face DeepSeek-V3 / Qwen3-MoE checkpoints (mok.hf)
+
+Names load on first use, so `import mok` needs neither torch nor a GPU, and mok._capi (the ctypes
+bindings of libmok) needs no torch."""
+import importlib
+
+__version__ = "0.1.0"
+
+_LAZY = {
+    "MoE": ("moe", "MoE"),
+    "get_group": ("moe", "get_group"),
+    "destroy_groups": ("moe", "destroy_groups"),
+    "Group": ("functional", "Group"),
+    "functional_moe": ("functional", "moe"),
+    "moe_reference": ("reference", "moe_reference"),
+    "route": ("routing", "route"),
+    "load_hf_moe_state_dict": ("hf", "load_hf_moe_state_dict"),
+    "export_hf_moe_state_dict": ("hf", "export_hf_moe_state_dict"),
+    "moe_kwargs_from_hf_config": ("hf", "moe_kwargs_from_hf_config"),
+    "hf_key_map": ("hf", "hf_key_map"),
+}
+_SUBMODULES = ("functional", "reference", "routing", "hf")
+
+__all__ = sorted(_LAZY) + list(_SUBMODULES)
+
+
+def __getattr__(name):
+    if name in _SUBMODULES:
+        return importlib.import_module(f".{name}", __name__)
+    if name in _LAZY:
+        module, attr = _LAZY[name]
+        value = getattr(importlib.import_module(f".{module}", __name__), attr)
+        globals()[name] = value
+        return value
+    raise AttributeError(f"module 'mok' has no attribute {name!r}")
+
+
+def __dir__():
+    return sorted(list(globals()) + __all__)

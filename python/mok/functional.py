@@ -6,18 +6,28 @@ tied together by autograd.
     y = mok.functional.moe(x, topk_experts, router_weights, w_gate, w_up, w_down,
                            ws_gate, ws_up, ws_down, group=grp, num_experts=E)
 
-Each op builds the schedule from topk_experts on the device (no host sync), so forward and backward
-are pure functions of their tensors; a workspace is created (collectively, with allocation) the first
-time a shape is seen: run one step before capturing a CUDA graph."""
+Each op builds the schedule from topk_experts on the device (no host sync); a workspace is created
+(collectively, with allocation) the first time a shape is seen: run one step before capturing a CUDA
+graph.
+
+What forward keeps for backward (pulled tokens, gate / up / SwiGLU rows, expert outputs) lives in a
+mok schedule, so each layer that is in flight between its forward and its backward needs its own:
+that is the `slot` argument. A slot >= 1 is a dedicated schedule (mok.MoE gives each module its
+own): its backward uses what the slot's latest forward kept, so a slot may have one forward with
+autograd in flight at a time (activation checkpointing is fine: the recomputation runs just before
+the backward). slot None / -1 keeps nothing: the backward re-runs the forward first (always right,
+costs one more forward). slot 0, the ops' default, is one schedule shared by all callers that pass
+it, for single-layer benchmarks that run forward then backward."""
 import ctypes
-from typing import List, Optional, Tuple
+from typing import List, Optional
 
 import torch
 
 from . import _capi as C
 
 _groups = []        # group id -> Group
-_workspaces = {}    # (group id, shape, knobs) -> (workspace handle, schedule handle)
+_workspaces = {}    # (group id, shape, knobs) -> workspace handle
+_schedules = {}     # (group id, shape, knobs, slot) -> schedule handle
 
 
 class Group:
@@ -45,27 +55,44 @@ class Group:
         _groups.append(self)
 
     def destroy(self):
-        """Collective: frees the group's workspaces and the group."""
-        for key in [k for k in _workspaces if k[0] == self.id]:
-            ws, sched = _workspaces.pop(key)
-            C.call("mok_schedule_destroy", sched)
-            C.call("mok_workspace_destroy", ws)
+        """Collective: frees the group's schedules, workspaces and the group."""
+        for key in sorted(k for k in _schedules if k[0] == self.id):
+            C.call("mok_schedule_destroy", _schedules.pop(key))
+        for key in sorted(k for k in _workspaces if k[0] == self.id):
+            C.call("mok_workspace_destroy", _workspaces.pop(key))
         if self.handle:
             C.call("mok_group_destroy", self.handle)
             self.handle = ctypes.c_void_p()
 
+    def device_error(self):
+        """Reads every workspace's sticky device error word (synchronizes: call it at a step
+        boundary, never inside a captured graph) and raises MokError if any is set."""
+        for key in sorted(k for k in _workspaces if k[0] == self.id):
+            st = ctypes.c_int(0)
+            C.call("mok_workspace_error", _workspaces[key], ctypes.byref(st))
+            C.check(st.value, f"device fault seen by the workspace for shape {key[1]}")
 
-def _workspace(group_id, shape, knobs):
-    key = (group_id, shape, knobs)
-    if key not in _workspaces:
+
+def _schedule(group_id, shape, knobs, slot):
+    """The (workspace, schedule) pair for a group, shape, knobs and slot; created on first use
+    (the workspace collectively)."""
+    wkey = (group_id, shape, knobs)
+    if wkey not in _workspaces:
         group = _groups[group_id]
+        if not group.handle:
+            raise RuntimeError("mok: this Group was destroyed")
         cfg = C.default_config(**dict(knobs))
-        ws, sched = ctypes.c_void_p(), ctypes.c_void_p()
+        ws = ctypes.c_void_p()
         C.call("mok_workspace_create", group.handle, ctypes.byref(C.Shape(*shape)), ctypes.byref(cfg),
                ctypes.byref(ws))
+        _workspaces[wkey] = ws
+    ws = _workspaces[wkey]
+    skey = wkey + (max(slot, 0),)
+    if skey not in _schedules:
+        sched = ctypes.c_void_p()
         C.call("mok_schedule_create", ws, ctypes.byref(sched))
-        _workspaces[key] = (ws, sched)
-    return _workspaces[key]
+        _schedules[skey] = sched
+    return ws, _schedules[skey]
 
 
 def _ptr(t):
@@ -83,14 +110,41 @@ def _shape(x, topk, num_experts, w_gate, ws_gate):
     return (x.shape[0], x.shape[1], num_experts, w_gate.shape[1], topk.shape[1], shared)
 
 
-def _check(x, topk, rw, weights):
+def _check(x, topk, rw, weights, group_id, num_experts):
+    """Shapes, dtypes, layout and device of the op's tensors: the C API sees only pointers, so a
+    wrong shape must be caught here."""
     if x.dtype != torch.bfloat16 or topk.dtype != torch.int32 or rw.dtype != torch.float32:
-        raise TypeError("mok: x must be bfloat16, topk_experts int32, router_weights float32")
+        raise TypeError("mok: x must be bfloat16, topk_experts int32, router_weights float32 (got "
+                        f"{x.dtype}, {topk.dtype}, {rw.dtype})")
     for w in weights:
         if w is not None and w.numel() > 0 and (w.dtype != torch.bfloat16 or not w.is_contiguous()):
             raise TypeError("mok: weights must be contiguous bfloat16")
     if not (x.is_contiguous() and topk.is_contiguous() and rw.is_contiguous()):
         raise ValueError("mok: x, topk_experts and router_weights must be contiguous")
+    if not 0 <= group_id < len(_groups):
+        raise ValueError(f"mok: unknown group id {group_id}")
+    if x.dim() != 2 or topk.dim() != 2 or rw.shape != topk.shape or topk.shape[0] != x.shape[0]:
+        raise ValueError(f"mok: need x [T, H], topk_experts and router_weights [T, k]; got "
+                         f"{tuple(x.shape)}, {tuple(topk.shape)}, {tuple(rw.shape)}")
+    w_gate, w_up, w_down, ws_gate, ws_up, ws_down = weights
+    H, ep = x.shape[1], _groups[group_id].size
+    el, I = (w_gate.shape[0], w_gate.shape[1]) if w_gate.dim() == 3 else (-1, -1)
+    if w_gate.shape != (el, I, H) or w_up.shape != (el, I, H) or w_down.shape != (el, H, I):
+        raise ValueError(f"mok: need w_gate, w_up [E/EP, I, {H}] and w_down [E/EP, {H}, I]; got "
+                         f"{tuple(w_gate.shape)}, {tuple(w_up.shape)}, {tuple(w_down.shape)}")
+    if el * ep != num_experts:
+        raise ValueError(f"mok: {el} local experts on each of {ep} ranks is not num_experts={num_experts}")
+    shared = [w is not None and w.numel() > 0 for w in (ws_gate, ws_up, ws_down)]
+    if any(shared) and not all(shared):
+        raise ValueError("mok: pass all three shared-expert weights or none")
+    if all(shared):
+        Is = ws_gate.shape[0]
+        if ws_gate.shape != (Is, H) or ws_up.shape != (Is, H) or ws_down.shape != (H, Is):
+            raise ValueError(f"mok: need ws_gate, ws_up [Is, {H}] and ws_down [{H}, Is]; got "
+                             f"{tuple(ws_gate.shape)}, {tuple(ws_up.shape)}, {tuple(ws_down.shape)}")
+    for t in (x, topk, rw) + tuple(w for w in weights if w is not None and w.numel() > 0):
+        if t.device != x.device or t.device.type != "cuda":
+            raise ValueError("mok: all tensors must be on the same CUDA device")
 
 
 def _weights(w_gate, w_up, w_down, ws_gate, ws_up, ws_down):
@@ -100,24 +154,38 @@ def _weights(w_gate, w_up, w_down, ws_gate, ws_up, ws_down):
     return w
 
 
+def _run_forward(sched, x, rw, weights, y, stream):
+    C.call("mok_forward", sched, ctypes.byref(_weights(*weights)), _ptr(x), _ptr(rw), _ptr(y), stream)
+
+
 @torch.library.custom_op("mok::moe_forward", mutates_args=())
 def moe_forward(x: torch.Tensor, topk: torch.Tensor, rw: torch.Tensor, w_gate: torch.Tensor,
                 w_up: torch.Tensor, w_down: torch.Tensor, ws_gate: Optional[torch.Tensor],
                 ws_up: Optional[torch.Tensor], ws_down: Optional[torch.Tensor], group_id: int,
-                num_experts: int, swiglu_limit: float) -> torch.Tensor:
-    _check(x, topk, rw, (w_gate, w_up, w_down, ws_gate, ws_up, ws_down))
-    ws, sched = _workspace(group_id, _shape(x, topk, num_experts, w_gate, ws_gate), _knobs(swiglu_limit))
+                num_experts: int, swiglu_limit: float, slot: int = 0) -> torch.Tensor:
+    weights = (w_gate, w_up, w_down, ws_gate, ws_up, ws_down)
+    _check(x, topk, rw, weights, group_id, num_experts)
+    ws, sched = _schedule(group_id, _shape(x, topk, num_experts, w_gate, ws_gate), _knobs(swiglu_limit), slot)
     y = torch.empty_like(x)
     stream = ctypes.c_void_p(torch.cuda.current_stream(x.device).cuda_stream)
     C.call("mok_schedule_build", sched, _ptr(topk), stream)
-    C.call("mok_forward", sched, ctypes.byref(_weights(w_gate, w_up, w_down, ws_gate, ws_up, ws_down)),
-           _ptr(x), _ptr(rw), _ptr(y), stream)
+    _run_forward(sched, x, rw, weights, y, stream)
     return y
 
 
 @moe_forward.register_fake
-def _(x, topk, rw, w_gate, w_up, w_down, ws_gate, ws_up, ws_down, group_id, num_experts, swiglu_limit):
+def _(x, topk, rw, w_gate, w_up, w_down, ws_gate, ws_up, ws_down, group_id, num_experts, swiglu_limit,
+      slot=0):
     return torch.empty_like(x)
+
+
+def _grad_buffers(x, rw, w_gate, w_up, w_down, ws_gate, ws_up, ws_down):
+    """dx, d_rw, the three routed and the three shared weight gradients (distinct empty tensors
+    for an absent shared expert: a custom op's outputs must not alias each other)."""
+    out = [torch.empty_like(x), torch.empty_like(rw), torch.empty_like(w_gate), torch.empty_like(w_up),
+           torch.empty_like(w_down)]
+    return out + [torch.empty_like(t) if t is not None and t.numel() > 0 else x.new_empty(0)
+                  for t in (ws_gate, ws_up, ws_down)]
 
 
 @torch.library.custom_op("mok::moe_backward", mutates_args=())
@@ -125,36 +193,38 @@ def moe_backward(dy: torch.Tensor, x: torch.Tensor, topk: torch.Tensor, rw: torc
                  w_gate: torch.Tensor, w_up: torch.Tensor, w_down: torch.Tensor,
                  ws_gate: Optional[torch.Tensor], ws_up: Optional[torch.Tensor],
                  ws_down: Optional[torch.Tensor], group_id: int, num_experts: int,
-                 swiglu_limit: float) -> List[torch.Tensor]:
-    _check(x, topk, rw, (w_gate, w_up, w_down, ws_gate, ws_up, ws_down))
+                 swiglu_limit: float, slot: int = 0) -> List[torch.Tensor]:
+    weights = (w_gate, w_up, w_down, ws_gate, ws_up, ws_down)
+    _check(x, topk, rw, weights, group_id, num_experts)
+    if dy.dtype != torch.bfloat16 or dy.shape != x.shape:
+        raise TypeError(f"mok: dy must be bfloat16 of x's shape {tuple(x.shape)}; got {dy.dtype} "
+                        f"{tuple(dy.shape)}")
     dy = dy.contiguous()
-    ws, sched = _workspace(group_id, _shape(x, topk, num_experts, w_gate, ws_gate), _knobs(swiglu_limit))
-    empty = x.new_empty(0)
-    out = [torch.empty_like(x), torch.empty_like(rw), torch.empty_like(w_gate), torch.empty_like(w_up),
-           torch.empty_like(w_down)]
-    out += [torch.empty_like(t) if t is not None and t.numel() > 0 else empty for t in (ws_gate, ws_up, ws_down)]
+    ws, sched = _schedule(group_id, _shape(x, topk, num_experts, w_gate, ws_gate), _knobs(swiglu_limit), slot)
+    out = _grad_buffers(x, rw, *weights)
     g = C.Grads()
     g.dx, g.d_router_weights, g.dw_gate, g.dw_up, g.dw_down, g.dws_gate, g.dws_up, g.dws_down = [_ptr(t) for t in out]
     g.grad_fp32, g.accumulate = 0, 0
     stream = ctypes.c_void_p(torch.cuda.current_stream(x.device).cuda_stream)
     C.call("mok_schedule_build", sched, _ptr(topk), stream)
-    C.call("mok_backward", sched, ctypes.byref(_weights(w_gate, w_up, w_down, ws_gate, ws_up, ws_down)),
-           _ptr(x), _ptr(rw), _ptr(dy), ctypes.byref(g), stream)
+    if slot < 0:  # nothing kept: recompute what forward keeps (its output is not needed)
+        _run_forward(sched, x, rw, weights, torch.empty_like(x), stream)
+    C.call("mok_backward", sched, ctypes.byref(_weights(*weights)), _ptr(x), _ptr(rw), _ptr(dy),
+           ctypes.byref(g), stream)
     return out
 
 
 @moe_backward.register_fake
-def _(dy, x, topk, rw, w_gate, w_up, w_down, ws_gate, ws_up, ws_down, group_id, num_experts, swiglu_limit):
-    empty = x.new_empty(0)
-    out = [torch.empty_like(x), torch.empty_like(rw), torch.empty_like(w_gate), torch.empty_like(w_up),
-           torch.empty_like(w_down)]
-    return out + [torch.empty_like(t) if t is not None and t.numel() > 0 else empty for t in (ws_gate, ws_up, ws_down)]
+def _(dy, x, topk, rw, w_gate, w_up, w_down, ws_gate, ws_up, ws_down, group_id, num_experts, swiglu_limit,
+      slot=0):
+    return _grad_buffers(x, rw, w_gate, w_up, w_down, ws_gate, ws_up, ws_down)
 
 
 def _setup_context(ctx, inputs, output):
-    x, topk, rw, w_gate, w_up, w_down, ws_gate, ws_up, ws_down, group_id, num_experts, limit = inputs
+    x, topk, rw, w_gate, w_up, w_down, ws_gate, ws_up, ws_down, group_id, num_experts, limit = inputs[:12]
+    slot = inputs[12] if len(inputs) > 12 else 0   # a caller that left the default out
     ctx.save_for_backward(x, topk, rw, w_gate, w_up, w_down, ws_gate, ws_up, ws_down)
-    ctx.args = (group_id, num_experts, limit)
+    ctx.args = (group_id, num_experts, limit, slot)
 
 
 def _backward(ctx, dy):
@@ -163,17 +233,23 @@ def _backward(ctx, dy):
                                                          ws_up, ws_down, *ctx.args)
     shared = ws_gate is not None and ws_gate.numel() > 0
     return (dx, None, drw, dwg, dwu, dwd, dsg if shared else None, dsu if shared else None,
-            dsd if shared else None, None, None, None)
+            dsd if shared else None, None, None, None, None)
 
 
 torch.library.register_autograd("mok::moe_forward", _backward, setup_context=_setup_context)
 
 
 def moe(x, topk_experts, router_weights, w_gate, w_up, w_down, ws_gate=None, ws_up=None, ws_down=None,
-        *, group: Group, num_experts: int, swiglu_limit: float = 0.0) -> torch.Tensor:
+        *, group: Group, num_experts: int, swiglu_limit: float = 0.0,
+        slot: Optional[int] = None) -> torch.Tensor:
     """The MoE layer on this rank's tokens. x [T, H] bf16; topk_experts [T, k] int32; router_weights
     [T, k] fp32; this rank's experts' w_gate, w_up [E/EP, I, H] and w_down [E/EP, H, I] bf16; the
     shared expert's ws_gate, ws_up [Is, H], ws_down [H, Is] (None: no shared expert). Differentiable
-    in x, router_weights and all weights. swiglu_limit > 0 turns the SwiGLU clamp on."""
+    in x, router_weights and all weights. swiglu_limit > 0 turns the SwiGLU clamp on. slot >= 1: a
+    dedicated schedule keeps what forward computed for backward (one forward in flight per slot);
+    None: backward recomputes the forward (see the module docstring). Every rank of the group must
+    call with the same T."""
+    if slot is not None and slot < 1:
+        raise ValueError("mok: slot must be None or >= 1 (slot 0 is the ops' shared default)")
     return moe_forward(x, topk_experts, router_weights, w_gate, w_up, w_down, ws_gate, ws_up, ws_down,
-                       group.id, int(num_experts), float(swiglu_limit))
+                       group.id, int(num_experts), float(swiglu_limit), -1 if slot is None else int(slot))

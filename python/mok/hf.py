@@ -1,0 +1,136 @@
+"""hf.py — Hugging Face checkpoints <-> mok.MoE: the state_dict mapping of one MoE layer of
+DeepSeek-V3 and Qwen3-MoE, loading (per-expert weights stacked into this rank's expert slice), the
+inverse export, and MoE keyword arguments from an HF config.
+
+Mapping, with P the layer's prefix (e.g. "model.layers.3.mlp.") and J a global expert id:
+
+    HF key                                   mok.MoE                          style
+    P gate.weight                    [E, H]  router.weight                    both
+    P gate.e_score_correction_bias   [E]     e_score_correction_bias          deepseek_v3
+    P experts.J.gate_proj.weight     [I, H]  w_gate[J - first]  ([E/EP, I, H]) both
+    P experts.J.up_proj.weight       [I, H]  w_up[J - first]    ([E/EP, I, H]) both
+    P experts.J.down_proj.weight     [H, I]  w_down[J - first]  ([E/EP, H, I]) both
+    P shared_experts.gate_proj.weight [Is, H] shared_gate                     deepseek_v3
+    P shared_experts.up_proj.weight  [Is, H] shared_up                        deepseek_v3
+    P shared_experts.down_proj.weight [H, Is] shared_down                     deepseek_v3
+
+first = rank * E/EP: each rank loads only its own experts (J in [first, first + E/EP)) and ignores
+the others', so a full checkpoint or this rank's shard both work. Exports hold this rank's experts;
+the union over ranks is the whole layer (router and shared expert are the same on every rank)."""
+import torch
+
+STYLES = ("deepseek_v3", "qwen3_moe")
+_PROJ = (("w_gate", "gate_proj"), ("w_up", "up_proj"), ("w_down", "down_proj"))
+_SHARED = (("shared_gate", "gate_proj"), ("shared_up", "up_proj"), ("shared_down", "down_proj"))
+
+
+def _prefix(prefix):
+    return prefix if prefix == "" or prefix.endswith(".") else prefix + "."
+
+
+def hf_key_map(module, prefix, style="deepseek_v3"):
+    """{mok.MoE name: HF key or [HF keys of this rank's experts, in order]} for one layer."""
+    if style not in STYLES:
+        raise ValueError(f"style must be one of {STYLES}, got {style!r}")
+    p = _prefix(prefix)
+    first, end = module.expert_range
+    m = {"router.weight": p + "gate.weight"}
+    for name, proj in _PROJ:
+        m[name] = [f"{p}experts.{j}.{proj}.weight" for j in range(first, end)]
+    if style == "deepseek_v3":
+        if module.e_score_correction_bias is not None:
+            m["e_score_correction_bias"] = p + "gate.e_score_correction_bias"
+        if module.shared_gate is not None:
+            for name, proj in _SHARED:
+                m[name] = f"{p}shared_experts.{proj}.weight"
+    else:
+        if module.e_score_correction_bias is not None or module.shared_gate is not None:
+            raise ValueError("qwen3_moe layers have no score-correction bias and no shared expert")
+    return m
+
+
+def _get(sd, key, shape):
+    if key not in sd:
+        raise KeyError(f"missing key in the Hugging Face state dict: {key}")
+    t = sd[key]
+    if tuple(t.shape) != tuple(shape):
+        raise ValueError(f"{key}: shape {tuple(t.shape)}, expected {tuple(shape)}")
+    return t
+
+
+@torch.no_grad()
+def load_hf_moe_state_dict(module, hf_state_dict, prefix, style="deepseek_v3", strict=True):
+    """Copies one HF MoE layer (keys under prefix) into module (a mok.MoE), this rank's experts only,
+    casting to each parameter's dtype and device. strict: every key under prefix must be used,
+    except other ranks' experts (and the DeepSeek-V3 bias or shared expert must be present exactly
+    when the module has them). Returns the list of HF keys used."""
+    p = _prefix(prefix)
+    mapping = hf_key_map(module, p, style)
+    own = dict(module.named_parameters())
+    own.update(module.named_buffers())
+    used = []
+    for name, keys in mapping.items():
+        target = own[name]
+        if isinstance(keys, list):
+            parts = [_get(hf_state_dict, key, target.shape[1:]) for key in keys]
+            target.copy_(torch.stack([t.to(target.device, target.dtype) for t in parts]))
+        else:
+            target.copy_(_get(hf_state_dict, keys, target.shape))
+            keys = [keys]
+        used += keys
+    if strict:
+        used_set = set(used)
+        extra = [key for key in hf_state_dict if key.startswith(p) and key not in used_set
+                 and not _is_other_expert(key, p, module)]
+        if extra:
+            raise ValueError(f"keys under {p!r} this mok.MoE has no place for (style {style}): "
+                             f"{sorted(extra)[:8]}{' ...' if len(extra) > 8 else ''}")
+    return used
+
+
+def _is_other_expert(key, p, module):
+    """An expert weight of a rank other than this one."""
+    rest = key[len(p):].split(".")
+    if len(rest) != 4 or rest[0] != "experts" or not rest[1].isdigit() or rest[3] != "weight":
+        return False
+    if rest[2] not in ("gate_proj", "up_proj", "down_proj"):
+        return False
+    first, end = module.expert_range
+    j = int(rest[1])
+    return (j < first or j >= end) and j < module.num_experts
+
+
+@torch.no_grad()
+def export_hf_moe_state_dict(module, prefix, style="deepseek_v3", dtype=None, device="cpu"):
+    """The inverse of load_hf_moe_state_dict: {HF key: tensor} for this rank's experts, the router,
+    and (DeepSeek-V3) the bias and shared expert; tensors are copies on device, in dtype (None:
+    each tensor's own dtype)."""
+    own = dict(module.named_parameters())
+    own.update(module.named_buffers())
+    out = {}
+    for name, keys in hf_key_map(module, prefix, style).items():
+        t = own[name].detach()
+        parts = list(t.unbind(0)) if isinstance(keys, list) else [t]
+        for key, part in zip(keys if isinstance(keys, list) else [keys], parts):
+            out[key] = part.to(device=device, dtype=dtype or part.dtype).clone()
+    return out
+
+
+def moe_kwargs_from_hf_config(config, style="deepseek_v3"):
+    """mok.MoE(**kwargs) for one MoE layer of an HF config (a dict or a config object)."""
+    get = config.get if isinstance(config, dict) else (lambda k, d=None: getattr(config, k, d))
+    if style == "deepseek_v3":
+        I = get("moe_intermediate_size")
+        return dict(hidden_size=get("hidden_size"), intermediate_size=I,
+                    num_experts=get("n_routed_experts"), top_k=get("num_experts_per_tok"),
+                    shared_intermediate_size=I * (get("n_shared_experts", 0) or 0),
+                    scoring=get("scoring_func", "sigmoid"), n_group=get("n_group", 1) or 1,
+                    topk_group=get("topk_group", 1) or 1,
+                    score_correction_bias=get("topk_method", "noaux_tc") == "noaux_tc",
+                    norm_topk_prob=bool(get("norm_topk_prob", True)),
+                    routed_scaling_factor=float(get("routed_scaling_factor", 1.0)))
+    if style == "qwen3_moe":
+        return dict(hidden_size=get("hidden_size"), intermediate_size=get("moe_intermediate_size"),
+                    num_experts=get("num_experts"), top_k=get("num_experts_per_tok"),
+                    scoring="softmax", norm_topk_prob=bool(get("norm_topk_prob", False)))
+    raise ValueError(f"style must be one of {STYLES}, got {style!r}")

@@ -1,0 +1,171 @@
+"""moe.py — mok.MoE, a drop-in PyTorch mixture-of-experts module: a bias-free router (softmax or
+sigmoid scores, top-k, optional DeepSeek-V3 group-limited routing), routed SwiGLU experts sharded
+over an expert-parallel process group, an optional shared expert. backend="mok" runs the layer
+with mok's GPU kernels (mok.functional.moe); backend="torch" runs the same math in plain PyTorch
+(mok.reference) for comparison. Also the cache of one mok Group per ProcessGroup."""
+import itertools
+import math
+
+import torch
+import torch.nn as nn
+import torch.nn.functional as F
+
+from .reference import ep_rank_size, moe_reference
+from .routing import check_routing, route
+
+BACKENDS = ("mok", "torch")
+_group_cache = {}              # id(ProcessGroup) -> (ProcessGroup, mok.functional.Group); None: default
+_slots = itertools.count(1)    # one mok schedule slot per module (see mok.functional)
+_functional = None             # mok.functional, imported on first use (it loads libmok)
+
+
+def get_group(process_group=None):
+    """The mok Group over process_group (None: the default group, or a single process without
+    torch.distributed), made on first use (collective over the group: its NCCL communicator is
+    created from a unique id broadcast through process_group) and cached."""
+    import torch.distributed as dist
+    global _functional
+    from . import functional
+    _functional = functional
+    if process_group is not None and dist.is_available() and dist.is_initialized() \
+            and process_group is dist.group.WORLD:
+        process_group = None
+    key = id(process_group)          # ProcessGroup objects need not be hashable
+    if key not in _group_cache:
+        _group_cache[key] = (process_group, functional.Group(process_group))
+    return _group_cache[key][1]
+
+
+def destroy_groups():
+    """Collective over every cached group: frees mok's workspaces, schedules and communicators."""
+    while _group_cache:
+        _, (_, group) = _group_cache.popitem()
+        group.destroy()
+
+
+class MoE(nn.Module):
+    """A mixture-of-experts layer on [..., hidden_size] inputs.
+
+    Parameters (this rank's part, E/EP = num_experts / expert-parallel size):
+      router.weight [E, H] (router_dtype, fp32 by default; no bias)
+      e_score_correction_bias [E] buffer (fp32; only with score_correction_bias=True)
+      w_gate, w_up [E/EP, I, H], w_down [E/EP, H, I] (bf16): experts [rank*E/EP, (rank+1)*E/EP)
+      shared_gate, shared_up [Is, H], shared_down [H, Is] (bf16; only when shared_intermediate_size > 0)
+
+    Routing: scores = softmax or sigmoid of x @ router.weight^T (fp32); experts chosen on scores +
+    e_score_correction_bias, within the topk_group best of n_group groups when n_group > 1; weights
+    are the chosen scores, normalized to sum 1 if norm_topk_prob, times routed_scaling_factor.
+    DeepSeek-V3: scoring="sigmoid", n_group=8, topk_group=4, score_correction_bias=True,
+    norm_topk_prob=True, routed_scaling_factor=2.5. Qwen3-MoE: scoring="softmax", norm_topk_prob=True.
+
+    Every rank of process_group must call forward with the same number of tokens. With backend
+    "mok", H, I and Is must be multiples of 128, and each module keeps what its forward computed
+    for its backward (one forward with autograd in flight per module; recompute=True lifts this at
+    the cost of one more forward in backward). The Group is made at construction (collective).
+    """
+
+    def __init__(self, hidden_size, intermediate_size, num_experts, top_k, *,
+                 shared_intermediate_size=0, scoring="softmax", n_group=1, topk_group=1,
+                 score_correction_bias=False, norm_topk_prob=False, routed_scaling_factor=1.0,
+                 swiglu_limit=0.0, process_group=None, backend="mok", recompute=False,
+                 device=None, router_dtype=torch.float32):
+        super().__init__()
+        if backend not in BACKENDS:
+            raise ValueError(f"backend must be one of {BACKENDS}, got {backend!r}")
+        check_routing(num_experts, top_k, scoring, n_group, topk_group)
+        if swiglu_limit < 0:
+            raise ValueError(f"swiglu_limit must be >= 0 (0: off), got {swiglu_limit}")
+        rank, ep = ep_rank_size(process_group)
+        if num_experts % ep != 0:
+            raise ValueError(f"num_experts={num_experts} is not a multiple of the group size {ep}")
+        if backend == "mok":
+            for name, v in (("hidden_size", hidden_size), ("intermediate_size", intermediate_size),
+                            ("shared_intermediate_size", shared_intermediate_size)):
+                if v % 128 != 0:
+                    raise ValueError(f"backend 'mok' needs {name} a multiple of 128, got {v}")
+        self.hidden_size, self.intermediate_size = hidden_size, intermediate_size
+        self.num_experts, self.top_k = num_experts, top_k
+        self.shared_intermediate_size = shared_intermediate_size
+        self.scoring, self.n_group, self.topk_group = scoring, n_group, topk_group
+        self.norm_topk_prob, self.routed_scaling_factor = norm_topk_prob, float(routed_scaling_factor)
+        self.swiglu_limit = float(swiglu_limit)
+        self.process_group, self.backend, self.recompute = process_group, backend, recompute
+        self.ep_rank, self.ep_size = rank, ep
+        self.num_local_experts = num_experts // ep
+        el, H, I, Is = self.num_local_experts, hidden_size, intermediate_size, shared_intermediate_size
+
+        self.router = nn.Linear(H, num_experts, bias=False, device=device, dtype=router_dtype)
+        if score_correction_bias:
+            self.register_buffer("e_score_correction_bias",
+                                 torch.zeros(num_experts, device=device, dtype=torch.float32))
+        else:
+            self.e_score_correction_bias = None
+        bf16 = dict(device=device, dtype=torch.bfloat16)
+        self.w_gate = nn.Parameter(torch.empty(el, I, H, **bf16))
+        self.w_up = nn.Parameter(torch.empty(el, I, H, **bf16))
+        self.w_down = nn.Parameter(torch.empty(el, H, I, **bf16))
+        if Is > 0:
+            self.shared_gate = nn.Parameter(torch.empty(Is, H, **bf16))
+            self.shared_up = nn.Parameter(torch.empty(Is, H, **bf16))
+            self.shared_down = nn.Parameter(torch.empty(H, Is, **bf16))
+        else:
+            self.shared_gate = self.shared_up = self.shared_down = None
+        self.reset_parameters()
+
+        self._slot = next(_slots)
+        self._group = get_group(process_group) if backend == "mok" else None
+
+    def reset_parameters(self):
+        """Like nn.Linear: uniform in +-1/sqrt(fan_in) for every weight (the router too)."""
+        self.router.reset_parameters()
+        with torch.no_grad():
+            for w in (self.w_gate, self.w_up, self.shared_gate, self.shared_up):
+                if w is not None:
+                    bound = 1.0 / math.sqrt(self.hidden_size)
+                    w.uniform_(-bound, bound)
+            for w, fan_in in ((self.w_down, self.intermediate_size),
+                              (self.shared_down, self.shared_intermediate_size)):
+                if w is not None:
+                    bound = 1.0 / math.sqrt(fan_in)
+                    w.uniform_(-bound, bound)
+            if self.e_score_correction_bias is not None:
+                self.e_score_correction_bias.zero_()
+
+    @property
+    def expert_range(self):
+        """(first, end) global ids of the experts this rank holds."""
+        return self.ep_rank * self.num_local_experts, (self.ep_rank + 1) * self.num_local_experts
+
+    def expert_parameters(self):
+        """The routed experts' parameters (sharded over the group; everything else is replicated)."""
+        return [self.w_gate, self.w_up, self.w_down]
+
+    def extra_repr(self):
+        return (f"hidden={self.hidden_size}, intermediate={self.intermediate_size}, "
+                f"experts={self.num_experts} ({self.num_local_experts} here), top_k={self.top_k}, "
+                f"shared={self.shared_intermediate_size}, scoring={self.scoring}, "
+                f"groups={self.n_group}/{self.topk_group}, backend={self.backend}")
+
+    def route(self, tokens):
+        """tokens [T, H] -> (topk_experts [T, k] int32, router_weights [T, k] fp32)."""
+        logits = F.linear(tokens.float(), self.router.weight.float())
+        return route(logits, self.top_k, self.scoring, self.n_group, self.topk_group,
+                     self.e_score_correction_bias, self.norm_topk_prob, self.routed_scaling_factor)
+
+    def forward(self, x):
+        if x.shape[-1] != self.hidden_size:
+            raise ValueError(f"MoE: last dim of x must be {self.hidden_size}, got {tuple(x.shape)}")
+        tokens = x.reshape(-1, self.hidden_size)
+        topk_experts, router_weights = self.route(tokens)
+        tokens = tokens.to(torch.bfloat16).contiguous()      # the experts run on bf16 tokens
+        shared = (self.shared_gate, self.shared_up, self.shared_down)
+        if self.backend == "mok":
+            y = _functional.moe(tokens, topk_experts, router_weights, self.w_gate, self.w_up,
+                                self.w_down, *shared, group=self._group, num_experts=self.num_experts,
+                                swiglu_limit=self.swiglu_limit,
+                                slot=None if self.recompute else self._slot)
+        else:
+            y = moe_reference(tokens, topk_experts, router_weights, self.w_gate, self.w_up,
+                              self.w_down, *shared, num_experts=self.num_experts,
+                              process_group=self.process_group, swiglu_limit=self.swiglu_limit)
+        return y.to(x.dtype).reshape(x.shape)

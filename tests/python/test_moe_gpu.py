@@ -1,0 +1,247 @@
+"""test_moe_gpu.py — mok.MoE on GPUs against the plain-PyTorch reference backend, one process per
+GPU under torchrun (EP = number of processes): outputs and all gradients, two layers of one shape in
+one graph, determinism, torch.compile(fullgraph=True), CUDA graph capture and replay of forward +
+backward, and 50 training steps of the example language model with either backend.
+
+    torchrun --standalone --nproc_per_node=2 -m pytest -q -s -p no:cacheprovider tests/python/test_moe_gpu.py
+
+Every rank runs every test in the same order; pass/fail is agreed over the group before asserting,
+so one rank's failure does not leave the others waiting. Fresh random data each run (the seed is
+printed). Lines starting with MOK-RESULT summarize each check."""
+import datetime
+import os
+import random
+import sys
+
+import pytest
+
+torch = pytest.importorskip("torch")
+if not torch.cuda.is_available():
+    pytest.skip("no CUDA device", allow_module_level=True)
+import torch.distributed as dist  # noqa: E402
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, os.path.join(HERE, "..", "..", "python"))
+sys.path.insert(0, os.path.join(HERE, "..", "..", "examples"))
+import mok  # noqa: E402
+
+TOL = 2e-2          # ||mok - reference|| / ||reference|| for bf16
+H, I = 256, 128
+
+
+@pytest.fixture(scope="session", autouse=True)
+def distributed():
+    for key, value in (("NCCL_NVLS_ENABLE", "0"), ("TORCH_SYMM_MEM_DISABLE_MULTICAST", "1"),
+                       ("NVSHMEM_DISABLE_NVLS", "1")):
+        os.environ.setdefault(key, value)
+    if "WORLD_SIZE" not in os.environ:          # plain pytest: a group of one
+        os.environ.update(RANK="0", LOCAL_RANK="0", WORLD_SIZE="1", MASTER_ADDR="127.0.0.1",
+                          MASTER_PORT=str(29500 + os.getpid() % 1000))
+    local = int(os.environ["LOCAL_RANK"])
+    torch.cuda.set_device(local)
+    dist.init_process_group("nccl", device_id=torch.device("cuda", local),
+                            timeout=datetime.timedelta(seconds=300))
+    yield
+    mok.destroy_groups()
+    dist.destroy_process_group()
+
+
+def shared_seed():
+    """A fresh seed, the same on every rank."""
+    t = torch.tensor([random.SystemRandom().randrange(1 << 30)], device="cuda")
+    dist.broadcast(t, 0)
+    return int(t.item())
+
+
+def rel(a, b):
+    a, b = a.detach().double(), b.detach().double()
+    return ((a - b).norm() / b.norm().clamp_min(1e-30)).item()
+
+
+def finite(*ts):
+    return all(bool(torch.isfinite(t).all()) for t in ts if t is not None)
+
+
+def agree(ok):
+    """True only if ok holds on every rank."""
+    t = torch.tensor([1 if ok else 0], device="cuda")
+    dist.all_reduce(t, op=dist.ReduceOp.MIN)
+    return bool(t.item())
+
+
+def report(name, **vals):
+    text = " ".join(f"{k}={v:.2e}" if isinstance(v, float) else f"{k}={v}" for k, v in vals.items())
+    print(f"MOK-RESULT {name} ep={dist.get_world_size()} rank={dist.get_rank()} {text}", flush=True)
+
+
+def check_no_device_fault():
+    mok.get_group().device_error()
+
+
+CASES = {
+    "qwen3": dict(num_experts=8, top_k=2, scoring="softmax", norm_topk_prob=True),
+    "deepseek_v3": dict(num_experts=16, top_k=4, scoring="sigmoid", n_group=4, topk_group=2,
+                        score_correction_bias=True, norm_topk_prob=True, routed_scaling_factor=2.5,
+                        shared_intermediate_size=128),
+    "shared_limit": dict(num_experts=8, top_k=3, scoring="softmax", shared_intermediate_size=256,
+                         swiglu_limit=0.5),
+    "top1_big_shared": dict(num_experts=4, top_k=1, scoring="softmax", shared_intermediate_size=384),
+}
+
+
+def make_pair(seed, hidden=H, intermediate=I, **kw):
+    """A mok module and a torch-backend module with identical weights: replicated weights equal on
+    every rank, each rank's experts its own."""
+    torch.manual_seed(seed)
+    a = mok.MoE(hidden, intermediate, device="cuda", backend="mok", **kw)
+    b = mok.MoE(hidden, intermediate, device="cuda", backend="torch", **kw)
+    with torch.no_grad():
+        if a.e_score_correction_bias is not None:
+            a.e_score_correction_bias.normal_(0, 0.05)
+        g = torch.Generator(device="cuda").manual_seed(seed + 7919 * (dist.get_rank() + 1))
+        for p in a.expert_parameters():
+            p.uniform_(-p.shape[-1] ** -0.5, p.shape[-1] ** -0.5, generator=g)
+    b.load_state_dict(a.state_dict())
+    return a, b
+
+
+def grads_of(module, x, dy):
+    """(y, dx, {name: grad}) through torch.autograd.grad (nothing accumulates into .grad)."""
+    x = x.detach().clone().requires_grad_()
+    params = dict(getattr(module, "_orig_mod", module).named_parameters())   # unwrap torch.compile
+    y = module(x)
+    g = torch.autograd.grad(y, [x] + list(params.values()), dy)
+    return y.detach(), g[0], dict(zip(params, g[1:]))
+
+
+def compare(name, got, ref):
+    """Relative errors of y, dx and every parameter gradient; asserts on every rank at once."""
+    (y, dx, gp), (ry, rdx, rgp) = got, ref
+    errs = {"y": rel(y, ry), "dx": rel(dx, rdx)}
+    errs.update({n: rel(gp[n], rgp[n]) for n in rgp})
+    ok = finite(y, dx, *gp.values()) and max(errs.values()) < TOL
+    report(name, worst=max(errs.values()), **{k.replace(".weight", ""): v for k, v in errs.items()})
+    assert agree(ok), f"{name}: {errs}"
+
+
+@pytest.mark.parametrize("case", list(CASES))
+def test_matches_reference(case):
+    seed = shared_seed()
+    a, b = make_pair(seed, **CASES[case])
+    g = torch.Generator(device="cuda").manual_seed(seed + dist.get_rank())
+    x = torch.randn(3, 67, H, device="cuda", generator=g).bfloat16()    # 201 tokens: not a tile multiple
+    dy = torch.randn(3, 67, H, device="cuda", generator=g).bfloat16()
+    compare(f"reference/{case} seed={seed}", grads_of(a, x, dy), grads_of(b, x, dy))
+    check_no_device_fault()
+
+
+def test_two_layers_of_one_shape():
+    """Each layer's backward must use what its own forward kept (and recompute=True must agree)."""
+    seed = shared_seed()
+    kw = CASES["qwen3"]
+    a1, b1 = make_pair(seed, **kw)
+    a2, b2 = make_pair(seed + 1, **kw)
+    a3, _ = make_pair(seed + 1, recompute=True, **kw)
+    g = torch.Generator(device="cuda").manual_seed(seed + dist.get_rank())
+    x = torch.randn(256, H, device="cuda", generator=g).bfloat16()
+    dy = torch.randn(256, H, device="cuda", generator=g).bfloat16()
+    for second, label in ((a2, "kept"), (a3, "recompute")):
+        got = grads_of(torch.nn.Sequential(a1, second), x, dy)
+        ref = grads_of(torch.nn.Sequential(b1, b2), x, dy)
+        compare(f"two_layers/{label}", got, ref)
+    check_no_device_fault()
+
+
+def test_deterministic():
+    seed = shared_seed()
+    a, _ = make_pair(seed, **CASES["deepseek_v3"])
+    g = torch.Generator(device="cuda").manual_seed(seed + dist.get_rank())
+    x = torch.randn(512, H, device="cuda", generator=g).bfloat16()
+    dy = torch.randn(512, H, device="cuda", generator=g).bfloat16()
+    r1, r2 = grads_of(a, x, dy), grads_of(a, x, dy)
+    same = torch.equal(r1[0], r2[0]) and torch.equal(r1[1], r2[1]) and all(
+        torch.equal(r1[2][n], r2[2][n]) for n in r1[2])
+    report("deterministic", bitwise=same)
+    assert agree(same and finite(r1[0]))
+
+
+def test_torch_compile_fullgraph():
+    seed = shared_seed()
+    a, b = make_pair(seed, **CASES["deepseek_v3"])
+    g = torch.Generator(device="cuda").manual_seed(seed + dist.get_rank())
+    x = torch.randn(4, 64, H, device="cuda", generator=g).bfloat16()
+    dy = torch.randn(4, 64, H, device="cuda", generator=g).bfloat16()
+    eager = grads_of(a, x, dy)
+    compiled = torch.compile(a, fullgraph=True)
+    got = grads_of(compiled, x, dy)
+    compare("compile/vs_eager", got, eager)
+    compare("compile/vs_reference", got, grads_of(b, x, dy))
+    # a second call with new data reuses the compiled graph
+    x2 = torch.randn(x.shape, device="cuda", generator=g).bfloat16()
+    compare("compile/new_data", grads_of(compiled, x2, dy), grads_of(b, x2, dy))
+    check_no_device_fault()
+
+
+def test_cuda_graph_forward_backward():
+    seed = shared_seed()
+    a, b = make_pair(seed, **CASES["shared_limit"])
+    g = torch.Generator(device="cuda").manual_seed(seed + dist.get_rank())
+    T = 320
+    static_x = torch.randn(T, H, device="cuda", generator=g).bfloat16().requires_grad_()
+    static_dy = torch.randn(T, H, device="cuda", generator=g).bfloat16()
+    side = torch.cuda.Stream()
+    side.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(side):                    # warm-up: creates mok's workspace and schedule
+        for _ in range(2):
+            a.zero_grad(set_to_none=True)
+            static_x.grad = None
+            a(static_x).backward(static_dy)
+    torch.cuda.current_stream().wait_stream(side)
+    a.zero_grad(set_to_none=True)
+    static_x.grad = None
+    graph = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(graph):
+        static_y = a(static_x)
+        static_y.backward(static_dy)
+    params = dict(a.named_parameters())
+    for step in range(3):                            # new inputs copied into the static tensors
+        x = torch.randn(T, H, device="cuda", generator=g).bfloat16()
+        dy = torch.randn(T, H, device="cuda", generator=g).bfloat16()
+        with torch.no_grad():
+            static_x.copy_(x)
+            static_dy.copy_(dy)
+        graph.replay()
+        torch.cuda.synchronize()
+        got = (static_y.detach().clone(), static_x.grad.clone(),
+               {n: p.grad.clone() for n, p in params.items()})
+        compare(f"cuda_graph/replay{step}/vs_eager", got, grads_of(a, x, dy))
+        compare(f"cuda_graph/replay{step}/vs_reference", got, grads_of(b, x, dy))
+    check_no_device_fault()
+
+
+def test_tiny_lm_trains_like_reference():
+    import argparse
+    import train_tiny_moe_lm as ex
+    args = ex.add_model_args(argparse.ArgumentParser()).parse_args(["--steps", "50", "--log-every", "0"])
+    args.seed = shared_seed()
+    device = torch.device("cuda", torch.cuda.current_device())
+    model_mok = ex.build_model(args, "mok", device)
+    model_ref = ex.build_model(args, "torch", device)
+    model_ref.load_state_dict(model_mok.state_dict())
+    curves = {}
+    for name, model in (("mok", model_mok), ("torch", model_ref)):
+        try:
+            curves[name] = ex.train(model, args, device)
+        except FloatingPointError as e:
+            curves[name] = [float("nan")] * args.steps
+            print(f"{name}: {e}")
+    lm, lt = curves["mok"], curves["torch"]
+    worst = max(abs(p - q) / q for p, q in zip(lm, lt))
+    ok = worst == worst and worst < 0.05 and lm[-1] < 0.7 * lm[0] and lt[-1] < 0.7 * lt[0]
+    report("tiny_lm", steps=args.steps, mok_first=lm[0], mok_last=lm[-1], torch_first=lt[0],
+           torch_last=lt[-1], worst_step_rel_diff=worst)
+    if dist.get_rank() == 0:
+        print("MOK-RESULT tiny_lm curves (step: mok torch): " +
+              ", ".join(f"{i}: {lm[i]:.3f} {lt[i]:.3f}" for i in range(0, args.steps, 10)), flush=True)
+    check_no_device_fault()
+    assert agree(ok), (lm[-5:], lt[-5:])
