@@ -3,6 +3,7 @@ backward, across the GPUs of an expert-parallel group. This package's public Pyt
 
     mok.MoE                  the drop-in nn.Module (backend "mok" or the plain-PyTorch "torch")
     mok.Group, mok.get_group an expert-parallel group over a torch.distributed ProcessGroup
+    mok.check_device_errors  raise if mok's kernels flagged a fault (at a step boundary)
     mok.functional.moe       the functional layer (torch custom ops with autograd; also
                              mok.functional_moe)
     mok.moe_reference        the same math in plain PyTorch (mok.reference), mok.route (routing)
@@ -19,6 +20,7 @@ _LAZY = {
     "MoE": ("moe", "MoE"),
     "get_group": ("moe", "get_group"),
     "destroy_groups": ("moe", "destroy_groups"),
+    "check_device_errors": ("moe", "check_device_errors"),
     "Group": ("functional", "Group"),
     "functional_moe": ("functional", "moe"),
     "moe_reference": ("reference", "moe_reference"),

@@ -251,5 +251,6 @@ def moe(x, topk_experts, router_weights, w_gate, w_up, w_down, ws_gate=None, ws_
     call with the same T."""
     if slot is not None and slot < 1:
         raise ValueError("mok: slot must be None or >= 1 (slot 0 is the ops' shared default)")
-    return moe_forward(x, topk_experts, router_weights, w_gate, w_up, w_down, ws_gate, ws_up, ws_down,
-                       group.id, int(num_experts), float(swiglu_limit), -1 if slot is None else int(slot))
+    return torch.ops.mok.moe_forward(x, topk_experts, router_weights, w_gate, w_up, w_down, ws_gate,
+                                     ws_up, ws_down, group.id, int(num_experts), float(swiglu_limit),
+                                     -1 if slot is None else int(slot))

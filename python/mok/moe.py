@@ -36,6 +36,13 @@ def get_group(process_group=None):
     return _group_cache[key][1]
 
 
+def check_device_errors():
+    """Raises MokError if any cached group's workspaces saw a device fault (synchronizes: call it
+    at a step boundary, never inside a captured CUDA graph)."""
+    for _, group in list(_group_cache.values()):
+        group.device_error()
+
+
 def destroy_groups():
     """Collective over every cached group: frees mok's workspaces, schedules and communicators."""
     while _group_cache:

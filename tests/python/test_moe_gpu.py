@@ -75,7 +75,7 @@ def report(name, **vals):
 
 
 def check_no_device_fault():
-    mok.get_group().device_error()
+    mok.check_device_errors()
 
 
 CASES = {
@@ -132,6 +132,24 @@ def test_matches_reference(case):
     x = torch.randn(3, 67, H, device="cuda", generator=g).bfloat16()    # 201 tokens: not a tile multiple
     dy = torch.randn(3, 67, H, device="cuda", generator=g).bfloat16()
     compare(f"reference/{case} seed={seed}", grads_of(a, x, dy), grads_of(b, x, dy))
+    check_no_device_fault()
+
+
+def test_any_process_group():
+    """A group over all ranks made with new_group, and each rank alone (EP=1 per rank)."""
+    rank, world = dist.get_rank(), dist.get_world_size()
+    everyone = dist.new_group(list(range(world)))
+    alone = [dist.new_group([r]) for r in range(world)]     # every rank makes every group, in order
+    assert mok.get_group(everyone) is mok.get_group(everyone)
+    assert mok.get_group(None) is mok.get_group(dist.group.WORLD)
+    for pg, label in ((everyone, "new_group_all"), (alone[rank], "new_group_self")):
+        seed = shared_seed()
+        a, b = make_pair(seed, process_group=pg, **CASES["qwen3"])
+        assert a.ep_size == dist.get_world_size(pg)
+        g = torch.Generator(device="cuda").manual_seed(seed + rank)
+        x = torch.randn(130, H, device="cuda", generator=g).bfloat16()
+        dy = torch.randn(130, H, device="cuda", generator=g).bfloat16()
+        compare(f"process_group/{label}", grads_of(a, x, dy), grads_of(b, x, dy))
     check_no_device_fault()
 
 
