@@ -66,14 +66,21 @@ clean:
 # ---- grouped GEMM (kernels/grouped_gemm_*): standalone GPU test and benchmark ---------------------
 #   make gg-test     build and run the grouped GEMM GPU tests (needs an sm_90 GPU)
 #   make gg-bench    build and run the grouped GEMM benchmark (needs an sm_90 GPU)
+#   make gg-lib      build/libmok_gg.so: the grouped GEMMs alone, for the torch comparison
 GG_SRC := $(wildcard kernels/grouped_gemm_*.cu)
 GG_DEPS := $(GG_SRC) $(wildcard kernels/*.h kernels/*.cuh) include/mok.h
-.PHONY: gg-test gg-bench
+.PHONY: gg-test gg-bench gg-lib
 $(BUILD)/gg_test: tests/gpu/test_grouped_gemm.cu $(BUILD)/tests/test_runner.o $(GG_DEPS)
 	$(NVCC) $(NVCCFLAGS) -o $@ tests/gpu/test_grouped_gemm.cu $(GG_SRC) $(BUILD)/tests/test_runner.o
 
 $(BUILD)/gg_bench: bench/bench_grouped_gemm.cu $(GG_DEPS)
 	$(NVCC) $(NVCCFLAGS) -o $@ bench/bench_grouped_gemm.cu $(GG_SRC)
+
+# the grouped GEMMs alone, for the in-process comparison with torch (bench/grouped_gemm_baseline.py)
+$(BUILD)/libmok_gg.so: $(GG_DEPS)
+	$(NVCC) $(NVCCFLAGS) -shared -o $@ $(GG_SRC)
+
+gg-lib: $(BUILD)/libmok_gg.so
 
 gg-test: $(BUILD)/gg_test
 	$(BUILD)/gg_test

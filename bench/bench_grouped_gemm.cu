@@ -151,12 +151,12 @@ int main(int argc, char **argv) {
   CK(cudaGetDeviceProperties(&prop, 0));
   printf("device %s, %d SMs\n", prop.name, prop.multiProcessorCount);
   const shape shapes[] = {
-      {"dsv3_ep8_gateup", 32, 1792, 0, 4096, 7168, 1, 1, 1},
-      {"dsv3_ep8_down", 32, 1792, 0, 7168, 2048, 0, 1, 1},
-      {"dsv3_ep2_gateup", 128, 448, 0, 4096, 7168, 1, 0, 1},
+      {"dsv3_ep8_gateup", 32, 1792, 0, 4096, 7168, 1, 1, 0},
+      {"dsv3_ep8_down", 32, 1792, 0, 7168, 2048, 0, 1, 0},
+      {"dsv3_ep2_gateup", 128, 448, 0, 4096, 7168, 1, 0, 0},
       {"dsv3_ep2_down", 128, 448, 0, 7168, 2048, 0, 0, 0},
-      {"qwen3_gateup", 128, 256, 0, 1536, 2048, 1, 0, 1},
-      {"qwen3_down", 128, 256, 0, 2048, 768, 0, 0, 1},
+      {"qwen3_gateup", 128, 256, 0, 1536, 2048, 1, 0, 0},
+      {"qwen3_down", 128, 256, 0, 2048, 768, 0, 0, 0},
       {"dsv3_ep8_gateup_zipf", 32, 1792, 1, 4096, 7168, 1, 0, 0},
       {"dsv3_ep8_down_zipf", 32, 1792, 1, 7168, 2048, 0, 0, 0},
       {"qwen3_gateup_zipf", 128, 256, 1, 1536, 2048, 1, 0, 0},

@@ -1,18 +1,46 @@
-"""grouped_gemm_baseline.py — the baselines for bench_grouped_gemm: torch._grouped_mm and a dense
-cuBLAS product (torch.matmul, same total rows) on the same shapes and row counts, read from the
-counts file that bench_grouped_gemm writes. Random bf16 data, warm-up, CUDA events, median.
+"""grouped_gemm_baseline.py — mok's grouped GEMMs against torch._grouped_mm and a dense cuBLAS
+product (torch.matmul on the same total rows), timed in ONE process, interleaved round by round
+(torch, mok, dense, ...), so that clocks and temperature are the same for all of them.
 
-usage: python3 bench/grouped_gemm_baseline.py gg_counts.txt [iters]
-prints: shape, torch._grouped_mm TFLOP/s, dense TFLOP/s (on real rows)."""
+mok's kernels are called through ctypes from the library built by `make gg-lib`
+(build/libmok_gg.so). Random bf16 data (never zeros), warm-up, CUDA events, median per round,
+then the median over rounds. TFLOP/s = 2 * real_rows * N * K / time.
+
+usage: python3 bench/grouped_gemm_baseline.py [build/libmok_gg.so] [rounds] [iters]"""
+import ctypes
 import sys
 
 import torch
 
+SHAPES = [
+    # name, experts, rows per expert (mean for zipf), zipf, N (gate+up: 2*I), K, gate+up
+    ("dsv3_ep8_gateup", 32, 1792, 0, 4096, 7168, 1),
+    ("dsv3_ep8_down", 32, 1792, 0, 7168, 2048, 0),
+    ("dsv3_ep2_gateup", 128, 448, 0, 4096, 7168, 1),
+    ("dsv3_ep2_down", 128, 448, 0, 7168, 2048, 0),
+    ("qwen3_gateup", 128, 256, 0, 1536, 2048, 1),
+    ("qwen3_down", 128, 256, 0, 2048, 768, 0),
+    ("dsv3_ep8_gateup_zipf", 32, 1792, 1, 4096, 7168, 1),
+    ("dsv3_ep8_down_zipf", 32, 1792, 1, 7168, 2048, 0),
+    ("qwen3_gateup_zipf", 128, 256, 1, 1536, 2048, 1),
+    ("qwen3_down_zipf", 128, 256, 1, 2048, 768, 0),
+]
 
-def median_ms(fn, warm=3, iters=20):
+
+def counts_for(e, rows, zipf):
+    """Same rule as bench_grouped_gemm.cu: uniform, or Zipf(1.0) with the same total."""
+    if not zipf:
+        return [rows] * e
+    total = e * rows
+    w = sum(1.0 / (i + 1) for i in range(e))
+    c = [int(total * (1.0 / (i + 1)) / w) for i in range(e)]
+    c[0] += total - sum(c)
+    return c
+
+
+def median_ms(fn, iters, warm=2):
     for _ in range(warm):
         fn()
-    torch.cuda.synchronize()
     ev = [torch.cuda.Event(enable_timing=True) for _ in range(iters + 1)]
     ev[0].record()
     for i in range(iters):
@@ -23,37 +51,88 @@ def median_ms(fn, warm=3, iters=20):
     return t[iters // 2]
 
 
+def load_lib(path):
+    lib = ctypes.CDLL(path)
+    vp, i32p, i, i64 = ctypes.c_void_p, ctypes.c_void_p, ctypes.c_int, ctypes.c_int64
+    lib.mok_gg_bf16_fwd.argtypes = [vp, vp, vp, i32p, i32p, i, i64, i64, i64, vp]
+    lib.mok_gg_bf16_gate_up_swiglu.argtypes = [vp, vp, vp, vp, vp, i32p, i32p, i, i64, i64, i64,
+                                               i, ctypes.c_float, vp]
+    lib.mok_gg_bf16_fwd.restype = i
+    lib.mok_gg_bf16_gate_up_swiglu.restype = i
+    return lib
+
+
 def main():
-    path = sys.argv[1] if len(sys.argv) > 1 else "gg_counts.txt"
-    iters = int(sys.argv[2]) if len(sys.argv) > 2 else 20
-    print(f"torch {torch.__version__}, {torch.cuda.get_device_name(0)}")
-    print(f"{'shape':22s} {'gmm_ms':>8s} {'gmm_TF':>8s} {'dense_ms':>8s} {'dense_TF':>8s}")
-    dense_done = {}
-    for line in open(path):
-        f = line.split()
-        name, n, k, e = f[0], int(f[1]), int(f[2]), int(f[3])
-        counts = [int(x) for x in f[4:4 + e]]
+    lib_path = sys.argv[1] if len(sys.argv) > 1 else "build/libmok_gg.so"
+    rounds = int(sys.argv[2]) if len(sys.argv) > 2 else 3
+    iters = int(sys.argv[3]) if len(sys.argv) > 3 else 10
+    lib = load_lib(lib_path)
+    torch.manual_seed(0)
+    print(f"torch {torch.__version__}, {torch.cuda.get_device_name(0)}; "
+          f"{rounds} interleaved rounds x {iters} iterations, median")
+    hdr = f"{'shape':22s} {'torch_gmm':>10s} {'mok':>10s} {'mok/torch':>9s} {'mok_fwd':>9s} {'dense':>8s}"
+    print(hdr + "   (TFLOP/s on real rows; mok = fused SwiGLU for gate+up)")
+    for name, e, rows, zipf, n, k, gateup in SHAPES:
+        counts = counts_for(e, rows, zipf)
         m = sum(counts)
+        offs_pad, o = [], 0
+        for c in counts:
+            offs_pad.append(o)
+            o += (c + 127) // 128 * 128
+        offs_pad.append(o)
+        m_total = o
         flop = 2.0 * m * n * k
-        a = torch.randn(m, k, device="cuda", dtype=torch.bfloat16)
-        w = torch.randn(e, n, k, device="cuda", dtype=torch.bfloat16) * 0.05
-        offs = torch.tensor(counts, device="cuda", dtype=torch.int32).cumsum(0).to(torch.int32)
+        dev = "cuda"
+        x_pad = torch.randn(m_total, k, device=dev, dtype=torch.bfloat16)
+        real = torch.cat([torch.arange(offs_pad[i], offs_pad[i] + counts[i], device=dev)
+                          for i in range(e)])
+        x = x_pad[real].contiguous()
+        w = torch.randn(e, n, k, device=dev, dtype=torch.bfloat16) * 0.05
         wt = w.transpose(-2, -1)
-        try:
-            gmm = median_ms(lambda: torch._grouped_mm(a, wt, offs=offs), iters=iters)
-            gmm_tf = flop / gmm * 1e-9
-        except Exception as ex:  # report, keep going
-            print(f"{name}: torch._grouped_mm failed: {ex}")
-            gmm, gmm_tf = float("nan"), float("nan")
-        key = (m, n, k)
-        if key not in dense_done:
-            b = w[0].t()
-            dense = median_ms(lambda: torch.matmul(a, b), iters=iters)
-            dense_done[key] = dense
-        dense = dense_done[key]
-        print(f"{name:22s} {gmm:8.3f} {gmm_tf:8.1f} {dense:8.3f} {flop / dense * 1e-9:8.1f}",
-              flush=True)
-        del a, w, wt, offs
+        offs = torch.tensor(counts, device=dev, dtype=torch.int32).cumsum(0).to(torch.int32)
+        d_off = torch.tensor(offs_pad, device=dev, dtype=torch.int32)
+        d_cnt = torch.tensor(counts, device=dev, dtype=torch.int32)
+        out = torch.empty(m_total, n, device=dev, dtype=torch.bfloat16)
+        stream = ctypes.c_void_p(torch.cuda.current_stream().cuda_stream)
+        if gateup:
+            inter = n // 2
+            wg = w[:, :inter].contiguous()
+            wu = w[:, inter:].contiguous()
+            act = torch.empty(m_total, inter, device=dev, dtype=torch.bfloat16)
+
+            def mok():
+                st = lib.mok_gg_bf16_gate_up_swiglu(x_pad.data_ptr(), wg.data_ptr(), wu.data_ptr(),
+                                                    act.data_ptr(), None, d_off.data_ptr(),
+                                                    d_cnt.data_ptr(), e, m_total, inter, k, 0,
+                                                    0.0, stream)
+                assert st == 0, st
+        else:
+            mok = None
+
+        def mok_fwd():
+            st = lib.mok_gg_bf16_fwd(x_pad.data_ptr(), w.data_ptr(), out.data_ptr(),
+                                     d_off.data_ptr(), d_cnt.data_ptr(), e, m_total, n, k, stream)
+            assert st == 0, st
+
+        b = w[0].t()
+        fns = {
+            "torch": lambda: torch._grouped_mm(x, wt, offs=offs),
+            "mok_fwd": mok_fwd,
+            "dense": lambda: torch.matmul(x, b),
+        }
+        if mok:
+            fns["mok"] = mok
+        res = {key: [] for key in fns}
+        for _ in range(rounds):
+            for key, fn in fns.items():
+                res[key].append(median_ms(fn, iters))
+        tf = {key: flop / sorted(v)[len(v) // 2] * 1e-9 for key, v in res.items()}
+        main_tf = tf.get("mok", tf["mok_fwd"])
+        print(f"{name:22s} {tf['torch']:10.1f} {main_tf:10.1f} {main_tf / tf['torch']:9.3f} "
+              f"{tf['mok_fwd']:9.1f} {tf['dense']:8.1f}", flush=True)
+        del x_pad, x, w, wt, out, fns
+        if gateup:
+            del wg, wu, act
         torch.cuda.empty_cache()
 
 

@@ -11,15 +11,16 @@ export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVL
 nvidia-smi --query-gpu=name,clocks.sm,clocks.max.sm,temperature.gpu,power.draw --format=csv \
   > "$OUT/gpu.txt" 2>&1
 cat "$OUT/gpu.txt"
-if ! build/gg_test gg_bad_args > /dev/null 2>&1; then
+if ! build/gg_test gg_bad_args > /dev/null 2>&1 || [ ! -f build/libmok_gg.so ]; then
   echo "prebuilt binaries do not run here: building"
-  if which make > /dev/null; then make build/gg_test build/gg_bench > "$OUT/build.log" 2>&1
+  if which make > /dev/null; then make build/gg_test build/gg_bench build/libmok_gg.so > "$OUT/build.log" 2>&1
   else
     mkdir -p build/tests
     N="nvcc -O3 -std=c++17 -gencode arch=compute_90a,code=sm_90a -Iinclude -I."
     (gcc -std=c11 -O2 -Iinclude -I. -c tests/test_runner.c -o build/tests/test_runner.o &&
      $N -o build/gg_test tests/gpu/test_grouped_gemm.cu kernels/grouped_gemm_*.cu build/tests/test_runner.o &&
-     $N -o build/gg_bench bench/bench_grouped_gemm.cu kernels/grouped_gemm_*.cu) > "$OUT/build.log" 2>&1
+     $N -o build/gg_bench bench/bench_grouped_gemm.cu kernels/grouped_gemm_*.cu &&
+     $N -Xcompiler -fPIC -shared -o build/libmok_gg.so kernels/grouped_gemm_*.cu) > "$OUT/build.log" 2>&1
   fi
   tail -5 "$OUT/build.log"
 fi
@@ -44,10 +45,10 @@ echo "test rc=$TRC"
 if [ $TRC -eq 124 ]; then echo "tests timed out: skipping the benchmark"; exit 1; fi
 timeout 180 build/gg_bench "$OUT/gg_counts.txt" "$ITERS" > "$OUT/bench.log" 2>&1
 echo "bench rc=$?"
-PYTHONUNBUFFERED=1 timeout 180 python3 bench/grouped_gemm_baseline.py "$OUT/gg_counts.txt" "$ITERS" \
+PYTHONUNBUFFERED=1 timeout 240 python3 bench/grouped_gemm_baseline.py build/libmok_gg.so 3 10 \
   > "$OUT/baseline.log" 2>&1
 echo "baseline rc=$?"
 echo "=== mok grouped GEMM (bench.log) ==="
 cat "$OUT/bench.log"
-echo "=== torch baselines, same shapes and counts (baseline.log) ==="
+echo "=== mok vs torch, interleaved in one process (baseline.log) ==="
 cat "$OUT/baseline.log"
