@@ -57,8 +57,14 @@ def load_lib(path):
     lib.mok_gg_bf16_fwd.argtypes = [vp, vp, vp, i32p, i32p, i, i64, i64, i64, vp]
     lib.mok_gg_bf16_gate_up_swiglu.argtypes = [vp, vp, vp, vp, vp, i32p, i32p, i, i64, i64, i64,
                                                i, ctypes.c_float, vp]
-    lib.mok_gg_bf16_fwd.restype = i
-    lib.mok_gg_bf16_gate_up_swiglu.restype = i
+    lib.mok_gg_fp8_quantize_act.argtypes = [vp, vp, vp, i64, i64, vp]
+    lib.mok_gg_fp8_quantize_weight.argtypes = [vp, vp, vp, i64, i64, i64, vp]
+    lib.mok_gg_fp8_fwd.argtypes = [vp, vp, vp, vp, vp, i32p, i32p, i, i64, i64, i64, vp]
+    lib.mok_gg_fp8_gate_up_swiglu.argtypes = [vp, vp, vp, vp, vp, vp, vp, vp, i32p, i32p, i, i64,
+                                              i64, i64, i, ctypes.c_float, vp]
+    for f in ("mok_gg_bf16_fwd", "mok_gg_bf16_gate_up_swiglu", "mok_gg_fp8_quantize_act",
+              "mok_gg_fp8_quantize_weight", "mok_gg_fp8_fwd", "mok_gg_fp8_gate_up_swiglu"):
+        getattr(lib, f).restype = i
     return lib
 
 
@@ -70,8 +76,9 @@ def main():
     torch.manual_seed(0)
     print(f"torch {torch.__version__}, {torch.cuda.get_device_name(0)}; "
           f"{rounds} interleaved rounds x {iters} iterations, median")
-    hdr = f"{'shape':22s} {'torch_gmm':>10s} {'mok':>10s} {'mok/torch':>9s} {'mok_fwd':>9s} {'dense':>8s}"
-    print(hdr + "   (TFLOP/s on real rows; mok = fused SwiGLU for gate+up)")
+    hdr = (f"{'shape':22s} {'torch_gmm':>10s} {'mok':>10s} {'mok/torch':>9s} {'mok_fwd':>9s} "
+           f"{'dense':>8s} {'mok_fp8':>9s} {'dense8':>8s}")
+    print(hdr + "   (TFLOP/s on real rows; mok, mok_fp8 = fused SwiGLU for gate+up)")
     for name, e, rows, zipf, n, k, gateup in SHAPES:
         counts = counts_for(e, rows, zipf)
         m = sum(counts)
@@ -114,8 +121,43 @@ def main():
                                      d_off.data_ptr(), d_cnt.data_ptr(), e, m_total, n, k, stream)
             assert st == 0, st
 
+        # FP8 block-scaled: quantize once (mok's kernels), then time mok's fp8 GEMM; the dense
+        # cuBLAS fp8 product (torch._scaled_mm, per-tensor scales) is the fp8 ceiling.
+        f8 = torch.float8_e4m3fn
+        qa = torch.empty(m_total, k, device=dev, dtype=torch.uint8)
+        sa = torch.empty(k // 128, (m_total + 127) // 128 * 128, device=dev, dtype=torch.float32)
+        qw = torch.empty(e, n, k, device=dev, dtype=torch.uint8)
+        sw = torch.empty(e, n // 128, k // 128, device=dev, dtype=torch.float32)
+        assert lib.mok_gg_fp8_quantize_act(x_pad.data_ptr(), qa.data_ptr(), sa.data_ptr(), m_total,
+                                           k, stream) == 0
+        assert lib.mok_gg_fp8_quantize_weight(w.data_ptr(), qw.data_ptr(), sw.data_ptr(), e, n, k,
+                                              stream) == 0
+        if gateup:
+            qg, qu = qw[:, :inter].contiguous(), qw[:, inter:].contiguous()
+            sg, su = sw[:, :inter // 128].contiguous(), sw[:, inter // 128:].contiguous()
+
+            def mok8():
+                st = lib.mok_gg_fp8_gate_up_swiglu(qa.data_ptr(), sa.data_ptr(), qg.data_ptr(),
+                                                   sg.data_ptr(), qu.data_ptr(), su.data_ptr(),
+                                                   act.data_ptr(), None, d_off.data_ptr(),
+                                                   d_cnt.data_ptr(), e, m_total, inter, k, 0, 0.0,
+                                                   stream)
+                assert st == 0, st
+        else:
+            def mok8():
+                st = lib.mok_gg_fp8_fwd(qa.data_ptr(), sa.data_ptr(), qw.data_ptr(), sw.data_ptr(),
+                                        out.data_ptr(), d_off.data_ptr(), d_cnt.data_ptr(), e,
+                                        m_total, n, k, stream)
+                assert st == 0, st
+        a8 = x.to(f8)
+        b8 = w[0].to(f8).t()
+        one = torch.ones((), device=dev, dtype=torch.float32)
+
         b = w[0].t()
         fns = {
+            "mok8": mok8,
+            "dense8": lambda: torch._scaled_mm(a8, b8, scale_a=one, scale_b=one,
+                                               out_dtype=torch.bfloat16),
             "torch": lambda: torch._grouped_mm(x, wt, offs=offs),
             "mok_fwd": mok_fwd,
             "dense": lambda: torch.matmul(x, b),
@@ -129,10 +171,11 @@ def main():
         tf = {key: flop / sorted(v)[len(v) // 2] * 1e-9 for key, v in res.items()}
         main_tf = tf.get("mok", tf["mok_fwd"])
         print(f"{name:22s} {tf['torch']:10.1f} {main_tf:10.1f} {main_tf / tf['torch']:9.3f} "
-              f"{tf['mok_fwd']:9.1f} {tf['dense']:8.1f}", flush=True)
-        del x_pad, x, w, wt, out, fns
+              f"{tf['mok_fwd']:9.1f} {tf['dense']:8.1f} {tf['mok8']:9.1f} {tf['dense8']:8.1f}",
+              flush=True)
+        del x_pad, x, w, wt, out, fns, qa, sa, qw, sw, a8, b8
         if gateup:
-            del wg, wu, act
+            del wg, wu, act, qg, qu, sg, su
         torch.cuda.empty_cache()
 
 

@@ -27,8 +27,8 @@ fi
 # HGMMA count per kernel and local-memory use, from the disassembly.
 if which cuobjdump > /dev/null; then
   cuobjdump --dump-sass build/gg_bench > /tmp/gg.sass 2>&1
-  awk '/Function :/ {f=$3} /HGMMA/ {h[f]++} /LDL|STL/ {l[f]++}
-       END {for (f in h) printf "%s HGMMA=%d LDL/STL=%d\n", f, h[f], l[f]+0}' /tmp/gg.sass \
+  awk '/Function :/ {f=$3} /[HQ]GMMA/ {h[f]++} /LDL|STL/ {l[f]++}
+       END {for (f in h) printf "%s GMMA=%d LDL/STL=%d\n", f, h[f], l[f]+0}' /tmp/gg.sass \
        > "$OUT/sass_summary.txt"
   cat "$OUT/sass_summary.txt"
 fi

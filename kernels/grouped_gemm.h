@@ -70,6 +70,46 @@ mok_status mok_gg_bf16_wgrad(const void *dc, const void *a, void *dw, int out_fp
                              int num_experts, int64_t m_total, int64_t n, int64_t k,
                              cudaStream_t stream);
 
+/* ---- FP8 E4M3, block-scaled (1x128 activation blocks, 128x128 weight blocks, fp32 scales) ----
+ * Scales are decode factors: value = e4m3 * scale; a block's scale is amax / 448 (1 for an
+ * all-zero block). The GEMMs accumulate each 128-long K block in fp32 on the tensor cores and
+ * add it, times scale_a[row] * scale_b[block], into fp32 registers on the CUDA cores. n (inter)
+ * and k (hidden) must be multiples of 128; scale pointers 16-byte aligned. */
+#define MOK_GG_FP8_BLOCK 128
+
+/* Rows of an activation scale table: m_total rounded up to 128. */
+#define MOK_GG_FP8_SCALE_ROWS(m_total) ((((m_total) + 127) / 128) * 128)
+
+/* x: [m_total, k] bf16 -> q: [m_total, k] e4m3, scales: [k / 128][MOK_GG_FP8_SCALE_ROWS(m_total)]
+ * fp32 (K-block-major, so a tile's 128 row scales of one K block are contiguous). Every row is
+ * quantized, padding rows too (their scales are then arbitrary). */
+mok_status mok_gg_fp8_quantize_act(const void *x, void *q, float *scales, int64_t m_total,
+                                   int64_t k, cudaStream_t stream);
+
+/* w: [experts, n, k] bf16 -> q: [experts, n, k] e4m3, scales: [experts, n / 128, k / 128] fp32
+ * (the layout mok_quantize_weight's MOK_DTYPE_FP8_BLOCK128 uses). */
+mok_status mok_gg_fp8_quantize_weight(const void *w, void *q, float *scales, int64_t experts,
+                                      int64_t n, int64_t k, cudaStream_t stream);
+
+/* C[r, :] = (A[r, :] * a_scales) x (B[e] * b_scales[e])^T, bf16 out.
+ *   a: [m_total, k] e4m3, a_scales as from mok_gg_fp8_quantize_act; b: [num_experts, n, k] e4m3,
+ *   b_scales as from mok_gg_fp8_quantize_weight; c: [m_total, n] bf16. */
+mok_status mok_gg_fp8_fwd(const void *a, const float *a_scales, const void *b,
+                          const float *b_scales, void *c, const int32_t *expert_offset,
+                          const int32_t *expert_count, int num_experts, int64_t m_total,
+                          int64_t n, int64_t k, cudaStream_t stream);
+
+/* FP8 gate + up with the fused SwiGLU epilogue (same activation and preact conventions as
+ * mok_gg_bf16_gate_up_swiglu). x: [m_total, hidden] e4m3 with x_scales; w_gate, w_up:
+ * [num_experts, inter, hidden] e4m3 with their [num_experts, inter / 128, hidden / 128] scales. */
+mok_status mok_gg_fp8_gate_up_swiglu(const void *x, const float *x_scales, const void *w_gate,
+                                     const float *w_gate_scales, const void *w_up,
+                                     const float *w_up_scales, void *act, void *preact,
+                                     const int32_t *expert_offset, const int32_t *expert_count,
+                                     int num_experts, int64_t m_total, int64_t inter,
+                                     int64_t hidden, int use_limit, float limit,
+                                     cudaStream_t stream);
+
 #ifdef __cplusplus
 }
 #endif

@@ -329,6 +329,185 @@ static void run_wgrad(int E, int max_rows, int64_t n, int64_t k, int out_fp32, i
   cudaFree(ddc); cudaFree(da); cudaFree(dw); cudaFree(doff); cudaFree(dcnt);
 }
 
+/* ---- FP8 block-scaled ------------------------------------------------------------------- */
+static double e4m3_to_d(uint8_t b) {
+  int sgn = b >> 7, ex = (b >> 3) & 15, man = b & 7;
+  double v;
+  if (ex == 15 && man == 7) return NAN;
+  if (ex == 0) v = man / 8.0 * ldexp(1.0, -6);
+  else v = (1.0 + man / 8.0) * ldexp(1.0, ex - 7);
+  return sgn ? -v : v;
+}
+
+/* Quantizes x [rows, k] (activation) on the GPU; returns the dequantized values (host) and
+ * checks the scales against amax / 448 on real rows. */
+static std::vector<double> quant_act(const gg_rows &g, const std::vector<uint16_t> &x, int64_t k,
+                                     uint8_t **dq, float **ds) {
+  const int64_t m = g.m_total, mp = MOK_GG_FP8_SCALE_ROWS(m), kbs = k / 128;
+  uint16_t *dx = to_dev(x);
+  cudaMalloc((void **)dq, m * k + 16);
+  cudaMalloc((void **)ds, kbs * mp * 4 + 16);
+  CHECK_STATUS(mok_gg_fp8_quantize_act(dx, *dq, *ds, m, k, 0), MOK_SUCCESS);
+  cudaDeviceSynchronize();
+  std::vector<uint8_t> q = from_dev(*dq, m * k);
+  std::vector<float> sc = from_dev(*ds, kbs * mp);
+  std::vector<double> out(m * k);
+  relerr rq = {0, 0, 0};
+  long bad_scale = 0;
+  for (int e = 0; e < g.E; ++e)
+    for (int i = 0; i < g.count[e]; ++i) {
+      int64_t row = g.offset[e] + i;
+      for (int64_t kb = 0; kb < kbs; ++kb) {
+        double amax = 0;
+        for (int j = 0; j < 128; ++j) amax = fmax(amax, fabs(bf2f(x[row * k + kb * 128 + j])));
+        float want = amax > 0 ? (float)(amax / 448.0) : 1.0f;
+        if (fabs(sc[kb * mp + row] - want) > 1e-6 * want) ++bad_scale;
+        for (int j = 0; j < 128; ++j) {
+          int64_t idx = row * k + kb * 128 + j;
+          out[idx] = e4m3_to_d(q[idx]) * sc[kb * mp + row];
+          rel_add(&rq, out[idx], bf2f(x[idx]));
+        }
+      }
+    }
+  CHECK(bad_scale == 0);
+  double e = sqrt(rq.num / rq.den);
+  printf("    fp8 act quantization rel err %.3e\n", e);
+  CHECK(rq.nan == 0 && e < 0.06);
+  cudaFree(dx);
+  return out;
+}
+
+static std::vector<double> quant_weight(const std::vector<uint16_t> &w, int64_t E, int64_t n,
+                                        int64_t k, uint8_t **dq, float **ds) {
+  uint16_t *dw = to_dev(w);
+  const int64_t nsc = E * (n / 128) * (k / 128);
+  cudaMalloc((void **)dq, E * n * k + 16);
+  cudaMalloc((void **)ds, nsc * 4 + 16);
+  CHECK_STATUS(mok_gg_fp8_quantize_weight(dw, *dq, *ds, E, n, k, 0), MOK_SUCCESS);
+  cudaDeviceSynchronize();
+  std::vector<uint8_t> q = from_dev(*dq, E * n * k);
+  std::vector<float> sc = from_dev(*ds, nsc);
+  std::vector<double> out(E * n * k);
+  relerr rq = {0, 0, 0};
+  for (int64_t e = 0; e < E; ++e)
+    for (int64_t r = 0; r < n; ++r)
+      for (int64_t c = 0; c < k; ++c) {
+        int64_t idx = (e * n + r) * k + c;
+        out[idx] = e4m3_to_d(q[idx]) * sc[(e * (n / 128) + r / 128) * (k / 128) + c / 128];
+        rel_add(&rq, out[idx], bf2f(w[idx]));
+      }
+  double e = sqrt(rq.num / rq.den);
+  printf("    fp8 weight quantization rel err %.3e\n", e);
+  CHECK(rq.nan == 0 && e < 0.06);
+  cudaFree(dw);
+  return out;
+}
+
+static void run_fp8_fwd(int E, int max_rows, int64_t n, int64_t k, int max_checked) {
+  gg_rng r = {test_seed() ^ 0xf8f8};
+  gg_rows g = make_rows(&r, E, max_rows, 1);
+  std::vector<uint16_t> a(g.m_total * k), w((size_t)E * n * k), c(g.m_total * n, BF16_NAN);
+  fill_bf16(&r, a, 1.0f);
+  fill_bf16(&r, w, 1.0f);
+  nan_padding(g, a, k);
+  uint8_t *qa, *qw;
+  float *sa, *sw;
+  std::vector<double> ad = quant_act(g, a, k, &qa, &sa);
+  std::vector<double> wd = quant_weight(w, E, n, k, &qw, &sw);
+  uint16_t *dc = to_dev(c);
+  int32_t *doff = to_dev(g.offset), *dcnt = to_dev(g.count);
+  CHECK_STATUS(mok_gg_fp8_fwd(qa, sa, qw, sw, dc, doff, dcnt, E, g.m_total, n, k, 0), MOK_SUCCESS);
+  CUDA_OK(cudaGetLastError());
+  CUDA_OK(cudaDeviceSynchronize());
+  c = from_dev(dc, c.size());
+  relerr re = {0, 0, 0}, rb = {0, 0, 0};
+  for (int e = 0; e < E; ++e) {
+    std::vector<int> rows = check_rows(&r, g.count[e], max_checked);
+    for (int i : rows) {
+      int64_t row = g.offset[e] + i;
+      for (int64_t j = 0; j < n; ++j) {
+        double s = 0;
+        const double *ar = &ad[row * k], *wr = &wd[((size_t)e * n + j) * k];
+        for (int64_t q = 0; q < k; ++q) s += ar[q] * wr[q];
+        rel_add(&re, bf2f(c[row * n + j]), s);
+        rel_add(&rb, bf2f(c[row * n + j]), dot_bf16(&a[row * k], &w[((size_t)e * n + j) * k], k));
+      }
+    }
+  }
+  char what[64];
+  snprintf(what, sizeof what, "fp8 fwd E%d n%ld k%ld", E, (long)n, (long)k);
+  rel_check(what, re);
+  double eb = sqrt(rb.num / rb.den);
+  printf("    %-28s rel err %.3e (vs the bf16 GEMM)\n", "  fp8 fwd", eb);
+  CHECK(eb < 0.06);
+  cudaFree(qa); cudaFree(qw); cudaFree(sa); cudaFree(sw); cudaFree(dc); cudaFree(doff); cudaFree(dcnt);
+}
+
+static void run_fp8_swiglu(int E, int max_rows, int64_t inter, int64_t hidden, int use_limit,
+                           int want_preact, int max_checked) {
+  gg_rng r = {test_seed() ^ 0xf85a};
+  gg_rows g = make_rows(&r, E, max_rows, 1);
+  std::vector<uint16_t> x(g.m_total * hidden), wg((size_t)E * inter * hidden),
+      wu((size_t)E * inter * hidden), act(g.m_total * inter, BF16_NAN),
+      pre(g.m_total * 2 * inter, BF16_NAN);
+  fill_bf16(&r, x, 1.0f);
+  fill_bf16(&r, wg, 0.2f);
+  fill_bf16(&r, wu, 0.2f);
+  nan_padding(g, x, hidden);
+  const float L = 1.5f;
+  uint8_t *qx, *qg, *qu;
+  float *sx, *sg, *su;
+  std::vector<double> xd = quant_act(g, x, hidden, &qx, &sx);
+  std::vector<double> gd = quant_weight(wg, E, inter, hidden, &qg, &sg);
+  std::vector<double> ud = quant_weight(wu, E, inter, hidden, &qu, &su);
+  uint16_t *dact = to_dev(act), *dpre = want_preact ? to_dev(pre) : NULL;
+  int32_t *doff = to_dev(g.offset), *dcnt = to_dev(g.count);
+  CHECK_STATUS(mok_gg_fp8_gate_up_swiglu(qx, sx, qg, sg, qu, su, dact, dpre, doff, dcnt, E,
+                                         g.m_total, inter, hidden, use_limit, L, 0),
+               MOK_SUCCESS);
+  CUDA_OK(cudaGetLastError());
+  CUDA_OK(cudaDeviceSynchronize());
+  act = from_dev(dact, act.size());
+  if (want_preact) pre = from_dev(dpre, pre.size());
+  relerr ra = {0, 0, 0}, rp = {0, 0, 0};
+  for (int e = 0; e < E; ++e) {
+    std::vector<int> rows = check_rows(&r, g.count[e], max_checked);
+    for (int i : rows) {
+      int64_t row = g.offset[e] + i;
+      for (int64_t j = 0; j < inter; ++j) {
+        double gv = 0, uv = 0;
+        const double *xr = &xd[row * hidden];
+        const double *gr = &gd[((size_t)e * inter + j) * hidden], *ur = &ud[((size_t)e * inter + j) * hidden];
+        for (int64_t q = 0; q < hidden; ++q) {
+          gv += xr[q] * gr[q];
+          uv += xr[q] * ur[q];
+        }
+        if (want_preact) {
+          rel_add(&rp, bf2f(pre[row * 2 * inter + j]), gv);
+          rel_add(&rp, bf2f(pre[row * 2 * inter + inter + j]), uv);
+        }
+        if (use_limit) {
+          gv = gv < L ? gv : L;
+          uv = uv < -L ? -L : (uv > L ? L : uv);
+        }
+        rel_add(&ra, bf2f(act[row * inter + j]), gv / (1.0 + exp(-gv)) * uv);
+      }
+    }
+  }
+  char what[64];
+  snprintf(what, sizeof what, "fp8 swiglu%s E%d I%ld H%ld", use_limit ? "+limit" : "", E,
+           (long)inter, (long)hidden);
+  rel_check(what, ra);
+  if (want_preact) rel_check("  preact g,u", rp);
+  cudaFree(qx); cudaFree(qg); cudaFree(qu); cudaFree(sx); cudaFree(sg); cudaFree(su);
+  cudaFree(dact); cudaFree(dpre); cudaFree(doff); cudaFree(dcnt);
+}
+
+static void test_gg_fp8_fwd_small(void) { run_fp8_fwd(6, 300, 384, 384, 1000); }
+static void test_gg_fp8_fwd_many_tiles(void) { run_fp8_fwd(9, 1500, 1024, 1024, 24); }
+static void test_gg_fp8_swiglu(void) { run_fp8_swiglu(5, 300, 256, 256, 0, 1, 1000); }
+static void test_gg_fp8_swiglu_limit(void) { run_fp8_swiglu(7, 700, 384, 512, 1, 0, 24); }
+
 /* ---- bad arguments ----------------------------------------------------------------------- */
 static void test_gg_bad_args(void) {
   int32_t *d = NULL;
@@ -376,6 +555,10 @@ extern "C" const test_case gg_test_cases[] = {
     {"gg_swiglu_cluster1", test_gg_swiglu_cluster1},
     {"gg_dgrad_cluster1", test_gg_dgrad_cluster1},
     {"gg_fwd_group1", test_gg_fwd_group1},
+    {"gg_fp8_fwd_small", test_gg_fp8_fwd_small},
+    {"gg_fp8_fwd_many_tiles", test_gg_fp8_fwd_many_tiles},
+    {"gg_fp8_swiglu", test_gg_fp8_swiglu},
+    {"gg_fp8_swiglu_limit", test_gg_fp8_swiglu_limit},
     {"gg_wgrad_fp32", test_gg_wgrad_fp32},
     {"gg_wgrad_bf16", test_gg_wgrad_bf16},
     {"gg_wgrad_accumulate", test_gg_wgrad_accumulate},

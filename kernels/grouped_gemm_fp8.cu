@@ -1,0 +1,454 @@
+/* grouped_gemm_fp8.cu — FP8 E4M3 block-scaled grouped GEMMs for sm_90a (forward, forward gate+up
+ * with SwiGLU) and their quantization kernels; see grouped_gemm.h.
+ *
+ * Recipe (the Hopper-native one): activations carry one fp32 scale per 1x128 block, weights one
+ * per 128x128 block. The kernel has the bf16 kernel's shape (persistent, one TMA producer warp,
+ * two wgmma consumer warpgroups, gemm_tile_scheduler.h) with a 128x128 tile and BK = 128: per K
+ * block the consumers run four m64n128k32 wgmmas into a fresh fp32 partial, wait, and add
+ * partial * scale_a[row] * scale_b on the CUDA cores (promotion once per 128-K). The activation
+ * scales of a stage come with it (a 512-byte bulk copy on the same mbarrier). */
+#include <cuda.h>
+#include <cuda_runtime.h>
+#include <stdint.h>
+#include "kernels/grouped_gemm.h"
+#include "kernels/grouped_gemm_tmap.h"
+#include "kernels/gemm_tile_scheduler.h"
+#include "kernels/hopper_ptx.cuh"
+
+enum { F8_FWD = 0, F8_SWIGLU = 1 };
+
+#define F8_BM 128
+#define F8_BN 128
+#define F8_BK 128                       /* fp8 elements = bytes: one 128-byte swizzled row */
+#define F8_STAGES 5
+#define F8_A_BYTES (F8_BM * F8_BK)      /* 16 KB */
+#define F8_B_BYTES (F8_BN * F8_BK)      /* 16 KB */
+#define F8_SA_OFF (F8_A_BYTES + F8_B_BYTES)
+#define F8_TX_BYTES (F8_A_BYTES + F8_B_BYTES + F8_BM * 4)
+#define F8_STAGE_BYTES 33792            /* 33 KB: A, B, 128 row scales, 1024-aligned */
+#define F8_EPI_OFF (F8_STAGES * F8_STAGE_BYTES)
+#define F8_SMEM (F8_EPI_OFF + 2 * 16384)
+#define F8_MAX_EXPERTS 256
+#define F8_THREADS 384
+
+typedef struct {
+  const int32_t *offset, *count;
+  const float *a_scales;  /* [k / 128][m_pad]                                  */
+  const float *b_scales0; /* [E, rows / 128, k / 128] (FWD: b; SWIGLU: gate)   */
+  const float *b_scales1; /* SWIGLU: up                                        */
+  int num_experts, expert_base;
+  int n_tiles, k_blocks, m_pad;
+  int b_rows;            /* rows of one expert in the weight tensor (n or inter) */
+  int n_out;             /* output columns (n or inter)                         */
+  int use_limit;
+  float limit;
+  int has_preact;
+  int group_m;
+} f8_params;
+
+/* Columns [N8B * 8, N8B * 8 + 64 * NBOX) of a consumer's 64-row fragment -> stmatrix into NBOX
+ * swizzled 64x64 bf16 boxes -> TMA store at (col0, row0). */
+template <int N8B, int NBOX>
+__device__ __forceinline__ void f8_store(const float *acc, uint32_t stage, int wtid,
+                                         const CUtensorMap *map, int col0, int col_end, int row0,
+                                         int bar_id) {
+  if (col0 >= col_end) return;
+  if (wtid == 0) bulk_wait_read0();
+  named_bar_sync(bar_id, 128);
+  const int warp = wtid >> 5, lane = wtid & 31;
+  const int q = lane >> 3;
+  const int row = warp * 16 + (q & 1) * 8 + (lane & 7);
+#pragma unroll
+  for (int j = 0; j < 4 * NBOX; ++j) {
+    const int n8 = N8B + 2 * j;
+    uint32_t r0 = pack_bf16x2(acc[n8 * 4 + 0], acc[n8 * 4 + 1]);
+    uint32_t r1 = pack_bf16x2(acc[n8 * 4 + 2], acc[n8 * 4 + 3]);
+    uint32_t r2 = pack_bf16x2(acc[n8 * 4 + 4], acc[n8 * 4 + 5]);
+    uint32_t r3 = pack_bf16x2(acc[n8 * 4 + 6], acc[n8 * 4 + 7]);
+    const int chunk = 2 * j + (q >> 1);
+    const int box = chunk >> 3, c = chunk & 7;
+    stmatrix_x4(stage + box * 8192 + row * 128 + ((c ^ (row & 7)) << 4), r0, r1, r2, r3);
+  }
+  fence_proxy_async_smem();
+  named_bar_sync(bar_id, 128);
+  if (wtid == 0) {
+    tma_store_2d(map, stage, col0, row0);
+    if (NBOX > 1 && col0 + 64 < col_end) tma_store_2d(map, stage + 8192, col0 + 64, row0);
+    bulk_commit();
+  }
+}
+
+template <int MODE>
+__global__ void __launch_bounds__(F8_THREADS, 1)
+    gg_fp8_kernel(const __grid_constant__ CUtensorMap tm_a, const __grid_constant__ CUtensorMap tm_b0,
+                  const __grid_constant__ CUtensorMap tm_b1, const __grid_constant__ CUtensorMap tm_c0,
+                  const __grid_constant__ CUtensorMap tm_c1, const f8_params p) {
+  extern __shared__ __align__(1024) uint8_t smem[];
+  __shared__ __align__(8) uint64_t bars[2 * F8_STAGES];
+  __shared__ int32_t prefix[F8_MAX_EXPERTS + 1];
+
+  const int tid = threadIdx.x;
+  const int wg = tid >> 7;
+  const uint32_t smem_base = smem_u32(smem);
+  const uint32_t full0 = smem_u32(&bars[0]);
+  const uint32_t empty0 = smem_u32(&bars[F8_STAGES]);
+  const int E = p.num_experts;
+
+  if (tid == 0) {
+    if (smem_base & 1023) __trap();
+    for (int s = 0; s < F8_STAGES; ++s) {
+      mbar_init(full0 + 8 * s, 1);
+      mbar_init(empty0 + 8 * s, 8);
+    }
+    fence_mbar_init();
+  }
+  if (tid == 32) {
+    tma_prefetch_desc(&tm_a);
+    tma_prefetch_desc(&tm_b0);
+    if (MODE == F8_SWIGLU) tma_prefetch_desc(&tm_b1);
+    tma_prefetch_desc(&tm_c0);
+  }
+  if (tid >= 64 && tid < 96) {
+    const int lane = tid & 31;
+    int run = 0;
+    for (int base = 0; base < E; base += 32) {
+      const int l = base + lane;
+      int c = l < E ? p.count[l] : 0;
+      c = c > 0 ? c : 0;
+      const int t = gg_ceil_div(c, F8_BM) * p.n_tiles;
+      int incl = t;
+#pragma unroll
+      for (int o = 1; o < 32; o <<= 1) {
+        int y = __shfl_up_sync(0xffffffffu, incl, o);
+        if (lane >= o) incl += y;
+      }
+      if (l < E) prefix[l] = run + incl - t;
+      run += __shfl_sync(0xffffffffu, incl, 31);
+    }
+    if (lane == 0) prefix[E] = run;
+  }
+  __syncthreads();
+  const int total = prefix[E];
+
+  if (wg == 0) {
+    /* ------------------------------ producer ------------------------------ */
+    setmaxnreg_dec<40>();
+    if (tid == 0) {
+      int stage = 0;
+      uint32_t phase = 0;
+      for (int tile = blockIdx.x; tile < total; tile += gridDim.x) {
+        gg_tile t = gg_decode_m_grouped(tile, prefix, E, p.n_tiles, p.group_m);
+        const int a_row = p.offset[t.expert] + t.m_tile * F8_BM;
+        const int bexp = p.expert_base + t.expert;
+        int n0, n1;
+        if (MODE == F8_FWD) {
+          const int col = t.n_tile * F8_BN;
+          n0 = bexp * p.b_rows + col;
+          n1 = col + 64 < p.n_out ? n0 + 64 : n0;
+        } else {
+          n0 = n1 = bexp * p.b_rows + t.n_tile * 64;
+        }
+        for (int kb = 0; kb < p.k_blocks; ++kb) {
+          mbar_wait(empty0 + 8 * stage, phase ^ 1);
+          const uint32_t full = full0 + 8 * stage;
+          mbar_arrive_expect_tx(full, F8_TX_BYTES);
+          const uint32_t sa = smem_base + stage * F8_STAGE_BYTES;
+          const int k0 = kb * F8_BK;
+          tma_load_2d(sa, &tm_a, full, k0, a_row);
+          tma_load_2d(sa + F8_A_BYTES, &tm_b0, full, k0, n0);
+          tma_load_2d(sa + F8_A_BYTES + 8192, MODE == F8_SWIGLU ? &tm_b1 : &tm_b0, full, k0, n1);
+          bulk_load_1d(sa + F8_SA_OFF, p.a_scales + (size_t)kb * p.m_pad + a_row, F8_BM * 4, full);
+          if (++stage == F8_STAGES) { stage = 0; phase ^= 1; }
+        }
+      }
+    }
+  } else {
+    /* ------------------------------ consumers ----------------------------- */
+    setmaxnreg_inc<232>();
+    const int cwg = wg - 1;
+    const int wtid = tid & 127;
+    const int warp = wtid >> 5, lane = wtid & 31;
+    const uint32_t epi = smem_base + F8_EPI_OFF + cwg * 16384;
+    const int r0 = cwg * 64 + warp * 16 + (lane >> 2); /* this thread's rows: r0, r0 + 8 */
+    const int kbs = p.k_blocks;
+    int stage = 0;
+    uint32_t phase = 0;
+    float acc[64], part[64];
+    for (int tile = blockIdx.x; tile < total; tile += gridDim.x) {
+      gg_tile t = gg_decode_m_grouped(tile, prefix, E, p.n_tiles, p.group_m);
+      const int cnt = max(p.count[t.expert], 0);
+      const bool math = cnt - t.m_tile * F8_BM > cwg * 64;
+      const int bexp = p.expert_base + t.expert;
+      /* weight-scale rows of this tile (FWD: one 128-row block; SWIGLU: gate and up blocks) */
+      const float *sb0, *sb1;
+      if (MODE == F8_FWD) {
+        sb0 = sb1 = p.b_scales0 + ((size_t)bexp * (p.b_rows / 128) + t.n_tile) * kbs;
+      } else {
+        const size_t blk = (size_t)bexp * (p.b_rows / 128) + (t.n_tile >> 1);
+        sb0 = p.b_scales0 + blk * kbs;
+        sb1 = p.b_scales1 + blk * kbs;
+      }
+#pragma unroll
+      for (int i = 0; i < 64; ++i) acc[i] = 0.0f;
+      for (int kb = 0; kb < kbs; ++kb) {
+        mbar_wait(full0 + 8 * stage, phase);
+        const uint32_t sa = smem_base + stage * F8_STAGE_BYTES;
+        if (math) {
+          const float s_b0 = __ldg(sb0 + kb), s_b1 = __ldg(sb1 + kb);
+          wgmma_fence();
+#pragma unroll
+          for (int kk = 0; kk < 4; ++kk) {
+            const uint64_t da = wgmma_desc_sw128(sa + cwg * 8192 + kk * 32, 16, 1024);
+            const uint64_t db = wgmma_desc_sw128(sa + F8_A_BYTES + kk * 32, 16, 1024);
+            wgmma_m64n128k32_e4m3(part, da, db, kk > 0);
+          }
+          wgmma_commit();
+          wgmma_wait<0>();
+          reg_fence(part, 64);
+          const float *sas = (const float *)(smem + stage * F8_STAGE_BYTES + F8_SA_OFF);
+          const float s_a0 = sas[r0], s_a1 = sas[r0 + 8];
+          if (lane == 0) mbar_arrive(empty0 + 8 * stage);
+          const float f00 = s_a0 * s_b0, f10 = s_a1 * s_b0, f01 = s_a0 * s_b1, f11 = s_a1 * s_b1;
+#pragma unroll
+          for (int i = 0; i < 64; ++i) {
+            const bool hi_row = (i & 2) != 0, up = i >= 32;
+            const float f = up ? (hi_row ? f11 : f01) : (hi_row ? f10 : f00);
+            acc[i] = fmaf(part[i], f, acc[i]);
+          }
+        } else {
+          if (lane == 0) mbar_arrive(empty0 + 8 * stage);
+        }
+        if (++stage == F8_STAGES) { stage = 0; phase ^= 1; }
+      }
+      if (!math) continue;
+
+      const int row0 = p.offset[t.expert] + t.m_tile * F8_BM + cwg * 64;
+      if (MODE == F8_FWD) {
+        f8_store<0, 2>(acc, epi, wtid, &tm_c0, t.n_tile * F8_BN, p.n_out, row0, 2 + cwg);
+      } else {
+        const int col0 = t.n_tile * 64;
+        if (p.has_preact) {
+          f8_store<0, 1>(acc, epi, wtid, &tm_c1, col0, p.n_out, row0, 2 + cwg);
+          f8_store<8, 1>(acc, epi, wtid, &tm_c1, p.n_out + col0, 2 * p.n_out, row0, 2 + cwg);
+        }
+#pragma unroll
+        for (int i = 0; i < 32; ++i) {
+          float g = acc[i], u = acc[i + 32];
+          if (p.use_limit) {
+            g = fminf(g, p.limit);
+            u = fminf(fmaxf(u, -p.limit), p.limit);
+          }
+          acc[i] = __fdividef(g, 1.0f + __expf(-g)) * u;
+        }
+        f8_store<0, 1>(acc, epi, wtid, &tm_c0, col0, p.n_out, row0, 2 + cwg);
+      }
+    }
+    if (wtid == 0) bulk_wait0();
+  }
+}
+
+/* ---- quantization ------------------------------------------------------------------------- */
+__device__ __forceinline__ uint16_t f8_pack2(float lo, float hi) {
+  uint16_t r;
+  asm("cvt.rn.satfinite.e4m3x2.f32 %0, %1, %2;\n" : "=h"(r) : "f"(hi), "f"(lo));
+  return r;
+}
+__device__ __forceinline__ float bf16_to_f(uint16_t h) { return __uint_as_float((uint32_t)h << 16); }
+
+/* One warp per 1x128 block: lanes hold 4 consecutive values. */
+__global__ void gg_quant_act_kernel(const uint16_t *x, uint8_t *q, float *scales, int64_t m_total,
+                                    int64_t k, int64_t m_pad) {
+  const int64_t kbs = k / 128;
+  const int64_t warp = (blockIdx.x * (int64_t)blockDim.x + threadIdx.x) >> 5;
+  const int lane = threadIdx.x & 31;
+  if (warp >= m_total * kbs) return;
+  const int64_t row = warp / kbs, kb = warp - row * kbs;
+  const uint2 raw = *(const uint2 *)(x + row * k + kb * 128 + lane * 4);
+  float v[4] = {bf16_to_f(raw.x & 0xffff), bf16_to_f(raw.x >> 16), bf16_to_f(raw.y & 0xffff),
+                bf16_to_f(raw.y >> 16)};
+  float amax = fmaxf(fmaxf(fabsf(v[0]), fabsf(v[1])), fmaxf(fabsf(v[2]), fabsf(v[3])));
+#pragma unroll
+  for (int o = 16; o > 0; o >>= 1) amax = fmaxf(amax, __shfl_xor_sync(0xffffffffu, amax, o));
+  const float scale = amax > 0.0f ? amax / 448.0f : 1.0f;
+  const float inv = 1.0f / scale;
+  uint32_t packed = (uint32_t)f8_pack2(v[0] * inv, v[1] * inv) |
+                    ((uint32_t)f8_pack2(v[2] * inv, v[3] * inv) << 16);
+  *(uint32_t *)(q + row * k + kb * 128 + lane * 4) = packed;
+  if (lane == 0) scales[kb * m_pad + row] = scale;
+}
+
+/* One CTA (256 threads) per 128x128 block: each thread holds half a row (64 values). */
+__global__ void gg_quant_weight_kernel(const uint16_t *w, uint8_t *q, float *scales, int64_t n,
+                                       int64_t k) {
+  const int64_t nb = n / 128, kbs = k / 128;
+  const int64_t blk = blockIdx.x; /* (expert, row block, col block) */
+  const int64_t e = blk / (nb * kbs), rb = (blk / kbs) % nb, cb = blk % kbs;
+  const int row = threadIdx.x >> 1, half = threadIdx.x & 1;
+  const int64_t base = (e * n + rb * 128 + row) * k + cb * 128 + half * 64;
+  float amax = 0.0f;
+  for (int i = 0; i < 64; i += 8) {
+    const uint4 raw = *(const uint4 *)(w + base + i);
+    const uint32_t u[4] = {raw.x, raw.y, raw.z, raw.w};
+#pragma unroll
+    for (int j = 0; j < 4; ++j)
+      amax = fmaxf(amax, fmaxf(fabsf(bf16_to_f(u[j] & 0xffff)), fabsf(bf16_to_f(u[j] >> 16))));
+  }
+  __shared__ float red[8];
+#pragma unroll
+  for (int o = 16; o > 0; o >>= 1) amax = fmaxf(amax, __shfl_xor_sync(0xffffffffu, amax, o));
+  if ((threadIdx.x & 31) == 0) red[threadIdx.x >> 5] = amax;
+  __syncthreads();
+  amax = red[0];
+  for (int i = 1; i < 8; ++i) amax = fmaxf(amax, red[i]);
+  const float scale = amax > 0.0f ? amax / 448.0f : 1.0f;
+  const float inv = 1.0f / scale;
+  for (int i = 0; i < 64; i += 8) {
+    const uint4 raw = *(const uint4 *)(w + base + i);
+    const uint32_t u[4] = {raw.x, raw.y, raw.z, raw.w};
+    uint32_t o[2];
+#pragma unroll
+    for (int j = 0; j < 2; ++j)
+      o[j] = (uint32_t)f8_pack2(bf16_to_f(u[2 * j] & 0xffff) * inv, bf16_to_f(u[2 * j] >> 16) * inv) |
+             ((uint32_t)f8_pack2(bf16_to_f(u[2 * j + 1] & 0xffff) * inv,
+                                 bf16_to_f(u[2 * j + 1] >> 16) * inv)
+              << 16);
+    *(uint2 *)(q + base + i) = make_uint2(o[0], o[1]);
+  }
+  if (threadIdx.x == 0) scales[blk] = scale;
+}
+
+/* ---- host side ------------------------------------------------------------------------------ */
+static int64_t f8_m_pad(int64_t m_total) { return (m_total + 127) / 128 * 128; }
+
+extern "C" mok_status mok_gg_fp8_quantize_act(const void *x, void *q, float *scales,
+                                              int64_t m_total, int64_t k, cudaStream_t stream) {
+  if (!x || !q || !scales) return MOK_ERR_INVALID_ARGUMENT;
+  if (m_total <= 0 || k <= 0) return MOK_ERR_INVALID_SHAPE;
+  if (k % 128 || ((uintptr_t)x & 15) || ((uintptr_t)q & 15) || ((uintptr_t)scales & 15))
+    return MOK_ERR_MISALIGNED;
+  const int64_t warps = m_total * (k / 128);
+  const int64_t blocks = (warps * 32 + 255) / 256;
+  gg_quant_act_kernel<<<(unsigned)blocks, 256, 0, stream>>>((const uint16_t *)x, (uint8_t *)q,
+                                                            scales, m_total, k, f8_m_pad(m_total));
+  return cudaGetLastError() == cudaSuccess ? MOK_SUCCESS : MOK_ERR_CUDA;
+}
+
+extern "C" mok_status mok_gg_fp8_quantize_weight(const void *w, void *q, float *scales,
+                                                 int64_t experts, int64_t n, int64_t k,
+                                                 cudaStream_t stream) {
+  if (!w || !q || !scales) return MOK_ERR_INVALID_ARGUMENT;
+  if (experts <= 0 || n <= 0 || k <= 0) return MOK_ERR_INVALID_SHAPE;
+  if (n % 128 || k % 128 || ((uintptr_t)w & 15) || ((uintptr_t)q & 15)) return MOK_ERR_MISALIGNED;
+  const int64_t blocks = experts * (n / 128) * (k / 128);
+  gg_quant_weight_kernel<<<(unsigned)blocks, 256, 0, stream>>>((const uint16_t *)w, (uint8_t *)q,
+                                                               scales, n, k);
+  return cudaGetLastError() == cudaSuccess ? MOK_SUCCESS : MOK_ERR_CUDA;
+}
+
+template <int MODE>
+static mok_status f8_launch(const CUtensorMap *a, const CUtensorMap *b0, const CUtensorMap *b1,
+                            const CUtensorMap *c0, const CUtensorMap *c1, f8_params p,
+                            int max_tiles, cudaStream_t stream) {
+  static int sms = 0;
+  if (!sms) {
+    mok_status st = gg_device_sms(&sms);
+    if (st != MOK_SUCCESS) return st;
+    if (cudaFuncSetAttribute(gg_fp8_kernel<MODE>, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                             F8_SMEM) != cudaSuccess)
+      return MOK_ERR_CUDA;
+  }
+  p.group_m = 16;
+  const int e_all = p.num_experts, base_all = p.expert_base;
+  const int32_t *off_all = p.offset, *cnt_all = p.count;
+  for (int e0 = 0; e0 < e_all; e0 += F8_MAX_EXPERTS) {
+    p.num_experts = e_all - e0 < F8_MAX_EXPERTS ? e_all - e0 : F8_MAX_EXPERTS;
+    p.expert_base = base_all + e0;
+    p.offset = off_all + e0;
+    p.count = cnt_all + e0;
+    int grid = sms < max_tiles ? sms : max_tiles;
+    if (grid < 1) grid = 1;
+    gg_fp8_kernel<MODE><<<grid, F8_THREADS, F8_SMEM, stream>>>(*a, *b0, *b1, *c0, *c1, p);
+    if (cudaGetLastError() != cudaSuccess) return MOK_ERR_CUDA;
+  }
+  return MOK_SUCCESS;
+}
+
+static mok_status f8_check(const int32_t *off, const int32_t *cnt, int e, int64_t m_total,
+                           int64_t n, int64_t k) {
+  if (!off || !cnt) return MOK_ERR_INVALID_ARGUMENT;
+  if (e <= 0 || m_total <= 0 || n <= 0 || k <= 0) return MOK_ERR_INVALID_SHAPE;
+  if (m_total > INT32_MAX || (int64_t)e * n > INT32_MAX || k > INT32_MAX) return MOK_ERR_INVALID_SHAPE;
+  if (n % 128 || k % 128) return MOK_ERR_MISALIGNED;
+  return MOK_SUCCESS;
+}
+
+#define F8_TRY(x)                     \
+  do {                                \
+    mok_status s_ = (x);              \
+    if (s_ != MOK_SUCCESS) return s_; \
+  } while (0)
+
+extern "C" mok_status mok_gg_fp8_fwd(const void *a, const float *a_scales, const void *b,
+                                     const float *b_scales, void *c, const int32_t *expert_offset,
+                                     const int32_t *expert_count, int num_experts, int64_t m_total,
+                                     int64_t n, int64_t k, cudaStream_t stream) {
+  if (!a || !a_scales || !b || !b_scales || !c) return MOK_ERR_INVALID_ARGUMENT;
+  F8_TRY(f8_check(expert_offset, expert_count, num_experts, m_total, n, k));
+  if (((uintptr_t)a_scales & 15)) return MOK_ERR_MISALIGNED;
+  CUtensorMap ta, tb, tc;
+  F8_TRY(gg_make_tmap_2d(&ta, a, m_total, k, 1, 128, 128));
+  F8_TRY(gg_make_tmap_2d(&tb, b, (int64_t)num_experts * n, k, 1, 64, 128));
+  F8_TRY(gg_make_tmap_2d(&tc, c, m_total, n, 2, 64, 64));
+  f8_params p = {};
+  p.offset = expert_offset;
+  p.count = expert_count;
+  p.a_scales = a_scales;
+  p.b_scales0 = p.b_scales1 = b_scales;
+  p.num_experts = num_experts;
+  p.n_tiles = (int)(n / F8_BN);
+  p.k_blocks = (int)(k / F8_BK);
+  p.m_pad = (int)f8_m_pad(m_total);
+  p.b_rows = (int)n;
+  p.n_out = (int)n;
+  int max_tiles = (int)((m_total + F8_BM - 1) / F8_BM) * p.n_tiles;
+  return f8_launch<F8_FWD>(&ta, &tb, &tb, &tc, &tc, p, max_tiles, stream);
+}
+
+extern "C" mok_status mok_gg_fp8_gate_up_swiglu(const void *x, const float *x_scales,
+                                                const void *w_gate, const float *w_gate_scales,
+                                                const void *w_up, const float *w_up_scales,
+                                                void *act, void *preact,
+                                                const int32_t *expert_offset,
+                                                const int32_t *expert_count, int num_experts,
+                                                int64_t m_total, int64_t inter, int64_t hidden,
+                                                int use_limit, float limit, cudaStream_t stream) {
+  if (!x || !x_scales || !w_gate || !w_gate_scales || !w_up || !w_up_scales || !act)
+    return MOK_ERR_INVALID_ARGUMENT;
+  F8_TRY(f8_check(expert_offset, expert_count, num_experts, m_total, inter, hidden));
+  if (use_limit && !(limit > 0.0f)) return MOK_ERR_INVALID_ARGUMENT;
+  if (((uintptr_t)x_scales & 15)) return MOK_ERR_MISALIGNED;
+  CUtensorMap ta, tg, tu, tc, tp;
+  F8_TRY(gg_make_tmap_2d(&ta, x, m_total, hidden, 1, 128, 128));
+  F8_TRY(gg_make_tmap_2d(&tg, w_gate, (int64_t)num_experts * inter, hidden, 1, 64, 128));
+  F8_TRY(gg_make_tmap_2d(&tu, w_up, (int64_t)num_experts * inter, hidden, 1, 64, 128));
+  F8_TRY(gg_make_tmap_2d(&tc, act, m_total, inter, 2, 64, 64));
+  if (preact) F8_TRY(gg_make_tmap_2d(&tp, preact, m_total, 2 * inter, 2, 64, 64));
+  else tp = tc;
+  f8_params p = {};
+  p.offset = expert_offset;
+  p.count = expert_count;
+  p.a_scales = x_scales;
+  p.b_scales0 = w_gate_scales;
+  p.b_scales1 = w_up_scales;
+  p.num_experts = num_experts;
+  p.n_tiles = (int)(inter / 64);
+  p.k_blocks = (int)(hidden / F8_BK);
+  p.m_pad = (int)f8_m_pad(m_total);
+  p.b_rows = (int)inter;
+  p.n_out = (int)inter;
+  p.use_limit = use_limit != 0;
+  p.limit = limit;
+  p.has_preact = preact != NULL;
+  int max_tiles = (int)((m_total + F8_BM - 1) / F8_BM) * p.n_tiles;
+  return f8_launch<F8_SWIGLU>(&ta, &tg, &tu, &tc, &tp, p, max_tiles, stream);
+}
