@@ -27,6 +27,7 @@ struct mok_workspace {
   mok_sym_buffer sym;
   size_t off_topk, off_x, off_slots, off_dy, off_rw, off_drw, off_flags, off_perr;
   char **peer_base;          /* device [ep]: each rank's address of sym                  */
+  char **op_peer;            /* device [ep]: the ops layer's table for a caller's buffer */
   /* local device memory (one allocation) */
   void *local;
   int32_t *err;              /* sticky error word                                        */
@@ -57,5 +58,18 @@ v1_route mok_gpu_route(const mok_schedule *s);
 v1_sched_args mok_gpu_sched_args(const mok_schedule *s);
 int mok_gpu_aligned(const void *p); /* 16-byte aligned (NULL counts as aligned) */
 mok_status mok_gpu_status(cudaError_t e);
+
+/* Stages shared by the functional layer and the ops layer (gpu_layer.c). */
+mok_status mok_gpu_check_weights(const mok_workspace *w, const mok_weights *wt);
+mok_status mok_gpu_check_grads(const mok_workspace *w, const mok_grads *g, int need_dx);
+mok_status mok_gpu_experts_forward(mok_schedule *s, const mok_weights *wt, const void *recv,
+                                   void *out_rows, cudaStream_t stream);
+mok_status mok_gpu_shared_forward(mok_schedule *s, const mok_weights *wt, const void *x,
+                                  cudaStream_t stream);
+mok_status mok_gpu_experts_backward(mok_schedule *s, const mok_weights *wt, const void *recv,
+                                    void *d_out, void *dx_rows, const mok_grads *g,
+                                    cudaStream_t stream);
+mok_status mok_gpu_shared_backward(mok_schedule *s, const mok_weights *wt, const void *x,
+                                   const void *dy, const mok_grads *g, cudaStream_t stream);
 
 #endif

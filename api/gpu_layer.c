@@ -69,6 +69,11 @@ static cudaError_t wgrad_gemm(const mok_schedule *s, const int32_t *err, const v
   return v1_gemm_wgrad(&a, stream);
 }
 
+static int grad_mode(const mok_grads *g) {
+  if (g->grad_fp32) return g->accumulate ? V1_OUT_F32_ADD : V1_OUT_F32;
+  return g->accumulate ? V1_OUT_BF16_ADD : V1_OUT_BF16;
+}
+
 static mok_status check_weights(const mok_workspace *w, const mok_weights *wt) {
   if (!wt->w_gate || !wt->w_up || !wt->w_down) return MOK_ERR_INVALID_ARGUMENT;
   if (!mok_gpu_aligned(wt->w_gate) || !mok_gpu_aligned(wt->w_up) || !mok_gpu_aligned(wt->w_down))
@@ -81,46 +86,119 @@ static mok_status check_weights(const mok_workspace *w, const mok_weights *wt) {
   return MOK_SUCCESS;
 }
 
+mok_status mok_gpu_check_weights(const mok_workspace *w, const mok_weights *wt) {
+  return check_weights(w, wt);
+}
+
+mok_status mok_gpu_experts_forward(mok_schedule *s, const mok_weights *wt, const void *recv,
+                                   void *out_rows, cudaStream_t stream) {
+  mok_workspace *w = s->ws;
+  const int64_t H = w->shape.hidden, I = w->shape.intermediate;
+  const int32_t *err = w->err;
+  const int32_t *rows_dev = s->expert_offset + w->el;
+  TRY_CUDA(rows_gemm(s, err, recv, H, wt->w_gate, NULL, 0, H, I * H, 0, s->g, I, 0, I, H, V1_OUT_F32, stream));
+  TRY_CUDA(rows_gemm(s, err, recv, H, wt->w_up, NULL, 0, H, I * H, 0, s->u, I, 0, I, H, V1_OUT_F32, stream));
+  TRY_CUDA(v1_swiglu_forward(s->g, s->u, s->a, w->cap, rows_dev, I, w->config.use_swiglu_limit,
+                             w->config.swiglu_limit, err, stream));
+  TRY_CUDA(rows_gemm(s, err, s->a, I, wt->w_down, NULL, 0, I, H * I, 0, out_rows, H, 0, H, I, V1_OUT_BF16, stream));
+  return MOK_SUCCESS;
+}
+
+mok_status mok_gpu_shared_forward(mok_schedule *s, const mok_weights *wt, const void *x,
+                                  cudaStream_t stream) {
+  mok_workspace *w = s->ws;
+  const int64_t T = w->shape.tokens, H = w->shape.hidden, Is = w->shape.shared_intermediate;
+  const int32_t *err = w->err;
+  if (Is == 0) return MOK_SUCCESS;
+  TRY_CUDA(rows_gemm(NULL, err, x, H, wt->ws_gate, NULL, 0, H, 0, 0, s->sg, Is, T, Is, H, V1_OUT_F32, stream));
+  TRY_CUDA(rows_gemm(NULL, err, x, H, wt->ws_up, NULL, 0, H, 0, 0, s->su, Is, T, Is, H, V1_OUT_F32, stream));
+  TRY_CUDA(v1_swiglu_forward(s->sg, s->su, s->sa, T, NULL, Is, w->config.use_swiglu_limit,
+                             w->config.swiglu_limit, err, stream));
+  TRY_CUDA(rows_gemm(NULL, err, s->sa, Is, wt->ws_down, NULL, 0, Is, 0, 0, w->ys, H, T, H, Is, V1_OUT_BF16, stream));
+  return MOK_SUCCESS;
+}
+
 mok_status mok_forward(mok_schedule *s, const mok_weights *wt, const void *x,
                        const float *router_weights, void *y, cudaStream_t stream) {
   if (!s || !wt) return MOK_ERR_INVALID_ARGUMENT;
   mok_workspace *w = s->ws;
-  const int64_t T = w->shape.tokens, H = w->shape.hidden, I = w->shape.intermediate,
-                k = w->shape.top_k, Is = w->shape.shared_intermediate;
+  const int64_t T = w->shape.tokens, H = w->shape.hidden, k = w->shape.top_k,
+                Is = w->shape.shared_intermediate;
   if (T > 0 && (!x || !router_weights || !y)) return MOK_ERR_INVALID_ARGUMENT;
   if (!mok_gpu_aligned(x) || !mok_gpu_aligned(y) || ((uintptr_t)router_weights & 3u))
     return MOK_ERR_MISALIGNED;
   TRY(check_weights(w, wt));
-  const int32_t *err = w->err;
   char *sym = (char *)w->sym.ptr;
   v1_route r = mok_gpu_route(s);
-  const int32_t *rows_dev = s->expert_offset + w->el;
 
   if (T > 0) TRY_CUDA(cudaMemcpyAsync(sym + w->off_x, x, (size_t)(T * H * 2), cudaMemcpyDeviceToDevice, stream));
   TRY(mok_gpu_barrier(w, stream));
   TRY_CUDA(v1_dispatch_pull(&r, w->off_x, s->recv_x, stream));
-  TRY_CUDA(rows_gemm(s, err, s->recv_x, H, wt->w_gate, NULL, 0, H, I * H, 0, s->g, I, 0, I, H, V1_OUT_F32, stream));
-  TRY_CUDA(rows_gemm(s, err, s->recv_x, H, wt->w_up, NULL, 0, H, I * H, 0, s->u, I, 0, I, H, V1_OUT_F32, stream));
-  TRY_CUDA(v1_swiglu_forward(s->g, s->u, s->a, w->cap, rows_dev, I, w->config.use_swiglu_limit,
-                             w->config.swiglu_limit, err, stream));
-  TRY_CUDA(rows_gemm(s, err, s->a, I, wt->w_down, NULL, 0, I, H * I, 0, s->out_rows, H, 0, H, I, V1_OUT_BF16, stream));
+  TRY(mok_gpu_experts_forward(s, wt, s->recv_x, s->out_rows, stream));
   TRY_CUDA(v1_push_rows(&r, s->out_rows, w->off_slots, stream));
-  if (Is > 0) {
-    TRY_CUDA(rows_gemm(NULL, err, x, H, wt->ws_gate, NULL, 0, H, 0, 0, s->sg, Is, T, Is, H, V1_OUT_F32, stream));
-    TRY_CUDA(rows_gemm(NULL, err, x, H, wt->ws_up, NULL, 0, H, 0, 0, s->su, Is, T, Is, H, V1_OUT_F32, stream));
-    TRY_CUDA(v1_swiglu_forward(s->sg, s->su, s->sa, T, NULL, Is, w->config.use_swiglu_limit,
-                               w->config.swiglu_limit, err, stream));
-    TRY_CUDA(rows_gemm(NULL, err, s->sa, Is, wt->ws_down, NULL, 0, Is, 0, 0, w->ys, H, T, H, Is, V1_OUT_BF16, stream));
-  }
+  TRY(mok_gpu_shared_forward(s, wt, x, stream));
   TRY(mok_gpu_barrier(w, stream));
   TRY_CUDA(v1_combine_reduce(T, (int)k, H, sym + w->off_slots, router_weights,
-                             Is > 0 ? w->ys : NULL, y, err, stream));
+                             Is > 0 ? w->ys : NULL, y, w->err, stream));
   return MOK_SUCCESS;
 }
 
-static int grad_mode(const mok_grads *g) {
-  if (g->grad_fp32) return g->accumulate ? V1_OUT_F32_ADD : V1_OUT_F32;
-  return g->accumulate ? V1_OUT_BF16_ADD : V1_OUT_BF16;
+mok_status mok_gpu_check_grads(const mok_workspace *w, const mok_grads *g, int need_dx) {
+  const int64_t T = w->shape.tokens, Is = w->shape.shared_intermediate;
+  if (need_dx && T > 0 && (!g->dx || !g->d_router_weights)) return MOK_ERR_INVALID_ARGUMENT;
+  if (!g->dw_gate || !g->dw_up || !g->dw_down) return MOK_ERR_INVALID_ARGUMENT;
+  if (Is > 0 && (!g->dws_gate || !g->dws_up || !g->dws_down)) return MOK_ERR_INVALID_ARGUMENT;
+  const uintptr_t ga = g->grad_fp32 ? 8u : 4u;
+  if ((need_dx && (!mok_gpu_aligned(g->dx) || ((uintptr_t)g->d_router_weights & 3u))) ||
+      ((uintptr_t)g->dw_gate % ga) || ((uintptr_t)g->dw_up % ga) || ((uintptr_t)g->dw_down % ga) ||
+      (Is > 0 && (((uintptr_t)g->dws_gate % ga) || ((uintptr_t)g->dws_up % ga) ||
+                  ((uintptr_t)g->dws_down % ga))))
+    return MOK_ERR_MISALIGNED;
+  return MOK_SUCCESS;
+}
+
+/* Expert backward from d_out = rw * dy rows ([cap, H], also reused as scratch): weight gradients
+ * of this rank's experts and dx rows (dx_rows may equal d_out). */
+mok_status mok_gpu_experts_backward(mok_schedule *s, const mok_weights *wt, const void *recv,
+                                    void *d_out, void *dx_rows, const mok_grads *g,
+                                    cudaStream_t stream) {
+  mok_workspace *w = s->ws;
+  const int64_t H = w->shape.hidden, I = w->shape.intermediate;
+  const int32_t *err = w->err;
+  const int32_t *rows_dev = s->expert_offset + w->el;
+  const int mode = grad_mode(g);
+  const size_t e2 = 2;
+  TRY_CUDA(rows_gemm(s, err, d_out, H, wt->w_down, NULL, 0, I, H * I, 1, w->d_a, I, 0, I, H, V1_OUT_BF16, stream));
+  TRY_CUDA(wgrad_gemm(s, err, d_out, H, s->a, I, g->dw_down, H, I, 0, mode, stream));
+  TRY_CUDA(v1_swiglu_backward(w->d_a, s->g, s->u, w->dgu, w->cap, rows_dev, I,
+                              w->config.use_swiglu_limit, w->config.swiglu_limit, err, stream));
+  TRY_CUDA(wgrad_gemm(s, err, w->dgu, 2 * I, recv, H, g->dw_gate, I, H, 0, mode, stream));
+  TRY_CUDA(wgrad_gemm(s, err, (const char *)w->dgu + I * e2, 2 * I, recv, H, g->dw_up, I, H, 0,
+                      mode, stream));
+  TRY_CUDA(rows_gemm(s, err, w->dgu, 2 * I, wt->w_gate, wt->w_up, I, H, I * H, 1, dx_rows, H, 0, H,
+                     2 * I, V1_OUT_BF16, stream));
+  return MOK_SUCCESS;
+}
+
+/* Shared expert backward (local): its weight gradients, and its dx into the workspace's ys. */
+mok_status mok_gpu_shared_backward(mok_schedule *s, const mok_weights *wt, const void *x,
+                                   const void *dy, const mok_grads *g, cudaStream_t stream) {
+  mok_workspace *w = s->ws;
+  const int64_t T = w->shape.tokens, H = w->shape.hidden, Is = w->shape.shared_intermediate;
+  const int32_t *err = w->err;
+  const int mode = grad_mode(g);
+  const size_t e2 = 2;
+  if (Is == 0) return MOK_SUCCESS;
+  TRY_CUDA(rows_gemm(NULL, err, dy, H, wt->ws_down, NULL, 0, Is, 0, 1, w->ds_a, Is, T, Is, H, V1_OUT_BF16, stream));
+  TRY_CUDA(wgrad_gemm(NULL, err, dy, H, s->sa, Is, g->dws_down, H, Is, T, mode, stream));
+  TRY_CUDA(v1_swiglu_backward(w->ds_a, s->sg, s->su, w->dsgu, T, NULL, Is,
+                              w->config.use_swiglu_limit, w->config.swiglu_limit, err, stream));
+  TRY_CUDA(wgrad_gemm(NULL, err, w->dsgu, 2 * Is, x, H, g->dws_gate, Is, H, T, mode, stream));
+  TRY_CUDA(wgrad_gemm(NULL, err, (const char *)w->dsgu + Is * e2, 2 * Is, x, H, g->dws_up, Is, H, T,
+                      mode, stream));
+  TRY_CUDA(rows_gemm(NULL, err, w->dsgu, 2 * Is, wt->ws_gate, wt->ws_up, Is, H, 0, 1, w->ys, H, T, H,
+                     2 * Is, V1_OUT_BF16, stream));
+  return MOK_SUCCESS;
 }
 
 mok_status mok_backward(mok_schedule *s, const mok_weights *wt, const void *x,
@@ -128,60 +206,28 @@ mok_status mok_backward(mok_schedule *s, const mok_weights *wt, const void *x,
                         cudaStream_t stream) {
   if (!s || !wt || !g) return MOK_ERR_INVALID_ARGUMENT;
   mok_workspace *w = s->ws;
-  const int64_t T = w->shape.tokens, H = w->shape.hidden, I = w->shape.intermediate,
-                k = w->shape.top_k, Is = w->shape.shared_intermediate;
-  if (T > 0 && (!x || !router_weights || !dy || !g->dx || !g->d_router_weights))
-    return MOK_ERR_INVALID_ARGUMENT;
-  if (!g->dw_gate || !g->dw_up || !g->dw_down) return MOK_ERR_INVALID_ARGUMENT;
-  if (Is > 0 && (!g->dws_gate || !g->dws_up || !g->dws_down)) return MOK_ERR_INVALID_ARGUMENT;
-  const size_t galign = g->grad_fp32 ? 8u : 4u;
-  if (!mok_gpu_aligned(x) || !mok_gpu_aligned(dy) || !mok_gpu_aligned(g->dx) ||
-      ((uintptr_t)router_weights & 3u) || ((uintptr_t)g->d_router_weights & 3u) ||
-      ((uintptr_t)g->dw_gate % galign) || ((uintptr_t)g->dw_up % galign) ||
-      ((uintptr_t)g->dw_down % galign) ||
-      (Is > 0 && (((uintptr_t)g->dws_gate % galign) || ((uintptr_t)g->dws_up % galign) ||
-                  ((uintptr_t)g->dws_down % galign))))
+  const int64_t T = w->shape.tokens, H = w->shape.hidden, k = w->shape.top_k,
+                Is = w->shape.shared_intermediate;
+  if (T > 0 && (!x || !router_weights || !dy)) return MOK_ERR_INVALID_ARGUMENT;
+  TRY(mok_gpu_check_grads(w, g, 1));
+  if (!mok_gpu_aligned(x) || !mok_gpu_aligned(dy) || ((uintptr_t)router_weights & 3u))
     return MOK_ERR_MISALIGNED;
   TRY(check_weights(w, wt));
-  const int32_t *err = w->err;
   char *sym = (char *)w->sym.ptr;
   v1_route r = mok_gpu_route(s);
-  const int32_t *rows_dev = s->expert_offset + w->el;
-  const int mode = grad_mode(g);
-  const int use_l = w->config.use_swiglu_limit;
-  const float L = w->config.swiglu_limit;
-  const size_t e2 = 2; /* bytes per bf16 */
 
   if (T > 0) {
-    TRY_CUDA(cudaMemcpyAsync(sym + w->off_dy, dy, (size_t)(T * H) * e2, cudaMemcpyDeviceToDevice, stream));
+    TRY_CUDA(cudaMemcpyAsync(sym + w->off_dy, dy, (size_t)(T * H * 2), cudaMemcpyDeviceToDevice, stream));
     TRY_CUDA(cudaMemcpyAsync(sym + w->off_rw, router_weights, (size_t)(T * k) * 4,
                              cudaMemcpyDeviceToDevice, stream));
   }
   TRY(mok_gpu_barrier(w, stream));
-  /* routed experts */
   TRY_CUDA(v1_reverse_combine(&r, w->off_dy, w->off_rw, w->off_drw, s->out_rows, w->d_out, stream));
-  TRY_CUDA(rows_gemm(s, err, w->d_out, H, wt->w_down, NULL, 0, I, H * I, 1, w->d_a, I, 0, I, H, V1_OUT_BF16, stream));
-  TRY_CUDA(wgrad_gemm(s, err, w->d_out, H, s->a, I, g->dw_down, H, I, 0, mode, stream));
-  TRY_CUDA(v1_swiglu_backward(w->d_a, s->g, s->u, w->dgu, w->cap, rows_dev, I, use_l, L, err, stream));
-  TRY_CUDA(wgrad_gemm(s, err, w->dgu, 2 * I, s->recv_x, H, g->dw_gate, I, H, 0, mode, stream));
-  TRY_CUDA(wgrad_gemm(s, err, (const char *)w->dgu + I * e2, 2 * I, s->recv_x, H, g->dw_up, I, H, 0,
-                      mode, stream));
-  TRY_CUDA(rows_gemm(s, err, w->dgu, 2 * I, wt->w_gate, wt->w_up, I, H, I * H, 1, w->d_out, H, 0, H,
-                     2 * I, V1_OUT_BF16, stream));
+  TRY(mok_gpu_experts_backward(s, wt, s->recv_x, w->d_out, w->d_out, g, stream));
   TRY_CUDA(v1_push_rows(&r, w->d_out, w->off_slots, stream));
-  /* shared expert (local) */
-  if (Is > 0) {
-    TRY_CUDA(rows_gemm(NULL, err, dy, H, wt->ws_down, NULL, 0, Is, 0, 1, w->ds_a, Is, T, Is, H, V1_OUT_BF16, stream));
-    TRY_CUDA(wgrad_gemm(NULL, err, dy, H, s->sa, Is, g->dws_down, H, Is, T, mode, stream));
-    TRY_CUDA(v1_swiglu_backward(w->ds_a, s->sg, s->su, w->dsgu, T, NULL, Is, use_l, L, err, stream));
-    TRY_CUDA(wgrad_gemm(NULL, err, w->dsgu, 2 * Is, x, H, g->dws_gate, Is, H, T, mode, stream));
-    TRY_CUDA(wgrad_gemm(NULL, err, (const char *)w->dsgu + Is * e2, 2 * Is, x, H, g->dws_up, Is, H, T,
-                        mode, stream));
-    TRY_CUDA(rows_gemm(NULL, err, w->dsgu, 2 * Is, wt->ws_gate, wt->ws_up, Is, H, 0, 1, w->ys, H, T, H,
-                       2 * Is, V1_OUT_BF16, stream));
-  }
+  TRY(mok_gpu_shared_backward(s, wt, x, dy, g, stream));
   TRY(mok_gpu_barrier(w, stream));
   TRY_CUDA(v1_dx_reduce(T, (int)k, H, sym + w->off_slots, Is > 0 ? w->ys : NULL, g->dx,
-                        (const float *)(sym + w->off_drw), g->d_router_weights, err, stream));
+                        (const float *)(sym + w->off_drw), g->d_router_weights, w->err, stream));
   return MOK_SUCCESS;
 }

@@ -147,11 +147,12 @@ mok_status mok_workspace_create(mok_group *g, const mok_shape *s, const mok_conf
     return st;
   }
   size_t loff = 0;
-  size_t o_err, o_epoch, o_dout, o_da, o_dgu, o_ys, o_dsa, o_dsgu, o_peer;
+  size_t o_err, o_epoch, o_dout, o_da, o_dgu, o_ys, o_dsa, o_dsgu, o_peer, o_op_peer;
 #define LOC(var, bytes) do { var = loff; loff = align_up(loff + (size_t)(bytes), 256); } while (0)
   LOC(o_err, 4);
   LOC(o_epoch, 8);
   LOC(o_peer, (int64_t)w->ep * 8);
+  LOC(o_op_peer, (int64_t)w->ep * 8);
   LOC(o_dout, cap * H * 2);
   LOC(o_da, cap * I * 2);
   LOC(o_dgu, cap * 2 * I * 2);
@@ -170,6 +171,7 @@ mok_status mok_workspace_create(mok_group *g, const mok_shape *s, const mok_conf
   w->err = (int32_t *)(L + o_err);
   w->epoch = (uint64_t *)(L + o_epoch);
   w->peer_base = (char **)(L + o_peer);
+  w->op_peer = (char **)(L + o_op_peer);
   w->d_out = L + o_dout;
   w->d_a = L + o_da;
   w->dgu = L + o_dgu;
@@ -177,14 +179,10 @@ mok_status mok_workspace_create(mok_group *g, const mok_shape *s, const mok_conf
   w->ds_a = L + o_dsa;
   w->dsgu = L + o_dsgu;
 
-  e = cudaMemset(w->local, 0, 256 * 3);
+  e = cudaMemset(w->local, 0, o_dout);
   if (e == cudaSuccess) e = cudaMemset(w->sym.ptr, 0, off);
-  if (e == cudaSuccess) {
-    if (g->devcomm && w->sym.window)
-      e = mok_comm_peer_table(g->devcomm, w->sym.window, w->ep, w->peer_base, 0);
-    else /* a one-rank group without a device communicator: its own address */
-      e = cudaMemcpy(w->peer_base, &w->sym.ptr, sizeof(char *), cudaMemcpyHostToDevice);
-  }
+  if (e == cudaSuccess)
+    e = mok_comm_peer_table(g->devcomm, w->sym.window, w->sym.ptr, w->ep, w->peer_base, 0);
   if (e == cudaSuccess) e = cudaDeviceSynchronize();
   v1_sched_args sa;
   memset(&sa, 0, sizeof sa);

@@ -28,9 +28,10 @@ mok_status mok_comm_devcomm_create(ncclComm_t comm, void **devcomm, int *lsa_siz
 void mok_comm_devcomm_destroy(ncclComm_t comm, void *devcomm);
 
 /* Fills peer_base[r] (device array of group-size pointers) with rank r's address of the symmetric
- * buffer registered as window, as seen from this GPU (ncclGetLsaPointer). Enqueued on stream. */
-cudaError_t mok_comm_peer_table(const void *devcomm, void *window, int size, char **peer_base,
-                                cudaStream_t stream);
+ * buffer registered as window, as seen from this GPU (ncclGetLsaPointer). A one-rank group without
+ * a device communicator or window gets local_ptr. Enqueued on stream (capturable). */
+cudaError_t mok_comm_peer_table(const void *devcomm, void *window, void *local_ptr, int size,
+                                char **peer_base, cudaStream_t stream);
 
 /* barrier.cu. A barrier among all ranks through flags in symmetric memory; it also exchanges the
  * sticky error words (any rank's fault reaches every rank). Every rank must run the same sequence

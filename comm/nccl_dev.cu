@@ -34,8 +34,15 @@ __global__ void peer_table_kernel(ncclDevComm dc, ncclWindow_t win, int size, ch
   out[r] = (char *)ncclGetLsaPointer(win, 0, r - dc.rank + dc.lsaRank);
 }
 
-extern "C" cudaError_t mok_comm_peer_table(const void *devcomm, void *window, int size,
-                                           char **peer_base, cudaStream_t stream) {
+__global__ void local_table_kernel(char *local, char **out) { out[0] = local; }
+
+extern "C" cudaError_t mok_comm_peer_table(const void *devcomm, void *window, void *local_ptr,
+                                           int size, char **peer_base, cudaStream_t stream) {
+  if (!devcomm || !window) {
+    if (size != 1) return cudaErrorInvalidValue;
+    local_table_kernel<<<1, 1, 0, stream>>>((char *)local_ptr, peer_base);
+    return cudaGetLastError();
+  }
   const ncclDevComm *dc = (const ncclDevComm *)devcomm;
   peer_table_kernel<<<(size + 127) / 128, 128, 0, stream>>>(*dc, (ncclWindow_t)window, size,
                                                             peer_base);

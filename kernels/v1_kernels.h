@@ -89,6 +89,12 @@ cudaError_t v1_combine_reduce(int64_t T, int k, int64_t H, const void *slots, co
 cudaError_t v1_reverse_combine(const v1_route *r, size_t dy_off, size_t rw_off, size_t drw_off,
                                const void *out_rows, void *d_out, cudaStream_t stream);
 
+/* The ops layer's variant of the above with dy rows already pulled (dy_rows [capacity, H], local):
+ * rw from the source rank's buffer through rw_base (rw_off), d_rw pushed through r->peer_base. */
+cudaError_t v1_weight_rows(const v1_route *r, char *const *rw_base, size_t rw_off, size_t drw_off,
+                           const void *dy_rows, const void *out_rows, void *d_out,
+                           cudaStream_t stream);
+
 /* dx[t] = sum_j parts[t*k + j] (j order) + shared_dx[t] (if non-NULL), bf16 out;
  * drw_out[i] = drw_in[i] for i < T*k. NaN everywhere when the error word is set. */
 cudaError_t v1_dx_reduce(int64_t T, int k, int64_t H, const void *parts, const void *shared_dx,

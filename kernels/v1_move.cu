@@ -82,6 +82,41 @@ __global__ void reverse_combine_kernel(v1_route r, size_t dy_off, size_t rw_off,
   __threadfence_system();
 }
 
+/* Ops layer's expert-side half of reverse-combine: dy rows already pulled (local). */
+__global__ void weight_rows_kernel(v1_route r, char *const *rw_base, size_t rw_off, size_t drw_off,
+                                   const bf16 *dy_rows, const bf16 *out_rows, bf16 *d_out) {
+  const int lane = threadIdx.x & 31;
+  const int64_t row = (int64_t)blockIdx.x * WARPS + (threadIdx.x >> 5);
+  if (v1_error(r.err) || row >= route_rows(r)) return;
+  const int64_t nv = r.hidden / 8, per_rank = r.tokens * r.top_k;
+  uint4 *dst = (uint4 *)(d_out + row * r.hidden);
+  const int32_t slot = r.row_src[row];
+  if (slot < 0) {
+    for (int64_t i = lane; i < nv; i += 32) dst[i] = make_uint4(0, 0, 0, 0);
+    return;
+  }
+  const int src = mok_sched_slot_rank(slot, r.tokens, r.top_k);
+  const float w = ((const float *)(rw_base[src] + rw_off))[slot % per_rank];
+  const uint4 *dy = (const uint4 *)(dy_rows + row * r.hidden);
+  const uint4 *o = (const uint4 *)(out_rows + row * r.hidden);
+  float dot = 0.0f;
+  for (int64_t i = lane; i < nv; i += 32) {
+    float fd[8], fo[8], fw[8];
+    v1_unpack8(dy[i], fd);
+    v1_unpack8(o[i], fo);
+#pragma unroll
+    for (int q = 0; q < 8; ++q) {
+      dot += fd[q] * fo[q];
+      fw[q] = w * fd[q];
+    }
+    dst[i] = v1_pack8(fw);
+  }
+#pragma unroll
+  for (int m = 16; m > 0; m >>= 1) dot += __shfl_xor_sync(0xffffffffu, dot, m);
+  if (lane == 0) ((float *)(r.peer_base[src] + drw_off))[slot % per_rank] = dot;
+  __threadfence_system();
+}
+
 __global__ void combine_reduce_kernel(int64_t T, int k, int64_t H, const bf16 *slots,
                                       const float *rw, const bf16 *shared_out, bf16 *y,
                                       const int32_t *err) {
@@ -167,6 +202,15 @@ extern "C" cudaError_t v1_reverse_combine(const v1_route *r, size_t dy_off, size
   if (r->capacity <= 0) return cudaSuccess;
   reverse_combine_kernel<<<row_blocks(r->capacity), WARPS * 32, 0, stream>>>(
       *r, dy_off, rw_off, drw_off, (const bf16 *)out_rows, (bf16 *)d_out);
+  return cudaGetLastError();
+}
+
+extern "C" cudaError_t v1_weight_rows(const v1_route *r, char *const *rw_base, size_t rw_off,
+                                      size_t drw_off, const void *dy_rows, const void *out_rows,
+                                      void *d_out, cudaStream_t stream) {
+  if (r->capacity <= 0) return cudaSuccess;
+  weight_rows_kernel<<<row_blocks(r->capacity), WARPS * 32, 0, stream>>>(
+      *r, rw_base, rw_off, drw_off, (const bf16 *)dy_rows, (const bf16 *)out_rows, (bf16 *)d_out);
   return cudaGetLastError();
 }
 

@@ -5,6 +5,7 @@
 #ifndef MOK_GPU_TEST_H
 #define MOK_GPU_TEST_H
 
+#include <stddef.h>
 #include "mok.h"
 #include "tests/test_runner.h"
 #include "tests/test_util.h"
@@ -15,6 +16,10 @@ typedef struct {
 } gpu_test_ctx;
 
 extern gpu_test_ctx gpu_ctx;
+
+/* Rank 0's n bytes at data reach every rank (through a file beside the launcher's id file, named
+ * with tag); 0 on success. Collective; a no-op for one rank. */
+int gpu_test_share(void *data, size_t n, const char *tag);
 
 /* Adds a case to the run (called from constructors, before main). */
 void gpu_test_register(const char *name, void (*fn)(void));

@@ -299,3 +299,72 @@ void *lh_snapshot(const lh_dev *d, const lh_host *h, int64_t *bytes) {
   *bytes = (int64_t)total;
   return blob;
 }
+
+/* ---- whole cases ---- */
+lh_case lh_base_case(void) {
+  lh_case c;
+  memset(&c, 0, sizeof c);
+  c.T = 200; c.H = 256; c.E = 8; c.I = 256; c.k = 2; c.Is = 0;
+  c.route = MOK_ROUTE_UNIFORM;
+  return c;
+}
+
+
+
+mok_status lh_env_open(mok_group *g, lh_env *e, const lh_host *h, int nsched) {
+  memset(e, 0, sizeof *e);
+  mok_config cfg = lh_config(&h->c);
+  mok_status st = mok_workspace_create(g, &h->shape, &cfg, &e->ws);
+  if (st != MOK_SUCCESS) return st;
+  if (nsched > 0) st = mok_schedule_create(e->ws, &e->s);
+  cudaStreamCreateWithFlags(&e->stream, cudaStreamNonBlocking);
+  return st;
+}
+
+void lh_env_close(lh_env *e) {
+  if (e->stream) cudaStreamDestroy(e->stream);
+  mok_schedule_destroy(e->s);
+  mok_workspace_destroy(e->ws);
+}
+
+mok_status lh_device_error(mok_workspace *ws) {
+  mok_status dev = MOK_ERR_INTERNAL;
+  CHECK_STATUS(mok_workspace_error(ws, &dev), MOK_SUCCESS);
+  return dev;
+}
+
+/* One case: fresh inputs, one run, compare (or expect a device fault and NaN outputs). */
+void lh_run_case(mok_group *g, const lh_case *c, const char *label, mok_status expect) {
+  lh_host h;
+  if (lh_host_make(&h, c, gpu_ctx.size, test_seed())) {
+    printf("  %-26s not possible at EP=%d: skipped\n", label, gpu_ctx.size);
+    lh_host_free(&h);
+    return;
+  }
+  lh_dev d;
+  CHECK(lh_dev_alloc(&d, &h) == 0);
+  lh_dev_upload(&d, &h, gpu_ctx.rank);
+  lh_env e;
+  mok_status st = lh_env_open(g, &e, &h, 1);
+  CHECK_STATUS(st, MOK_SUCCESS);
+  if (st == MOK_SUCCESS) {
+    CHECK_STATUS(lh_run(e.s, &d, e.stream), MOK_SUCCESS);
+    CHECK(cudaStreamSynchronize(e.stream) == cudaSuccess);
+    mok_status dev = lh_device_error(e.ws);
+    if (dev != expect)
+      fprintf(stderr, "  %s: device status %d (%s), want %d\n", label, dev, mok_status_string(dev), expect);
+    CHECK_STATUS(dev, expect);
+    if (expect == MOK_SUCCESS) {
+      int64_t rows = -1;
+      CHECK_STATUS(mok_schedule_rows(e.s, &rows), MOK_SUCCESS);
+      CHECK(rows >= 0);
+      lh_check_against_reference(&h, &d, gpu_ctx.rank, label);
+    } else {
+      lh_check_all_nan(&h, &d, label);
+    }
+  }
+  lh_env_close(&e);
+  lh_dev_free(&d);
+  lh_host_free(&h);
+}
+

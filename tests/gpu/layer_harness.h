@@ -74,4 +74,21 @@ void lh_check_guards(const lh_dev *d, const lh_host *h);
 /* Copies every output and gradient of d to one host blob (for bitwise comparison). */
 void *lh_snapshot(const lh_dev *d, const lh_host *h, int64_t *bytes);
 
+typedef struct {
+  mok_workspace *ws;
+  mok_schedule *s;
+  cudaStream_t stream;
+} lh_env;
+
+/* A case with every default but the fields a test sets. */
+lh_case lh_base_case(void);
+/* A workspace on group g for h's shape and config, nsched schedules (0 or 1), a stream. */
+mok_status lh_env_open(mok_group *g, lh_env *e, const lh_host *h, int nsched);
+void lh_env_close(lh_env *e);
+/* The workspace's device error word (synchronizes). */
+mok_status lh_device_error(mok_workspace *ws);
+/* One case on group g: fresh inputs, one run, compare with the reference (or, when expect is a
+ * fault, check that every rank reports it and every output is NaN). */
+void lh_run_case(mok_group *g, const lh_case *c, const char *label, mok_status expect);
+
 #endif

@@ -10,180 +10,109 @@
 #include "tests/gpu/gpu_test.h"
 #include "tests/gpu/layer_harness.h"
 
-static lh_case base_case(void) {
-  lh_case c;
-  memset(&c, 0, sizeof c);
-  c.T = 200; c.H = 256; c.E = 8; c.I = 256; c.k = 2; c.Is = 0;
-  c.route = MOK_ROUTE_UNIFORM;
-  return c;
-}
-
-typedef struct {
-  mok_workspace *ws;
-  mok_schedule *s;
-  cudaStream_t stream;
-} lh_env;
-
-static mok_status env_open(lh_env *e, const lh_host *h, int nsched) {
-  memset(e, 0, sizeof *e);
-  mok_config cfg = lh_config(&h->c);
-  mok_status st = mok_workspace_create(gpu_ctx.group, &h->shape, &cfg, &e->ws);
-  if (st != MOK_SUCCESS) return st;
-  if (nsched > 0) st = mok_schedule_create(e->ws, &e->s);
-  cudaStreamCreateWithFlags(&e->stream, cudaStreamNonBlocking);
-  return st;
-}
-
-static void env_close(lh_env *e) {
-  if (e->stream) cudaStreamDestroy(e->stream);
-  mok_schedule_destroy(e->s);
-  mok_workspace_destroy(e->ws);
-}
-
-static mok_status device_error(mok_workspace *ws) {
-  mok_status dev = MOK_ERR_INTERNAL;
-  CHECK_STATUS(mok_workspace_error(ws, &dev), MOK_SUCCESS);
-  return dev;
-}
-
-/* One case: fresh inputs, one run, compare (or expect a device fault and NaN outputs). */
-static void run_case(const lh_case *c, const char *label, mok_status expect) {
-  lh_host h;
-  if (lh_host_make(&h, c, gpu_ctx.size, test_seed())) {
-    printf("  %-26s not possible at EP=%d: skipped\n", label, gpu_ctx.size);
-    lh_host_free(&h);
-    return;
-  }
-  lh_dev d;
-  CHECK(lh_dev_alloc(&d, &h) == 0);
-  lh_dev_upload(&d, &h, gpu_ctx.rank);
-  lh_env e;
-  mok_status st = env_open(&e, &h, 1);
-  CHECK_STATUS(st, MOK_SUCCESS);
-  if (st == MOK_SUCCESS) {
-    CHECK_STATUS(lh_run(e.s, &d, e.stream), MOK_SUCCESS);
-    CHECK(cudaStreamSynchronize(e.stream) == cudaSuccess);
-    mok_status dev = device_error(e.ws);
-    if (dev != expect)
-      fprintf(stderr, "  %s: device status %d (%s), want %d\n", label, dev, mok_status_string(dev), expect);
-    CHECK_STATUS(dev, expect);
-    if (expect == MOK_SUCCESS) {
-      int64_t rows = -1;
-      CHECK_STATUS(mok_schedule_rows(e.s, &rows), MOK_SUCCESS);
-      CHECK(rows >= 0);
-      lh_check_against_reference(&h, &d, gpu_ctx.rank, label);
-    } else {
-      lh_check_all_nan(&h, &d, label);
-    }
-  }
-  env_close(&e);
-  lh_dev_free(&d);
-  lh_host_free(&h);
-}
-
-GPU_TEST(layer_uniform) { lh_case c = base_case(); run_case(&c, "uniform", MOK_SUCCESS); }
+GPU_TEST(layer_uniform) { lh_case c = lh_base_case(); lh_run_case(gpu_ctx.group, &c, "uniform", MOK_SUCCESS); }
 
 GPU_TEST(layer_uniform_shared) {
-  lh_case c = base_case();
+  lh_case c = lh_base_case();
   c.T = 333; c.Is = 128;
-  run_case(&c, "uniform+shared", MOK_SUCCESS);
+  lh_run_case(gpu_ctx.group, &c, "uniform+shared", MOK_SUCCESS);
 }
 
 GPU_TEST(layer_clamp_shared) {
-  lh_case c = base_case();
+  lh_case c = lh_base_case();
   c.Is = 256; c.use_limit = 1; c.limit = 0.75f; c.T = 129;
-  run_case(&c, "clamp+shared", MOK_SUCCESS);
+  lh_run_case(gpu_ctx.group, &c, "clamp+shared", MOK_SUCCESS);
 }
 
 GPU_TEST(layer_zipf) {
-  lh_case c = base_case();
+  lh_case c = lh_base_case();
   c.route = MOK_ROUTE_ZIPF; c.E = 16; c.k = 4; c.T = 250; c.H = 384; c.I = 128;
-  run_case(&c, "zipf", MOK_SUCCESS);
+  lh_run_case(gpu_ctx.group, &c, "zipf", MOK_SUCCESS);
 }
 
 GPU_TEST(layer_one_expert_top1) {
-  lh_case c = base_case();
+  lh_case c = lh_base_case();
   c.route = MOK_ROUTE_ONE_EXPERT; c.k = 1; c.T = 190;
-  run_case(&c, "all-to-one top1", MOK_SUCCESS);
+  lh_run_case(gpu_ctx.group, &c, "all-to-one top1", MOK_SUCCESS);
 }
 
 GPU_TEST(layer_one_expert_k2) {
-  lh_case c = base_case();
+  lh_case c = lh_base_case();
   c.route = MOK_ROUTE_ONE_EXPERT; c.k = 2; c.Is = 128;
-  run_case(&c, "first-choice-one k2", MOK_SUCCESS);
+  lh_run_case(gpu_ctx.group, &c, "first-choice-one k2", MOK_SUCCESS);
 }
 
 GPU_TEST(layer_empty_expert) {
-  lh_case c = base_case();
+  lh_case c = lh_base_case();
   c.route = MOK_ROUTE_EMPTY_EXPERT; c.k = 3;
-  run_case(&c, "empty expert", MOK_SUCCESS);
+  lh_run_case(gpu_ctx.group, &c, "empty expert", MOK_SUCCESS);
 }
 
 GPU_TEST(layer_empty_rank) {
-  lh_case c = base_case();
+  lh_case c = lh_base_case();
   c.route = MOK_ROUTE_EMPTY_RANK; c.E = 16; c.k = 2;
-  run_case(&c, "empty rank", MOK_SUCCESS);
+  lh_run_case(gpu_ctx.group, &c, "empty rank", MOK_SUCCESS);
 }
 
 GPU_TEST(layer_top1) {
-  lh_case c = base_case();
+  lh_case c = lh_base_case();
   c.k = 1; c.T = 77; c.Is = 128;
-  run_case(&c, "top1", MOK_SUCCESS);
+  lh_run_case(gpu_ctx.group, &c, "top1", MOK_SUCCESS);
 }
 
 GPU_TEST(layer_k_equals_e) {
-  lh_case c = base_case();
+  lh_case c = lh_base_case();
   c.E = 4; c.k = 4; c.T = 100;
-  run_case(&c, "k=E", MOK_SUCCESS);
+  lh_run_case(gpu_ctx.group, &c, "k=E", MOK_SUCCESS);
 }
 
 GPU_TEST(layer_tile64_tiny) {
-  lh_case c = base_case();
+  lh_case c = lh_base_case();
   c.tile_m = 64; c.T = 3; c.Is = 128;
-  run_case(&c, "tile64 T=3", MOK_SUCCESS);
+  lh_run_case(gpu_ctx.group, &c, "tile64 T=3", MOK_SUCCESS);
 }
 
 GPU_TEST(layer_tile256) {
-  lh_case c = base_case();
+  lh_case c = lh_base_case();
   c.tile_m = 256; c.T = 301; c.k = 3;
-  run_case(&c, "tile256", MOK_SUCCESS);
+  lh_run_case(gpu_ctx.group, &c, "tile256", MOK_SUCCESS);
 }
 
 GPU_TEST(layer_zero_tokens) {
-  lh_case c = base_case();
+  lh_case c = lh_base_case();
   c.T = 0; c.Is = 128;
-  run_case(&c, "T=0", MOK_SUCCESS);
+  lh_run_case(gpu_ctx.group, &c, "T=0", MOK_SUCCESS);
 }
 
 GPU_TEST(layer_grad_fp32_accumulate) {
-  lh_case c = base_case();
+  lh_case c = lh_base_case();
   c.Is = 128; c.grad_fp32 = 1; c.accumulate = 1;
-  run_case(&c, "fp32 grads, accumulate", MOK_SUCCESS);
+  lh_run_case(gpu_ctx.group, &c, "fp32 grads, accumulate", MOK_SUCCESS);
 }
 
 GPU_TEST(layer_grad_fp32) {
-  lh_case c = base_case();
+  lh_case c = lh_base_case();
   c.grad_fp32 = 1; c.T = 150;
-  run_case(&c, "fp32 grads", MOK_SUCCESS);
+  lh_run_case(gpu_ctx.group, &c, "fp32 grads", MOK_SUCCESS);
 }
 
 GPU_TEST(layer_grad_bf16_accumulate) {
-  lh_case c = base_case();
+  lh_case c = lh_base_case();
   c.Is = 128; c.accumulate = 1;
-  run_case(&c, "bf16 grads, accumulate", MOK_SUCCESS);
+  lh_run_case(gpu_ctx.group, &c, "bf16 grads, accumulate", MOK_SUCCESS);
 }
 
 GPU_TEST(layer_larger) {
-  lh_case c = base_case();
+  lh_case c = lh_base_case();
   c.T = 160; c.H = 512; c.I = 384; c.E = 16; c.k = 4; c.Is = 256;
   c.route = MOK_ROUTE_ZIPF; c.use_limit = 1; c.limit = 1.5f;
-  run_case(&c, "larger zipf+clamp+shared", MOK_SUCCESS);
+  lh_run_case(gpu_ctx.group, &c, "larger zipf+clamp+shared", MOK_SUCCESS);
 }
 
 /* Build + forward + backward captured once in a CUDA graph, replayed on two input sets copied into
  * the same buffers. */
 GPU_TEST(layer_graph_replay) {
-  lh_case c = base_case();
+  lh_case c = lh_base_case();
   c.Is = 128; c.T = 211; c.k = 3; c.route = MOK_ROUTE_ZIPF;
   lh_host ha, hb;
   lh_host_make(&ha, &c, gpu_ctx.size, test_seed());
@@ -192,7 +121,7 @@ GPU_TEST(layer_graph_replay) {
   CHECK(lh_dev_alloc(&d, &ha) == 0);
   lh_dev_upload(&d, &ha, gpu_ctx.rank);
   lh_env e;
-  mok_status st = env_open(&e, &ha, 1);
+  mok_status st = lh_env_open(gpu_ctx.group, &e, &ha, 1);
   CHECK_STATUS(st, MOK_SUCCESS);
   if (st == MOK_SUCCESS) {
     cudaGraph_t graph = NULL;
@@ -203,17 +132,17 @@ GPU_TEST(layer_graph_replay) {
     CHECK(cudaGraphInstantiate(&exec, graph, 0) == cudaSuccess);
     CHECK(cudaGraphLaunch(exec, e.stream) == cudaSuccess);
     CHECK(cudaStreamSynchronize(e.stream) == cudaSuccess);
-    CHECK_STATUS(device_error(e.ws), MOK_SUCCESS);
+    CHECK_STATUS(lh_device_error(e.ws), MOK_SUCCESS);
     lh_check_against_reference(&ha, &d, gpu_ctx.rank, "graph replay, inputs A");
     lh_dev_upload(&d, &hb, gpu_ctx.rank);
     CHECK(cudaGraphLaunch(exec, e.stream) == cudaSuccess);
     CHECK(cudaStreamSynchronize(e.stream) == cudaSuccess);
-    CHECK_STATUS(device_error(e.ws), MOK_SUCCESS);
+    CHECK_STATUS(lh_device_error(e.ws), MOK_SUCCESS);
     lh_check_against_reference(&hb, &d, gpu_ctx.rank, "graph replay, inputs B");
     if (exec) cudaGraphExecDestroy(exec);
     if (graph) cudaGraphDestroy(graph);
   }
-  env_close(&e);
+  lh_env_close(&e);
   lh_dev_free(&d);
   lh_host_free(&ha);
   lh_host_free(&hb);
@@ -221,14 +150,14 @@ GPU_TEST(layer_graph_replay) {
 
 /* Two runs on the same inputs give bitwise-identical outputs and gradients. */
 GPU_TEST(layer_determinism) {
-  lh_case c = base_case();
+  lh_case c = lh_base_case();
   c.Is = 128; c.T = 300; c.k = 4; c.E = 8; c.route = MOK_ROUTE_ZIPF; c.grad_fp32 = 1;
   lh_host h;
   lh_host_make(&h, &c, gpu_ctx.size, test_seed());
   lh_dev d;
   CHECK(lh_dev_alloc(&d, &h) == 0);
   lh_env e;
-  mok_status st = env_open(&e, &h, 1);
+  mok_status st = lh_env_open(gpu_ctx.group, &e, &h, 1);
   CHECK_STATUS(st, MOK_SUCCESS);
   if (st == MOK_SUCCESS) {
     void *snap[2] = {NULL, NULL};
@@ -239,20 +168,20 @@ GPU_TEST(layer_determinism) {
       CHECK(cudaStreamSynchronize(e.stream) == cudaSuccess);
       snap[run] = lh_snapshot(&d, &h, &bytes[run]);
     }
-    CHECK_STATUS(device_error(e.ws), MOK_SUCCESS);
+    CHECK_STATUS(lh_device_error(e.ws), MOK_SUCCESS);
     CHECK(bytes[0] == bytes[1] && memcmp(snap[0], snap[1], (size_t)bytes[0]) == 0);
     lh_check_against_reference(&h, &d, gpu_ctx.rank, "determinism (2nd run)");
     free(snap[0]);
     free(snap[1]);
   }
-  env_close(&e);
+  lh_env_close(&e);
   lh_dev_free(&d);
   lh_host_free(&h);
 }
 
 /* Two layers in flight on one workspace: forward 1, forward 2, backward 2, backward 1. */
 GPU_TEST(layer_two_in_flight) {
-  lh_case c = base_case();
+  lh_case c = lh_base_case();
   c.Is = 128; c.T = 120; c.k = 2;
   lh_host h1, h2;
   lh_host_make(&h1, &c, gpu_ctx.size, test_seed());
@@ -263,7 +192,7 @@ GPU_TEST(layer_two_in_flight) {
   lh_dev_upload(&d1, &h1, gpu_ctx.rank);
   lh_dev_upload(&d2, &h2, gpu_ctx.rank);
   lh_env e;
-  mok_status st = env_open(&e, &h1, 1);
+  mok_status st = lh_env_open(gpu_ctx.group, &e, &h1, 1);
   CHECK_STATUS(st, MOK_SUCCESS);
   if (st == MOK_SUCCESS) {
     mok_schedule *s2 = NULL;
@@ -276,12 +205,12 @@ GPU_TEST(layer_two_in_flight) {
     CHECK_STATUS(mok_backward(s2, &d2.weights, d2.x, d2.rw, d2.dy, &d2.grads, q), MOK_SUCCESS);
     CHECK_STATUS(mok_backward(e.s, &d1.weights, d1.x, d1.rw, d1.dy, &d1.grads, q), MOK_SUCCESS);
     CHECK(cudaStreamSynchronize(q) == cudaSuccess);
-    CHECK_STATUS(device_error(e.ws), MOK_SUCCESS);
+    CHECK_STATUS(lh_device_error(e.ws), MOK_SUCCESS);
     lh_check_against_reference(&h1, &d1, gpu_ctx.rank, "two in flight, layer 1");
     lh_check_against_reference(&h2, &d2, gpu_ctx.rank, "two in flight, layer 2");
     mok_schedule_destroy(s2);
   }
-  env_close(&e);
+  lh_env_close(&e);
   lh_dev_free(&d1);
   lh_dev_free(&d2);
   lh_host_free(&h1);
@@ -290,34 +219,34 @@ GPU_TEST(layer_two_in_flight) {
 
 /* Device-detected faults: the error word on every rank, NaN outputs, nothing out of bounds. */
 GPU_TEST(fault_duplicate_expert) {
-  lh_case c = base_case();
+  lh_case c = lh_base_case();
   c.inject = LH_INJECT_DUPLICATE; c.Is = 128;
-  run_case(&c, "duplicate expert", MOK_ERR_DUPLICATE_EXPERT);
+  lh_run_case(gpu_ctx.group, &c, "duplicate expert", MOK_ERR_DUPLICATE_EXPERT);
 }
 
 GPU_TEST(fault_expert_id_out_of_range) {
-  lh_case c = base_case();
+  lh_case c = lh_base_case();
   c.inject = LH_INJECT_BAD_ID;
-  run_case(&c, "expert id out of range", MOK_ERR_EXPERT_ID);
+  lh_run_case(gpu_ctx.group, &c, "expert id out of range", MOK_ERR_EXPERT_ID);
 }
 
 GPU_TEST(fault_capacity_all_ranks) {
-  lh_case c = base_case();
+  lh_case c = lh_base_case();
   c.capacity = 128;
-  run_case(&c, "capacity, all ranks", MOK_ERR_CAPACITY);
+  lh_run_case(gpu_ctx.group, &c, "capacity, all ranks", MOK_ERR_CAPACITY);
 }
 
 GPU_TEST(fault_capacity_one_rank) {
-  lh_case c = base_case();
+  lh_case c = lh_base_case();
   c.route = MOK_ROUTE_ONE_EXPERT; c.k = 1; c.T = 300; c.capacity = 256;
-  run_case(&c, "capacity, rank 0 only", MOK_ERR_CAPACITY);
+  lh_run_case(gpu_ctx.group, &c, "capacity, rank 0 only", MOK_ERR_CAPACITY);
 }
 
 /* After a fault, clearing the error word makes the same workspace and schedule usable again. */
 GPU_TEST(fault_then_clear) {
-  lh_case bad = base_case();
+  lh_case bad = lh_base_case();
   bad.inject = LH_INJECT_DUPLICATE;
-  lh_case good = base_case();
+  lh_case good = lh_base_case();
   lh_host hb, hg;
   lh_host_make(&hb, &bad, gpu_ctx.size, test_seed());
   lh_host_make(&hg, &good, gpu_ctx.size, test_seed() + 5);
@@ -325,19 +254,19 @@ GPU_TEST(fault_then_clear) {
   CHECK(lh_dev_alloc(&d, &hb) == 0);
   lh_dev_upload(&d, &hb, gpu_ctx.rank);
   lh_env e;
-  mok_status st = env_open(&e, &hb, 1);
+  mok_status st = lh_env_open(gpu_ctx.group, &e, &hb, 1);
   CHECK_STATUS(st, MOK_SUCCESS);
   if (st == MOK_SUCCESS) {
     CHECK_STATUS(lh_run(e.s, &d, e.stream), MOK_SUCCESS);
-    CHECK_STATUS(device_error(e.ws), MOK_ERR_DUPLICATE_EXPERT);
+    CHECK_STATUS(lh_device_error(e.ws), MOK_ERR_DUPLICATE_EXPERT);
     CHECK_STATUS(mok_workspace_clear_error(e.ws, e.stream), MOK_SUCCESS);
     lh_dev_upload(&d, &hg, gpu_ctx.rank);
     CHECK_STATUS(lh_run(e.s, &d, e.stream), MOK_SUCCESS);
     CHECK(cudaStreamSynchronize(e.stream) == cudaSuccess);
-    CHECK_STATUS(device_error(e.ws), MOK_SUCCESS);
+    CHECK_STATUS(lh_device_error(e.ws), MOK_SUCCESS);
     lh_check_against_reference(&hg, &d, gpu_ctx.rank, "after clear");
   }
-  env_close(&e);
+  lh_env_close(&e);
   lh_dev_free(&d);
   lh_host_free(&hb);
   lh_host_free(&hg);

@@ -1,0 +1,142 @@
+/* gpu_ops.c — the ops layer on the v1 GPU path: each stage of the layer as its own collective call
+ * on symmetric buffers the caller allocated with mok_sym_alloc (x, combine slots, dy, router
+ * weights, dx parts). Stages that touch peers are framed by barriers (the leading one: the
+ * caller's data is staged on every rank and the previous use of the target is over; the trailing
+ * one: every transfer has landed), so the caller needs no synchronization of its own.
+ * Router-weight gradients travel through the workspace: experts_backward pushes them to the source
+ * rank, reverse_dispatch_reduce writes them to grads->d_router_weights. */
+#include <string.h>
+#include <cuda_runtime_api.h>
+#include "api/gpu_internal.h"
+
+#define TRY_CUDA(expr) do { cudaError_t e_ = (expr); if (e_ != cudaSuccess) return mok_gpu_status(e_); } while (0)
+#define TRY(expr) do { mok_status s_ = (expr); if (s_ != MOK_SUCCESS) return s_; } while (0)
+
+/* A caller's symmetric buffer of at least bytes, and its peers' addresses in the ops table. */
+static mok_status use_buffer(mok_workspace *w, const mok_sym_buffer *b, int64_t bytes,
+                             cudaStream_t stream) {
+  if (!b || !b->ptr || (int64_t)b->bytes < bytes) return MOK_ERR_INVALID_ARGUMENT;
+  if (!mok_gpu_aligned(b->ptr)) return MOK_ERR_MISALIGNED;
+  if (!b->window && w->ep > 1) return MOK_ERR_INVALID_ARGUMENT;
+  TRY_CUDA(mok_comm_peer_table(w->group->devcomm, b->window, b->ptr, w->ep, w->op_peer, stream));
+  return MOK_SUCCESS;
+}
+
+static v1_route op_route(const mok_schedule *s) {
+  v1_route r = mok_gpu_route(s);
+  r.peer_base = s->ws->op_peer;
+  return r;
+}
+
+mok_status mok_op_dispatch(mok_schedule *s, const mok_sym_buffer *x, void *recv, cudaStream_t st) {
+  if (!s || !x || !recv) return MOK_ERR_INVALID_ARGUMENT;
+  if (!mok_gpu_aligned(recv)) return MOK_ERR_MISALIGNED;
+  mok_workspace *w = s->ws;
+  TRY(use_buffer(w, x, w->shape.tokens * w->shape.hidden * 2, st));
+  v1_route r = op_route(s);
+  TRY(mok_gpu_barrier(w, st));
+  TRY_CUDA(v1_dispatch_pull(&r, 0, recv, st));
+  return mok_gpu_barrier(w, st);
+}
+
+mok_status mok_op_experts_forward(mok_schedule *s, const mok_weights *wt, const void *recv,
+                                  void *out_rows, cudaStream_t st) {
+  if (!s || !wt || !recv || !out_rows) return MOK_ERR_INVALID_ARGUMENT;
+  if (!mok_gpu_aligned(recv) || !mok_gpu_aligned(out_rows)) return MOK_ERR_MISALIGNED;
+  TRY(mok_gpu_check_weights(s->ws, wt));
+  TRY(mok_gpu_experts_forward(s, wt, recv, out_rows, st));
+  /* backward's router-weight gradients need the outputs: keep a copy in the schedule */
+  TRY_CUDA(cudaMemcpyAsync(s->out_rows, out_rows, (size_t)(s->ws->cap * s->ws->shape.hidden * 2),
+                           cudaMemcpyDeviceToDevice, st));
+  return MOK_SUCCESS;
+}
+
+mok_status mok_op_combine(mok_schedule *s, const void *out_rows, const mok_sym_buffer *combine,
+                          cudaStream_t st) {
+  if (!s || !out_rows || !combine) return MOK_ERR_INVALID_ARGUMENT;
+  if (!mok_gpu_aligned(out_rows)) return MOK_ERR_MISALIGNED;
+  mok_workspace *w = s->ws;
+  TRY(use_buffer(w, combine, w->shape.tokens * w->shape.top_k * w->shape.hidden * 2, st));
+  v1_route r = op_route(s);
+  TRY(mok_gpu_barrier(w, st));
+  TRY_CUDA(v1_push_rows(&r, out_rows, 0, st));
+  return mok_gpu_barrier(w, st);
+}
+
+mok_status mok_op_combine_reduce(mok_schedule *s, const mok_weights *wt, const void *x,
+                                 const mok_sym_buffer *combine, const float *rw, void *y,
+                                 cudaStream_t st) {
+  if (!s || !wt || !combine) return MOK_ERR_INVALID_ARGUMENT;
+  mok_workspace *w = s->ws;
+  const int64_t T = w->shape.tokens, H = w->shape.hidden, k = w->shape.top_k;
+  if (T > 0 && (!x || !rw || !y || !combine->ptr)) return MOK_ERR_INVALID_ARGUMENT;
+  if ((int64_t)combine->bytes < T * k * H * 2) return MOK_ERR_INVALID_ARGUMENT;
+  if (!mok_gpu_aligned(x) || !mok_gpu_aligned(y) || !mok_gpu_aligned(combine->ptr) ||
+      ((uintptr_t)rw & 3u))
+    return MOK_ERR_MISALIGNED;
+  TRY(mok_gpu_check_weights(w, wt));
+  TRY(mok_gpu_shared_forward(s, wt, x, st));
+  TRY_CUDA(v1_combine_reduce(T, (int)k, H, combine->ptr, rw,
+                             w->shape.shared_intermediate > 0 ? w->ys : NULL, y, w->err, st));
+  return MOK_SUCCESS;
+}
+
+mok_status mok_op_reverse_combine(mok_schedule *s, const mok_sym_buffer *dy, void *recv_dy,
+                                  cudaStream_t st) {
+  if (!s || !dy || !recv_dy) return MOK_ERR_INVALID_ARGUMENT;
+  if (!mok_gpu_aligned(recv_dy)) return MOK_ERR_MISALIGNED;
+  mok_workspace *w = s->ws;
+  TRY(use_buffer(w, dy, w->shape.tokens * w->shape.hidden * 2, st));
+  v1_route r = op_route(s);
+  TRY(mok_gpu_barrier(w, st));
+  TRY_CUDA(v1_dispatch_pull(&r, 0, recv_dy, st));
+  return mok_gpu_barrier(w, st);
+}
+
+mok_status mok_op_experts_backward(mok_schedule *s, const mok_weights *wt, const void *recv,
+                                   const void *recv_dy, const mok_sym_buffer *rw, void *dx_rows,
+                                   const mok_grads *g, cudaStream_t st) {
+  if (!s || !wt || !recv || !recv_dy || !rw || !dx_rows || !g) return MOK_ERR_INVALID_ARGUMENT;
+  if (!mok_gpu_aligned(recv) || !mok_gpu_aligned(recv_dy) || !mok_gpu_aligned(dx_rows))
+    return MOK_ERR_MISALIGNED;
+  mok_workspace *w = s->ws;
+  TRY(mok_gpu_check_weights(w, wt));
+  TRY(mok_gpu_check_grads(w, g, 0));
+  TRY(use_buffer(w, rw, w->shape.tokens * w->shape.top_k * 4, st));
+  v1_route r = mok_gpu_route(s);
+  TRY(mok_gpu_barrier(w, st));
+  TRY_CUDA(v1_weight_rows(&r, w->op_peer, 0, w->off_drw, recv_dy, s->out_rows, w->d_out, st));
+  return mok_gpu_experts_backward(s, wt, recv, w->d_out, dx_rows, g, st);
+}
+
+mok_status mok_op_reverse_dispatch(mok_schedule *s, const void *dx_rows,
+                                   const mok_sym_buffer *dx_parts, cudaStream_t st) {
+  if (!s || !dx_rows || !dx_parts) return MOK_ERR_INVALID_ARGUMENT;
+  if (!mok_gpu_aligned(dx_rows)) return MOK_ERR_MISALIGNED;
+  mok_workspace *w = s->ws;
+  TRY(use_buffer(w, dx_parts, w->shape.tokens * w->shape.top_k * w->shape.hidden * 2, st));
+  v1_route r = op_route(s);
+  TRY(mok_gpu_barrier(w, st));
+  TRY_CUDA(v1_push_rows(&r, dx_rows, 0, st));
+  return mok_gpu_barrier(w, st);
+}
+
+mok_status mok_op_reverse_dispatch_reduce(mok_schedule *s, const mok_weights *wt, const void *x,
+                                          const void *dy, const mok_sym_buffer *dx_parts,
+                                          const mok_grads *g, cudaStream_t st) {
+  if (!s || !wt || !dx_parts || !g) return MOK_ERR_INVALID_ARGUMENT;
+  mok_workspace *w = s->ws;
+  const int64_t T = w->shape.tokens, H = w->shape.hidden, k = w->shape.top_k;
+  if (T > 0 && (!x || !dy || !dx_parts->ptr)) return MOK_ERR_INVALID_ARGUMENT;
+  if ((int64_t)dx_parts->bytes < T * k * H * 2) return MOK_ERR_INVALID_ARGUMENT;
+  if (!mok_gpu_aligned(x) || !mok_gpu_aligned(dy) || !mok_gpu_aligned(dx_parts->ptr))
+    return MOK_ERR_MISALIGNED;
+  TRY(mok_gpu_check_weights(w, wt));
+  TRY(mok_gpu_check_grads(w, g, 1));
+  TRY(mok_gpu_shared_backward(s, wt, x, dy, g, st));
+  TRY_CUDA(v1_dx_reduce(T, (int)k, H, dx_parts->ptr,
+                        w->shape.shared_intermediate > 0 ? w->ys : NULL, g->dx,
+                        (const float *)((char *)w->sym.ptr + w->off_drw), g->d_router_weights,
+                        w->err, st));
+  return MOK_SUCCESS;
+}
