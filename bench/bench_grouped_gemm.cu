@@ -48,7 +48,7 @@ typedef struct {
   int n, k;      /* GEMM N (for gate+up: 2 * I) and K                      */
   int gateup;    /* 1: fused SwiGLU gate+up (I = n / 2), 0: plain forward    */
   int backward;  /* 1: also time dgrad and wgrad on this shape             */
-  int sweep;     /* 1: also time the cluster / raster-group variants        */
+  int sweep;     /* bit 0: bf16 cluster / raster-group variants; bit 1: FP8 variants */
 } shape;
 
 static std::vector<int> make_counts(const shape &s) {
@@ -169,11 +169,11 @@ int main(int argc, char **argv) {
   CK(cudaGetDeviceProperties(&prop, 0));
   printf("device %s, %d SMs\n", prop.name, prop.multiProcessorCount);
   const shape shapes[] = {
-      {"dsv3_ep8_gateup", 32, 1792, 0, 4096, 7168, 1, 1, 0},
-      {"dsv3_ep8_down", 32, 1792, 0, 7168, 2048, 0, 1, 0},
+      {"dsv3_ep8_gateup", 32, 1792, 0, 4096, 7168, 1, 1, 2},
+      {"dsv3_ep8_down", 32, 1792, 0, 7168, 2048, 0, 1, 2},
       {"dsv3_ep2_gateup", 128, 448, 0, 4096, 7168, 1, 0, 0},
       {"dsv3_ep2_down", 128, 448, 0, 7168, 2048, 0, 0, 0},
-      {"qwen3_gateup", 128, 256, 0, 1536, 2048, 1, 0, 0},
+      {"qwen3_gateup", 128, 256, 0, 1536, 2048, 1, 0, 2},
       {"qwen3_down", 128, 256, 0, 2048, 768, 0, 0, 0},
       {"dsv3_ep8_gateup_zipf", 32, 1792, 1, 4096, 7168, 1, 0, 0},
       {"dsv3_ep8_down_zipf", 32, 1792, 1, 7168, 2048, 0, 0, 0},
@@ -218,7 +218,7 @@ int main(int argc, char **argv) {
       fill(c.b2, nh, 4, 0.05f);
       double ms = time_median_ms(run_swiglu, &c, 3, iters);
       printf("%-22s %-10s %10.3f %10.1f\n", s.name, "swiglu", ms, flop / ms * 1e-9);
-      if (s.sweep) sweep(s.name, "swiglu", run_swiglu, &c, flop, iters);
+      if (s.sweep & 1) sweep(s.name, "swiglu", run_swiglu, &c, flop, iters);
       cudaFree(c.b2);
       c.b2 = NULL;
       cudaFree(c.b);
@@ -228,7 +228,7 @@ int main(int argc, char **argv) {
     {
       double ms = time_median_ms(run_fwd, &c, 3, iters);
       printf("%-22s %-10s %10.3f %10.1f\n", s.name, "fwd", ms, flop / ms * 1e-9);
-      if (s.sweep) sweep(s.name, "fwd", run_fwd, &c, flop, iters);
+      if (s.sweep & 1) sweep(s.name, "fwd", run_fwd, &c, flop, iters);
     }
     {
       /* FP8 block-scaled: quantize A and B (bf16 -> e4m3 + scales) once, then time the GEMM */
@@ -253,6 +253,18 @@ int main(int argc, char **argv) {
       }
       double ms = time_median_ms(run_fp8_fwd, &f, 3, iters);
       printf("%-22s %-10s %10.3f %10.1f\n", s.name, "fp8_fwd", ms, flop / ms * 1e-9);
+      if (s.sweep & 2) { /* FP8 variants: flags 2 = one partial, 4 = no clusters */
+        const int flags[] = {0, 2, 4, 6};
+        for (int fl : flags) {
+          gg_set_tuning(0, 0, 0, fl);
+          double m1 = time_median_ms(s.gateup ? run_fp8_swiglu : run_fp8_fwd, &f, 2, iters);
+          printf("  %-20s %-14s %8.3f %10.1f\n", s.name,
+                 fl == 0 ? "fp8/db/c2" : fl == 2 ? "fp8/single/c2" : fl == 4 ? "fp8/db/c1" : "fp8/single/c1",
+                 m1, flop / m1 * 1e-9);
+        }
+        const char *cl_env = getenv("MOK_GG_CLUSTER");
+        gg_set_tuning(0, cl_env ? atoi(cl_env) : 0, 0, 0);
+      }
       cudaFree(f.qa); cudaFree(f.sa); cudaFree(f.qb); cudaFree(f.sb);
     }
     if (s.backward) {

@@ -394,6 +394,7 @@ extern "C" void gg_set_tuning(int group_m, int cluster, int grid_ctas, int flags
   g_tune_flags = flags;
 }
 extern "C" int gg_last_grid(void) { return g_last_grid; }
+extern "C" int gg_tuning_flags(void) { return g_tune_flags; }
 
 template <int MODE, int CL>
 static mok_status gg_launch_cl(const CUtensorMap *a, const CUtensorMap *b0, const CUtensorMap *b1,

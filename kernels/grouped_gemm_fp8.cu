@@ -78,7 +78,47 @@ __device__ __forceinline__ void f8_store(const float *acc, uint32_t stage, int w
   }
 }
 
-template <int MODE>
+/* Issues one K block (four m64n128k32 wgmmas) of this warpgroup into a fresh partial. */
+__device__ __forceinline__ void f8_issue(float *part, uint32_t sa, int cwg) {
+  wgmma_fence();
+#pragma unroll
+  for (int kk = 0; kk < 4; ++kk) {
+    const uint64_t da = wgmma_desc_sw128(sa + cwg * 8192 + kk * 32, 16, 1024);
+    const uint64_t db = wgmma_desc_sw128(sa + F8_A_BYTES + kk * 32, 16, 1024);
+    wgmma_m64n128k32_e4m3(part, da, db, kk > 0);
+  }
+  wgmma_commit();
+}
+
+/* acc += part * scale_a[row] * scale_b[column half] (rows r0 / r0 + 8: fragment bit 1;
+ * columns 64..127: the up half in SWIGLU, the same block in FWD). */
+__device__ __forceinline__ void f8_promote(float *acc, const float *part, float sa0, float sa1,
+                                           float sb0, float sb1) {
+  const float f00 = sa0 * sb0, f10 = sa1 * sb0, f01 = sa0 * sb1, f11 = sa1 * sb1;
+#pragma unroll
+  for (int i = 0; i < 64; ++i) {
+    const bool hi_row = (i & 2) != 0, up = i >= 32;
+    const float f = up ? (hi_row ? f11 : f01) : (hi_row ? f10 : f00);
+    acc[i] = fmaf(part[i], f, acc[i]);
+  }
+}
+
+template <int CL>
+__device__ __forceinline__ void f8_release(uint32_t empty, int lane) {
+  if (lane == 0) {
+    if (CL == 1) {
+      mbar_arrive(empty);
+    } else {
+#pragma unroll
+      for (int c = 0; c < CL; ++c) mbar_arrive_cluster(empty, c);
+    }
+  }
+}
+
+/* MODE: F8_FWD / F8_SWIGLU. DB: two partials, so that a warpgroup's next K block runs on the
+ * tensor cores while it promotes the previous one. CL: 1, or 2 (a cluster pair of vertically
+ * adjacent tiles sharing the B tile through multicast, each CTA loading one 64-row box). */
+template <int MODE, int DB, int CL>
 __global__ void __launch_bounds__(F8_THREADS, 1)
     gg_fp8_kernel(const __grid_constant__ CUtensorMap tm_a, const __grid_constant__ CUtensorMap tm_b0,
                   const __grid_constant__ CUtensorMap tm_b1, const __grid_constant__ CUtensorMap tm_c0,
@@ -93,12 +133,14 @@ __global__ void __launch_bounds__(F8_THREADS, 1)
   const uint32_t full0 = smem_u32(&bars[0]);
   const uint32_t empty0 = smem_u32(&bars[F8_STAGES]);
   const int E = p.num_experts;
+  const int rank = CL > 1 ? (int)cluster_ctarank() : 0;
+  const int unit0 = blockIdx.x / CL, ustride = gridDim.x / CL;
 
   if (tid == 0) {
     if (smem_base & 1023) __trap();
     for (int s = 0; s < F8_STAGES; ++s) {
       mbar_init(full0 + 8 * s, 1);
-      mbar_init(empty0 + 8 * s, 8);
+      mbar_init(empty0 + 8 * s, 8 * CL);
     }
     fence_mbar_init();
   }
@@ -115,7 +157,7 @@ __global__ void __launch_bounds__(F8_THREADS, 1)
       const int l = base + lane;
       int c = l < E ? p.count[l] : 0;
       c = c > 0 ? c : 0;
-      const int t = gg_ceil_div(c, F8_BM) * p.n_tiles;
+      const int t = gg_ceil_div(c, F8_BM * CL) * p.n_tiles;
       int incl = t;
 #pragma unroll
       for (int o = 1; o < 32; o <<= 1) {
@@ -127,7 +169,8 @@ __global__ void __launch_bounds__(F8_THREADS, 1)
     }
     if (lane == 0) prefix[E] = run;
   }
-  __syncthreads();
+  if (CL > 1) cluster_sync();
+  else __syncthreads();
   const int total = prefix[E];
 
   if (wg == 0) {
@@ -136,9 +179,12 @@ __global__ void __launch_bounds__(F8_THREADS, 1)
     if (tid == 0) {
       int stage = 0;
       uint32_t phase = 0;
-      for (int tile = blockIdx.x; tile < total; tile += gridDim.x) {
-        gg_tile t = gg_decode_m_grouped(tile, prefix, E, p.n_tiles, p.group_m);
-        const int a_row = p.offset[t.expert] + t.m_tile * F8_BM;
+      for (int u = unit0; u < total; u += ustride) {
+        gg_tile t = gg_decode_m_grouped(u, prefix, E, p.n_tiles, p.group_m);
+        const int m_tile = t.m_tile * CL + rank;
+        /* a pair's tile past the expert's rows loads the expert's first rows (ignored) */
+        const int a_row = p.offset[t.expert] +
+                          (p.count[t.expert] > m_tile * F8_BM ? m_tile * F8_BM : 0);
         const int bexp = p.expert_base + t.expert;
         int n0, n1;
         if (MODE == F8_FWD) {
@@ -155,9 +201,22 @@ __global__ void __launch_bounds__(F8_THREADS, 1)
           const uint32_t sa = smem_base + stage * F8_STAGE_BYTES;
           const int k0 = kb * F8_BK;
           tma_load_2d(sa, &tm_a, full, k0, a_row);
-          tma_load_2d(sa + F8_A_BYTES, &tm_b0, full, k0, n0);
-          tma_load_2d(sa + F8_A_BYTES + 8192, MODE == F8_SWIGLU ? &tm_b1 : &tm_b0, full, k0, n1);
+          if (CL == 1) {
+            tma_load_2d(sa + F8_A_BYTES, &tm_b0, full, k0, n0);
+            tma_load_2d(sa + F8_A_BYTES + 8192, MODE == F8_SWIGLU ? &tm_b1 : &tm_b0, full, k0, n1);
+          } else if (rank == 0) {
+            tma_load_2d_multicast(sa + F8_A_BYTES, &tm_b0, full, k0, n0, (uint16_t)3);
+          } else {
+            tma_load_2d_multicast(sa + F8_A_BYTES + 8192, MODE == F8_SWIGLU ? &tm_b1 : &tm_b0,
+                                  full, k0, n1, (uint16_t)3);
+          }
           bulk_load_1d(sa + F8_SA_OFF, p.a_scales + (size_t)kb * p.m_pad + a_row, F8_BM * 4, full);
+          if (++stage == F8_STAGES) { stage = 0; phase ^= 1; }
+        }
+      }
+      if (CL > 1) { /* stay until both CTAs released every stage (see the bf16 kernel) */
+        for (int i = 0; i < F8_STAGES; ++i) {
+          mbar_wait(empty0 + 8 * stage, phase ^ 1);
           if (++stage == F8_STAGES) { stage = 0; phase ^= 1; }
         }
       }
@@ -173,14 +232,14 @@ __global__ void __launch_bounds__(F8_THREADS, 1)
     const int kbs = p.k_blocks;
     int stage = 0;
     uint32_t phase = 0;
-    float acc[64], part[64];
-    for (int tile = blockIdx.x; tile < total; tile += gridDim.x) {
-      gg_tile t = gg_decode_m_grouped(tile, prefix, E, p.n_tiles, p.group_m);
+    float acc[64], p0[64], p1[DB ? 64 : 1];
+    for (int u = unit0; u < total; u += ustride) {
+      gg_tile t = gg_decode_m_grouped(u, prefix, E, p.n_tiles, p.group_m);
+      const int m_tile = t.m_tile * CL + rank;
       const int cnt = max(p.count[t.expert], 0);
-      const bool math = cnt - t.m_tile * F8_BM > cwg * 64;
+      const bool math = cnt - m_tile * F8_BM > cwg * 64;
       const int bexp = p.expert_base + t.expert;
-      /* weight-scale rows of this tile (FWD: one 128-row block; SWIGLU: gate and up blocks) */
-      const float *sb0, *sb1;
+      const float *sb0, *sb1; /* weight-scale rows: FWD one 128-row block, SWIGLU gate and up */
       if (MODE == F8_FWD) {
         sb0 = sb1 = p.b_scales0 + ((size_t)bexp * (p.b_rows / 128) + t.n_tile) * kbs;
       } else {
@@ -190,39 +249,89 @@ __global__ void __launch_bounds__(F8_THREADS, 1)
       }
 #pragma unroll
       for (int i = 0; i < 64; ++i) acc[i] = 0.0f;
-      for (int kb = 0; kb < kbs; ++kb) {
-        mbar_wait(full0 + 8 * stage, phase);
-        const uint32_t sa = smem_base + stage * F8_STAGE_BYTES;
-        if (math) {
+      if (!math) {
+        for (int kb = 0; kb < kbs; ++kb) {
+          mbar_wait(full0 + 8 * stage, phase);
+          f8_release<CL>(empty0 + 8 * stage, lane);
+          if (++stage == F8_STAGES) { stage = 0; phase ^= 1; }
+        }
+        continue;
+      }
+      if (!DB) {
+        for (int kb = 0; kb < kbs; ++kb) {
+          mbar_wait(full0 + 8 * stage, phase);
+          const uint32_t sa = smem_base + stage * F8_STAGE_BYTES;
           const float s_b0 = __ldg(sb0 + kb), s_b1 = __ldg(sb1 + kb);
-          wgmma_fence();
-#pragma unroll
-          for (int kk = 0; kk < 4; ++kk) {
-            const uint64_t da = wgmma_desc_sw128(sa + cwg * 8192 + kk * 32, 16, 1024);
-            const uint64_t db = wgmma_desc_sw128(sa + F8_A_BYTES + kk * 32, 16, 1024);
-            wgmma_m64n128k32_e4m3(part, da, db, kk > 0);
-          }
-          wgmma_commit();
+          f8_issue(p0, sa, cwg);
           wgmma_wait<0>();
-          reg_fence(part, 64);
+          reg_fence(p0, 64);
           const float *sas = (const float *)(smem + stage * F8_STAGE_BYTES + F8_SA_OFF);
           const float s_a0 = sas[r0], s_a1 = sas[r0 + 8];
-          if (lane == 0) mbar_arrive(empty0 + 8 * stage);
-          const float f00 = s_a0 * s_b0, f10 = s_a1 * s_b0, f01 = s_a0 * s_b1, f11 = s_a1 * s_b1;
-#pragma unroll
-          for (int i = 0; i < 64; ++i) {
-            const bool hi_row = (i & 2) != 0, up = i >= 32;
-            const float f = up ? (hi_row ? f11 : f01) : (hi_row ? f10 : f00);
-            acc[i] = fmaf(part[i], f, acc[i]);
-          }
-        } else {
-          if (lane == 0) mbar_arrive(empty0 + 8 * stage);
+          f8_release<CL>(empty0 + 8 * stage, lane);
+          f8_promote(acc, p0, s_a0, s_a1, s_b0, s_b1);
+          if (++stage == F8_STAGES) { stage = 0; phase ^= 1; }
         }
+      } else {
+        /* K block kb is promoted from one partial while kb + 1 runs into the other. */
+        mbar_wait(full0 + 8 * stage, phase);
+        float cb0 = __ldg(sb0), cb1 = __ldg(sb1);
+        f8_issue(p0, smem_base + stage * F8_STAGE_BYTES, cwg);
+        int cst = stage;
         if (++stage == F8_STAGES) { stage = 0; phase ^= 1; }
+        for (int kb = 0;;) {
+          float nb0 = 0.f, nb1 = 0.f;
+          int nst = stage;
+          const bool more = kb + 1 < kbs;
+          if (more) {
+            mbar_wait(full0 + 8 * stage, phase);
+            nb0 = __ldg(sb0 + kb + 1);
+            nb1 = __ldg(sb1 + kb + 1);
+            f8_issue(p1, smem_base + stage * F8_STAGE_BYTES, cwg);
+            if (++stage == F8_STAGES) { stage = 0; phase ^= 1; }
+            wgmma_wait<1>();
+          } else {
+            wgmma_wait<0>();
+          }
+          reg_fence(p0, 64);
+          {
+            const float *sas = (const float *)(smem + cst * F8_STAGE_BYTES + F8_SA_OFF);
+            const float s_a0 = sas[r0], s_a1 = sas[r0 + 8];
+            f8_release<CL>(empty0 + 8 * cst, lane);
+            f8_promote(acc, p0, s_a0, s_a1, cb0, cb1);
+          }
+          if (!more) break;
+          ++kb;
+          cst = nst;
+          cb0 = nb0;
+          cb1 = nb1;
+          nst = stage;
+          const bool more2 = kb + 1 < kbs;
+          if (more2) {
+            mbar_wait(full0 + 8 * stage, phase);
+            nb0 = __ldg(sb0 + kb + 1);
+            nb1 = __ldg(sb1 + kb + 1);
+            f8_issue(p0, smem_base + stage * F8_STAGE_BYTES, cwg);
+            if (++stage == F8_STAGES) { stage = 0; phase ^= 1; }
+            wgmma_wait<1>();
+          } else {
+            wgmma_wait<0>();
+          }
+          reg_fence(p1, 64);
+          {
+            const float *sas = (const float *)(smem + cst * F8_STAGE_BYTES + F8_SA_OFF);
+            const float s_a0 = sas[r0], s_a1 = sas[r0 + 8];
+            f8_release<CL>(empty0 + 8 * cst, lane);
+            f8_promote(acc, p1, s_a0, s_a1, cb0, cb1);
+          }
+          if (!more2) break;
+          ++kb;
+          cst = nst;
+          cb0 = nb0;
+          cb1 = nb1;
+        }
       }
-      if (!math) continue;
 
-      const int row0 = p.offset[t.expert] + t.m_tile * F8_BM + cwg * 64;
+      const int row0 = p.offset[t.expert] + m_tile * F8_BM + cwg * 64;
       if (MODE == F8_FWD) {
         f8_store<0, 2>(acc, epi, wtid, &tm_c0, t.n_tile * F8_BN, p.n_out, row0, 2 + cwg);
       } else {
@@ -345,19 +454,69 @@ extern "C" mok_status mok_gg_fp8_quantize_weight(const void *w, void *q, float *
   return cudaGetLastError() == cudaSuccess ? MOK_SUCCESS : MOK_ERR_CUDA;
 }
 
+template <int MODE, int DB, int CL>
+static mok_status f8_launch_v(const CUtensorMap *a, const CUtensorMap *b0, const CUtensorMap *b1,
+                              const CUtensorMap *c0, const CUtensorMap *c1, f8_params p,
+                              int max_units, cudaStream_t stream) {
+  static int max_ctas = 0;
+  if (!max_ctas) {
+    int sms = 0;
+    mok_status st = gg_device_sms(&sms);
+    if (st != MOK_SUCCESS) return st;
+    if (cudaFuncSetAttribute(gg_fp8_kernel<MODE, DB, CL>,
+                             cudaFuncAttributeMaxDynamicSharedMemorySize, F8_SMEM) != cudaSuccess)
+      return MOK_ERR_CUDA;
+    if (CL == 1) {
+      max_ctas = sms;
+    } else {
+      cudaLaunchConfig_t cfg = {};
+      cudaLaunchAttribute attr[1];
+      attr[0].id = cudaLaunchAttributeClusterDimension;
+      attr[0].val.clusterDim.x = CL;
+      attr[0].val.clusterDim.y = 1;
+      attr[0].val.clusterDim.z = 1;
+      cfg.gridDim = dim3(sms / CL * CL);
+      cfg.blockDim = dim3(F8_THREADS);
+      cfg.dynamicSmemBytes = F8_SMEM;
+      cfg.attrs = attr;
+      cfg.numAttrs = 1;
+      int clusters = 0;
+      if (cudaOccupancyMaxActiveClusters(&clusters, gg_fp8_kernel<MODE, DB, CL>, &cfg) !=
+              cudaSuccess ||
+          clusters < 1)
+        return MOK_ERR_CUDA;
+      max_ctas = clusters * CL;
+    }
+  }
+  int units = max_units < max_ctas / CL ? max_units : max_ctas / CL;
+  if (units < 1) units = 1;
+  cudaLaunchConfig_t cfg = {};
+  cudaLaunchAttribute attr[1];
+  attr[0].id = cudaLaunchAttributeClusterDimension;
+  attr[0].val.clusterDim.x = CL;
+  attr[0].val.clusterDim.y = 1;
+  attr[0].val.clusterDim.z = 1;
+  cfg.gridDim = dim3(units * CL);
+  cfg.blockDim = dim3(F8_THREADS);
+  cfg.dynamicSmemBytes = F8_SMEM;
+  cfg.stream = stream;
+  cfg.attrs = attr;
+  cfg.numAttrs = CL > 1 ? 1 : 0;
+  if (cudaLaunchKernelEx(&cfg, gg_fp8_kernel<MODE, DB, CL>, *a, *b0, *b1, *c0, *c1, p) !=
+      cudaSuccess)
+    return MOK_ERR_CUDA;
+  return MOK_SUCCESS;
+}
+
+/* Variant choice (defaults: two partials, clusters of 2); the benchmark tuning hook's flags
+ * override: 2 = one partial, 4 = no clusters. */
 template <int MODE>
 static mok_status f8_launch(const CUtensorMap *a, const CUtensorMap *b0, const CUtensorMap *b1,
                             const CUtensorMap *c0, const CUtensorMap *c1, f8_params p,
                             int max_tiles, cudaStream_t stream) {
-  static int sms = 0;
-  if (!sms) {
-    mok_status st = gg_device_sms(&sms);
-    if (st != MOK_SUCCESS) return st;
-    if (cudaFuncSetAttribute(gg_fp8_kernel<MODE>, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                             F8_SMEM) != cudaSuccess)
-      return MOK_ERR_CUDA;
-  }
-  p.group_m = 16;
+  const int flags = gg_tuning_flags();
+  const int db = (flags & 2) ? 0 : 1, cl = (flags & 4) ? 1 : 2;
+  p.group_m = 16 / cl;
   const int e_all = p.num_experts, base_all = p.expert_base;
   const int32_t *off_all = p.offset, *cnt_all = p.count;
   for (int e0 = 0; e0 < e_all; e0 += F8_MAX_EXPERTS) {
@@ -365,10 +524,13 @@ static mok_status f8_launch(const CUtensorMap *a, const CUtensorMap *b0, const C
     p.expert_base = base_all + e0;
     p.offset = off_all + e0;
     p.count = cnt_all + e0;
-    int grid = sms < max_tiles ? sms : max_tiles;
-    if (grid < 1) grid = 1;
-    gg_fp8_kernel<MODE><<<grid, F8_THREADS, F8_SMEM, stream>>>(*a, *b0, *b1, *c0, *c1, p);
-    if (cudaGetLastError() != cudaSuccess) return MOK_ERR_CUDA;
+    const int units = cl == 2 ? (max_tiles + p.num_experts * p.n_tiles) / 2 + 1 : max_tiles;
+    mok_status st;
+    if (db && cl == 2) st = f8_launch_v<MODE, 1, 2>(a, b0, b1, c0, c1, p, units, stream);
+    else if (db) st = f8_launch_v<MODE, 1, 1>(a, b0, b1, c0, c1, p, units, stream);
+    else if (cl == 2) st = f8_launch_v<MODE, 0, 2>(a, b0, b1, c0, c1, p, units, stream);
+    else st = f8_launch_v<MODE, 0, 1>(a, b0, b1, c0, c1, p, units, stream);
+    if (st != MOK_SUCCESS) return st;
   }
   return MOK_SUCCESS;
 }

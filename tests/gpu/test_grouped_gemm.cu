@@ -329,6 +329,12 @@ static void run_wgrad(int E, int max_rows, int64_t n, int64_t k, int out_fp32, i
   cudaFree(ddc); cudaFree(da); cudaFree(dw); cudaFree(doff); cudaFree(dcnt);
 }
 
+/* Back to the defaults (or the cluster size forced by MOK_GG_CLUSTER). */
+static void gg_restore_tuning(void) {
+  const char *cl = getenv("MOK_GG_CLUSTER");
+  gg_set_tuning(0, cl ? atoi(cl) : 0, 0, 0);
+}
+
 /* ---- FP8 block-scaled ------------------------------------------------------------------- */
 static double e4m3_to_d(uint8_t b) {
   int sgn = b >> 7, ex = (b >> 3) & 15, man = b & 7;
@@ -507,6 +513,17 @@ static void test_gg_fp8_fwd_small(void) { run_fp8_fwd(6, 300, 384, 384, 1000); }
 static void test_gg_fp8_fwd_many_tiles(void) { run_fp8_fwd(9, 1500, 1024, 1024, 24); }
 static void test_gg_fp8_swiglu(void) { run_fp8_swiglu(5, 300, 256, 256, 0, 1, 1000); }
 static void test_gg_fp8_swiglu_limit(void) { run_fp8_swiglu(7, 700, 384, 512, 1, 0, 24); }
+/* The other FP8 variants: one partial accumulator (flag 2), no clusters (flag 4). */
+static void test_gg_fp8_variants(void) {
+  const int flags[] = {2, 4, 6};
+  for (int f : flags) {
+    printf("    flags %d\n", f);
+    gg_set_tuning(0, 0, 0, f);
+    run_fp8_fwd(8, 900, 512, 768, 16);
+    run_fp8_swiglu(5, 400, 256, 384, 0, 1, 16);
+  }
+  gg_restore_tuning();
+}
 
 /* ---- bad arguments ----------------------------------------------------------------------- */
 static void test_gg_bad_args(void) {
@@ -528,10 +545,6 @@ static void test_gg_swiglu(void) { run_swiglu(5, 300, 256, 192, 0, 1, 1000); }
 static void test_gg_swiglu_limit(void) { run_swiglu(7, 700, 384, 512, 1, 0, 40); }
 static void test_gg_dgrad(void) { run_dgrad(6, 300, 320, 384, 1000); }
 static void test_gg_dgrad_many_tiles(void) { run_dgrad(8, 1500, 512, 1024, 24); }
-static void gg_restore_tuning(void) {
-  const char *cl = getenv("MOK_GG_CLUSTER");
-  gg_set_tuning(0, cl ? atoi(cl) : 0, 0, 0);
-}
 /* The same problems without clusters (each CTA loads its whole B tile). */
 static void test_gg_fwd_cluster1(void) { gg_set_tuning(0, 1, 0, 0); run_fwd(9, 1500, 1024, 1024, 40); gg_restore_tuning(); }
 static void test_gg_swiglu_cluster1(void) { gg_set_tuning(0, 1, 0, 0); run_swiglu(5, 300, 256, 192, 0, 1, 1000); gg_restore_tuning(); }
@@ -559,6 +572,7 @@ extern "C" const test_case gg_test_cases[] = {
     {"gg_fp8_fwd_many_tiles", test_gg_fp8_fwd_many_tiles},
     {"gg_fp8_swiglu", test_gg_fp8_swiglu},
     {"gg_fp8_swiglu_limit", test_gg_fp8_swiglu_limit},
+    {"gg_fp8_variants", test_gg_fp8_variants},
     {"gg_wgrad_fp32", test_gg_wgrad_fp32},
     {"gg_wgrad_bf16", test_gg_wgrad_bf16},
     {"gg_wgrad_accumulate", test_gg_wgrad_accumulate},
