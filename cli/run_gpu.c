@@ -102,7 +102,8 @@ static int launch(const cli_options *o, int n) {
   mok_shape s = run_shape(o);
   int iters = o->iters;
   double *fwd = calloc((size_t)iters, sizeof(double)), *bwd = calloc((size_t)iters, sizeof(double));
-  double *tot = calloc((size_t)iters, sizeof(double));
+  double *tot = calloc((size_t)iters, sizeof(double)), *bld = calloc((size_t)iters, sizeof(double));
+  double *fo = calloc((size_t)iters, sizeof(double));
   double err[3] = {0, 0, 0};
   int dev_status = 0, have = 0;
   long long rows_max = 0, ws_bytes = 0;
@@ -126,11 +127,13 @@ static int launch(const cli_options *o, int n) {
       for (int i = 0; i < 3; ++i)
         if (!(e[i] <= err[i])) err[i] = e[i]; /* NaN sticks */
       for (int i = 0; i < iters; ++i) {
-        double a = 0, b = 0;
-        if (fscanf(f, "%lf %lf", &a, &b) != 2) break;
-        if (a > fwd[i]) fwd[i] = a;
+        double bu = 0, a = 0, b = 0;
+        if (fscanf(f, "%lf %lf %lf", &bu, &a, &b) != 3) break;
+        if (bu > bld[i]) bld[i] = bu;
+        if (a > fo[i]) fo[i] = a;
+        if (bu + a > fwd[i]) fwd[i] = bu + a;
         if (b > bwd[i]) bwd[i] = b;
-        if (a + b > tot[i]) tot[i] = a + b;
+        if (bu + a + b > tot[i]) tot[i] = bu + a + b;
       }
     }
     fclose(f);
@@ -138,6 +141,7 @@ static int launch(const cli_options *o, int n) {
   }
   remove(dir);
   double mf = median(fwd, iters), mb = median(bwd, iters), mt = median(tot, iters);
+  double mbld = median(bld, iters), mfo = median(fo, iters);
   double flop_f = 6.0 * ((double)s.tokens * s.shared_intermediate / s.intermediate +
                          (double)s.tokens * s.top_k) * s.hidden * s.intermediate;
   int check_ok = have == n && dev_status == 0 && err[0] < CHECK_TOL && err[1] < CHECK_TOL &&
@@ -149,7 +153,9 @@ static int launch(const cli_options *o, int n) {
          o->routing == CLI_ROUTING_ZIPF ? "zipf" : "uniform", (unsigned long long)o->seed);
   printf("  workspace %.2f GiB/rank, busiest rank's schedule rows %lld; %d warm-up + %d timed iterations\n",
          ws_bytes / 1073741824.0, rows_max, o->warmup, iters);
-  printf("  %-28s %10s %14s\n", "pass (slowest rank, median)", "ms", "TFLOP/s/GPU");
+  printf("  %-28s %10s %14s\n", "stage (slowest rank, median)", "ms", "TFLOP/s/GPU");
+  printf("  %-28s %10.3f %13.1f%%\n", "schedule build (of fwd+bwd)", mbld, mt > 0 ? 100.0 * mbld / mt : 0.0);
+  printf("  %-28s %10.3f %14.1f\n", "forward", mfo, mfo > 0 ? flop_f / (mfo * 1e9) : 0.0);
   printf("  %-28s %10.3f %14.1f\n", "build + forward", mf, mf > 0 ? flop_f / (mf * 1e9) : 0.0);
   printf("  %-28s %10.3f %14.1f\n", "backward", mb, mb > 0 ? 2 * flop_f / (mb * 1e9) : 0.0);
   printf("  %-28s %10.3f %14.1f\n", "forward + backward", mt, mt > 0 ? 3 * flop_f / (mt * 1e9) : 0.0);
@@ -159,6 +165,8 @@ static int launch(const cli_options *o, int n) {
   free(fwd);
   free(bwd);
   free(tot);
+  free(bld);
+  free(fo);
   return bad || !check_ok;
 }
 
@@ -328,16 +336,17 @@ static int worker(const cli_options *o, int rank, int n, const char *dir) {
   cudaStream_t q;
   CK(cudaStreamCreateWithFlags(&q, cudaStreamNonBlocking));
   const int iters = o->iters;
-  cudaEvent_t *ev = malloc(sizeof(cudaEvent_t) * (size_t)(3 * iters));
-  for (int i = 0; i < 3 * iters; ++i) CK(cudaEventCreate(&ev[i]));
+  cudaEvent_t *ev = malloc(sizeof(cudaEvent_t) * (size_t)(4 * iters));
+  for (int i = 0; i < 4 * iters; ++i) CK(cudaEventCreate(&ev[i]));
   for (int i = 0; i < o->warmup + iters; ++i) {
     int t = i - o->warmup;
-    if (t >= 0) CK(cudaEventRecord(ev[3 * t], q));
+    if (t >= 0) CK(cudaEventRecord(ev[4 * t], q));
     MK(mok_schedule_build(sch, topk, q));
+    if (t >= 0) CK(cudaEventRecord(ev[4 * t + 1], q));
     MK(mok_forward(sch, &wt, x, rw, y, q));
-    if (t >= 0) CK(cudaEventRecord(ev[3 * t + 1], q));
+    if (t >= 0) CK(cudaEventRecord(ev[4 * t + 2], q));
     MK(mok_backward(sch, &wt, x, rw, dy, &gr, q));
-    if (t >= 0) CK(cudaEventRecord(ev[3 * t + 2], q));
+    if (t >= 0) CK(cudaEventRecord(ev[4 * t + 3], q));
   }
   CK(cudaStreamSynchronize(q));
   mok_status dev = MOK_SUCCESS;
@@ -394,10 +403,11 @@ static int worker(const cli_options *o, int rank, int n, const char *dir) {
   fprintf(f, "%d %lld %lld %.6e %.6e %.6e\n", (int)dev, (long long)rows, (long long)wbytes, err[0],
           err[1], err[2]);
   for (int i = 0; i < iters; ++i) {
-    float a = 0, bb = 0;
-    cudaEventElapsedTime(&a, ev[3 * i], ev[3 * i + 1]);
-    cudaEventElapsedTime(&bb, ev[3 * i + 1], ev[3 * i + 2]);
-    fprintf(f, "%.6f %.6f\n", a, bb);
+    float a = 0, b1 = 0, b2 = 0;
+    cudaEventElapsedTime(&a, ev[4 * i], ev[4 * i + 1]);
+    cudaEventElapsedTime(&b1, ev[4 * i + 1], ev[4 * i + 2]);
+    cudaEventElapsedTime(&b2, ev[4 * i + 2], ev[4 * i + 3]);
+    fprintf(f, "%.6f %.6f %.6f\n", a, b1, b2);
   }
   fclose(f);
   mok_schedule_destroy(sch);

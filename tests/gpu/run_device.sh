@@ -3,7 +3,8 @@
 # NCCL 2.28.9 of the PyTorch wheel, the GPU tests at EP=1 and EP=2, `mok run` on the default shape,
 # and a short table last. Logs go to $OUT (default /tmp/mok_out).
 #   env: BUILD (default build), SKIP_TESTS=1, SKIP_RUN=1, RUN_ARGS (extra `mok run` options),
-#        TEST_FILTER (a test-name filter)
+#        RUN2_ARGS (a second `mok run` with these options), RUN_ZIPF=1 (a third, Zipf routing),
+#        SANITIZE=1 (memcheck one case at EP=1), TEST_FILTER (a test-name filter)
 set -u
 OUT=${OUT:-/tmp/mok_out}
 BUILD=${BUILD:-build}
@@ -40,6 +41,10 @@ t3=$(date +%s)
 if [ "${SKIP_RUN:-0}" != 1 ]; then
   timeout 200 "$BUILD/mok" run --iters 10 --warmup 2 ${RUN_ARGS:-} >"$OUT/run.log" 2>&1
   run="exit $?"
+  if [ -n "${RUN2_ARGS:-}" ]; then
+    timeout 200 "$BUILD/mok" run --iters 10 --warmup 2 $RUN2_ARGS >>"$OUT/run.log" 2>&1
+    run="$run, second exit $?"
+  fi
   if [ "${RUN_ZIPF:-0}" = 1 ]; then
     timeout 200 "$BUILD/mok" run --iters 10 --warmup 2 --routing zipf ${RUN_ARGS:-} >>"$OUT/run.log" 2>&1
     run="$run, zipf exit $?"
@@ -49,6 +54,6 @@ t4=$(date +%s)
 echo "==== failures / timings ===="
 grep -h "FAIL\|CHECK\|relative error\|device status\|did not finish\|rank .*:" "$OUT"/ep1.log "$OUT"/ep2.log 2>/dev/null | head -40
 grep -h "NCCL WARN\|mok:" "$OUT"/ep1.log 2>/dev/null | head -10
-cat "$OUT/run.log" 2>/dev/null | tail -22
+cat "$OUT/run.log" 2>/dev/null | tail -36
 echo "==== summary ===="
 printf "%-22s %s\n" "build" "$((t1 - t0)) s" "tests EP=1" "$ep1" "tests EP=2" "$ep2 ($((t3 - t1)) s both)" "mok run" "$run ($((t4 - t3)) s)"
