@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # run_gpu_tests.sh — the PyTorch layer's tests on a machine with two GPUs: the CPU suite (needs
-# torch, no GPU), then tests/python/test_moe_gpu.py under torchrun at EP=1 (GPU 0) and EP=2
-# (GPUs 0 and 1). Assumes `make` already built build/libmok.so. Prints every MOK-RESULT line and a
-# summary table last; exits non-zero if any suite failed or timed out.
+# torch, no GPU), tests/python/test_moe_gpu.py under torchrun at EP=1 (GPU 0) and EP=2 (GPUs 0
+# and 1), then the example language model at EP=2 with each backend. Assumes `make` already built
+# build/libmok.so. Prints every MOK-RESULT line and a summary table last; exits non-zero if any
+# suite failed or timed out.
 set -u
 cd "$(dirname "$0")/../.."
 ROOT=$PWD
@@ -35,15 +36,19 @@ run ep1 env CUDA_VISIBLE_DEVICES=0 torchrun --standalone --nproc_per_node=1 "${P
   tests/python/test_moe_gpu.py
 run ep2 env CUDA_VISIBLE_DEVICES=0,1 torchrun --standalone --nproc_per_node=2 "${PYTEST[@]}" \
   tests/python/test_moe_gpu.py
+for backend in mok torch; do   # the example itself, as a user runs it
+  run "lm-$backend" env CUDA_VISIBLE_DEVICES=0,1 torchrun --standalone --nproc_per_node=2 \
+    examples/train_tiny_moe_lm.py --backend "$backend" --steps 50 --log-every 10
+done
 
 echo
 echo "==== results (worst relative error per check; tiny_lm: loss curves)"
 for name in "${NAMES[@]}"; do
-  grep -h "^MOK-RESULT" "$LOGS/$name.log" | sed "s/^MOK-RESULT /$name  /"
+  grep -hE "^MOK-RESULT|^(FAILED|ERROR) " "$LOGS/$name.log" | sed "s/^MOK-RESULT /$name  /; s/^FAILED /$name  FAILED /; s/^ERROR /$name  ERROR /"
 done
 echo
 echo "==== summary"
-printf "%-5s %-8s %s\n" suite status "pytest (one line per rank)"
+printf "%-8s %-8s %s\n" suite status "pytest (one line per rank) / example's final loss"
 fail=0
 for i in "${!NAMES[@]}"; do
   rc=${RCS[$i]}
@@ -55,7 +60,8 @@ for i in "${!NAMES[@]}"; do
   [ "$rc" -ne 0 ] && fail=1
   lines=$(grep -hE "^(=+ )?[0-9]+ (passed|failed|skipped|error)|^(=+ )?no tests ran" "$LOGS/${NAMES[$i]}.log" |
     sed 's/=//g; s/^ *//; s/ *$//' | paste -sd ';' -)
-  printf "%-5s %-8s %s\n" "${NAMES[$i]}" "$status" "${lines:-(no pytest summary)}"
+  [ -z "$lines" ] && lines=$(grep -h "^final loss" "$LOGS/${NAMES[$i]}.log" | tail -n 1)
+  printf "%-8s %-8s %s\n" "${NAMES[$i]}" "$status" "${lines:-(no summary line)}"
 done
 echo "logs: $LOGS"
 exit $fail
