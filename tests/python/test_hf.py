@@ -10,7 +10,6 @@ import pytest
 torch = pytest.importorskip("torch")
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "python"))
 import mok  # noqa: E402
-from mok import hf  # noqa: E402
 
 H, I, E, IS = 32, 16, 8, 24
 PREFIX = "model.layers.3.mlp."
