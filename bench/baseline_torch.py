@@ -37,7 +37,8 @@ def moe_baseline(x, topk, rw, w_gate, w_up, w_down, ws_gate, ws_up, ws_down, num
         dist.all_to_all_single(recv_counts, per_expert, group=group)   # [src rank][local expert]
         send_splits = per_expert.view(ep, el).sum(1).tolist()          # host sync: the baseline's way
         recv_splits = recv_counts.view(ep, el).sum(1).tolist()
-        recv_x = a2a_autograd(send_x, recv_splits, send_splits, group=group)
+        recv_x = a2a_autograd(send_x.new_empty(sum(recv_splits), x.shape[1]), send_x, recv_splits,
+                              send_splits, group=group)
     else:
         recv_counts = per_expert
         recv_x = send_x
@@ -50,7 +51,8 @@ def moe_baseline(x, topk, rw, w_gate, w_up, w_down, ws_gate, ws_up, ws_down, num
     out_rows = _grouped(h, w_down, offs)
     back = out_rows[torch.argsort(regroup)]              # back to (source rank, expert) order
     if ep > 1:
-        expert_out = a2a_autograd(back, send_splits, recv_splits, group=group)
+        expert_out = a2a_autograd(back.new_empty(sum(send_splits), back.shape[1]), back, send_splits,
+                                  recv_splits, group=group)
     else:
         expert_out = back
     weights = rw.reshape(-1)[order].unsqueeze(1).to(expert_out.dtype)
