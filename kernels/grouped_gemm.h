@@ -110,6 +110,24 @@ mok_status mok_gg_fp8_gate_up_swiglu(const void *x, const float *x_scales, const
                                      int64_t hidden, int use_limit, float limit,
                                      cudaStream_t stream);
 
+/* ---- MXFP8 input (E4M3 data, one E8M0 scale byte per 1x32 block along the last dimension) ----
+ * Converted once to the 128-block recipe above, which the FP8 GEMMs run: each 128-block's scale
+ * is the largest of its MX scales (a power of two) and every value is rescaled by its own MX scale
+ * over it (exact in fp32) and rounded back to E4M3. Exact where a block's MX scales are equal;
+ * otherwise values of smaller-scaled 32-blocks can lose low mantissa bits (E4M3 subnormals) or
+ * flush to zero. E8M0 255 (NaN) gives a NaN scale.
+ *   q_mx: [rows, cols] e4m3, scales_mx: [rows, cols / 32] uint8 (cols a multiple of 128). */
+
+/* Activations [m_total, k] -> q [m_total, k] e4m3 + scales as mok_gg_fp8_quantize_act writes. */
+mok_status mok_gg_mxfp8_act_to_block128(const void *q_mx, const uint8_t *scales_mx, void *q,
+                                        float *scales, int64_t m_total, int64_t k,
+                                        cudaStream_t stream);
+
+/* Weights [experts, n, k] -> q [experts, n, k] e4m3 + scales [experts, n / 128, k / 128]. */
+mok_status mok_gg_mxfp8_weight_to_block128(const void *q_mx, const uint8_t *scales_mx, void *q,
+                                           float *scales, int64_t experts, int64_t n, int64_t k,
+                                           cudaStream_t stream);
+
 #ifdef __cplusplus
 }
 #endif

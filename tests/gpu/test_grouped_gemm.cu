@@ -525,6 +525,68 @@ static void test_gg_fp8_variants(void) {
   gg_restore_tuning();
 }
 
+/* ---- MXFP8 input: conversion to the 128-block recipe, then the FP8 GEMM -------------------- */
+static uint8_t rand_e4m3(gg_rng *r) {
+  uint8_t b;
+  do b = (uint8_t)gg_below(r, 256); while ((b & 0x7f) == 0x7f); /* no NaN */
+  return b;
+}
+static void test_gg_mxfp8_fwd(void) {
+  gg_rng r = {test_seed() ^ 0x3333};
+  const int E = 5;
+  const int64_t n = 256, k = 512;
+  gg_rows g = make_rows(&r, E, 300, 1);
+  const int64_t m = g.m_total, mp = MOK_GG_FP8_SCALE_ROWS(m);
+  std::vector<uint8_t> qa(m * k), qw((size_t)E * n * k), sa(m * (k / 32)), sw((size_t)E * n * (k / 32));
+  for (auto &b : qa) b = rand_e4m3(&r);
+  for (auto &b : qw) b = rand_e4m3(&r);
+  /* scales: mostly equal inside a 128-block (exact), sometimes a few powers of two apart */
+  for (auto &b : sa) b = (uint8_t)(124 + gg_below(&r, 2) * gg_below(&r, 4));
+  for (auto &b : sw) b = (uint8_t)(120 + gg_below(&r, 2) * gg_below(&r, 4));
+  auto mx = [](uint8_t q, uint8_t e) { return e4m3_to_d(q) * ldexp(1.0, (int)e - 127); };
+  uint8_t *dqa = to_dev(qa), *dqw = to_dev(qw), *dsa = to_dev(sa), *dsw = to_dev(sw), *oqa, *oqw;
+  float *osa, *osw;
+  cudaMalloc((void **)&oqa, m * k + 16);
+  cudaMalloc((void **)&oqw, (size_t)E * n * k + 16);
+  cudaMalloc((void **)&osa, (k / 128) * mp * 4 + 16);
+  cudaMalloc((void **)&osw, (size_t)E * (n / 128) * (k / 128) * 4 + 16);
+  CHECK_STATUS(mok_gg_mxfp8_act_to_block128(dqa, dsa, oqa, osa, m, k, 0), MOK_SUCCESS);
+  CHECK_STATUS(mok_gg_mxfp8_weight_to_block128(dqw, dsw, oqw, osw, E, n, k, 0), MOK_SUCCESS);
+  std::vector<uint16_t> c(m * n, BF16_NAN);
+  uint16_t *dc = to_dev(c);
+  int32_t *doff = to_dev(g.offset), *dcnt = to_dev(g.count);
+  CHECK_STATUS(mok_gg_fp8_fwd(oqa, osa, oqw, osw, dc, doff, dcnt, E, m, n, k, 0), MOK_SUCCESS);
+  CUDA_OK(cudaDeviceSynchronize());
+  /* the converted tensors represent the MX values (up to the documented rounding) */
+  std::vector<uint8_t> cqa = from_dev(oqa, m * k), cqw = from_dev(oqw, (size_t)E * n * k);
+  std::vector<float> csa = from_dev(osa, (k / 128) * mp), csw = from_dev(osw, (size_t)E * (n / 128) * (k / 128));
+  relerr rc = {0, 0, 0};
+  for (int64_t i = 0; i < m; ++i)
+    for (int64_t j = 0; j < k; ++j)
+      rel_add(&rc, e4m3_to_d(cqa[i * k + j]) * csa[(j / 128) * mp + i], mx(qa[i * k + j], sa[i * (k / 32) + j / 32]));
+  for (int64_t i = 0; i < E * n; ++i)
+    for (int64_t j = 0; j < k; ++j)
+      rel_add(&rc, e4m3_to_d(cqw[i * k + j]) * csw[(i / 128) * (k / 128) + j / 128],
+              mx(qw[i * k + j], sw[i * (k / 32) + j / 32]));
+  rel_check("mxfp8 -> block128 values", rc);
+  c = from_dev(dc, c.size());
+  relerr re = {0, 0, 0};
+  for (int e = 0; e < E; ++e)
+    for (int i = 0; i < g.count[e]; ++i) {
+      int64_t row = g.offset[e] + i;
+      for (int64_t j = 0; j < n; ++j) {
+        double s = 0;
+        for (int64_t q = 0; q < k; ++q)
+          s += mx(qa[row * k + q], sa[row * (k / 32) + q / 32]) *
+               mx(qw[((size_t)e * n + j) * k + q], sw[((size_t)e * n + j) * (k / 32) + q / 32]);
+        rel_add(&re, bf2f(c[row * n + j]), s);
+      }
+    }
+  rel_check("mxfp8 fwd vs MX reference", re);
+  cudaFree(dqa); cudaFree(dqw); cudaFree(dsa); cudaFree(dsw); cudaFree(oqa); cudaFree(oqw);
+  cudaFree(osa); cudaFree(osw); cudaFree(dc); cudaFree(doff); cudaFree(dcnt);
+}
+
 /* ---- bad arguments ----------------------------------------------------------------------- */
 static void test_gg_bad_args(void) {
   int32_t *d = NULL;
@@ -573,6 +635,7 @@ extern "C" const test_case gg_test_cases[] = {
     {"gg_fp8_swiglu", test_gg_fp8_swiglu},
     {"gg_fp8_swiglu_limit", test_gg_fp8_swiglu_limit},
     {"gg_fp8_variants", test_gg_fp8_variants},
+    {"gg_mxfp8_fwd", test_gg_mxfp8_fwd},
     {"gg_wgrad_fp32", test_gg_wgrad_fp32},
     {"gg_wgrad_bf16", test_gg_wgrad_bf16},
     {"gg_wgrad_accumulate", test_gg_wgrad_accumulate},

@@ -1,0 +1,114 @@
+/* grouped_gemm_mxfp8.cu — MXFP8 input (E4M3 data, one E8M0 scale per 1x32 block) for the FP8
+ * grouped GEMMs: conversion to the Hopper-native 128-block recipe that the kernels run.
+ *
+ * Hopper has no hardware block scales, and promoting every 32-long K block would cost the FP8
+ * kernel four times the CUDA-core work, so MX tensors are re-expressed once: a 128-block gets
+ * the largest of its MX scales S (a power of two), and each value is rescaled by its own MX
+ * scale over S (a power of two <= 1, exact in fp32) and rounded back to E4M3. Values of the
+ * block's largest-scaled sub-blocks are unchanged; values of sub-blocks with a smaller scale lose
+ * low mantissa bits when the shift takes them into E4M3's subnormal range (or to zero). */
+#include <cuda_fp16.h>
+#include <cuda_runtime.h>
+#include <stdint.h>
+#include "kernels/grouped_gemm.h"
+
+__device__ __forceinline__ float e8m0_to_f(uint8_t e) {
+  return e == 255 ? __int_as_float(0x7fc00000) : exp2f((float)e - 127.0f);
+}
+/* 4 e4m3 values (one 32-bit word) -> fp32 */
+__device__ __forceinline__ void e4m3x4_to_f(uint32_t w, float *v) {
+  uint32_t lo, hi;
+  asm("cvt.rn.f16x2.e4m3x2 %0, %1;\n" : "=r"(lo) : "h"((uint16_t)(w & 0xffff)));
+  asm("cvt.rn.f16x2.e4m3x2 %0, %1;\n" : "=r"(hi) : "h"((uint16_t)(w >> 16)));
+  __half2 a = *(__half2 *)&lo, b = *(__half2 *)&hi;
+  v[0] = __low2float(a);
+  v[1] = __high2float(a);
+  v[2] = __low2float(b);
+  v[3] = __high2float(b);
+}
+__device__ __forceinline__ uint32_t f_to_e4m3x4(const float *v) {
+  uint16_t lo, hi;
+  asm("cvt.rn.satfinite.e4m3x2.f32 %0, %1, %2;\n" : "=h"(lo) : "f"(v[1]), "f"(v[0]));
+  asm("cvt.rn.satfinite.e4m3x2.f32 %0, %1, %2;\n" : "=h"(hi) : "f"(v[3]), "f"(v[2]));
+  return (uint32_t)lo | ((uint32_t)hi << 16);
+}
+
+/* Activations: one warp per (row, 128-block); lane l holds 4 values of MX block l / 8. */
+__global__ void gg_mx_act_kernel(const uint8_t *qmx, const uint8_t *smx, uint8_t *q, float *scales,
+                                 int64_t m_total, int64_t k, int64_t m_pad) {
+  const int64_t kbs = k / 128;
+  const int64_t warp = (blockIdx.x * (int64_t)blockDim.x + threadIdx.x) >> 5;
+  const int lane = threadIdx.x & 31;
+  if (warp >= m_total * kbs) return;
+  const int64_t row = warp / kbs, kb = warp - row * kbs;
+  const uint8_t e = smx[row * (k / 32) + kb * 4 + (lane >> 3)];
+  uint8_t emax = e;
+#pragma unroll
+  for (int o = 16; o > 0; o >>= 1) emax = max(emax, (uint8_t)__shfl_xor_sync(0xffffffffu, emax, o));
+  const int64_t at = row * k + kb * 128 + lane * 4;
+  float v[4];
+  e4m3x4_to_f(*(const uint32_t *)(qmx + at), v);
+  const float shift = exp2f((float)e - (float)emax); /* power of two <= 1 */
+#pragma unroll
+  for (int i = 0; i < 4; ++i) v[i] *= shift;
+  *(uint32_t *)(q + at) = f_to_e4m3x4(v);
+  if (lane == 0) scales[kb * m_pad + row] = e8m0_to_f(emax);
+}
+
+/* Weights: one CTA (256 threads) per 128x128 block; thread t handles row t / 2, half t % 2
+ * (two MX blocks of 32). */
+__global__ void gg_mx_weight_kernel(const uint8_t *qmx, const uint8_t *smx, uint8_t *q,
+                                    float *scales, int64_t n, int64_t k) {
+  const int64_t nb = n / 128, kbs = k / 128;
+  const int64_t blk = blockIdx.x;
+  const int64_t e = blk / (nb * kbs), rb = (blk / kbs) % nb, cb = blk % kbs;
+  const int row = threadIdx.x >> 1, half = threadIdx.x & 1;
+  const int64_t grow = e * n + rb * 128 + row;
+  const uint8_t *srow = smx + grow * (k / 32) + cb * 4 + half * 2;
+  const uint8_t e0 = srow[0], e1 = srow[1];
+  uint8_t emax = max(e0, e1);
+#pragma unroll
+  for (int o = 16; o > 0; o >>= 1) emax = max(emax, (uint8_t)__shfl_xor_sync(0xffffffffu, emax, o));
+  __shared__ uint8_t red[8];
+  if ((threadIdx.x & 31) == 0) red[threadIdx.x >> 5] = emax;
+  __syncthreads();
+  emax = red[0];
+  for (int i = 1; i < 8; ++i) emax = max(emax, red[i]);
+  const int64_t base = grow * k + cb * 128 + half * 64;
+#pragma unroll
+  for (int j = 0; j < 2; ++j) {
+    const float shift = exp2f((float)(j ? e1 : e0) - (float)emax);
+    for (int i = 0; i < 32; i += 4) {
+      float v[4];
+      e4m3x4_to_f(*(const uint32_t *)(qmx + base + j * 32 + i), v);
+#pragma unroll
+      for (int t = 0; t < 4; ++t) v[t] *= shift;
+      *(uint32_t *)(q + base + j * 32 + i) = f_to_e4m3x4(v);
+    }
+  }
+  if (threadIdx.x == 0) scales[blk] = e8m0_to_f(emax);
+}
+
+extern "C" mok_status mok_gg_mxfp8_act_to_block128(const void *q_mx, const uint8_t *scales_mx,
+                                                   void *q, float *scales, int64_t m_total,
+                                                   int64_t k, cudaStream_t stream) {
+  if (!q_mx || !scales_mx || !q || !scales) return MOK_ERR_INVALID_ARGUMENT;
+  if (m_total <= 0 || k <= 0) return MOK_ERR_INVALID_SHAPE;
+  if (k % 128 || ((uintptr_t)q_mx & 15) || ((uintptr_t)q & 15)) return MOK_ERR_MISALIGNED;
+  const int64_t warps = m_total * (k / 128);
+  gg_mx_act_kernel<<<(unsigned)((warps * 32 + 255) / 256), 256, 0, stream>>>(
+      (const uint8_t *)q_mx, scales_mx, (uint8_t *)q, scales, m_total, k,
+      MOK_GG_FP8_SCALE_ROWS(m_total));
+  return cudaGetLastError() == cudaSuccess ? MOK_SUCCESS : MOK_ERR_CUDA;
+}
+
+extern "C" mok_status mok_gg_mxfp8_weight_to_block128(const void *q_mx, const uint8_t *scales_mx,
+                                                      void *q, float *scales, int64_t experts,
+                                                      int64_t n, int64_t k, cudaStream_t stream) {
+  if (!q_mx || !scales_mx || !q || !scales) return MOK_ERR_INVALID_ARGUMENT;
+  if (experts <= 0 || n <= 0 || k <= 0) return MOK_ERR_INVALID_SHAPE;
+  if (n % 128 || k % 128 || ((uintptr_t)q_mx & 15) || ((uintptr_t)q & 15)) return MOK_ERR_MISALIGNED;
+  gg_mx_weight_kernel<<<(unsigned)(experts * (n / 128) * (k / 128)), 256, 0, stream>>>(
+      (const uint8_t *)q_mx, scales_mx, (uint8_t *)q, scales, n, k);
+  return cudaGetLastError() == cudaSuccess ? MOK_SUCCESS : MOK_ERR_CUDA;
+}
