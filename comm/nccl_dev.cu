@@ -10,6 +10,8 @@
 extern "C" mok_status mok_comm_devcomm_create(ncclComm_t comm, void **devcomm, int *lsa_size) {
   ncclDevCommRequirements reqs;
   memset(&reqs, 0, sizeof reqs); /* lsaMultimem stays false: no multicast */
+  /* mok synchronizes with its own bounded flag barriers (comm/barrier.cu, one CTA); NCCL's LSA
+   * barriers are not used, so one is requested only to keep the device communicator complete. */
   reqs.lsaBarrierCount = 1;
   ncclDevComm *dc = (ncclDevComm *)calloc(1, sizeof(ncclDevComm));
   if (!dc) return MOK_ERR_OUT_OF_MEMORY;
