@@ -22,6 +22,19 @@ def _grouped(a, w, offs):
     return torch._grouped_mm(a, w.transpose(-2, -1), offs=offs)
 
 
+def grouped_mm_works():
+    """Whether torch._grouped_mm runs here on this layout (it needs sm90+ and a recent torch)."""
+    try:
+        a = torch.randn(48, 64, device="cuda", dtype=torch.bfloat16)
+        w = torch.randn(3, 32, 64, device="cuda", dtype=torch.bfloat16)
+        offs = torch.tensor([16, 16, 48], device="cuda", dtype=torch.int32)
+        out = _grouped(a, w, offs)
+        ref = torch.cat([a[:16] @ w[0].t(), a[16:48] @ w[2].t()])
+        return bool(torch.allclose(out.float(), ref.float(), rtol=2e-2, atol=2e-1))
+    except RuntimeError:
+        return False
+
+
 def moe_baseline(x, topk, rw, w_gate, w_up, w_down, ws_gate, ws_up, ws_down, num_experts,
                  group=None, limit=0.0):
     """Same math as mok.functional.moe; differentiable through autograd."""

@@ -20,7 +20,7 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.join(HERE, "..", "python"))
 sys.path.insert(0, HERE)
 import mok.functional as mf  # noqa: E402
-from baseline_torch import moe_baseline  # noqa: E402
+from baseline_torch import grouped_mm_works, moe_baseline  # noqa: E402
 
 # name: (H, I, E, k, Is)
 SHAPES = {
@@ -179,12 +179,13 @@ def main():
     torch.cuda.set_device(local)
     dist.init_process_group("nccl", device_id=torch.device("cuda", local))
     rank, ep = dist.get_rank(), dist.get_world_size()
-    group = mf.Group()
     try:
         import deep_ep  # noqa: F401
         deepep_note = "DeepEP is installed but its baseline is not wired in yet"
     except ImportError:
         deepep_note = "DeepEP not installed: PyTorch+NCCL is the only baseline"
+    if not grouped_mm_works():
+        raise SystemExit("torch._grouped_mm does not run here: the baseline needs it")
     if rank == 0:
         print(f"EP={ep}, seed {args.seed}; {deepep_note}")
     rows = []
@@ -195,7 +196,9 @@ def main():
                     if rank == 0:
                         print(f"skip {name} T={T} EP={ep}: does not fit one GPU's memory with the baseline")
                     continue
+                group = mf.Group()  # a group per case: its workspaces go when the case ends
                 r = run_case(name, SHAPES[name], T, routing, group, args)
+                group.destroy()
                 rows.append(r)
                 torch.cuda.empty_cache()
                 if rank == 0:
@@ -216,7 +219,6 @@ def main():
                 print(f"{r['shape']:16s} {r['ep']:2d} {r['tokens']:5d} {r['routing']:8s} {p:4s} "
                       f"{r[f'mok_{p}_ms']:8.3f} {r[f'mok_{p}_tflops']:8.1f} {r[f'base_{p}_ms']:8.3f} "
                       f"{r[f'base_{p}_tflops']:8.1f} {r[f'base_{p}_ms'] / r[f'mok_{p}_ms']:6.2f} {err:8.1e}")
-    group.destroy()
     dist.destroy_process_group()
 
 
