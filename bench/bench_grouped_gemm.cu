@@ -253,13 +253,13 @@ int main(int argc, char **argv) {
       }
       double ms = time_median_ms(run_fp8_fwd, &f, 3, iters);
       printf("%-22s %-10s %10.3f %10.1f\n", s.name, "fp8_fwd", ms, flop / ms * 1e-9);
-      if (s.sweep & 2) { /* FP8 variants: flags 2 = one partial, 4 = no clusters */
+      if (s.sweep & 2) { /* FP8 variants: flags 2 = two partials, 4 = clusters of 2 */
         const int flags[] = {0, 2, 4, 6};
         for (int fl : flags) {
           gg_set_tuning(0, 0, 0, fl);
           double m1 = time_median_ms(s.gateup ? run_fp8_swiglu : run_fp8_fwd, &f, 2, iters);
           printf("  %-20s %-14s %8.3f %10.1f\n", s.name,
-                 fl == 0 ? "fp8/db/c2" : fl == 2 ? "fp8/single/c2" : fl == 4 ? "fp8/db/c1" : "fp8/single/c1",
+                 fl == 0 ? "fp8/single/c1" : fl == 2 ? "fp8/db/c1" : fl == 4 ? "fp8/single/c2" : "fp8/db/c2",
                  m1, flop / m1 * 1e-9);
         }
         const char *cl_env = getenv("MOK_GG_CLUSTER");

@@ -508,14 +508,15 @@ static mok_status f8_launch_v(const CUtensorMap *a, const CUtensorMap *b0, const
   return MOK_SUCCESS;
 }
 
-/* Variant choice (defaults: two partials, clusters of 2); the benchmark tuning hook's flags
- * override: 2 = one partial, 4 = no clusters. */
+/* Variant choice. Default: one partial, no clusters, the fastest measured (docs/PERF.md: the
+ * two-partial and cluster variants were 4-12% slower on the DeepSeek-V3 and Qwen3 shapes). The
+ * benchmark tuning hook's flags select the others: 2 = two partials, 4 = clusters of 2. */
 template <int MODE>
 static mok_status f8_launch(const CUtensorMap *a, const CUtensorMap *b0, const CUtensorMap *b1,
                             const CUtensorMap *c0, const CUtensorMap *c1, f8_params p,
                             int max_tiles, cudaStream_t stream) {
   const int flags = gg_tuning_flags();
-  const int db = (flags & 2) ? 0 : 1, cl = (flags & 4) ? 1 : 2;
+  const int db = (flags & 2) ? 1 : 0, cl = (flags & 4) ? 2 : 1;
   p.group_m = 16 / cl;
   const int e_all = p.num_experts, base_all = p.expert_base;
   const int32_t *off_all = p.offset, *cnt_all = p.count;

@@ -27,7 +27,7 @@ extern "C" {
 #endif
 void gg_set_tuning(int group_m, int cluster, int grid_ctas, int flags);
 int gg_last_grid(void);
-int gg_tuning_flags(void); /* the flags above; FP8: 2 = one partial accumulator, 4 = no clusters */
+int gg_tuning_flags(void); /* the flags above; FP8: 2 = two partial accumulators, 4 = clusters */
 #ifdef __cplusplus
 }
 #endif
