@@ -18,6 +18,7 @@ typedef struct {
   int warmup;          /* warm-up iterations (GPU path)                    */
   int samples;         /* gradient entries checked by finite differences   */
   int use_cpu;         /* --cpu: force the reference path                  */
+  int breakdown;       /* --breakdown: time each stage alone (GPU path)    */
   mok_config config;
 } cli_options;
 

@@ -23,6 +23,7 @@ static void usage(FILE *f) {
           "\n"
           "options:\n"
           "  --cpu                  use the CPU reference path even when GPUs are visible\n"
+          "  --breakdown            GPU: also time each stage alone (schedule, dispatch, GEMMs, combine)\n"
           "  --shape NAME           a named shape (mok shapes); GPU default deepseek-v3, CPU small\n"
           "  --tokens T             tokens per rank     --hidden H        model width\n"
           "  --experts E            routed experts      --intermediate I  expert width\n"
@@ -62,8 +63,8 @@ static int parse_run(int argc, char **argv, cli_options *o) {
   long long tokens = -1, hidden = -1, experts = -1, inter = -1, topk = -1, shared = -1;
   for (int i = 0; i < argc; ++i) {
     const char *a = argv[i];
-    if (strcmp(a, "--cpu") == 0) {
-      o->use_cpu = 1;
+    if (strcmp(a, "--cpu") == 0 || strcmp(a, "--breakdown") == 0) {
+      *(a[2] == 'c' ? &o->use_cpu : &o->breakdown) = 1;
       continue;
     }
     if (strcmp(a, "--help") == 0 || strcmp(a, "-h") == 0) {

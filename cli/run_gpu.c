@@ -25,6 +25,16 @@
 enum { TX = 0, TDY = 1, TWG = 2, TWU = 3, TWD = 4, TSG = 5, TSU = 6, TSD = 7 };
 static uint64_t stream_of(int rank, int tensor) { return (uint64_t)rank * 16 + (uint64_t)tensor; }
 
+/* The layer's stages, run one by one through the ops layer (each peer stage includes its barriers),
+ * so their times add up to a little more than the fused calls'. */
+#define BD_STAGES 9
+static const char *bd_names[BD_STAGES] = {
+    "schedule build", "dispatch (pull x)", "experts forward", "combine (push)", "combine reduce + shared",
+    "reverse combine (pull dy)", "experts backward", "reverse dispatch (push)", "dx reduce + shared bwd"};
+/* which stages move rows over NVLink, for the GB/s column */
+static const int bd_moves[BD_STAGES] = {0, 1, 0, 1, 0, 1, 0, 1, 0};
+
+
 static mok_shape run_shape(const cli_options *o) {
   if (o->shape_given) return o->shape;
   mok_shape s = {4096, 7168, 256, 2048, 8, 2048}; /* DeepSeek-V3 */
@@ -104,6 +114,7 @@ static int launch(const cli_options *o, int n) {
   double *fwd = calloc((size_t)iters, sizeof(double)), *bwd = calloc((size_t)iters, sizeof(double));
   double *tot = calloc((size_t)iters, sizeof(double)), *bld = calloc((size_t)iters, sizeof(double));
   double *fo = calloc((size_t)iters, sizeof(double));
+  double *stage = calloc((size_t)(iters * BD_STAGES), sizeof(double)); /* [stage][iter], slowest rank */
   double err[3] = {0, 0, 0};
   int dev_status = 0, have = 0;
   long long rows_max = 0, ws_bytes = 0;
@@ -135,6 +146,11 @@ static int launch(const cli_options *o, int n) {
         if (b > bwd[i]) bwd[i] = b;
         if (bu + a + b > tot[i]) tot[i] = bu + a + b;
       }
+      for (int i = 0; o->breakdown && i < iters; ++i)
+        for (int j = 0; j < BD_STAGES; ++j) {
+          double v = 0;
+          if (fscanf(f, "%lf", &v) == 1 && v > stage[j * iters + i]) stage[j * iters + i] = v;
+        }
     }
     fclose(f);
     remove(path);
@@ -162,6 +178,22 @@ static int launch(const cli_options *o, int n) {
   printf("  check, %d sample tokens/rank vs host fp64: y %.2e, dx %.2e, d_rw %.2e, device status %d (%s): %s\n",
          SAMPLES, err[0], err[1], err[2], dev_status, mok_status_string((mok_status)dev_status),
          check_ok ? "PASS" : "FAIL");
+  if (o->breakdown) {
+    /* bytes a rank moves per peer stage: its T*k token rows of H bf16 (on average over ranks) */
+    double moved = (double)s.tokens * s.top_k * s.hidden * 2;
+    double sum = 0, med[BD_STAGES];
+    for (int j = 0; j < BD_STAGES; ++j) sum += med[j] = median(stage + j * iters, iters);
+    printf("  breakdown through the ops layer (each stage timed alone, slowest rank, median):\n");
+    printf("  %-28s %10s %8s %12s\n", "stage", "ms", "share", "GB/s/rank");
+    for (int j = 0; j < BD_STAGES; ++j) {
+      printf("  %-28s %10.3f %7.1f%%", bd_names[j], med[j], sum > 0 ? 100 * med[j] / sum : 0.0);
+      if (bd_moves[j] && med[j] > 0) printf(" %12.1f", moved / (med[j] * 1e6));
+      printf("\n");
+    }
+    printf("  %-28s %10.3f   (GB/s: T*k rows of H bf16 per rank, local rows included, barriers included)\n",
+           "sum of stages", sum);
+  }
+  free(stage);
   free(fwd);
   free(bwd);
   free(tot);
@@ -274,6 +306,69 @@ static int exchange_id(mok_unique_id *id, int rank, const char *dir) {
   fprintf(stderr, "mok rank %d: %s: %s\n", rank, #call, cudaGetErrorString(e_)); return 1; } } while (0)
 #define MK(call) do { mok_status s_ = (call); if (s_ != MOK_SUCCESS) { \
   fprintf(stderr, "mok rank %d: %s: %s\n", rank, #call, mok_status_string(s_)); return 1; } } while (0)
+
+/* ---------------------------------------------------------------- breakdown ------------------- */
+
+static int time_stages(const cli_options *o, mok_group *g, mok_schedule *sch, const mok_weights *wt,
+                       const mok_grads *gr, const void *x, const void *dy, const float *rw,
+                       const int32_t *topk, cudaStream_t q, float *ms) {
+  const mok_shape s = run_shape(o);
+  const int64_t T = s.tokens, H = s.hidden, k = s.top_k;
+  int n = 1;
+  mok_group_size(g, &n);
+  int64_t cap = o->config.schedule_capacity;
+  if (cap == 0 && mok_schedule_worst_case_rows(&s, n, o->config.tile_m, &cap) != MOK_SUCCESS) return 1;
+  mok_sym_buffer xs, cb, dys, rws, parts;
+  const int64_t pad = 256;
+  if (mok_sym_alloc(g, (size_t)(T * H * 2 + pad), &xs) || mok_sym_alloc(g, (size_t)(T * k * H * 2 + pad), &cb) ||
+      mok_sym_alloc(g, (size_t)(T * H * 2 + pad), &dys) || mok_sym_alloc(g, (size_t)(T * k * 4 + pad), &rws) ||
+      mok_sym_alloc(g, (size_t)(T * k * H * 2 + pad), &parts))
+    return 1;
+  void *buf[4] = {NULL, NULL, NULL, NULL}; /* recv, out_rows, recv_dy, dx_rows */
+  for (int i = 0; i < 4; ++i)
+    if (cudaMalloc(&buf[i], (size_t)(cap * H * 2 + pad)) != cudaSuccess) return 1;
+  if (cudaMemcpyAsync(xs.ptr, x, (size_t)(T * H * 2), cudaMemcpyDeviceToDevice, q) ||
+      cudaMemcpyAsync(dys.ptr, dy, (size_t)(T * H * 2), cudaMemcpyDeviceToDevice, q) ||
+      cudaMemcpyAsync(rws.ptr, rw, (size_t)(T * k * 4), cudaMemcpyDeviceToDevice, q))
+    return 1;
+  cudaEvent_t ev[BD_STAGES + 1];
+  for (int i = 0; i <= BD_STAGES; ++i)
+    if (cudaEventCreate(&ev[i]) != cudaSuccess) return 1;
+  for (int it = -o->warmup; it < o->iters; ++it) {
+    mok_status st[BD_STAGES];
+    cudaEventRecord(ev[0], q);
+    st[0] = mok_schedule_build(sch, topk, q);
+    cudaEventRecord(ev[1], q);
+    st[1] = mok_op_dispatch(sch, &xs, buf[0], q);
+    cudaEventRecord(ev[2], q);
+    st[2] = mok_op_experts_forward(sch, wt, buf[0], buf[1], q);
+    cudaEventRecord(ev[3], q);
+    st[3] = mok_op_combine(sch, buf[1], &cb, q);
+    cudaEventRecord(ev[4], q);
+    st[4] = mok_op_combine_reduce(sch, wt, x, &cb, rw, buf[3] /* scratch y */, q);
+    cudaEventRecord(ev[5], q);
+    st[5] = mok_op_reverse_combine(sch, &dys, buf[2], q);
+    cudaEventRecord(ev[6], q);
+    st[6] = mok_op_experts_backward(sch, wt, buf[0], buf[2], &rws, buf[3], gr, q);
+    cudaEventRecord(ev[7], q);
+    st[7] = mok_op_reverse_dispatch(sch, buf[3], &parts, q);
+    cudaEventRecord(ev[8], q);
+    st[8] = mok_op_reverse_dispatch_reduce(sch, wt, x, dy, &parts, gr, q);
+    cudaEventRecord(ev[9], q);
+    for (int j = 0; j < BD_STAGES; ++j)
+      if (st[j] != MOK_SUCCESS) {
+        fprintf(stderr, "mok: breakdown stage '%s': %s\n", bd_names[j], mok_status_string(st[j]));
+        return 1;
+      }
+    if (cudaEventSynchronize(ev[BD_STAGES]) != cudaSuccess) return 1;
+    for (int j = 0; it >= 0 && j < BD_STAGES; ++j) cudaEventElapsedTime(&ms[it * BD_STAGES + j], ev[j], ev[j + 1]);
+  }
+  for (int i = 0; i <= BD_STAGES; ++i) cudaEventDestroy(ev[i]);
+  for (int i = 0; i < 4; ++i) cudaFree(buf[i]);
+  mok_sym_buffer *bufs[5] = {&xs, &cb, &dys, &rws, &parts};
+  for (int i = 0; i < 5; ++i) mok_sym_free(g, bufs[i]);
+  return 0;
+}
 
 static int worker(const cli_options *o, int rank, int n, const char *dir) {
   const char *se = getenv("MOK_RUN_SEED");
@@ -396,6 +491,15 @@ static int worker(const cli_options *o, int rank, int n, const char *dir) {
       if (!(ev3[i] <= err[i])) err[i] = ev3[i];
   }
 
+  float *stage_ms = NULL;
+  if (o->breakdown) {
+    stage_ms = calloc((size_t)(iters * BD_STAGES), sizeof(float));
+    if (!stage_ms || time_stages(o, g, sch, &wt, &gr, x, dy, rw, topk, q, stage_ms) != 0) {
+      fprintf(stderr, "mok rank %d: breakdown failed\n", rank);
+      return 1;
+    }
+  }
+
   char path[300];
   snprintf(path, sizeof path, "%s/rank%d.res", dir, rank);
   FILE *f = fopen(path, "w");
@@ -409,6 +513,9 @@ static int worker(const cli_options *o, int rank, int n, const char *dir) {
     cudaEventElapsedTime(&b2, ev[4 * i + 2], ev[4 * i + 3]);
     fprintf(f, "%.6f %.6f %.6f\n", a, b1, b2);
   }
+  for (int i = 0; stage_ms && i < iters; ++i)
+    for (int j = 0; j < BD_STAGES; ++j) fprintf(f, "%.6f%c", stage_ms[i * BD_STAGES + j], j + 1 < BD_STAGES ? ' ' : '\n');
+  free(stage_ms);
   fclose(f);
   mok_schedule_destroy(sch);
   mok_workspace_destroy(ws);
