@@ -201,8 +201,8 @@ def main():
                 group.destroy()
                 rows.append(r)
                 torch.cuda.empty_cache()
-                if rank == 0:
-                    print(f"done {name} T={T} {routing}: check {r['check']}", flush=True)
+                if rank == 0:  # each row as soon as it is measured, so a cut-short run keeps it
+                    print(f"row {json.dumps(r)}", flush=True)
     if rank == 0 and rows:
         os.makedirs(os.path.dirname(os.path.abspath(args.out + ".json")), exist_ok=True)
         with open(args.out + ".json", "w") as f:
