@@ -45,7 +45,7 @@ class Group:
         if self.rank == 0:
             C.call("mok_get_unique_id", ctypes.byref(uid))
         if self.size > 1:
-            box = [bytes(uid.internal)] if self.rank == 0 else [None]
+            box = [ctypes.string_at(ctypes.addressof(uid), 128)] if self.rank == 0 else [None]  # all 128 bytes, NULs too
             src = dist.get_global_rank(process_group, 0) if process_group is not None else 0
             dist.broadcast_object_list(box, src=src, group=process_group)
             ctypes.memmove(ctypes.addressof(uid), box[0], 128)
