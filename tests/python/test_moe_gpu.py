@@ -154,19 +154,29 @@ def test_any_process_group():
 
 
 def test_two_layers_of_one_shape():
-    """Each layer's backward must use what its own forward kept (and recompute=True must agree)."""
+    """Each layer's backward must use what its own forward kept: two layers that each keep their
+    forward's state (two schedules on one workspace) must give exactly what recomputing gives.
+    Against the plain-PyTorch pair the bound is loose on purpose: layer 2 routes on layer 1's output,
+    and bf16 noise there flips near-tied top-k choices of a few tokens (seen: 5e-2); a backward that
+    read the other layer's state would be off by O(1)."""
     seed = shared_seed()
     kw = CASES["qwen3"]
     a1, b1 = make_pair(seed, **kw)
     a2, b2 = make_pair(seed + 1, **kw)
-    a3, _ = make_pair(seed + 1, recompute=True, **kw)
+    a3, _ = make_pair(seed + 1, recompute=True, **kw)      # a2's twin, keeping nothing
     g = torch.Generator(device="cuda").manual_seed(seed + dist.get_rank())
     x = torch.randn(256, H, device="cuda", generator=g).bfloat16()
     dy = torch.randn(256, H, device="cuda", generator=g).bfloat16()
-    for second, label in ((a2, "kept"), (a3, "recompute")):
-        got = grads_of(torch.nn.Sequential(a1, second), x, dy)
-        ref = grads_of(torch.nn.Sequential(b1, b2), x, dy)
-        compare(f"two_layers/{label}", got, ref)
+    kept = grads_of(torch.nn.Sequential(a1, a2), x, dy)
+    recomputed = grads_of(torch.nn.Sequential(a1, a3), x, dy)
+    same = torch.equal(kept[0], recomputed[0]) and torch.equal(kept[1], recomputed[1]) and all(
+        torch.equal(kept[2][n], recomputed[2][n]) for n in kept[2])
+    ref = grads_of(torch.nn.Sequential(b1, b2), x, dy)
+    errs = {"y": rel(kept[0], ref[0]), "dx": rel(kept[1], ref[1])}
+    errs.update({n: rel(kept[2][n], ref[2][n]) for n in ref[2]})
+    report("two_layers/kept_vs_recompute", bitwise=same, worst_vs_reference=max(errs.values()))
+    assert agree(same and finite(kept[0], kept[1], *kept[2].values())), "kept state differs from recomputing"
+    assert agree(max(errs.values()) < 0.2), f"two layers against the reference: {errs}"
     check_no_device_fault()
 
 
