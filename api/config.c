@@ -3,6 +3,7 @@
 #include <math.h>
 #include <stdint.h>
 #include "mok.h"
+#include "schedule/pipeline.h"
 
 mok_status mok_config_init(mok_config *c) {
   if (!c) return MOK_ERR_INVALID_ARGUMENT;
@@ -65,7 +66,9 @@ mok_status mok_validate(const mok_shape *s, const mok_config *c, int ep) {
   if (c->use_swiglu_limit && !(c->swiglu_limit > 0.0f && isfinite(c->swiglu_limit)))
     return MOK_ERR_INVALID_ARGUMENT;
   if (c->timeout_ms <= 0) return MOK_ERR_INVALID_ARGUMENT;
-  return MOK_SUCCESS;
+  mok_pipe_params pipe;
+  int64_t ring = 0;
+  return mok_pipe_from_config(s, c, &pipe, &ring); /* the ring holds at least two macrobatches */
 }
 
 mok_status mok_fp8_scale_count(mok_dtype dtype, int64_t experts, int64_t rows, int64_t cols,

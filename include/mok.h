@@ -100,7 +100,8 @@ typedef struct {
   int tile_m;                  /* rows per GEMM tile; each expert's rows are padded to it (64,128,256) */
   int minibatch_rows;          /* rows moved and computed as one unit; a multiple of tile_m      */
   int macrobatch_minibatches;  /* minibatches per macrobatch (one ring-buffer region), >= 1      */
-  int64_t ring_bytes;          /* size of the fixed token ring buffer per rank; 0: derived       */
+  int64_t ring_bytes;          /* size of the fixed token ring buffer per rank, at least two
+                                  macrobatches of H bf16 rows; 0: four macrobatches              */
   int64_t schedule_capacity;   /* padded rows the schedule may hold per rank; 0: the worst case
                                   for the shape (never overflows); smaller values save memory and
                                   report MOK_ERR_CAPACITY when a routing does not fit             */
