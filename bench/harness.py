@@ -10,6 +10,7 @@ iterations of the slowest rank) and prints TFLOP/s per GPU by the published conv
 import argparse
 import json
 import os
+import subprocess
 import sys
 import time
 
@@ -171,6 +172,10 @@ def main():
     ap.add_argument("--warmup", type=int, default=5)
     ap.add_argument("--seed", type=int, default=int(time.time()) % 100000)
     ap.add_argument("--out", default="bench-results")
+    ap.add_argument("--breakdown", action="store_true",
+                    help="after the table, time each stage alone (schedule build, dispatch, expert GEMMs, "
+                         "combine; NVLink GB/s) with `mok run --breakdown` for every case")
+    ap.add_argument("--mok", default=os.path.join(HERE, "..", "build", "mok"), help="the mok command")
     args = ap.parse_args()
     if args.iters < 50:
         print("note: fewer than 50 timed iterations: figures are indicative only")
@@ -219,7 +224,28 @@ def main():
                 print(f"{r['shape']:16s} {r['ep']:2d} {r['tokens']:5d} {r['routing']:8s} {p:4s} "
                       f"{r[f'mok_{p}_ms']:8.3f} {r[f'mok_{p}_tflops']:8.1f} {r[f'base_{p}_ms']:8.3f} "
                       f"{r[f'base_{p}_tflops']:8.1f} {r[f'base_{p}_ms'] / r[f'mok_{p}_ms']:6.2f} {err:8.1e}")
+    dist.barrier()
     dist.destroy_process_group()
+    if args.breakdown and rank == 0 and rows:
+        breakdown(rows, args, deepep_note)
+
+
+def breakdown(rows, args, note):
+    """Stage times of every measured case from `mok run --breakdown` (which starts its own process
+    per GPU, after this harness has let go of the GPUs' work), printed and added to the JSON."""
+    torch.cuda.empty_cache()
+    for r in rows:
+        cmd = [args.mok, "run", "--breakdown", "--iters", "20", "--warmup", "3", "--shape", r["shape"],
+               "--tokens", str(r["tokens"]), "--routing", r["routing"], "--seed", str(args.seed)]
+        done = subprocess.run(cmd, capture_output=True, text=True, timeout=600)
+        lines = done.stdout.splitlines()
+        start = next((i for i, line in enumerate(lines) if "breakdown" in line), len(lines))
+        r["breakdown"] = lines[start:] if done.returncode == 0 else [f"mok run failed ({done.returncode})"] + \
+            done.stderr.splitlines()[-5:]
+        print(f"\n{r['shape']} T={r['tokens']} {r['routing']}:")
+        print("\n".join(r["breakdown"]))
+    with open(args.out + ".json", "w") as f:
+        json.dump({"ep": rows[0]["ep"], "seed": args.seed, "note": note, "rows": rows}, f, indent=1)
 
 
 if __name__ == "__main__":
