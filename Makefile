@@ -33,13 +33,14 @@ RPATH_SELF := -Wl,-rpath,'$$ORIGIN'
 .PHONY: all test gpu-test clean
 all: $(LIB) $(BUILD)/mok $(BUILD)/mok_tests $(if $(GPU_TEST_SRC),$(BUILD)/mok_gpu_tests)
 
-$(BUILD)/%.o: %.c $(wildcard include/*.h */*.h)
+# -MMD -MP: each object's header dependencies, written beside it and read back below
+$(BUILD)/%.o: %.c
 	@mkdir -p $(dir $@)
-	$(CC) $(CFLAGS) -c $< -o $@
+	$(CC) $(CFLAGS) -MMD -MP -c $< -o $@
 
-$(BUILD)/%.cu.o: %.cu $(wildcard include/*.h */*.h */*.cuh)
+$(BUILD)/%.cu.o: %.cu
 	@mkdir -p $(dir $@)
-	$(NVCC) $(NVCCFLAGS) -c $< -o $@
+	$(NVCC) $(NVCCFLAGS) -MMD -MP -c $< -o $@
 
 $(LIB): $(LIB_OBJ)
 	$(CXX) -shared -o $@ $^ $(LDLIBS)
@@ -62,6 +63,8 @@ gpu-test: $(BUILD)/mok_gpu_tests $(BUILD)/mok
 
 clean:
 	rm -rf $(BUILD)
+
+-include $(shell find $(BUILD) -name '*.d' 2>/dev/null)
 
 # ---- grouped GEMM (kernels/grouped_gemm_*): standalone GPU test and benchmark ---------------------
 #   make gg-test     build and run the grouped GEMM GPU tests (needs an sm_90 GPU)
