@@ -28,15 +28,26 @@ static v1_route op_route(const mok_schedule *s) {
   return r;
 }
 
-mok_status mok_op_dispatch(mok_schedule *s, const mok_sym_buffer *x, void *recv, cudaStream_t st) {
-  if (!s || !x || !recv) return MOK_ERR_INVALID_ARGUMENT;
-  if (!mok_gpu_aligned(recv)) return MOK_ERR_MISALIGNED;
+/* A peer stage: the caller's symmetric buffer (bytes needed on every rank) made reachable, then
+ * barrier, the transfer of the schedule's rows, barrier. pull: rows of `sym` on their source ranks
+ * into `rows`; else push: `rows` into the (token, k) slots of `sym` on their source ranks. */
+static mok_status move_rows(mok_schedule *s, const mok_sym_buffer *sym, int64_t bytes, void *rows,
+                            int pull, cudaStream_t st) {
+  if (!mok_gpu_aligned(rows)) return MOK_ERR_MISALIGNED;
   mok_workspace *w = s->ws;
-  TRY(use_buffer(w, x, w->shape.tokens * w->shape.hidden * 2, st));
+  TRY(use_buffer(w, sym, bytes, st));
   v1_route r = op_route(s);
   TRY(mok_gpu_barrier(w, st));
-  TRY_CUDA(v1_dispatch_pull(&r, 0, recv, st));
+  TRY_CUDA(pull ? v1_dispatch_pull(&r, 0, rows, st) : v1_push_rows(&r, rows, 0, st));
   return mok_gpu_barrier(w, st);
+}
+
+static int64_t token_bytes(const mok_schedule *s) { return s->ws->shape.tokens * s->ws->shape.hidden * 2; }
+static int64_t slot_bytes(const mok_schedule *s) { return token_bytes(s) * s->ws->shape.top_k; }
+
+mok_status mok_op_dispatch(mok_schedule *s, const mok_sym_buffer *x, void *recv, cudaStream_t st) {
+  if (!s || !x || !recv) return MOK_ERR_INVALID_ARGUMENT;
+  return move_rows(s, x, token_bytes(s), recv, 1, st);
 }
 
 mok_status mok_op_experts_forward(mok_schedule *s, const mok_weights *wt, const void *recv,
@@ -54,13 +65,7 @@ mok_status mok_op_experts_forward(mok_schedule *s, const mok_weights *wt, const 
 mok_status mok_op_combine(mok_schedule *s, const void *out_rows, const mok_sym_buffer *combine,
                           cudaStream_t st) {
   if (!s || !out_rows || !combine) return MOK_ERR_INVALID_ARGUMENT;
-  if (!mok_gpu_aligned(out_rows)) return MOK_ERR_MISALIGNED;
-  mok_workspace *w = s->ws;
-  TRY(use_buffer(w, combine, w->shape.tokens * w->shape.top_k * w->shape.hidden * 2, st));
-  v1_route r = op_route(s);
-  TRY(mok_gpu_barrier(w, st));
-  TRY_CUDA(v1_push_rows(&r, out_rows, 0, st));
-  return mok_gpu_barrier(w, st);
+  return move_rows(s, combine, slot_bytes(s), (void *)out_rows, 0, st);
 }
 
 mok_status mok_op_combine_reduce(mok_schedule *s, const mok_weights *wt, const void *x,
@@ -84,13 +89,7 @@ mok_status mok_op_combine_reduce(mok_schedule *s, const mok_weights *wt, const v
 mok_status mok_op_reverse_combine(mok_schedule *s, const mok_sym_buffer *dy, void *recv_dy,
                                   cudaStream_t st) {
   if (!s || !dy || !recv_dy) return MOK_ERR_INVALID_ARGUMENT;
-  if (!mok_gpu_aligned(recv_dy)) return MOK_ERR_MISALIGNED;
-  mok_workspace *w = s->ws;
-  TRY(use_buffer(w, dy, w->shape.tokens * w->shape.hidden * 2, st));
-  v1_route r = op_route(s);
-  TRY(mok_gpu_barrier(w, st));
-  TRY_CUDA(v1_dispatch_pull(&r, 0, recv_dy, st));
-  return mok_gpu_barrier(w, st);
+  return move_rows(s, dy, token_bytes(s), recv_dy, 1, st);
 }
 
 mok_status mok_op_experts_backward(mok_schedule *s, const mok_weights *wt, const void *recv,
@@ -112,13 +111,7 @@ mok_status mok_op_experts_backward(mok_schedule *s, const mok_weights *wt, const
 mok_status mok_op_reverse_dispatch(mok_schedule *s, const void *dx_rows,
                                    const mok_sym_buffer *dx_parts, cudaStream_t st) {
   if (!s || !dx_rows || !dx_parts) return MOK_ERR_INVALID_ARGUMENT;
-  if (!mok_gpu_aligned(dx_rows)) return MOK_ERR_MISALIGNED;
-  mok_workspace *w = s->ws;
-  TRY(use_buffer(w, dx_parts, w->shape.tokens * w->shape.top_k * w->shape.hidden * 2, st));
-  v1_route r = op_route(s);
-  TRY(mok_gpu_barrier(w, st));
-  TRY_CUDA(v1_push_rows(&r, dx_rows, 0, st));
-  return mok_gpu_barrier(w, st);
+  return move_rows(s, dx_parts, slot_bytes(s), (void *)dx_rows, 0, st);
 }
 
 mok_status mok_op_reverse_dispatch_reduce(mok_schedule *s, const mok_weights *wt, const void *x,
