@@ -3,11 +3,18 @@
 #   make            library, CLI, tests          make test       CPU test suite
 #   make gpu-test   GPU test suite (needs GPUs)  make clean
 CUDA_HOME ?= /usr/local/cuda
-# NCCL: headers and library from one install. Default: the CUDA toolkit's copy if it has one, else
-# the system's. Override with NCCL_HOME=/path (with include/ and lib/).
-NCCL_HOME ?= $(shell if [ -f $(CUDA_HOME)/include/nccl.h ]; then echo $(CUDA_HOME); else echo /usr; fi)
-NCCL_LIBDIR ?= $(shell for d in $(NCCL_HOME)/lib $(NCCL_HOME)/lib64 $(NCCL_HOME)/lib/x86_64-linux-gnu; do \
-                 if [ -e $$d/libnccl.so.2 ]; then echo $$d; break; fi; done)
+# NCCL: headers and library from one install (a process loads one libnccl.so.2, and the device API
+# must match it). Default, the first install that has both: the PyTorch wheel's (the library a torch
+# process has already loaded), the CUDA toolkit's, the system's. Override with NCCL_HOME=/path.
+NCCL_WHEEL := $(shell python3 -c "import nvidia.nccl; print(list(nvidia.nccl.__path__)[0])" 2>/dev/null)
+nccl_libdir = $(firstword $(foreach d,$(1)/lib $(1)/lib64 $(1)/lib/x86_64-linux-gnu,$(if $(wildcard $(d)/libnccl.so.2),$(d))))
+ifeq ($(origin NCCL_HOME),undefined)
+NCCL_HOME := $(firstword $(foreach d,$(NCCL_WHEEL) $(CUDA_HOME) /usr,$(if $(and $(wildcard $(d)/include/nccl.h),$(call nccl_libdir,$(d))),$(d))))
+endif
+NCCL_LIBDIR ?= $(call nccl_libdir,$(NCCL_HOME))
+ifeq ($(strip $(NCCL_LIBDIR)),)
+$(error no NCCL install with include/nccl.h and libnccl.so.2 found: set NCCL_HOME=/path)
+endif
 
 CC := gcc
 CXX := g++
@@ -43,7 +50,7 @@ $(BUILD)/%.cu.o: %.cu
 	$(NVCC) $(NVCCFLAGS) -MMD -MP -c $< -o $@
 
 $(LIB): $(LIB_OBJ)
-	$(CXX) -shared -o $@ $^ $(LDLIBS)
+	$(CXX) -shared -Wl,--no-undefined -o $@ $^ $(LDLIBS)
 
 CLI_C := $(wildcard cli/*.c)
 $(BUILD)/mok: $(CLI_C:%.c=$(BUILD)/%.o) $(LIB)

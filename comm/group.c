@@ -65,12 +65,27 @@ static mok_status finish_group(ncclComm_t comm, int owns, int device, mok_group 
   return MOK_SUCCESS;
 }
 
+/* The NCCL library this process loaded must be the one mok was compiled against: the device API's
+ * structures differ between releases, and a mix fails late and obscurely. */
+static mok_status check_nccl_version(void) {
+  int v = 0;
+  if (ncclGetVersion(&v) != ncclSuccess) return MOK_ERR_NCCL;
+  if (v != NCCL_VERSION_CODE) {
+    if (getenv("MOK_DEBUG"))
+      fprintf(stderr, "mok: built against NCCL %d but this process loaded NCCL %d: rebuild with "
+                      "NCCL_HOME pointing at the loaded one\n", NCCL_VERSION_CODE, v);
+    return MOK_ERR_NCCL;
+  }
+  return MOK_SUCCESS;
+}
+
 mok_status mok_group_create(const mok_unique_id *id, int nranks, int rank, mok_group **group) {
   if (!id || !group || nranks <= 0 || rank < 0 || rank >= nranks) return MOK_ERR_INVALID_ARGUMENT;
   *group = NULL;
   int dev;
   mok_status st = current_device(&dev);
   if (st != MOK_SUCCESS) return st;
+  if ((st = check_nccl_version()) != MOK_SUCCESS) return st;
   setenv("NCCL_NVLS_ENABLE", "0", 0); /* never NVLink multicast */
   ncclUniqueId u;
   memcpy(&u, id->internal, sizeof u);
@@ -88,6 +103,7 @@ mok_status mok_group_create_from_nccl(void *nccl_comm, mok_group **group) {
   int dev;
   mok_status st = current_device(&dev);
   if (st != MOK_SUCCESS) return st;
+  if ((st = check_nccl_version()) != MOK_SUCCESS) return st;
   return finish_group((ncclComm_t)nccl_comm, 0, dev, group);
 }
 
