@@ -51,7 +51,8 @@ typedef struct {
   const float *ws_down;         /* [H, Is]               */
 } mok_ref_rank;
 
-/* One rank's gradients (host, overwritten). Shared ones are ignored when Is == 0. */
+/* One rank's gradients (host, overwritten). Shared ones are ignored when Is == 0. The three routed
+ * (or the three shared) weight gradients may be NULL on every rank: they are then not computed. */
 typedef struct {
   float *dx;               /* [T, H]       */
   float *d_router_weights; /* [T, k]       */
@@ -74,6 +75,20 @@ mok_status mok_ref_forward(const mok_ref_config *cfg, const mok_ref_rank *ranks,
  * d_router_weights, its experts' and its shared expert's weight gradients). */
 mok_status mok_ref_backward(const mok_ref_config *cfg, const mok_ref_rank *ranks,
                             const float *const *dy, const mok_ref_grads *grads);
+
+/* Writes expert e's weights (of any rank) into w_gate, w_up [I, H] and w_down [H, I]. */
+typedef void (*mok_ref_fetch_expert)(void *ctx, int expert, float *w_gate, float *w_up, float *w_down);
+
+/* The reference for one token from only the weights it uses, for spot checks of shapes too large
+ * for the whole reference: x [H], its top-k ids and router weights [k], the shared expert's weights
+ * (NULL when Is == 0), each routed expert fetched through fetch(ctx, e, ...). Writes y [H] and, when
+ * dy [H] is given, dx [H] and d_router_weights [k] (dx and d_router_weights NULL without dy).
+ * cfg->shape gives H, E, I, k and Is; its tokens and cfg->ep are not used. Same math and roundings
+ * as mok_ref_forward / mok_ref_backward. */
+mok_status mok_ref_token(const mok_ref_config *cfg, const float *x, const int32_t *topk,
+                         const float *router_weights, const float *dy, mok_ref_fetch_expert fetch,
+                         void *ctx, const float *ws_gate, const float *ws_up, const float *ws_down,
+                         float *y, float *dx, float *d_router_weights);
 
 /* Checks mok_ref_backward against central finite differences of the loss sum(dy * y) (exact math,
  * round_bf16 ignored). samples = 0 checks every entry of every input tensor of every rank; else

@@ -106,18 +106,16 @@ static void mlp_forward(const mok_ref_config *c, dims d, mlp m, const float *v, 
 
 /* Backward of one MLP for output gradient dout [H] (after mlp_forward on the same v filled s):
  * adds this MLP's part of dx into dx [H] and its weight gradients into dgate, dup [n, H] and
- * ddown [H, n] (double accumulators). */
+ * ddown [H, n] (double accumulators; all three NULL: no weight gradients). */
 static void mlp_backward(const mok_ref_config *c, dims d, mlp m, const float *v, const double *dout,
                          mlp_scratch *s, double *dx, double *dgate, double *dup, double *ddown) {
   const double L = c->swiglu_limit;
   for (int64_t i = 0; i < m.n; ++i) s->da[i] = 0;
   for (int64_t h = 0; h < d.H; ++h) {
     const float *wd = m.down + h * m.n;
-    double *gd = ddown + h * m.n;
-    for (int64_t i = 0; i < m.n; ++i) {
-      s->da[i] += (double)wd[i] * dout[h];
-      gd[i] += dout[h] * s->a[i];
-    }
+    for (int64_t i = 0; i < m.n; ++i) s->da[i] += (double)wd[i] * dout[h];
+    if (ddown)
+      for (int64_t i = 0; i < m.n; ++i) ddown[h * m.n + i] += dout[h] * s->a[i];
   }
   for (int64_t i = 0; i < m.n; ++i) {
     double g = s->g[i], u = s->u[i];
@@ -131,12 +129,12 @@ static void mlp_backward(const mok_ref_config *c, dims d, mlp m, const float *v,
     double dg = rnd(c, s->da[i] * uc * dsilu * pass_g);
     double du = rnd(c, s->da[i] * gc * sg * pass_u);
     const float *wg = m.gate + i * d.H, *wu = m.up + i * d.H;
-    double *gg = dgate + i * d.H, *gu = dup + i * d.H;
-    for (int64_t h = 0; h < d.H; ++h) {
-      dx[h] += (double)wg[h] * dg + (double)wu[h] * du;
-      gg[h] += dg * v[h];
-      gu[h] += du * v[h];
-    }
+    for (int64_t h = 0; h < d.H; ++h) dx[h] += (double)wg[h] * dg + (double)wu[h] * du;
+    if (dgate)
+      for (int64_t h = 0; h < d.H; ++h) {
+        dgate[i * d.H + h] += dg * v[h];
+        dup[i * d.H + h] += du * v[h];
+      }
   }
 }
 
@@ -230,13 +228,17 @@ mok_status mok_ref_backward(const mok_ref_config *c, const mok_ref_rank *ranks,
   if (st != MOK_SUCCESS) return st;
   if (!dy || !grads) return MOK_ERR_INVALID_ARGUMENT;
   dims d = dims_of(c);
+  /* weight gradients: all three of a kind on every rank, or none anywhere (skipped) */
+  const int want_w = grads[0].dw_gate != NULL, want_ws = d.Is > 0 && grads[0].dws_gate != NULL;
   for (int r = 0; r < d.ep; ++r) {
     const mok_ref_grads *g = &grads[r];
-    if ((d.T > 0 && (!dy[r] || !g->dx || !g->d_router_weights)) || !g->dw_gate || !g->dw_up ||
-        !g->dw_down || (d.Is > 0 && (!g->dws_gate || !g->dws_up || !g->dws_down)))
+    int has_w = g->dw_gate && g->dw_up && g->dw_down, no_w = !g->dw_gate && !g->dw_up && !g->dw_down;
+    int has_ws = g->dws_gate && g->dws_up && g->dws_down, no_ws = !g->dws_gate && !g->dws_up && !g->dws_down;
+    if ((d.T > 0 && (!dy[r] || !g->dx || !g->d_router_weights)) || !(want_w ? has_w : no_w) ||
+        (d.Is > 0 && !(want_ws ? has_ws : no_ws)))
       return MOK_ERR_INVALID_ARGUMENT;
   }
-  const int64_t w_elems = d.EL * d.I * d.H, ws_elems = d.Is * d.H;
+  const int64_t w_elems = want_w ? d.EL * d.I * d.H : 0, ws_elems = want_ws ? d.Is * d.H : 0;
   /* double accumulators: all ranks' routed weights, then this rank's shared weights */
   double *acc_w = calloc((size_t)(3 * d.ep * w_elems + 1), sizeof(double));
   double *acc_ws = calloc((size_t)(3 * ws_elems + 1), sizeof(double));
@@ -259,7 +261,10 @@ mok_status mok_ref_backward(const mok_ref_config *c, const mok_ref_rank *ranks,
         mlp m = shared_mlp(in, d);
         for (int64_t h = 0; h < d.H; ++h) dout[h] = dyt[h];
         mlp_forward(c, d, m, v, &s);
-        mlp_backward(c, d, m, v, dout, &s, dx, acc_ws, acc_ws + ws_elems, acc_ws + 2 * ws_elems);
+        if (want_ws)
+          mlp_backward(c, d, m, v, dout, &s, dx, acc_ws, acc_ws + ws_elems, acc_ws + 2 * ws_elems);
+        else
+          mlp_backward(c, d, m, v, dout, &s, dx, NULL, NULL, NULL);
       }
       for (int64_t j = 0; j < d.k; ++j) {
         int e = in->topk_experts[t * d.k + j];
@@ -273,17 +278,20 @@ mok_status mok_ref_backward(const mok_ref_config *c, const mok_ref_rank *ranks,
         }
         grads[r].d_router_weights[t * d.k + j] = (float)drw;
         int64_t off = (int64_t)e * d.I * d.H; /* e = owner * EL + l, so this is owner's slab + l */
-        mlp_backward(c, d, m, v, dout, &s, dx, acc_gate + off, acc_up + off, acc_down + off);
+        if (want_w)
+          mlp_backward(c, d, m, v, dout, &s, dx, acc_gate + off, acc_up + off, acc_down + off);
+        else
+          mlp_backward(c, d, m, v, dout, &s, dx, NULL, NULL, NULL);
       }
       store(grads[r].dx + t * d.H, dx, d.H);
     }
-    if (d.Is > 0) {
+    if (want_ws) {
       store(grads[r].dws_gate, acc_ws, ws_elems);
       store(grads[r].dws_up, acc_ws + ws_elems, ws_elems);
       store(grads[r].dws_down, acc_ws + 2 * ws_elems, ws_elems);
     }
   }
-  for (int r = 0; ok && r < d.ep; ++r) {
+  for (int r = 0; ok && want_w && r < d.ep; ++r) {
     store(grads[r].dw_gate, acc_gate + r * w_elems, w_elems);
     store(grads[r].dw_up, acc_up + r * w_elems, w_elems);
     store(grads[r].dw_down, acc_down + r * w_elems, w_elems);

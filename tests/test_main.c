@@ -12,6 +12,7 @@ static const test_case cases[] = {
     {"reference_fd_routings", test_reference_fd_routings},
     {"reference_rounding_close", test_reference_rounding_close},
     {"reference_bad_input", test_reference_bad_input},
+    {"reference_token", test_reference_token},
     {"schedule_invariants_random", test_schedule_invariants_random},
     {"schedule_adversarial", test_schedule_adversarial},
     {"schedule_chunking_equal", test_schedule_chunking_equal},

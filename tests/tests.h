@@ -12,6 +12,7 @@ void test_reference_fd_clamp(void);
 void test_reference_fd_routings(void);
 void test_reference_rounding_close(void);
 void test_reference_bad_input(void);
+void test_reference_token(void);
 void test_schedule_invariants_random(void);
 void test_schedule_adversarial(void);
 void test_schedule_chunking_equal(void);
