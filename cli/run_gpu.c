@@ -208,71 +208,31 @@ static float rv(uint64_t seed, int rank, int tensor, uint64_t i, float scale) {
   return mok_bf16_round(v1_random_value(seed, stream_of(rank, tensor), i, scale));
 }
 
+/* The generated weights of any expert, for the reference's spot check of one token. */
 typedef struct {
   uint64_t seed;
-  int64_t H, I;
-  int use_limit;
-  double L;
-} mlp_ctx;
+  int64_t H, I, el;
+  float sw, sd;
+} expert_gen;
 
-/* One expert's weights (owner rank, local index l) as floats. */
-static void load_weights(const mlp_ctx *c, int owner, int64_t l, int64_t n, float sw, float sd,
-                         int tg, int tu, int td, float *wg, float *wu, float *wd) {
-  for (int64_t i = 0; i < n * c->H; ++i) {
-    wg[i] = rv(c->seed, owner, tg, (uint64_t)(l * n * c->H + i), sw);
-    wu[i] = rv(c->seed, owner, tu, (uint64_t)(l * n * c->H + i), sw);
-    wd[i] = rv(c->seed, owner, td, (uint64_t)(l * c->H * n + i), sd);
+static void fetch_generated(void *ctx, int e, float *wg, float *wu, float *wd) {
+  const expert_gen *c = (const expert_gen *)ctx;
+  const int owner = (int)(e / c->el);
+  const int64_t l = e % c->el, n = c->I * c->H;
+  for (int64_t i = 0; i < n; ++i) {
+    wg[i] = rv(c->seed, owner, TWG, (uint64_t)(l * n + i), c->sw);
+    wu[i] = rv(c->seed, owner, TWU, (uint64_t)(l * n + i), c->sw);
+    wd[i] = rv(c->seed, owner, TWD, (uint64_t)(l * n + i), c->sd);
   }
 }
 
-/* Forward and backward of one SwiGLU MLP of width n on x, with output gradient w * dy: adds w * o
- * into y, the data gradient into dx; returns dot(dy, o). Rounds a and o to bf16 like the GPU. */
-static double mlp_check(const mlp_ctx *c, int64_t n, const float *wg, const float *wu,
-                        const float *wd, const float *x, const float *dy, double w, double *y,
-                        double *dx) {
-  const int64_t H = c->H;
-  double *g = calloc((size_t)n, sizeof(double)), *u = calloc((size_t)n, sizeof(double));
-  double *a = calloc((size_t)n, sizeof(double)), *da = calloc((size_t)n, sizeof(double));
-  double *o = calloc((size_t)H, sizeof(double));
-  for (int64_t i = 0; i < n; ++i) {
-    double sg = 0, su = 0;
-    for (int64_t h = 0; h < H; ++h) {
-      sg += (double)wg[i * H + h] * x[h];
-      su += (double)wu[i * H + h] * x[h];
-    }
-    g[i] = sg;
-    u[i] = su;
-    double gc = c->use_limit ? fmin(sg, c->L) : sg;
-    double uc = c->use_limit ? fmax(-c->L, fmin(su, c->L)) : su;
-    a[i] = mok_bf16_round((float)(gc / (1 + exp(-gc)) * uc));
-  }
-  double dot = 0;
-  for (int64_t h = 0; h < H; ++h) {
-    double s = 0;
-    for (int64_t i = 0; i < n; ++i) s += (double)wd[h * n + i] * a[i];
-    o[h] = mok_bf16_round((float)s);
-    y[h] += w * o[h];
-    dot += (double)dy[h] * o[h];
-    for (int64_t i = 0; i < n; ++i) da[i] += (double)wd[h * n + i] * w * dy[h];
-  }
-  for (int64_t i = 0; i < n; ++i) {
-    double gc = c->use_limit ? fmin(g[i], c->L) : g[i];
-    double uc = c->use_limit ? fmax(-c->L, fmin(u[i], c->L)) : u[i];
-    double s = 1 / (1 + exp(-gc));
-    double dgv = (c->use_limit && g[i] > c->L) ? 0 : da[i] * uc * s * (1 + gc * (1 - s));
-    double duv = (c->use_limit && (u[i] > c->L || u[i] < -c->L)) ? 0 : da[i] * gc * s;
-    for (int64_t h = 0; h < H; ++h) dx[h] += (double)wg[i * H + h] * dgv + (double)wu[i * H + h] * duv;
-  }
-  free(g); free(u); free(a); free(da); free(o);
-  return dot;
-}
-
-static double rel(const double *ref, const float *got, int64_t n) {
+/* ||got - ref|| / ||ref||; NaN when got has a non-finite entry. */
+static double rel(const float *ref, const float *got, int64_t n) {
   double num = 0, den = 0;
   for (int64_t i = 0; i < n; ++i) {
     if (!isfinite(got[i])) return NAN;
-    num += (got[i] - ref[i]) * (got[i] - ref[i]);
-    den += ref[i] * ref[i];
+    num += ((double)got[i] - ref[i]) * ((double)got[i] - ref[i]);
+    den += (double)ref[i] * ref[i];
   }
   return den > 0 ? sqrt(num / den) : sqrt(num);
 }
@@ -450,46 +410,52 @@ static int worker(const cli_options *o, int rank, int n, const char *dir) {
   MK(mok_schedule_rows(sch, &rows));
   MK(mok_workspace_bytes(ws, &wbytes));
 
-  /* sampled check */
-  mlp_ctx c = {seed, H, I, cfg.use_swiglu_limit, cfg.swiglu_limit};
-  mlp_ctx cs = c;
-  cs.I = Is;
-  int64_t nmax = I > Is ? I : Is;
-  float *wg = malloc((size_t)(nmax * H) * 4), *wu = malloc((size_t)(nmax * H) * 4), *wd = malloc((size_t)(nmax * H) * 4);
+  /* sampled check: a few tokens against the CPU reference, from only the weights they use */
+  expert_gen gen = {seed, H, I, el, sw, sd};
+  mok_ref_config rc = {s, 1, cfg.use_swiglu_limit, cfg.swiglu_limit, 1};
+  float *sgw = malloc((size_t)(Is * H + 1) * 4), *suw = malloc((size_t)(Is * H + 1) * 4);
+  float *sdw = malloc((size_t)(Is * H + 1) * 4);
+  for (int64_t i = 0; i < Is * H; ++i) {
+    sgw[i] = rv(seed, rank, TSG, (uint64_t)i, sw);
+    suw[i] = rv(seed, rank, TSU, (uint64_t)i, sw);
+    sdw[i] = rv(seed, rank, TSD, (uint64_t)i, ssd);
+  }
   float *xv = malloc((size_t)H * 4), *dyv = malloc((size_t)H * 4), *got = malloc((size_t)H * 4);
+  float *yr = malloc((size_t)H * 4), *dxr = malloc((size_t)H * 4);
+  float *drr = malloc((size_t)k * 4), *gd = malloc((size_t)k * 4);
   uint16_t *b = malloc((size_t)H * 2);
-  double *yr = malloc((size_t)H * 8), *dxr = malloc((size_t)H * 8), drr[64];
   double err[3] = {0, 0, 0};
   for (int sidx = 0; sidx < SAMPLES && T > 0; ++sidx) {
     int64_t t = (T - 1) * (sidx + 1) / (SAMPLES + 1);
     for (int64_t h = 0; h < H; ++h) {
       xv[h] = rv(seed, rank, TX, (uint64_t)(t * H + h), 1.0f);
       dyv[h] = rv(seed, rank, TDY, (uint64_t)(t * H + h), 1.0f);
-      yr[h] = dxr[h] = 0;
     }
-    if (Is > 0) {
-      load_weights(&cs, rank, 0, Is, sw, ssd, TSG, TSU, TSD, wg, wu, wd);
-      mlp_check(&cs, Is, wg, wu, wd, xv, dyv, 1.0, yr, dxr);
-    }
-    for (int64_t j = 0; j < k && j < 64; ++j) {
-      int e = h_topk[t * k + j];
-      load_weights(&c, (int)(e / el), e % el, I, sw, sd, TWG, TWU, TWD, wg, wu, wd);
-      drr[j] = mlp_check(&c, I, wg, wu, wd, xv, dyv, h_rw[t * k + j], yr, dxr);
-    }
+    MK(mok_ref_token(&rc, xv, h_topk + t * k, h_rw + t * k, dyv, fetch_generated, &gen,
+                     Is ? sgw : NULL, Is ? suw : NULL, Is ? sdw : NULL, yr, dxr, drr));
     CK(cudaMemcpy(b, (char *)y + t * H * 2, (size_t)H * 2, cudaMemcpyDeviceToHost));
     mok_bf16_to_float_array(b, got, H);
     double e0 = rel(yr, got, H);
     CK(cudaMemcpy(b, (char *)dx + t * H * 2, (size_t)H * 2, cudaMemcpyDeviceToHost));
     mok_bf16_to_float_array(b, got, H);
     double e1 = rel(dxr, got, H);
-    float gd[64];
-    int64_t kk = k < 64 ? k : 64;
-    CK(cudaMemcpy(gd, drw + t * k, (size_t)kk * 4, cudaMemcpyDeviceToHost));
-    double e2 = rel(drr, gd, kk);
+    CK(cudaMemcpy(gd, drw + t * k, (size_t)k * 4, cudaMemcpyDeviceToHost));
+    double e2 = rel(drr, gd, k);
     double ev3[3] = {e0, e1, e2};
     for (int i = 0; i < 3; ++i)
       if (!(ev3[i] <= err[i])) err[i] = ev3[i];
   }
+  free(sgw);
+  free(suw);
+  free(sdw);
+  free(xv);
+  free(dyv);
+  free(got);
+  free(yr);
+  free(dxr);
+  free(drr);
+  free(gd);
+  free(b);
 
   float *stage_ms = NULL;
   if (o->breakdown) {
