@@ -14,6 +14,7 @@
 #include <unistd.h>
 #include <cuda_runtime_api.h>
 #include "cli/cli.h"
+#include "api/gpu_internal.h"
 #include "kernels/v1_kernels.h"
 #include "kernels/v1_random.h"
 #include "mok_reference.h"
@@ -33,6 +34,10 @@ static const char *bd_names[BD_STAGES] = {
     "reverse combine (pull dy)", "experts backward", "reverse dispatch (push)", "dx reduce + shared bwd"};
 /* which stages move rows over NVLink, for the GB/s column */
 static const int bd_moves[BD_STAGES] = {0, 1, 0, 1, 0, 1, 0, 1, 0};
+/* then the forward pull alone, by the plain kernel and by bulk copies from few CTAs (comm SMs) */
+#define BD_PULLS 5
+#define BD_ROWS (BD_STAGES + BD_PULLS)
+static const int bd_pull_ctas[BD_PULLS] = {0, 4, 8, 16, 32}; /* 0: the plain kernel */
 
 
 static mok_shape run_shape(const cli_options *o) {
@@ -114,7 +119,7 @@ static int launch(const cli_options *o, int n) {
   double *fwd = calloc((size_t)iters, sizeof(double)), *bwd = calloc((size_t)iters, sizeof(double));
   double *tot = calloc((size_t)iters, sizeof(double)), *bld = calloc((size_t)iters, sizeof(double));
   double *fo = calloc((size_t)iters, sizeof(double));
-  double *stage = calloc((size_t)(iters * BD_STAGES), sizeof(double)); /* [stage][iter], slowest rank */
+  double *stage = calloc((size_t)(iters * BD_ROWS), sizeof(double)); /* [row][iter], slowest rank */
   double err[3] = {0, 0, 0};
   int dev_status = 0, have = 0;
   long long rows_max = 0, ws_bytes = 0;
@@ -147,7 +152,7 @@ static int launch(const cli_options *o, int n) {
         if (bu + a + b > tot[i]) tot[i] = bu + a + b;
       }
       for (int i = 0; o->breakdown && i < iters; ++i)
-        for (int j = 0; j < BD_STAGES; ++j) {
+        for (int j = 0; j < BD_ROWS; ++j) {
           double v = 0;
           if (fscanf(f, "%lf", &v) == 1 && v > stage[j * iters + i]) stage[j * iters + i] = v;
         }
@@ -181,8 +186,9 @@ static int launch(const cli_options *o, int n) {
   if (o->breakdown) {
     /* bytes a rank moves per peer stage: its T*k token rows of H bf16 (on average over ranks) */
     double moved = (double)s.tokens * s.top_k * s.hidden * 2;
-    double sum = 0, med[BD_STAGES];
-    for (int j = 0; j < BD_STAGES; ++j) sum += med[j] = median(stage + j * iters, iters);
+    double sum = 0, med[BD_ROWS];
+    for (int j = 0; j < BD_ROWS; ++j) med[j] = median(stage + j * iters, iters);
+    for (int j = 0; j < BD_STAGES; ++j) sum += med[j];
     printf("  breakdown through the ops layer (each stage timed alone, slowest rank, median):\n");
     printf("  %-28s %10s %8s %12s\n", "stage", "ms", "share", "GB/s/rank");
     for (int j = 0; j < BD_STAGES; ++j) {
@@ -192,6 +198,14 @@ static int launch(const cli_options *o, int n) {
     }
     printf("  %-28s %10.3f   (GB/s: T*k rows of H bf16 per rank, local rows included, barriers included)\n",
            "sum of stages", sum);
+    printf("  forward pull alone (no barriers):\n");
+    for (int p = 0; p < BD_PULLS; ++p) {
+      char name[64];
+      if (bd_pull_ctas[p] == 0) snprintf(name, sizeof name, "plain kernel, all SMs");
+      else snprintf(name, sizeof name, "bulk copies, %d CTAs", bd_pull_ctas[p]);
+      double m = med[BD_STAGES + p];
+      printf("  %-28s %10.3f %8s %12.1f\n", name, m, "", m > 0 ? moved / (m * 1e6) : 0.0);
+    }
   }
   free(stage);
   free(fwd);
@@ -321,8 +335,26 @@ static int time_stages(const cli_options *o, mok_group *g, mok_schedule *sch, co
         return 1;
       }
     if (cudaEventSynchronize(ev[BD_STAGES]) != cudaSuccess) return 1;
-    for (int j = 0; it >= 0 && j < BD_STAGES; ++j) cudaEventElapsedTime(&ms[it * BD_STAGES + j], ev[j], ev[j + 1]);
+    for (int j = 0; it >= 0 && j < BD_STAGES; ++j) cudaEventElapsedTime(&ms[it * BD_ROWS + j], ev[j], ev[j + 1]);
   }
+  /* the forward pull alone, both mechanisms, on the x the workspace stages (every rank stages it,
+   * then a barrier; a closing barrier keeps it until every peer is done reading) */
+  mok_workspace *w = sch->ws;
+  if (s.tokens > 0 && cudaMemcpyAsync((char *)w->sym.ptr + w->off_x, x, (size_t)(T * H * 2),
+                                      cudaMemcpyDeviceToDevice, q) != cudaSuccess)
+    return 1;
+  if (mok_gpu_barrier(w, q) != MOK_SUCCESS) return 1;
+  v1_route route = mok_gpu_route(sch);
+  for (int it = -o->warmup; it < o->iters; ++it)
+    for (int p = 0; p < BD_PULLS; ++p) {
+      cudaEventRecord(ev[0], q);
+      cudaError_t e = bd_pull_ctas[p] == 0 ? v1_dispatch_pull(&route, w->off_x, buf[0], q)
+                                           : v1_dispatch_pull_bulk(&route, w->off_x, buf[0], bd_pull_ctas[p], q);
+      cudaEventRecord(ev[1], q);
+      if (e != cudaSuccess || cudaEventSynchronize(ev[1]) != cudaSuccess) return 1;
+      if (it >= 0) cudaEventElapsedTime(&ms[it * BD_ROWS + BD_STAGES + p], ev[0], ev[1]);
+    }
+  if (mok_gpu_barrier(w, q) != MOK_SUCCESS || cudaStreamSynchronize(q) != cudaSuccess) return 1;
   for (int i = 0; i <= BD_STAGES; ++i) cudaEventDestroy(ev[i]);
   for (int i = 0; i < 4; ++i) cudaFree(buf[i]);
   mok_sym_buffer *bufs[5] = {&xs, &cb, &dys, &rws, &parts};
@@ -459,7 +491,7 @@ static int worker(const cli_options *o, int rank, int n, const char *dir) {
 
   float *stage_ms = NULL;
   if (o->breakdown) {
-    stage_ms = calloc((size_t)(iters * BD_STAGES), sizeof(float));
+    stage_ms = calloc((size_t)(iters * BD_ROWS), sizeof(float));
     if (!stage_ms || time_stages(o, g, sch, &wt, &gr, x, dy, rw, topk, q, stage_ms) != 0) {
       fprintf(stderr, "mok rank %d: breakdown failed\n", rank);
       return 1;
@@ -480,7 +512,7 @@ static int worker(const cli_options *o, int rank, int n, const char *dir) {
     fprintf(f, "%.6f %.6f %.6f\n", a, b1, b2);
   }
   for (int i = 0; stage_ms && i < iters; ++i)
-    for (int j = 0; j < BD_STAGES; ++j) fprintf(f, "%.6f%c", stage_ms[i * BD_STAGES + j], j + 1 < BD_STAGES ? ' ' : '\n');
+    for (int j = 0; j < BD_ROWS; ++j) fprintf(f, "%.6f%c", stage_ms[i * BD_ROWS + j], j + 1 < BD_ROWS ? ' ' : '\n');
   free(stage_ms);
   fclose(f);
   mok_schedule_destroy(sch);

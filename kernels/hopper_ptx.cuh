@@ -187,6 +187,13 @@ MOK_DEV void bulk_load_1d(uint32_t dst, const void *src, uint32_t bytes, uint32_
       : "memory");
 }
 
+/* 1D bulk copy shared -> global of bytes (a multiple of 16), in this thread's bulk group. */
+MOK_DEV void bulk_store_1d(void *dst, uint32_t src, uint32_t bytes) {
+  asm volatile("cp.async.bulk.global.shared::cta.bulk_group [%0], [%1], %2;\n"
+               ::"l"((uint64_t)dst), "r"(src), "r"(bytes)
+               : "memory");
+}
+
 /* ---- stmatrix ----------------------------------------------------------------------------- */
 /* Four 8x8 b16 matrices; lane l gives the row address for matrix l/8, row l%8. */
 MOK_DEV void stmatrix_x4(uint32_t addr, uint32_t r0, uint32_t r1, uint32_t r2, uint32_t r3) {

@@ -73,6 +73,11 @@ typedef struct {
  * buffer at x_off, [T, H] bf16); padding rows get zeros. */
 cudaError_t v1_dispatch_pull(const v1_route *r, size_t x_off, void *recv, cudaStream_t stream);
 
+/* The same result as v1_dispatch_pull, moved by bulk copies (cp.async.bulk through shared memory)
+ * from `ctas` CTAs: the comm-SM mechanism of the fused path, measured against the plain one. */
+cudaError_t v1_dispatch_pull_bulk(const v1_route *r, size_t x_off, void *recv, int ctas,
+                                  cudaStream_t stream);
+
 /* Pushes rows[row] ([capacity, H] bf16) to the source rank's symmetric [T*k, H] buffer at dst_off,
  * slot (token * k + j). Used by forward combine and backward reverse-dispatch. */
 cudaError_t v1_push_rows(const v1_route *r, const void *rows, size_t dst_off, cudaStream_t stream);

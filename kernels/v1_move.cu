@@ -2,6 +2,7 @@
  * rank), combine and reverse-dispatch (push rows to the source rank's (token, k) slots), backward
  * reverse-combine (pull dy, push router-weight gradients), and the fixed-order per-token sums that
  * give y and dx. One warp per row; 16-byte accesses; peers through their symmetric base address. */
+#include "kernels/hopper_ptx.cuh"
 #include "kernels/v1_common.cuh"
 #include "kernels/v1_kernels.h"
 #include "schedule/schedule_core.h"
@@ -29,6 +30,87 @@ __global__ void dispatch_pull_kernel(v1_route r, size_t x_off, bf16 *recv) {
   const uint4 *s = (const uint4 *)(r.peer_base[src] + x_off) + t * nv;
 #pragma unroll 4
   for (int64_t i = lane; i < nv; i += 32) dst[i] = s[i];
+}
+
+/* Dispatch by bulk copies, the comm-SM way: a few CTAs, one thread per warp driving the copy
+ * engine. Each warp walks its rows (row = first + n * stride) in chunks of up to PULL_CHUNK bytes:
+ * a bulk load from the source rank's x into one of two shared buffers (completing on that buffer's
+ * mbarrier), then a bulk store from it to recv; the next chunk's load is issued before waiting for
+ * the current one, so a load is always in flight. Padding rows are zeroed by the whole warp first. */
+#define PULL_WARPS 4
+#define PULL_CHUNK 16384
+
+/* The next real row of this warp's sequence at or after row (nrows when none). */
+__device__ __forceinline__ int64_t next_real_row(const v1_route &r, int64_t row, int64_t stride,
+                                                 int64_t nrows) {
+  while (row < nrows && r.row_src[row] < 0) row += stride;
+  return row < nrows ? row : nrows;
+}
+
+__global__ void __launch_bounds__(PULL_WARPS * 32) dispatch_pull_bulk_kernel(v1_route r, size_t x_off,
+                                                                           bf16 *recv) {
+  extern __shared__ __align__(128) unsigned char pull_smem[];
+  __shared__ __align__(8) uint64_t bars[PULL_WARPS][2];
+  const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
+  if (v1_error(r.err)) return;
+  const int64_t nrows = route_rows(r), stride = (int64_t)gridDim.x * PULL_WARPS;
+  const int64_t first = (int64_t)blockIdx.x * PULL_WARPS + warp;
+  const int64_t row_bytes = r.hidden * 2;
+  for (int64_t row = first; row < nrows; row += stride)
+    if (r.row_src[row] < 0) {
+      uint4 *dst = (uint4 *)(recv + row * r.hidden);
+      for (int64_t i = lane; i < r.hidden / 8; i += 32) dst[i] = make_uint4(0, 0, 0, 0);
+    }
+  if (lane != 0) return;
+  /* two buffers and their mbarriers; scalars, not arrays, so nothing goes to local memory */
+  const uint32_t bar0 = smem_u32(&bars[warp][0]), bar1 = smem_u32(&bars[warp][1]);
+  const uint32_t buf0 = smem_u32(pull_smem + (2 * warp) * PULL_CHUNK);
+  const uint32_t buf1 = smem_u32(pull_smem + (2 * warp + 1) * PULL_CHUNK);
+  mbar_init(bar0, 1);
+  mbar_init(bar1, 1);
+  fence_mbar_init();
+  char *dst0 = NULL, *dst1 = NULL; /* where each buffer's chunk goes, and its size */
+  uint32_t n0 = 0, n1 = 0;
+  /* item = (row, byte offset in the row); item `it` uses buffer it & 1 */
+  int64_t row = next_real_row(r, first, stride, nrows), off = 0;
+  if (row >= nrows) return;
+  for (int64_t it = 0;; ++it) {
+    const int b = (int)(it & 1);
+    if (it == 0) { /* the first load */
+      const int32_t slot = r.row_src[row];
+      const char *src = r.peer_base[mok_sched_slot_rank(slot, r.tokens, r.top_k)] + x_off +
+                        mok_sched_slot_token(slot, r.tokens, r.top_k) * row_bytes;
+      n0 = (uint32_t)(row_bytes < PULL_CHUNK ? row_bytes : PULL_CHUNK);
+      dst0 = (char *)recv + row * row_bytes;
+      mbar_arrive_expect_tx(bar0, n0);
+      bulk_load_1d(buf0, src, n0, bar0);
+    }
+    /* the next item, loaded into the other buffer once the store that last read it is done */
+    int64_t nrow = row, noff = off + PULL_CHUNK;
+    if (noff >= row_bytes) {
+      noff = 0;
+      nrow = next_real_row(r, row + stride, stride, nrows);
+    }
+    if (nrow < nrows) {
+      const int32_t slot = r.row_src[nrow];
+      const char *src = r.peer_base[mok_sched_slot_rank(slot, r.tokens, r.top_k)] + x_off +
+                        mok_sched_slot_token(slot, r.tokens, r.top_k) * row_bytes + noff;
+      const int64_t left = row_bytes - noff;
+      const uint32_t n = (uint32_t)(left < PULL_CHUNK ? left : PULL_CHUNK);
+      char *dst = (char *)recv + nrow * row_bytes + noff;
+      bulk_wait_read0();
+      if (b) dst0 = dst, n0 = n; else dst1 = dst, n1 = n;
+      mbar_arrive_expect_tx(b ? bar0 : bar1, n);
+      bulk_load_1d(b ? buf0 : buf1, src, n, b ? bar0 : bar1);
+    }
+    mbar_wait(b ? bar1 : bar0, (uint32_t)((it >> 1) & 1));
+    bulk_store_1d(b ? dst1 : dst0, b ? buf1 : buf0, b ? n1 : n0);
+    bulk_commit();
+    if (nrow >= nrows) break;
+    row = nrow;
+    off = noff;
+  }
+  bulk_wait0();
 }
 
 __global__ void push_rows_kernel(v1_route r, const bf16 *rows, size_t dst_off) {
@@ -186,6 +268,18 @@ extern "C" cudaError_t v1_dispatch_pull(const v1_route *r, size_t x_off, void *r
                                         cudaStream_t stream) {
   if (r->capacity <= 0) return cudaSuccess;
   dispatch_pull_kernel<<<row_blocks(r->capacity), WARPS * 32, 0, stream>>>(*r, x_off, (bf16 *)recv);
+  return cudaGetLastError();
+}
+
+extern "C" cudaError_t v1_dispatch_pull_bulk(const v1_route *r, size_t x_off, void *recv, int ctas,
+                                             cudaStream_t stream) {
+  if (r->capacity <= 0) return cudaSuccess;
+  if (ctas < 1 || r->hidden % 8 != 0) return cudaErrorInvalidValue;
+  const size_t smem = (size_t)PULL_WARPS * 2 * PULL_CHUNK;
+  cudaError_t e = cudaFuncSetAttribute(dispatch_pull_bulk_kernel,
+                                       cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem);
+  if (e != cudaSuccess) return e;
+  dispatch_pull_bulk_kernel<<<ctas, PULL_WARPS * 32, smem, stream>>>(*r, x_off, (bf16 *)recv);
   return cudaGetLastError();
 }
 
