@@ -19,6 +19,7 @@ mok_status mok_config_init(mok_config *c) {
   c->use_swiglu_limit = 0;
   c->swiglu_limit = 0.0f;
   c->timeout_ms = 10000;
+  c->deterministic = 1;
   return MOK_SUCCESS;
 }
 
@@ -65,7 +66,7 @@ mok_status mok_validate(const mok_shape *s, const mok_config *c, int ep) {
   if (c->schedule_capacity % c->tile_m) return MOK_ERR_MISALIGNED;
   if (c->use_swiglu_limit && !(c->swiglu_limit > 0.0f && isfinite(c->swiglu_limit)))
     return MOK_ERR_INVALID_ARGUMENT;
-  if (c->timeout_ms <= 0) return MOK_ERR_INVALID_ARGUMENT;
+  if (c->timeout_ms <= 0 || (c->deterministic != 0 && c->deterministic != 1)) return MOK_ERR_INVALID_ARGUMENT;
   mok_pipe_params pipe;
   int64_t ring = 0;
   return mok_pipe_from_config(s, c, &pipe, &ring); /* the ring holds at least two macrobatches */

@@ -108,11 +108,14 @@ typedef struct {
   int use_swiglu_limit;        /* nonzero: a = silu(min(g, L)) * clamp(u, -L, L)                 */
   float swiglu_limit;          /* L, > 0, used when use_swiglu_limit is nonzero                  */
   int timeout_ms;              /* bound on any device-side wait for a peer; > 0                  */
+  int deterministic;           /* 1: every sum in a fixed order, bitwise-identical results run
+                                  after run (and across the comm-SM and minibatch knobs); 0: a
+                                  path may use faster unordered reductions (v1 is ordered anyway) */
 } mok_config;
 
 /* Fills *config with the defaults: BF16, AUTO path, 16 forward and 16 backward comm SMs, tile_m
  * 128, minibatch 128 rows, 4 minibatches per macrobatch, ring_bytes 0, capacity 0 (worst case), no
- * SwiGLU limit, timeout 10000 ms. */
+ * SwiGLU limit, timeout 10000 ms, deterministic. */
 mok_status mok_config_init(mok_config *config);
 
 /* Checks a shape and config for the GPU path without touching a device (alignment, ranges, E

@@ -73,6 +73,11 @@ void test_api_config(void) {
   CHECK_STATUS(mok_validate(&dsv3, &bad, 8), MOK_SUCCESS);
   bad = c, bad.timeout_ms = 0;
   CHECK_STATUS(mok_validate(&dsv3, &bad, 8), MOK_ERR_INVALID_ARGUMENT);
+  CHECK(c.deterministic == 1);
+  bad = c, bad.deterministic = 2;
+  CHECK_STATUS(mok_validate(&dsv3, &bad, 8), MOK_ERR_INVALID_ARGUMENT);
+  bad.deterministic = 0;
+  CHECK_STATUS(mok_validate(&dsv3, &bad, 8), MOK_SUCCESS);
 
   /* worst-case schedule rows: DeepSeek-V3 at EP 8, 7168 tokens per rank */
   int64_t rows = 0;
