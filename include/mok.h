@@ -254,7 +254,10 @@ mok_status mok_fp8_scale_count(mok_dtype dtype, int64_t experts, int64_t rows, i
                                int64_t *count);
 
 /* Enqueued on stream. Quantizes w [experts, rows, cols] bf16 into data (E4M3, same shape) and
- * scales (mok_fp8_scale_count entries) in the given FP8 dtype. */
+ * scales (mok_fp8_scale_count entries) in the given FP8 dtype. MOK_DTYPE_FP8_BLOCK128: rows and
+ * cols multiples of 128 (MOK_ERR_MISALIGNED otherwise), w and data 16-byte aligned; scales
+ * [experts, rows/128, cols/128] fp32, each block's absolute maximum over 448. MOK_DTYPE_MXFP8:
+ * MOK_ERR_NOT_SUPPORTED in this build. */
 mok_status mok_quantize_weight(mok_dtype dtype, const void *w, int64_t experts, int64_t rows,
                                int64_t cols, void *data, void *scales, cudaStream_t stream);
 

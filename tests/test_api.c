@@ -141,6 +141,11 @@ void test_api_bad_arguments(void) {
                MOK_ERR_INVALID_ARGUMENT);
   CHECK_STATUS(mok_quantize_weight(MOK_DTYPE_FP8_BLOCK128, &x, -1, 128, 128, &x, &x, 0),
                MOK_ERR_INVALID_SHAPE);
+  CHECK_STATUS(mok_quantize_weight(MOK_DTYPE_FP8_BLOCK128, &x, 1, 100, 128, &x, &x, 0), MOK_ERR_MISALIGNED);
+  CHECK_STATUS(mok_quantize_weight(MOK_DTYPE_FP8_BLOCK128, &x, 1, 128, 64, &x, &x, 0), MOK_ERR_MISALIGNED);
+  CHECK_STATUS(mok_quantize_weight(MOK_DTYPE_FP8_BLOCK128, &x, 0, 128, 128, &x, &x, 0), MOK_SUCCESS);
+  CHECK_STATUS(mok_quantize_weight(MOK_DTYPE_BF16, &x, 1, 128, 128, &x, &x, 0), MOK_ERR_INVALID_ARGUMENT);
+  CHECK_STATUS(mok_quantize_weight(MOK_DTYPE_MXFP8, &x, 1, 128, 128, &x, &x, 0), MOK_ERR_NOT_SUPPORTED);
   CHECK_STATUS(mok_sym_alloc(NULL, 64, &buf), MOK_ERR_INVALID_ARGUMENT);
   CHECK_STATUS(mok_sym_free(NULL, &buf), MOK_ERR_INVALID_ARGUMENT);
   CHECK_STATUS(mok_op_dispatch(NULL, &buf, &x, 0), MOK_ERR_INVALID_ARGUMENT);
