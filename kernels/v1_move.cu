@@ -128,6 +128,27 @@ __global__ void push_rows_kernel(v1_route r, const bf16 *rows, size_t dst_off) {
   __threadfence_system();
 }
 
+/* One warp over a row of nv 16-byte words: dst = w * dy (bf16) and returns dot(dy, o) to every
+ * lane (fp32, lanes' partial sums combined in a fixed butterfly order). */
+__device__ __forceinline__ float scaled_row_and_dot(const uint4 *dy, const uint4 *o, float w, uint4 *dst,
+                                                    int64_t nv, int lane) {
+  float dot = 0.0f;
+  for (int64_t i = lane; i < nv; i += 32) {
+    float fd[8], fo[8], fw[8];
+    v1_unpack8(dy[i], fd);
+    v1_unpack8(o[i], fo);
+#pragma unroll
+    for (int q = 0; q < 8; ++q) {
+      dot += fd[q] * fo[q];
+      fw[q] = w * fd[q];
+    }
+    dst[i] = v1_pack8(fw);
+  }
+#pragma unroll
+  for (int m = 16; m > 0; m >>= 1) dot += __shfl_xor_sync(0xffffffffu, dot, m);
+  return dot;
+}
+
 __global__ void reverse_combine_kernel(v1_route r, size_t dy_off, size_t rw_off, size_t drw_off,
                                        const bf16 *out_rows, bf16 *d_out) {
   const int lane = threadIdx.x & 31;
@@ -146,20 +167,7 @@ __global__ void reverse_combine_kernel(v1_route r, size_t dy_off, size_t rw_off,
   const float w = ((const float *)(base + rw_off))[slot % per_rank];
   const uint4 *dy = (const uint4 *)(base + dy_off) + t * nv;
   const uint4 *o = (const uint4 *)(out_rows + row * r.hidden);
-  float dot = 0.0f;
-  for (int64_t i = lane; i < nv; i += 32) {
-    float fd[8], fo[8], fw[8];
-    v1_unpack8(dy[i], fd);
-    v1_unpack8(o[i], fo);
-#pragma unroll
-    for (int q = 0; q < 8; ++q) {
-      dot += fd[q] * fo[q];
-      fw[q] = w * fd[q];
-    }
-    dst[i] = v1_pack8(fw);
-  }
-#pragma unroll
-  for (int m = 16; m > 0; m >>= 1) dot += __shfl_xor_sync(0xffffffffu, dot, m);
+  const float dot = scaled_row_and_dot(dy, o, w, dst, nv, lane);
   if (lane == 0) ((float *)(base + drw_off))[slot % per_rank] = dot;
   __threadfence_system();
 }
@@ -181,20 +189,7 @@ __global__ void weight_rows_kernel(v1_route r, char *const *rw_base, size_t rw_o
   const float w = ((const float *)(rw_base[src] + rw_off))[slot % per_rank];
   const uint4 *dy = (const uint4 *)(dy_rows + row * r.hidden);
   const uint4 *o = (const uint4 *)(out_rows + row * r.hidden);
-  float dot = 0.0f;
-  for (int64_t i = lane; i < nv; i += 32) {
-    float fd[8], fo[8], fw[8];
-    v1_unpack8(dy[i], fd);
-    v1_unpack8(o[i], fo);
-#pragma unroll
-    for (int q = 0; q < 8; ++q) {
-      dot += fd[q] * fo[q];
-      fw[q] = w * fd[q];
-    }
-    dst[i] = v1_pack8(fw);
-  }
-#pragma unroll
-  for (int m = 16; m > 0; m >>= 1) dot += __shfl_xor_sync(0xffffffffu, dot, m);
+  const float dot = scaled_row_and_dot(dy, o, w, dst, nv, lane);
   if (lane == 0) ((float *)(r.peer_base[src] + drw_off))[slot % per_rank] = dot;
   __threadfence_system();
 }
