@@ -149,32 +149,13 @@ __device__ __forceinline__ float scaled_row_and_dot(const uint4 *dy, const uint4
   return dot;
 }
 
-__global__ void reverse_combine_kernel(v1_route r, size_t dy_off, size_t rw_off, size_t drw_off,
-                                       const bf16 *out_rows, bf16 *d_out) {
-  const int lane = threadIdx.x & 31;
-  const int64_t row = (int64_t)blockIdx.x * WARPS + (threadIdx.x >> 5);
-  if (v1_error(r.err) || row >= route_rows(r)) return;
-  const int64_t nv = r.hidden / 8, per_rank = r.tokens * r.top_k;
-  uint4 *dst = (uint4 *)(d_out + row * r.hidden);
-  const int32_t slot = r.row_src[row];
-  if (slot < 0) {
-    for (int64_t i = lane; i < nv; i += 32) dst[i] = make_uint4(0, 0, 0, 0);
-    return;
-  }
-  const int src = mok_sched_slot_rank(slot, r.tokens, r.top_k);
-  const int64_t t = mok_sched_slot_token(slot, r.tokens, r.top_k);
-  char *base = r.peer_base[src];
-  const float w = ((const float *)(base + rw_off))[slot % per_rank];
-  const uint4 *dy = (const uint4 *)(base + dy_off) + t * nv;
-  const uint4 *o = (const uint4 *)(out_rows + row * r.hidden);
-  const float dot = scaled_row_and_dot(dy, o, w, dst, nv, lane);
-  if (lane == 0) ((float *)(base + drw_off))[slot % per_rank] = dot;
-  __threadfence_system();
-}
-
-/* Ops layer's expert-side half of reverse-combine: dy rows already pulled (local). */
+/* Reverse-combine, expert side: d_out[row] = rw * dy of the row's (token, k) slot, and
+ * d_rw = dot(dy, out_rows[row]) pushed to the source rank's slot at drw_off. dy comes from the
+ * source rank's symmetric buffer at dy_off (dy_rows NULL: the functional path pulls it here) or
+ * from dy_rows already pulled (the ops layer); rw from rw_base[src] + rw_off. */
 __global__ void weight_rows_kernel(v1_route r, char *const *rw_base, size_t rw_off, size_t drw_off,
-                                   const bf16 *dy_rows, const bf16 *out_rows, bf16 *d_out) {
+                                   const bf16 *dy_rows, size_t dy_off, const bf16 *out_rows,
+                                   bf16 *d_out) {
   const int lane = threadIdx.x & 31;
   const int64_t row = (int64_t)blockIdx.x * WARPS + (threadIdx.x >> 5);
   if (v1_error(r.err) || row >= route_rows(r)) return;
@@ -187,7 +168,9 @@ __global__ void weight_rows_kernel(v1_route r, char *const *rw_base, size_t rw_o
   }
   const int src = mok_sched_slot_rank(slot, r.tokens, r.top_k);
   const float w = ((const float *)(rw_base[src] + rw_off))[slot % per_rank];
-  const uint4 *dy = (const uint4 *)(dy_rows + row * r.hidden);
+  const uint4 *dy = dy_rows ? (const uint4 *)(dy_rows + row * r.hidden)
+                            : (const uint4 *)(r.peer_base[src] + dy_off) +
+                                  mok_sched_slot_token(slot, r.tokens, r.top_k) * nv;
   const uint4 *o = (const uint4 *)(out_rows + row * r.hidden);
   const float dot = scaled_row_and_dot(dy, o, w, dst, nv, lane);
   if (lane == 0) ((float *)(r.peer_base[src] + drw_off))[slot % per_rank] = dot;
@@ -289,8 +272,8 @@ extern "C" cudaError_t v1_reverse_combine(const v1_route *r, size_t dy_off, size
                                           size_t drw_off, const void *out_rows, void *d_out,
                                           cudaStream_t stream) {
   if (r->capacity <= 0) return cudaSuccess;
-  reverse_combine_kernel<<<row_blocks(r->capacity), WARPS * 32, 0, stream>>>(
-      *r, dy_off, rw_off, drw_off, (const bf16 *)out_rows, (bf16 *)d_out);
+  weight_rows_kernel<<<row_blocks(r->capacity), WARPS * 32, 0, stream>>>(
+      *r, r->peer_base, rw_off, drw_off, NULL, dy_off, (const bf16 *)out_rows, (bf16 *)d_out);
   return cudaGetLastError();
 }
 
@@ -299,7 +282,7 @@ extern "C" cudaError_t v1_weight_rows(const v1_route *r, char *const *rw_base, s
                                       void *d_out, cudaStream_t stream) {
   if (r->capacity <= 0) return cudaSuccess;
   weight_rows_kernel<<<row_blocks(r->capacity), WARPS * 32, 0, stream>>>(
-      *r, rw_base, rw_off, drw_off, (const bf16 *)dy_rows, (const bf16 *)out_rows, (bf16 *)d_out);
+      *r, rw_base, rw_off, drw_off, (const bf16 *)dy_rows, 0, (const bf16 *)out_rows, (bf16 *)d_out);
   return cudaGetLastError();
 }
 
