@@ -1,5 +1,6 @@
-/* gpu_internal.h — the GPU path's workspace and schedule objects (v1: separate dispatch, GEMM and
- * combine kernels on one stream) and the helpers the api/gpu_*.c files share. Host C. */
+/* gpu_internal.h — the GPU path's workspace and schedule objects (the unfused path: separate
+ * dispatch, GEMM and combine kernels on one stream) and the helpers the api/gpu_*.c files share.
+ * Host C. */
 #ifndef MOK_GPU_INTERNAL_H
 #define MOK_GPU_INTERNAL_H
 
@@ -38,7 +39,12 @@ struct mok_workspace {
   void *ys;                  /* [T, H]    shared expert output / its dx                  */
   void *ds_a;                /* [T, Is]                                                  */
   void *dsgu;                /* [T, 2Is]                                                 */
+  int32_t *dense_table;      /* the shared expert as one grouped-GEMM expert: offset {0,
+                                T rounded up to 128}, count {T}                           */
   int64_t local_bytes;
+  int wgmma;                 /* expert GEMMs on the grouped wgmma kernels (else v1 mma.sync);
+                                then g holds bf16 pre-activations [cap, 2I] (g | u), u is
+                                unused, and likewise sg / su                               */
 };
 
 struct mok_schedule {
@@ -47,7 +53,8 @@ struct mok_schedule {
   int64_t bytes;
   int32_t *topk_all, *counts, *chunk_status, *expert_count, *expert_offset, *row_src;
   void *recv_x;              /* [cap, H] tokens pulled to this rank's experts            */
-  void *g, *u, *a;           /* [cap, I] gate, up (fp32), SwiGLU output (bf16); for backward */
+  void *g, *u, *a;           /* [cap, I] gate, up (fp32), SwiGLU output (bf16); for backward
+                                (wgmma: g is [cap, 2I] bf16 g | u, the same bytes)      */
   void *out_rows;            /* [cap, H] expert outputs                                  */
   void *sg, *su, *sa;        /* [T, Is]  shared expert's gate, up (fp32), activation     */
 };
@@ -59,7 +66,7 @@ v1_sched_args mok_gpu_sched_args(const mok_schedule *s);
 int mok_gpu_aligned(const void *p); /* 16-byte aligned (NULL counts as aligned) */
 mok_status mok_gpu_status(cudaError_t e);
 
-/* Stages shared by the functional layer and the ops layer (gpu_layer.c). */
+/* Stages shared by the functional layer and the ops layer (gpu_layer.c, gpu_experts.c). */
 mok_status mok_gpu_check_weights(const mok_workspace *w, const mok_weights *wt);
 mok_status mok_gpu_check_grads(const mok_workspace *w, const mok_grads *g, int need_dx);
 mok_status mok_gpu_experts_forward(mok_schedule *s, const mok_weights *wt, const void *recv,

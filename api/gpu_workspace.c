@@ -86,6 +86,16 @@ done:
   return rc;
 }
 
+/* The grouped wgmma GEMMs serve the experts unless the v1 path is asked for: they need an sm_90
+ * device and tile_m a multiple of their 128-row tile. */
+static int wgmma_backend(const mok_config *c) {
+  int dev = 0, major = 0;
+  if (c->path == MOK_PATH_UNFUSED || c->tile_m % 128) return 0;
+  if (cudaGetDevice(&dev) != cudaSuccess) return 0;
+  if (cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, dev) != cudaSuccess) return 0;
+  return major == 9;
+}
+
 /* Validation of one rank's request, before any collective. */
 static mok_status check_request(const mok_shape *s, const mok_config *c, int ep, int64_t *cap,
                                 int *cpr, int64_t *ct) {
@@ -147,10 +157,11 @@ mok_status mok_workspace_create(mok_group *g, const mok_shape *s, const mok_conf
     return st;
   }
   size_t loff = 0;
-  size_t o_err, o_epoch, o_dout, o_da, o_dgu, o_ys, o_dsa, o_dsgu, o_peer, o_op_peer;
+  size_t o_err, o_epoch, o_dense, o_dout, o_da, o_dgu, o_ys, o_dsa, o_dsgu, o_peer, o_op_peer;
 #define LOC(var, bytes) do { var = loff; loff = align_up(loff + (size_t)(bytes), 256); } while (0)
   LOC(o_err, 4);
   LOC(o_epoch, 8);
+  LOC(o_dense, 4 * 4);
   LOC(o_peer, (int64_t)w->ep * 8);
   LOC(o_op_peer, (int64_t)w->ep * 8);
   LOC(o_dout, cap * H * 2);
@@ -178,8 +189,12 @@ mok_status mok_workspace_create(mok_group *g, const mok_shape *s, const mok_conf
   w->ys = L + o_ys;
   w->ds_a = L + o_dsa;
   w->dsgu = L + o_dsgu;
+  w->dense_table = (int32_t *)(L + o_dense);
+  w->wgmma = wgmma_backend(c);
+  const int32_t dense[4] = {0, (int32_t)((T + 127) / 128 * 128), (int32_t)T, 0};
 
   e = cudaMemset(w->local, 0, o_dout);
+  if (e == cudaSuccess) e = cudaMemcpy(w->dense_table, dense, sizeof dense, cudaMemcpyHostToDevice);
   if (e == cudaSuccess) e = cudaMemset(w->sym.ptr, 0, off);
   if (e == cudaSuccess)
     e = mok_comm_peer_table(g->devcomm, w->sym.window, w->sym.ptr, w->ep, w->peer_base, 0);
@@ -206,6 +221,11 @@ mok_status mok_workspace_create(mok_group *g, const mok_shape *s, const mok_conf
   }
   *out = w;
   return MOK_SUCCESS;
+}
+
+const char *mok_workspace_kernels(const mok_workspace *w) {
+  if (!w) return "";
+  return w->wgmma ? "unfused, grouped TMA + wgmma expert GEMMs" : "unfused v1, mma.sync expert GEMMs";
 }
 
 mok_status mok_workspace_bytes(const mok_workspace *w, int64_t *bytes) {

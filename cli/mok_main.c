@@ -31,6 +31,7 @@ static void usage(FILE *f) {
           "  --ranks N              simulated ranks on the CPU path (default 2)\n"
           "  --routing uniform|zipf token routing (default uniform)\n"
           "  --clamp L              SwiGLU limit L > 0\n"
+          "  --path auto|v1         GPU: the default kernels, or v1 (mma.sync expert GEMMs)\n"
           "  --seed S               random seed (default: from the clock)\n"
           "  --iters N              timed iterations on the GPU (default 20)\n"
           "  --warmup N             warm-up iterations on the GPU (default 3)\n"
@@ -99,6 +100,13 @@ static int parse_run(int argc, char **argv, cli_options *o) {
       else if (strcmp(v, "zipf") == 0) o->routing = CLI_ROUTING_ZIPF;
       else {
         fprintf(stderr, "mok: --routing wants uniform or zipf, got '%s'\n", v);
+        return 1;
+      }
+    } else if (strcmp(a, "--path") == 0) {
+      if (strcmp(v, "auto") == 0) o->config.path = MOK_PATH_AUTO;
+      else if (strcmp(v, "v1") == 0) o->config.path = MOK_PATH_UNFUSED;
+      else {
+        fprintf(stderr, "mok: --path wants auto or v1, got '%s'\n", v);
         return 1;
       }
     } else if (strcmp(a, "--clamp") == 0) {

@@ -78,9 +78,13 @@ typedef enum {
 
 /* Which execution path runs forward and backward. */
 typedef enum {
-  MOK_PATH_AUTO = 0,     /* the fastest path this build has for the shape                        */
-  MOK_PATH_FUSED = 1,    /* one persistent kernel per pass: comm SMs + compute SMs, ring buffer  */
-  MOK_PATH_UNFUSED = 2   /* separate dispatch / GEMM / combine kernels (the oracle and fallback) */
+  MOK_PATH_AUTO = 0,     /* the fastest path this build has for the shape: today separate
+                            dispatch / combine kernels with the grouped TMA + wgmma expert GEMMs
+                            (sm_90, tile_m a multiple of 128), else as UNFUSED                  */
+  MOK_PATH_FUSED = 1,    /* one persistent kernel per pass: comm SMs + compute SMs, ring buffer
+                            (not in this build: MOK_ERR_NOT_SUPPORTED)                          */
+  MOK_PATH_UNFUSED = 2   /* v1: separate dispatch / GEMM / combine kernels, mma.sync GEMMs, fp32
+                            pre-activations (the oracle and fallback)                           */
 } mok_path;
 
 typedef struct {
@@ -166,6 +170,10 @@ typedef struct mok_workspace mok_workspace;
  * otherwise), then allocates. */
 mok_status mok_workspace_create(mok_group *group, const mok_shape *shape, const mok_config *config,
                                 mok_workspace **workspace);
+
+/* The kernels the workspace runs, in words (host; a static string), e.g. "unfused, grouped wgmma
+ * expert GEMMs". */
+const char *mok_workspace_kernels(const mok_workspace *workspace);
 
 /* Device bytes the workspace holds on this rank (host). */
 mok_status mok_workspace_bytes(const mok_workspace *workspace, int64_t *bytes);

@@ -58,6 +58,15 @@ mok_status mok_gg_bf16_dgrad(const void *dc, const void *w, void *da, const int3
                              const int32_t *expert_count, int num_experts, int64_t m_total,
                              int64_t n, int64_t k, cudaStream_t stream);
 
+/* The data gradient through a weight pair used side by side in the forward pass (gate and up):
+ *   dA[r, :] = dC[r, :n_each] x W0[e] + dC[r, n_each:] x W1[e], one fp32 reduction over 2 n_each.
+ *   dc: [m_total, 2 n_each] bf16;  w0, w1: [num_experts, n_each, k] bf16;  da: [m_total, k] bf16.
+ *   n_each must be a multiple of 64. */
+mok_status mok_gg_bf16_dgrad_pair(const void *dc, const void *w0, const void *w1, void *da,
+                                  const int32_t *expert_offset, const int32_t *expert_count,
+                                  int num_experts, int64_t m_total, int64_t n_each, int64_t k,
+                                  cudaStream_t stream);
+
 /* Backward weight gradient, grouped over the reduction: for each expert e,
  *   dW[e] = sum over its real rows r (ascending, a fixed order: bitwise reproducible) of
  *           dC[r, :]^T A[r, :]          -> [n, k]
@@ -69,6 +78,15 @@ mok_status mok_gg_bf16_wgrad(const void *dc, const void *a, void *dw, int out_fp
                              const int32_t *expert_offset, const int32_t *expert_count,
                              int num_experts, int64_t m_total, int64_t n, int64_t k,
                              cudaStream_t stream);
+
+/* The same over strided views: row r of dc starts at dc + r * ld_dc elements, of a at a + r *
+ * ld_a (ld_dc >= n, ld_a >= k, multiples of 8), so dc may be a column block of a wider matrix
+ * (the gate or the up half of the SwiGLU gradient). */
+mok_status mok_gg_bf16_wgrad_ld(const void *dc, int64_t ld_dc, const void *a, int64_t ld_a,
+                                void *dw, int out_fp32, int accumulate,
+                                const int32_t *expert_offset, const int32_t *expert_count,
+                                int num_experts, int64_t m_total, int64_t n, int64_t k,
+                                cudaStream_t stream);
 
 /* ---- FP8 E4M3, block-scaled (1x128 activation blocks, 128x128 weight blocks, fp32 scales) ----
  * Scales are decode factors: value = e4m3 * scale; a block's scale is amax / 448 (1 for an

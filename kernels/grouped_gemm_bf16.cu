@@ -46,6 +46,8 @@ typedef struct {
   int n_out;             /* output columns (n, inter, or k of dgrad); boxes past it are
                             neither loaded (a valid box is loaded twice) nor stored          */
   int inter;             /* SWIGLU: I (column offset of u in preact)                      */
+  int b_split;           /* DGRAD of a weight pair: reduction index where the second starts
+                            (each weight then has b_rows = b_split rows per expert); 0: one  */
   int use_limit;
   float limit;
   int has_preact;
@@ -117,10 +119,13 @@ __device__ __forceinline__ void gg_load_b_half(int h, uint32_t sb, uint32_t full
   } else if (MODE == GG_SWIGLU) {
     GG_LD(sb + h * 16384, h ? tm_b1 : tm_b0, k0, bexp * p.b_rows + n_tile * 128);
   } else if (MODE == GG_DGRAD) {
-    const int r = bexp * p.b_rows + k0, n0 = n_tile * GG_BN;
+    /* a pair of weights stacked along the reduction: blocks past b_split come from the second */
+    const bool second = p.b_split > 0 && k0 >= p.b_split;
+    const CUtensorMap *tm = second ? tm_b1 : tm_b0;
+    const int r = bexp * p.b_rows + (second ? k0 - p.b_split : k0), n0 = n_tile * GG_BN;
 #pragma unroll
     for (int j = 2 * h; j < 2 * h + 2; ++j)
-      GG_LD(sb + j * 8192, tm_b0, n0 + 64 * j < p.n_out ? n0 + 64 * j : n0, r);
+      GG_LD(sb + j * 8192, tm, n0 + 64 * j < p.n_out ? n0 + 64 * j : n0, r);
   }
 #undef GG_LD
 }
@@ -170,7 +175,7 @@ __global__ void __launch_bounds__(GG_THREADS, 1)
   if (tid == 32) {
     tma_prefetch_desc(&tm_a);
     tma_prefetch_desc(&tm_b0);
-    if (MODE == GG_SWIGLU) tma_prefetch_desc(&tm_b1);
+    if (MODE == GG_SWIGLU || (MODE == GG_DGRAD && p.b_split)) tma_prefetch_desc(&tm_b1);
     if (MODE != GG_WGRAD) tma_prefetch_desc(&tm_c0);
     if (MODE == GG_SWIGLU && p.has_preact) tma_prefetch_desc(&tm_c1);
   }
@@ -555,15 +560,21 @@ extern "C" mok_status mok_gg_bf16_gate_up_swiglu(const void *x, const void *w_ga
   return gg_launch<GG_SWIGLU>(&ta, &tg, &tu, &tc, &tp, p, max_tiles, stream);
 }
 
-extern "C" mok_status mok_gg_bf16_dgrad(const void *dc, const void *w, void *da,
-                                        const int32_t *expert_offset, const int32_t *expert_count,
-                                        int num_experts, int64_t m_total, int64_t n, int64_t k,
-                                        cudaStream_t stream) {
-  if (!dc || !w || !da) return MOK_ERR_INVALID_ARGUMENT;
+/* dA = dC x W (w1 == NULL), or dA = dC[:, :n/2] x W0 + dC[:, n/2:] x W1 (a weight pair, each
+ * [E, n/2, k], in one reduction). */
+static mok_status gg_dgrad(const void *dc, const void *w0, const void *w1, void *da,
+                           const int32_t *expert_offset, const int32_t *expert_count,
+                           int num_experts, int64_t m_total, int64_t n, int64_t k,
+                           cudaStream_t stream) {
+  if (!dc || !w0 || !da) return MOK_ERR_INVALID_ARGUMENT;
   GG_TRY(gg_check_common(expert_offset, expert_count, num_experts, m_total, n, k));
-  CUtensorMap ta, tb, tc;
+  const int64_t rows = w1 ? n / 2 : n; /* weight rows per expert */
+  if (w1 && rows % GG_BK) return MOK_ERR_MISALIGNED;
+  CUtensorMap ta, tb0, tb1, tc;
   GG_TRY(gg_make_tmap_2d(&ta, dc, m_total, n, 2, 128, 64));
-  GG_TRY(gg_make_tmap_2d(&tb, w, (int64_t)num_experts * n, k, 2, 64, 64));
+  GG_TRY(gg_make_tmap_2d(&tb0, w0, (int64_t)num_experts * rows, k, 2, 64, 64));
+  if (w1) GG_TRY(gg_make_tmap_2d(&tb1, w1, (int64_t)num_experts * rows, k, 2, 64, 64));
+  else tb1 = tb0;
   GG_TRY(gg_make_tmap_2d(&tc, da, m_total, k, 2, 64, 64));
   gg_params p = {};
   p.offset = expert_offset;
@@ -571,24 +582,44 @@ extern "C" mok_status mok_gg_bf16_dgrad(const void *dc, const void *w, void *da,
   p.num_experts = num_experts;
   p.n_tiles = (int)((k + GG_BN - 1) / GG_BN);
   p.k_blocks = (int)(n / GG_BK);
-  p.b_rows = (int)n;
+  p.b_rows = (int)rows;
+  p.b_split = w1 ? (int)rows : 0;
   p.n_out = (int)k;
   int max_tiles = (int)((m_total + GG_BM - 1) / GG_BM) * p.n_tiles;
-  return gg_launch<GG_DGRAD>(&ta, &tb, &tb, &tc, &tc, p, max_tiles, stream);
+  return gg_launch<GG_DGRAD>(&ta, &tb0, &tb1, &tc, &tc, p, max_tiles, stream);
 }
 
-extern "C" mok_status mok_gg_bf16_wgrad(const void *dc, const void *a, void *dw, int out_fp32,
-                                        int accumulate, const int32_t *expert_offset,
-                                        const int32_t *expert_count, int num_experts,
-                                        int64_t m_total, int64_t n, int64_t k,
+extern "C" mok_status mok_gg_bf16_dgrad(const void *dc, const void *w, void *da,
+                                        const int32_t *expert_offset, const int32_t *expert_count,
+                                        int num_experts, int64_t m_total, int64_t n, int64_t k,
                                         cudaStream_t stream) {
+  return gg_dgrad(dc, w, NULL, da, expert_offset, expert_count, num_experts, m_total, n, k, stream);
+}
+
+extern "C" mok_status mok_gg_bf16_dgrad_pair(const void *dc, const void *w0, const void *w1,
+                                             void *da, const int32_t *expert_offset,
+                                             const int32_t *expert_count, int num_experts,
+                                             int64_t m_total, int64_t n_each, int64_t k,
+                                             cudaStream_t stream) {
+  if (!w1) return MOK_ERR_INVALID_ARGUMENT;
+  if (n_each > INT32_MAX / 2) return MOK_ERR_INVALID_SHAPE;
+  return gg_dgrad(dc, w0, w1, da, expert_offset, expert_count, num_experts, m_total, 2 * n_each,
+                  k, stream);
+}
+
+extern "C" mok_status mok_gg_bf16_wgrad_ld(const void *dc, int64_t ld_dc, const void *a,
+                                           int64_t ld_a, void *dw, int out_fp32, int accumulate,
+                                           const int32_t *expert_offset,
+                                           const int32_t *expert_count, int num_experts,
+                                           int64_t m_total, int64_t n, int64_t k,
+                                           cudaStream_t stream) {
   if (!dc || !a || !dw) return MOK_ERR_INVALID_ARGUMENT;
   GG_TRY(gg_check_common(expert_offset, expert_count, num_experts, m_total, n, k));
   if (accumulate && !out_fp32) return MOK_ERR_INVALID_ARGUMENT;
   if (((uintptr_t)dw & 15)) return MOK_ERR_MISALIGNED;
   CUtensorMap ta, tb;
-  GG_TRY(gg_make_tmap_2d(&ta, dc, m_total, n, 2, 64, 64));
-  GG_TRY(gg_make_tmap_2d(&tb, a, m_total, k, 2, 64, 64));
+  GG_TRY(gg_make_tmap_2d_ld(&ta, dc, m_total, n, ld_dc, 2, 64, 64));
+  GG_TRY(gg_make_tmap_2d_ld(&tb, a, m_total, k, ld_a, 2, 64, 64));
   gg_params p = {};
   p.offset = expert_offset;
   p.count = expert_count;
@@ -601,4 +632,13 @@ extern "C" mok_status mok_gg_bf16_wgrad(const void *dc, const void *a, void *dw,
   p.out_fp32 = out_fp32 != 0;
   p.accumulate = accumulate != 0;
   return gg_launch<GG_WGRAD>(&ta, &tb, &tb, &ta, &ta, p, 0, stream);
+}
+
+extern "C" mok_status mok_gg_bf16_wgrad(const void *dc, const void *a, void *dw, int out_fp32,
+                                        int accumulate, const int32_t *expert_offset,
+                                        const int32_t *expert_count, int num_experts,
+                                        int64_t m_total, int64_t n, int64_t k,
+                                        cudaStream_t stream) {
+  return mok_gg_bf16_wgrad_ld(dc, n, a, k, dw, out_fp32, accumulate, expert_offset, expert_count,
+                              num_experts, m_total, n, k, stream);
 }

@@ -15,6 +15,11 @@
 mok_status gg_make_tmap_2d(CUtensorMap *map, const void *ptr, int64_t rows, int64_t cols,
                            int elem_bytes, int box_rows, int box_cols);
 
+/* The same over a strided view: row r starts ld elements after row r - 1 (ld >= cols), so a
+ * column block of a wider matrix is a tensor of its own (reads past cols return zeros). */
+mok_status gg_make_tmap_2d_ld(CUtensorMap *map, const void *ptr, int64_t rows, int64_t cols,
+                              int64_t ld, int elem_bytes, int box_rows, int box_cols);
+
 /* Multiprocessor count of the current device; MOK_ERR_NOT_SUPPORTED unless it is sm_90. */
 mok_status gg_device_sms(int *sms);
 

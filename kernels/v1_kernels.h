@@ -119,6 +119,17 @@ cudaError_t v1_swiglu_backward(const void *da, const void *g, const void *u, voi
                                int use_limit, float limit, const int32_t *err,
                                cudaStream_t stream);
 
+/* The same from packed bf16 pre-activations preact [rows, 2I] (g | u), as the grouped GEMM's
+ * SwiGLU epilogue stores them. */
+cudaError_t v1_swiglu_backward_packed(const void *da, const void *preact, void *dgu,
+                                      int64_t rows_max, const int32_t *rows_dev, int64_t I,
+                                      int use_limit, float limit, const int32_t *err,
+                                      cudaStream_t stream);
+
+/* dst[0, n) = NaN (fp32 when fp32 != 0, else bf16) if the error word is set; else nothing. */
+cudaError_t v1_nan_if_error(void *dst, int64_t n, int fp32, const int32_t *err,
+                            cudaStream_t stream);
+
 /* ---- schedule build on the device (schedule_core.h run by GPU threads) ------------------- */
 typedef struct {
   char *const *peer_base;  /* every rank's symmetric base                                */

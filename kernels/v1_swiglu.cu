@@ -2,7 +2,7 @@
  * pre-activations are kept in fp32 (so the clamp's masks are decided on unrounded values, as in the
  * reference), activations and gradients are bf16. Optional clamp L: a = silu(min(g, L)) *
  * clamp(u, -L, L); at g == L or |u| == L the clamp passes the gradient. Also the device random fill
- * used by benchmarks (kernels/v1_random.h). */
+ * used by benchmarks (kernels/v1_random.h), and the NaN poisoning of an output on a device fault. */
 #include "kernels/v1_common.cuh"
 #include "kernels/v1_kernels.h"
 #include "kernels/v1_random.h"
@@ -67,6 +67,48 @@ __global__ void swiglu_bwd_kernel(const bf16 *da, const float *g, const float *u
   }
 }
 
+/* The same from the grouped GEMM's packed pre-activations: preact [rows, 2I] bf16, g in columns
+ * [0, I), u in [I, 2I) (the clamp's masks then see the bf16-rounded values). */
+__global__ void swiglu_bwd_packed_kernel(const bf16 *da, const bf16 *preact, bf16 *dgu,
+                                         int64_t rows_max, const int32_t *rows_dev, int64_t I,
+                                         int use_limit, float L, const int32_t *err) {
+  if (v1_error(err)) return;
+  const int64_t nv = I / 8, n = rows_of(rows_max, rows_dev) * nv;
+  for (int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; i < n;
+       i += (int64_t)gridDim.x * blockDim.x) {
+    const int64_t r = i / nv, c = i % nv;
+    const uint4 *pre = (const uint4 *)(preact + r * 2 * I);
+    float fd[8], fg[8], fu[8], dg[8], du[8];
+    v1_unpack8(((const uint4 *)da)[i], fd);
+    v1_unpack8(pre[c], fg);
+    v1_unpack8(pre[nv + c], fu);
+#pragma unroll
+    for (int q = 0; q < 8; ++q) {
+      float gc = use_limit ? fminf(fg[q], L) : fg[q];
+      float uc = use_limit ? fminf(fmaxf(fu[q], -L), L) : fu[q];
+      float s = 1.0f / (1.0f + expf(-gc));
+      float silu = gc * s;
+      float dsilu = s * (1.0f + gc * (1.0f - s));
+      dg[q] = (use_limit && fg[q] > L) ? 0.0f : fd[q] * uc * dsilu;
+      du[q] = (use_limit && (fu[q] > L || fu[q] < -L)) ? 0.0f : fd[q] * silu;
+    }
+    uint4 *row = (uint4 *)(dgu + r * 2 * I);
+    row[c] = v1_pack8(dg);
+    row[nv + c] = v1_pack8(du);
+  }
+}
+
+/* NaN over n elements (fp32 or bf16) when the error word is set; every block returns at once
+ * otherwise. */
+__global__ void nan_if_error_kernel(void *dst, int64_t n, int fp32, const int32_t *err) {
+  if (!v1_error(err)) return;
+  for (int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; i < n;
+       i += (int64_t)gridDim.x * blockDim.x) {
+    if (fp32) ((float *)dst)[i] = v1_nan();
+    else ((bf16 *)dst)[i] = __float2bfloat16_rn(v1_nan());
+  }
+}
+
 static unsigned ew_blocks(int64_t n) {
   int64_t b = (n + 255) / 256;
   return (unsigned)(b > 16384 ? 16384 : (b < 1 ? 1 : b));
@@ -89,6 +131,25 @@ extern "C" cudaError_t v1_swiglu_backward(const void *da, const void *g, const v
   swiglu_bwd_kernel<<<ew_blocks(rows_max * I / 8), 256, 0, stream>>>(
       (const bf16 *)da, (const float *)g, (const float *)u, (bf16 *)dgu, rows_max, rows_dev, I,
       use_limit, limit, err);
+  return cudaGetLastError();
+}
+
+extern "C" cudaError_t v1_swiglu_backward_packed(const void *da, const void *preact, void *dgu,
+                                                 int64_t rows_max, const int32_t *rows_dev,
+                                                 int64_t I, int use_limit, float limit,
+                                                 const int32_t *err, cudaStream_t stream) {
+  if (rows_max <= 0 || I <= 0) return cudaSuccess;
+  swiglu_bwd_packed_kernel<<<ew_blocks(rows_max * I / 8), 256, 0, stream>>>(
+      (const bf16 *)da, (const bf16 *)preact, (bf16 *)dgu, rows_max, rows_dev, I, use_limit, limit,
+      err);
+  return cudaGetLastError();
+}
+
+extern "C" cudaError_t v1_nan_if_error(void *dst, int64_t n, int fp32, const int32_t *err,
+                                       cudaStream_t stream) {
+  if (n <= 0) return cudaSuccess;
+  const int64_t b = (n + 255) / 256;
+  nan_if_error_kernel<<<(unsigned)(b > 1024 ? 1024 : b), 256, 0, stream>>>(dst, n, fp32, err);
   return cudaGetLastError();
 }
 

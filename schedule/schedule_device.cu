@@ -43,10 +43,20 @@ __global__ void sched_count_kernel(v1_sched_args a) {
     a.counts[(int64_t)c * a.experts_local + l] = cnt[l];
 }
 
+/* On any fault the expert table is left empty (no rows): kernels that do not read the error word
+ * (the grouped GEMMs) then do nothing with it. */
+__device__ void sched_empty_table(const v1_sched_args &a) {
+  for (int l = threadIdx.x; l < a.experts_local; l += blockDim.x) a.expert_count[l] = 0;
+  for (int l = threadIdx.x; l <= a.experts_local; l += blockDim.x) a.expert_offset[l] = 0;
+}
+
 __global__ void sched_scan_kernel(v1_sched_args a, int nchunks) {
   extern __shared__ int32_t sm[];
   __shared__ int ok;
-  if (v1_error(a.err)) return;
+  if (v1_error(a.err)) {
+    sched_empty_table(a);
+    return;
+  }
   const int el = a.experts_local;
   const int64_t n = (int64_t)nchunks * el;
   int32_t *cnt = sm, *ec = sm + n, *eo = ec + el;
@@ -60,7 +70,10 @@ __global__ void sched_scan_kernel(v1_sched_args a, int nchunks) {
     ok = st == MOK_SCHED_OK;
   }
   __syncthreads();
-  if (!ok) return;
+  if (!ok) {
+    sched_empty_table(a);
+    return;
+  }
   for (int64_t i = threadIdx.x; i < n; i += blockDim.x) a.counts[i] = cnt[i];
   for (int l = threadIdx.x; l < el; l += blockDim.x) a.expert_count[l] = ec[l];
   for (int l = threadIdx.x; l <= el; l += blockDim.x) a.expert_offset[l] = eo[l];

@@ -32,9 +32,16 @@ _schedules = {}     # (group id, shape, knobs, slot) -> schedule handle
 
 class Group:
     """An expert-parallel group over the ranks of a torch.distributed ProcessGroup (None: the
-    default group, or a single process when torch.distributed is not initialized). Collective."""
+    default group, or a single process when torch.distributed is not initialized). Collective.
+    path: "auto" (the default kernels) or "v1" (the v1 mma.sync expert GEMMs, the oracle), for
+    every workspace of the group."""
 
-    def __init__(self, process_group=None):
+    _PATHS = {"auto": 0, "v1": 2}
+
+    def __init__(self, process_group=None, path="auto"):
+        if path not in self._PATHS:
+            raise ValueError(f"mok: path must be one of {sorted(self._PATHS)}, got {path!r}")
+        self.knobs = (("path", self._PATHS[path]),)
         import torch.distributed as dist
         if dist.is_available() and dist.is_initialized():
             self.rank = dist.get_rank(process_group)
@@ -81,7 +88,7 @@ def _schedule(group_id, shape, knobs, slot):
         group = _groups[group_id]
         if not group.handle:
             raise RuntimeError("mok: this Group was destroyed")
-        cfg = C.default_config(**dict(knobs))
+        cfg = C.default_config(**dict(group.knobs + knobs))
         ws = ctypes.c_void_p()
         C.call("mok_workspace_create", group.handle, ctypes.byref(C.Shape(*shape)), ctypes.byref(cfg),
                ctypes.byref(ws))

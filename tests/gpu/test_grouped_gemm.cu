@@ -235,18 +235,26 @@ static void run_swiglu(int E, int max_rows, int64_t inter, int64_t hidden, int u
 }
 
 /* ---- dgrad: dA = dC W[e] ---------------------------------------------------------------- */
-static void run_dgrad(int E, int max_rows, int64_t n, int64_t k, int max_checked) {
+/* pair != 0: the reduction runs over two weights [E, n/2, k] (mok_gg_bf16_dgrad_pair), the first
+ * for dC's columns [0, n/2), the second for [n/2, n). */
+static void run_dgrad(int E, int max_rows, int64_t n, int64_t k, int max_checked, int pair = 0) {
   gg_rng r = {test_seed() ^ 0xd9d9};
   gg_rows g = make_rows(&r, E, max_rows, 1);
+  const int64_t nh = n / 2;
   std::vector<uint16_t> dcv(g.m_total * n), w((size_t)E * n * k), dav(g.m_total * k, BF16_NAN);
   fill_bf16(&r, dcv, 1.0f);
   fill_bf16(&r, w, 1.0f);
   nan_padding(g, dcv, n);
+  /* pair: w holds W0 [E, n/2, k] then W1 [E, n/2, k] */
   uint16_t *ddc = to_dev(dcv), *dw = to_dev(w), *dda = to_dev(dav);
   int32_t *doff = to_dev(g.offset), *dcnt = to_dev(g.count);
   CHECK(ddc && dw && dda && doff && dcnt);
   if (!(ddc && dw && dda && doff && dcnt)) return;
-  CHECK_STATUS(mok_gg_bf16_dgrad(ddc, dw, dda, doff, dcnt, E, g.m_total, n, k, 0), MOK_SUCCESS);
+  if (pair)
+    CHECK_STATUS(mok_gg_bf16_dgrad_pair(ddc, dw, dw + (size_t)E * nh * k, dda, doff, dcnt, E,
+                                        g.m_total, nh, k, 0), MOK_SUCCESS);
+  else
+    CHECK_STATUS(mok_gg_bf16_dgrad(ddc, dw, dda, doff, dcnt, E, g.m_total, n, k, 0), MOK_SUCCESS);
   CUDA_OK(cudaGetLastError());
   CUDA_OK(cudaDeviceSynchronize());
   dav = from_dev(dda, dav.size());
@@ -257,20 +265,27 @@ static void run_dgrad(int E, int max_rows, int64_t n, int64_t k, int max_checked
       int64_t row = g.offset[e] + i;
       for (int64_t j = 0; j < k; ++j) {
         double s = 0;
-        for (int64_t q = 0; q < n; ++q)
-          s += (double)bf2f(dcv[row * n + q]) * (double)bf2f(w[((size_t)e * n + q) * k + j]);
+        for (int64_t q = 0; q < n; ++q) {
+          const size_t wi = !pair ? ((size_t)e * n + q) * k + j
+                            : q < nh ? ((size_t)e * nh + q) * k + j
+                                     : (size_t)E * nh * k + ((size_t)e * nh + q - nh) * k + j;
+          s += (double)bf2f(dcv[row * n + q]) * (double)bf2f(w[wi]);
+        }
         rel_add(&re, bf2f(dav[row * k + j]), s);
       }
     }
   }
   char what[64];
-  snprintf(what, sizeof what, "dgrad E%d n%ld k%ld", E, (long)n, (long)k);
+  snprintf(what, sizeof what, "dgrad%s E%d n%ld k%ld", pair ? " pair" : "", E, (long)n, (long)k);
   rel_check(what, re);
   cudaFree(ddc); cudaFree(dw); cudaFree(dda); cudaFree(doff); cudaFree(dcnt);
 }
 
 /* ---- wgrad: dW[e] = dC_e^T A_e ---------------------------------------------------------- */
-static void run_wgrad(int E, int max_rows, int64_t n, int64_t k, int out_fp32, int accumulate) {
+/* strided != 0: dC is the right half of a [m_total, 2n] matrix and A has 64 columns of slack per
+ * row (mok_gg_bf16_wgrad_ld), both bordered with NaN that must not be read. */
+static void run_wgrad(int E, int max_rows, int64_t n, int64_t k, int out_fp32, int accumulate,
+                      int strided = 0) {
   gg_rng r = {test_seed() ^ 0x3a3a};
   gg_rows g = make_rows(&r, E, max_rows, 1);
   std::vector<uint16_t> dcv(g.m_total * n), a(g.m_total * k);
@@ -278,17 +293,24 @@ static void run_wgrad(int E, int max_rows, int64_t n, int64_t k, int out_fp32, i
   fill_bf16(&r, a, 1.0f);
   nan_padding(g, dcv, n);
   nan_padding(g, a, k);
+  const int64_t ld_dc = strided ? 2 * n : n, ld_a = strided ? k + 64 : k;
+  std::vector<uint16_t> dc_wide(g.m_total * ld_dc, BF16_NAN), a_wide(g.m_total * ld_a, BF16_NAN);
+  for (int64_t row = 0; row < g.m_total; ++row) {
+    memcpy(&dc_wide[row * ld_dc + (ld_dc - n)], &dcv[row * n], n * 2);
+    memcpy(&a_wide[row * ld_a], &a[row * k], k * 2);
+  }
   size_t nw = (size_t)E * n * k;
   std::vector<float> init(nw);
   for (size_t i = 0; i < nw; ++i) init[i] = accumulate ? (float)(2 * gg_uniform(&r) - 1) : NAN;
   std::vector<uint16_t> init16(nw, BF16_NAN);
-  uint16_t *ddc = to_dev(dcv), *da = to_dev(a);
+  uint16_t *ddc_wide = to_dev(dc_wide), *da = to_dev(a_wide);
+  uint16_t *ddc = ddc_wide ? ddc_wide + (ld_dc - n) : NULL;
   void *dw = out_fp32 ? (void *)to_dev(init) : (void *)to_dev(init16);
   int32_t *doff = to_dev(g.offset), *dcnt = to_dev(g.count);
   CHECK(ddc && da && dw && doff && dcnt);
   if (!(ddc && da && dw && doff && dcnt)) return;
-  CHECK_STATUS(mok_gg_bf16_wgrad(ddc, da, dw, out_fp32, accumulate, doff, dcnt, E, g.m_total, n, k, 0),
-               MOK_SUCCESS);
+  CHECK_STATUS(mok_gg_bf16_wgrad_ld(ddc, ld_dc, da, ld_a, dw, out_fp32, accumulate, doff, dcnt, E,
+                                    g.m_total, n, k, 0), MOK_SUCCESS);
   CUDA_OK(cudaGetLastError());
   CUDA_OK(cudaDeviceSynchronize());
   std::vector<float> got(nw);
@@ -315,18 +337,18 @@ static void run_wgrad(int E, int max_rows, int64_t n, int64_t k, int out_fp32, i
     }
   }
   char what[64];
-  snprintf(what, sizeof what, "wgrad %s%s E%d n%ld k%ld", out_fp32 ? "fp32" : "bf16",
-           accumulate ? "+acc" : "", E, (long)n, (long)k);
+  snprintf(what, sizeof what, "wgrad %s%s%s E%d n%ld k%ld", out_fp32 ? "fp32" : "bf16",
+           accumulate ? "+acc" : "", strided ? " strided" : "", E, (long)n, (long)k);
   rel_check(what, re);
   /* Determinism: a second run gives the same bits. */
   if (out_fp32) CUDA_OK(cudaMemcpy(dw, init.data(), nw * 4, cudaMemcpyHostToDevice));
-  CHECK_STATUS(mok_gg_bf16_wgrad(ddc, da, dw, out_fp32, accumulate, doff, dcnt, E, g.m_total, n, k, 0),
-               MOK_SUCCESS);
+  CHECK_STATUS(mok_gg_bf16_wgrad_ld(ddc, ld_dc, da, ld_a, dw, out_fp32, accumulate, doff, dcnt, E,
+                                    g.m_total, n, k, 0), MOK_SUCCESS);
   CUDA_OK(cudaDeviceSynchronize());
   std::vector<uint8_t> raw2(raw1.size());
   cudaMemcpy(raw2.data(), dw, raw2.size(), cudaMemcpyDeviceToHost);
   CHECK(memcmp(raw1.data(), raw2.data(), raw1.size()) == 0);
-  cudaFree(ddc); cudaFree(da); cudaFree(dw); cudaFree(doff); cudaFree(dcnt);
+  cudaFree(ddc_wide); cudaFree(da); cudaFree(dw); cudaFree(doff); cudaFree(dcnt);
 }
 
 /* Back to the defaults (or the cluster size forced by MOK_GG_CLUSTER). */
@@ -616,6 +638,9 @@ static void test_gg_fwd_group1(void) { gg_set_tuning(1, 0, 0, 0); run_fwd(7, 900
 static void test_gg_wgrad_fp32(void) { run_wgrad(6, 300, 192, 320, 1, 0); }
 static void test_gg_wgrad_bf16(void) { run_wgrad(5, 200, 256, 256, 0, 0); }
 static void test_gg_wgrad_accumulate(void) { run_wgrad(4, 700, 128, 512, 1, 1); }
+static void test_gg_wgrad_strided(void) { run_wgrad(5, 300, 256, 320, 1, 0, 1); }
+static void test_gg_dgrad_pair(void) { run_dgrad(6, 300, 512, 384, 1000, 1); }
+static void test_gg_dgrad_pair_many(void) { run_dgrad(7, 1200, 768, 1024, 24, 1); }
 
 extern "C" const test_case gg_test_cases[] = {
     {"gg_bad_args", test_gg_bad_args},
@@ -639,6 +664,9 @@ extern "C" const test_case gg_test_cases[] = {
     {"gg_wgrad_fp32", test_gg_wgrad_fp32},
     {"gg_wgrad_bf16", test_gg_wgrad_bf16},
     {"gg_wgrad_accumulate", test_gg_wgrad_accumulate},
+    {"gg_wgrad_strided", test_gg_wgrad_strided},
+    {"gg_dgrad_pair", test_gg_dgrad_pair},
+    {"gg_dgrad_pair_many", test_gg_dgrad_pair_many},
 };
 extern "C" const int gg_test_case_count = (int)(sizeof gg_test_cases / sizeof gg_test_cases[0]);
 

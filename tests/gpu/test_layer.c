@@ -109,6 +109,27 @@ GPU_TEST(layer_larger) {
   lh_run_case(gpu_ctx.group, &c, "larger zipf+clamp+shared", MOK_SUCCESS);
 }
 
+/* The v1 GEMMs (MOK_PATH_UNFUSED) stay covered whatever the default backend is. */
+GPU_TEST(layer_v1_larger) {
+  lh_case c = lh_base_case();
+  c.T = 160; c.H = 512; c.I = 384; c.E = 16; c.k = 4; c.Is = 256;
+  c.route = MOK_ROUTE_ZIPF; c.use_limit = 1; c.limit = 1.5f; c.path = MOK_PATH_UNFUSED;
+  lh_run_case(gpu_ctx.group, &c, "v1: larger zipf+clamp+shared", MOK_SUCCESS);
+}
+
+GPU_TEST(layer_v1_fp32_accumulate) {
+  lh_case c = lh_base_case();
+  c.Is = 128; c.grad_fp32 = 1; c.accumulate = 1; c.T = 211; c.path = MOK_PATH_UNFUSED;
+  lh_run_case(gpu_ctx.group, &c, "v1: fp32 grads, accumulate", MOK_SUCCESS);
+}
+
+/* Many local experts (more than one grouped launch holds at EP <= 2) and wide rows. */
+GPU_TEST(layer_many_experts) {
+  lh_case c = lh_base_case();
+  c.E = 640; c.k = 6; c.T = 300; c.H = 256; c.I = 128; c.Is = 128;
+  lh_run_case(gpu_ctx.group, &c, "640 experts", MOK_SUCCESS);
+}
+
 /* Build + forward + backward captured once in a CUDA graph, replayed on two input sets copied into
  * the same buffers. */
 GPU_TEST(layer_graph_replay) {

@@ -1,0 +1,236 @@
+/* gpu_experts.c — the expert stages of the unfused GPU path (routed experts over the schedule's
+ * rows, the shared expert over the rank's tokens), forward and backward, on one of two GEMM
+ * backends fixed when the workspace is created:
+ *   wgmma: the grouped TMA + wgmma kernels of kernels/grouped_gemm.h — gate+up with the SwiGLU
+ *          epilogue (bf16 pre-activations kept for backward), down, dgrad (the gate/up pair in one
+ *          reduction), K-grouped weight gradients summed over rows in ascending order;
+ *   v1:    the mma.sync kernels with fp32 pre-activations (the oracle, and tile_m = 64).
+ * The shared expert is one dense "expert" on the wgmma backend: a fixed table of T rows.
+ * Everything only enqueues on the stream. */
+#include <string.h>
+#include <cuda_runtime_api.h>
+#include "api/gpu_internal.h"
+#include "kernels/grouped_gemm.h"
+
+#define TRY_CUDA(expr) do { cudaError_t e_ = (expr); if (e_ != cudaSuccess) return mok_gpu_status(e_); } while (0)
+#define TRY(expr) do { mok_status s_ = (expr); if (s_ != MOK_SUCCESS) return s_; } while (0)
+
+/* ---- v1 backend ------------------------------------------------------------------------------ */
+
+/* C = A * B^T over rows: grouped by the schedule's expert offsets when s != NULL, else dense with
+ * m rows. b_trans: B stored [K, N] instead of [N, K]. */
+static cudaError_t rows_gemm(const mok_schedule *s, const int32_t *err, const void *A, int64_t lda,
+                             const void *B, const void *B2, int64_t b_split, int64_t ldb,
+                             int64_t b_stride, int b_trans, void *C, int64_t ldc, int64_t m,
+                             int64_t n, int64_t k, int mode, cudaStream_t stream) {
+  v1_gemm_args a;
+  memset(&a, 0, sizeof a);
+  a.a = A;
+  a.lda = lda;
+  a.b = B;
+  a.b2 = B2;
+  a.b_split = b_split;
+  a.ldb = ldb;
+  a.b_group_stride = b_stride;
+  a.c = C;
+  a.ldc = ldc;
+  a.out_mode = mode;
+  a.m = m;
+  a.n = n;
+  a.k = k;
+  if (s) {
+    a.offsets = s->expert_offset;
+    a.groups = s->ws->el;
+    a.max_rows = s->ws->cap;
+  }
+  a.err = err;
+  return v1_gemm_rows(&a, b_trans, stream);
+}
+
+/* C_g[M, N] = sum over group g's rows of A[r, :M]^T B[r, :N] (dense: rows [0, rows)). */
+static cudaError_t wgrad_gemm(const mok_schedule *s, const int32_t *err, const void *A, int64_t lda,
+                              const void *B, int64_t ldb, void *C, int64_t M, int64_t N,
+                              int64_t rows, int mode, cudaStream_t stream) {
+  v1_gemm_args a;
+  memset(&a, 0, sizeof a);
+  a.a = A;
+  a.lda = lda;
+  a.b = B;
+  a.ldb = ldb;
+  a.c = C;
+  a.ldc = N;
+  a.c_group_stride = M * N;
+  a.out_mode = mode;
+  a.m = M;
+  a.n = N;
+  a.k = rows;
+  if (s) {
+    a.offsets = s->expert_offset;
+    a.groups = s->ws->el;
+  }
+  a.err = err;
+  a.nan_on_error = 1;
+  return v1_gemm_wgrad(&a, stream);
+}
+
+static int grad_mode(const mok_grads *g) {
+  if (g->grad_fp32) return g->accumulate ? V1_OUT_F32_ADD : V1_OUT_F32;
+  return g->accumulate ? V1_OUT_BF16_ADD : V1_OUT_BF16;
+}
+
+/* ---- wgmma backend --------------------------------------------------------------------------- */
+
+/* The rows one grouped call covers: the schedule's routed experts, or the dense shared expert. */
+typedef struct {
+  const mok_schedule *s;  /* NULL: the shared expert                  */
+  const int32_t *offset, *count;
+  int experts;
+  int64_t m_total, rows;  /* rows: the v1 fallback's dense row count  */
+} gg_rows;
+
+static gg_rows routed_rows(const mok_schedule *s) {
+  gg_rows r = {s, s->expert_offset, s->expert_count, s->ws->el, s->ws->cap, 0};
+  return r;
+}
+
+static gg_rows shared_rows(const mok_schedule *s) {
+  const mok_workspace *w = s->ws;
+  gg_rows r = {NULL, w->dense_table, w->dense_table + 2, 1, w->shape.tokens, w->shape.tokens};
+  return r;
+}
+
+/* dW[e] (=|+=) sum over the rows' r of dC[r, :n]^T A[r, :k]; NaN when the device error word is set.
+ * bf16 accumulation has no grouped kernel: the v1 one serves it. */
+static mok_status gg_wgrad(const mok_workspace *w, gg_rows r, const void *dc, int64_t ld_dc,
+                           const void *a, int64_t ld_a, void *dw, int64_t n, int64_t k,
+                           const mok_grads *g, cudaStream_t stream) {
+  if (!g->grad_fp32 && g->accumulate) {
+    TRY_CUDA(wgrad_gemm(r.s, w->err, dc, ld_dc, a, ld_a, dw, n, k, r.rows, grad_mode(g), stream));
+    return MOK_SUCCESS;
+  }
+  TRY(mok_gg_bf16_wgrad_ld(dc, ld_dc, a, ld_a, dw, g->grad_fp32, g->accumulate, r.offset, r.count,
+                           r.experts, r.m_total, n, k, stream));
+  TRY_CUDA(v1_nan_if_error(dw, (int64_t)r.experts * n * k, g->grad_fp32, w->err, stream));
+  return MOK_SUCCESS;
+}
+
+/* act = SwiGLU(x W_gate^T, x W_up^T) with the pre-activations kept (bf16, g | u) in preact;
+ * out = act W_down^T. */
+static mok_status gg_mlp_forward(const mok_workspace *w, gg_rows r, const void *x,
+                                 const void *w_gate, const void *w_up, const void *w_down,
+                                 void *preact, void *act, void *out, int64_t I,
+                                 cudaStream_t stream) {
+  const int64_t H = w->shape.hidden;
+  TRY(mok_gg_bf16_gate_up_swiglu(x, w_gate, w_up, act, preact, r.offset, r.count, r.experts,
+                                 r.m_total, I, H, w->config.use_swiglu_limit,
+                                 w->config.swiglu_limit, stream));
+  return mok_gg_bf16_fwd(act, w_down, out, r.offset, r.count, r.experts, r.m_total, H, I, stream);
+}
+
+/* From dout (the gradient of out): weight gradients, and dx = dgu [W_gate; W_up] (dx may alias
+ * dout). Scratch: d_act [rows, I], dgu [rows, 2I]. */
+static mok_status gg_mlp_backward(const mok_workspace *w, gg_rows r, const void *x,
+                                  const void *w_gate, const void *w_up, const void *w_down,
+                                  const void *preact, const void *act, const void *dout,
+                                  void *d_act, void *dgu, void *dx, void *dw_gate, void *dw_up,
+                                  void *dw_down, const int32_t *rows_dev, int64_t I,
+                                  const mok_grads *g, cudaStream_t stream) {
+  const int64_t H = w->shape.hidden;
+  TRY(mok_gg_bf16_dgrad(dout, w_down, d_act, r.offset, r.count, r.experts, r.m_total, H, I, stream));
+  TRY(gg_wgrad(w, r, dout, H, act, I, dw_down, H, I, g, stream));
+  TRY_CUDA(v1_swiglu_backward_packed(d_act, preact, dgu, r.m_total, rows_dev, I,
+                                     w->config.use_swiglu_limit, w->config.swiglu_limit, w->err,
+                                     stream));
+  TRY(gg_wgrad(w, r, dgu, 2 * I, x, H, dw_gate, I, H, g, stream));
+  TRY(gg_wgrad(w, r, (const char *)dgu + I * 2, 2 * I, x, H, dw_up, I, H, g, stream));
+  return mok_gg_bf16_dgrad_pair(dgu, w_gate, w_up, dx, r.offset, r.count, r.experts, r.m_total, I,
+                                H, stream);
+}
+
+/* ---- the stages ------------------------------------------------------------------------------ */
+
+mok_status mok_gpu_experts_forward(mok_schedule *s, const mok_weights *wt, const void *recv,
+                                   void *out_rows, cudaStream_t stream) {
+  mok_workspace *w = s->ws;
+  const int64_t H = w->shape.hidden, I = w->shape.intermediate;
+  const int32_t *err = w->err;
+  const int32_t *rows_dev = s->expert_offset + w->el;
+  if (w->wgmma)
+    return gg_mlp_forward(w, routed_rows(s), recv, wt->w_gate, wt->w_up, wt->w_down, s->g, s->a,
+                          out_rows, I, stream);
+  TRY_CUDA(rows_gemm(s, err, recv, H, wt->w_gate, NULL, 0, H, I * H, 0, s->g, I, 0, I, H, V1_OUT_F32, stream));
+  TRY_CUDA(rows_gemm(s, err, recv, H, wt->w_up, NULL, 0, H, I * H, 0, s->u, I, 0, I, H, V1_OUT_F32, stream));
+  TRY_CUDA(v1_swiglu_forward(s->g, s->u, s->a, w->cap, rows_dev, I, w->config.use_swiglu_limit,
+                             w->config.swiglu_limit, err, stream));
+  TRY_CUDA(rows_gemm(s, err, s->a, I, wt->w_down, NULL, 0, I, H * I, 0, out_rows, H, 0, H, I, V1_OUT_BF16, stream));
+  return MOK_SUCCESS;
+}
+
+mok_status mok_gpu_shared_forward(mok_schedule *s, const mok_weights *wt, const void *x,
+                                  cudaStream_t stream) {
+  mok_workspace *w = s->ws;
+  const int64_t T = w->shape.tokens, H = w->shape.hidden, Is = w->shape.shared_intermediate;
+  const int32_t *err = w->err;
+  if (Is == 0) return MOK_SUCCESS;
+  if (w->wgmma && T > 0)
+    return gg_mlp_forward(w, shared_rows(s), x, wt->ws_gate, wt->ws_up, wt->ws_down, s->sg, s->sa,
+                          w->ys, Is, stream);
+  TRY_CUDA(rows_gemm(NULL, err, x, H, wt->ws_gate, NULL, 0, H, 0, 0, s->sg, Is, T, Is, H, V1_OUT_F32, stream));
+  TRY_CUDA(rows_gemm(NULL, err, x, H, wt->ws_up, NULL, 0, H, 0, 0, s->su, Is, T, Is, H, V1_OUT_F32, stream));
+  TRY_CUDA(v1_swiglu_forward(s->sg, s->su, s->sa, T, NULL, Is, w->config.use_swiglu_limit,
+                             w->config.swiglu_limit, err, stream));
+  TRY_CUDA(rows_gemm(NULL, err, s->sa, Is, wt->ws_down, NULL, 0, Is, 0, 0, w->ys, H, T, H, Is, V1_OUT_BF16, stream));
+  return MOK_SUCCESS;
+}
+
+/* Expert backward from d_out = rw * dy rows ([cap, H], also reused as scratch): weight gradients
+ * of this rank's experts and dx rows (dx_rows may equal d_out). */
+mok_status mok_gpu_experts_backward(mok_schedule *s, const mok_weights *wt, const void *recv,
+                                    void *d_out, void *dx_rows, const mok_grads *g,
+                                    cudaStream_t stream) {
+  mok_workspace *w = s->ws;
+  const int64_t H = w->shape.hidden, I = w->shape.intermediate;
+  const int32_t *err = w->err;
+  const int32_t *rows_dev = s->expert_offset + w->el;
+  const int mode = grad_mode(g);
+  const size_t e2 = 2;
+  if (w->wgmma)
+    return gg_mlp_backward(w, routed_rows(s), recv, wt->w_gate, wt->w_up, wt->w_down, s->g, s->a,
+                           d_out, w->d_a, w->dgu, dx_rows, g->dw_gate, g->dw_up, g->dw_down,
+                           rows_dev, I, g, stream);
+  TRY_CUDA(rows_gemm(s, err, d_out, H, wt->w_down, NULL, 0, I, H * I, 1, w->d_a, I, 0, I, H, V1_OUT_BF16, stream));
+  TRY_CUDA(wgrad_gemm(s, err, d_out, H, s->a, I, g->dw_down, H, I, 0, mode, stream));
+  TRY_CUDA(v1_swiglu_backward(w->d_a, s->g, s->u, w->dgu, w->cap, rows_dev, I,
+                              w->config.use_swiglu_limit, w->config.swiglu_limit, err, stream));
+  TRY_CUDA(wgrad_gemm(s, err, w->dgu, 2 * I, recv, H, g->dw_gate, I, H, 0, mode, stream));
+  TRY_CUDA(wgrad_gemm(s, err, (const char *)w->dgu + I * e2, 2 * I, recv, H, g->dw_up, I, H, 0,
+                      mode, stream));
+  TRY_CUDA(rows_gemm(s, err, w->dgu, 2 * I, wt->w_gate, wt->w_up, I, H, I * H, 1, dx_rows, H, 0, H,
+                     2 * I, V1_OUT_BF16, stream));
+  return MOK_SUCCESS;
+}
+
+/* Shared expert backward (local): its weight gradients, and its dx into the workspace's ys. */
+mok_status mok_gpu_shared_backward(mok_schedule *s, const mok_weights *wt, const void *x,
+                                   const void *dy, const mok_grads *g, cudaStream_t stream) {
+  mok_workspace *w = s->ws;
+  const int64_t T = w->shape.tokens, H = w->shape.hidden, Is = w->shape.shared_intermediate;
+  const int32_t *err = w->err;
+  const int mode = grad_mode(g);
+  const size_t e2 = 2;
+  if (Is == 0) return MOK_SUCCESS;
+  if (w->wgmma && T > 0)
+    return gg_mlp_backward(w, shared_rows(s), x, wt->ws_gate, wt->ws_up, wt->ws_down, s->sg, s->sa,
+                           dy, w->ds_a, w->dsgu, w->ys, g->dws_gate, g->dws_up, g->dws_down, NULL,
+                           Is, g, stream);
+  TRY_CUDA(rows_gemm(NULL, err, dy, H, wt->ws_down, NULL, 0, Is, 0, 1, w->ds_a, Is, T, Is, H, V1_OUT_BF16, stream));
+  TRY_CUDA(wgrad_gemm(NULL, err, dy, H, s->sa, Is, g->dws_down, H, Is, T, mode, stream));
+  TRY_CUDA(v1_swiglu_backward(w->ds_a, s->sg, s->su, w->dsgu, T, NULL, Is,
+                              w->config.use_swiglu_limit, w->config.swiglu_limit, err, stream));
+  TRY_CUDA(wgrad_gemm(NULL, err, w->dsgu, 2 * Is, x, H, g->dws_gate, Is, H, T, mode, stream));
+  TRY_CUDA(wgrad_gemm(NULL, err, (const char *)w->dsgu + Is * e2, 2 * Is, x, H, g->dws_up, Is, H, T,
+                      mode, stream));
+  TRY_CUDA(rows_gemm(NULL, err, w->dsgu, 2 * Is, wt->ws_gate, wt->ws_up, Is, H, 0, 1, w->ys, H, T, H,
+                     2 * Is, V1_OUT_BF16, stream));
+  return MOK_SUCCESS;
+}
