@@ -13,6 +13,7 @@
  * operand majorness given to wgmma and the epilogue. */
 #include <cuda.h>
 #include <cuda_runtime.h>
+#include <cuda_bf16.h>
 #include <stdint.h>
 #include "kernels/grouped_gemm.h"
 #include "kernels/grouped_gemm_tmap.h"
@@ -58,13 +59,55 @@ typedef struct {
   int no_multicast;      /* clusters of 2 that load their whole B tile (a tuning probe)   */
 } gg_params;
 
+/* ---- SwiGLU clamp: pre-activations rounded to bf16 without moving them across +-L ------------ */
+/* The backward pass decides the clamp's masks (g > L, |u| > L) on the stored bf16 pre-activations;
+ * a value within half an ulp of L could round across it and flip a mask. This rounding keeps every
+ * comparison with L and -L that the fp32 value had (at most one ulp from round-to-nearest). */
+typedef struct {
+  float L, above, atmost; /* L; the smallest bf16 > L; the largest bf16 <= L (L > 0) */
+} gg_clamp;
+
+__device__ __forceinline__ gg_clamp gg_make_clamp(float L) {
+  gg_clamp c;
+  c.L = L;
+  c.atmost = __bfloat162float(__float2bfloat16_rd(L));
+  __nv_bfloat16 up = __float2bfloat16_ru(L);
+  if (!(__bfloat162float(up) > L)) up = __ushort_as_bfloat16((unsigned short)(__bfloat16_as_ushort(up) + 1));
+  c.above = __bfloat162float(up);
+  return c;
+}
+
+__device__ __forceinline__ float gg_round_keeping_clamp(float v, const gg_clamp &c) {
+  float r = __bfloat162float(__float2bfloat16_rn(v));
+  if (v > c.L) {
+    if (!(r > c.L)) r = c.above;
+  } else if (r > c.L) {
+    r = c.atmost;
+  }
+  if (v < -c.L) {
+    if (!(r < -c.L)) r = -c.above;
+  } else if (r < -c.L) {
+    r = -c.atmost;
+  }
+  return r;
+}
+
+__device__ __forceinline__ uint32_t gg_pack2(float lo, float hi, bool clamp, const gg_clamp &mk) {
+  if (clamp) {
+    lo = gg_round_keeping_clamp(lo, mk);
+    hi = gg_round_keeping_clamp(hi, mk);
+  }
+  return pack_bf16x2(lo, hi);
+}
+
 /* ---- epilogue: one pass stores 64 rows x 128 columns of a consumer's accumulators -------- */
 /* Columns [N8B * 8, N8B * 8 + 128) of the warpgroup's 64 x 256 fragment go through stmatrix into
  * two swizzled 64x64 boxes, then one thread stores them with TMA at (col0, row0). */
 template <int N8B>
 __device__ __forceinline__ void gg_store_pass(const float *acc, uint32_t stage, int wtid,
                                               const CUtensorMap *map, int col0, int col_end,
-                                              int row0, int bar_id) {
+                                              int row0, int bar_id, bool clamp = false,
+                                              gg_clamp mk = gg_clamp{}) {
   if (col0 >= col_end) return; /* the whole pass lies past the tensor's last column */
   if (wtid == 0) bulk_wait_read0(); /* the previous pass has left the staging buffer */
   named_bar_sync(bar_id, 128);
@@ -74,10 +117,10 @@ __device__ __forceinline__ void gg_store_pass(const float *acc, uint32_t stage, 
 #pragma unroll
   for (int j = 0; j < 8; ++j) {
     const int n8 = N8B + 2 * j;
-    uint32_t r0 = pack_bf16x2(acc[n8 * 4 + 0], acc[n8 * 4 + 1]);
-    uint32_t r1 = pack_bf16x2(acc[n8 * 4 + 2], acc[n8 * 4 + 3]);
-    uint32_t r2 = pack_bf16x2(acc[n8 * 4 + 4], acc[n8 * 4 + 5]);
-    uint32_t r3 = pack_bf16x2(acc[n8 * 4 + 6], acc[n8 * 4 + 7]);
+    uint32_t r0 = gg_pack2(acc[n8 * 4 + 0], acc[n8 * 4 + 1], clamp, mk);
+    uint32_t r1 = gg_pack2(acc[n8 * 4 + 2], acc[n8 * 4 + 3], clamp, mk);
+    uint32_t r2 = gg_pack2(acc[n8 * 4 + 4], acc[n8 * 4 + 5], clamp, mk);
+    uint32_t r3 = gg_pack2(acc[n8 * 4 + 6], acc[n8 * 4 + 7], clamp, mk);
     const int chunk = 2 * j + (q >> 1); /* 16-byte chunk among the 128 columns */
     const int box = chunk >> 3, c = chunk & 7;
     uint32_t addr = stage + box * 8192 + row * 128 + ((c ^ (row & 7)) << 4);
@@ -341,8 +384,10 @@ __global__ void __launch_bounds__(GG_THREADS, 1)
         const int row0 = p.offset[t.expert] + m_tile * GG_BM + cwg * 64;
         const int col0 = t.n_tile * 128;
         if (p.has_preact) {
-          gg_store_pass<0>(acc, epi, wtid, &tm_c1, col0, p.n_out, row0, 2 + cwg);
-          gg_store_pass<16>(acc, epi, wtid, &tm_c1, p.inter + col0, 2 * p.n_out, row0, 2 + cwg);
+          const gg_clamp mk = gg_make_clamp(p.limit);
+          const bool clamp = p.use_limit != 0;
+          gg_store_pass<0>(acc, epi, wtid, &tm_c1, col0, p.n_out, row0, 2 + cwg, clamp, mk);
+          gg_store_pass<16>(acc, epi, wtid, &tm_c1, p.inter + col0, 2 * p.n_out, row0, 2 + cwg, clamp, mk);
         }
 #pragma unroll
         for (int i = 0; i < 64; ++i) {
