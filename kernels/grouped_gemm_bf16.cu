@@ -13,8 +13,8 @@
  * operand majorness given to wgmma and the epilogue. */
 #include <cuda.h>
 #include <cuda_runtime.h>
-#include <cuda_bf16.h>
 #include <stdint.h>
+#include "kernels/bf16_clamp_round.h"
 #include "kernels/grouped_gemm.h"
 #include "kernels/grouped_gemm_tmap.h"
 #include "kernels/gemm_tile_scheduler.h"
@@ -60,42 +60,12 @@ typedef struct {
 } gg_params;
 
 /* ---- SwiGLU clamp: pre-activations rounded to bf16 without moving them across +-L ------------ */
-/* The backward pass decides the clamp's masks (g > L, |u| > L) on the stored bf16 pre-activations;
- * a value within half an ulp of L could round across it and flip a mask. This rounding keeps every
- * comparison with L and -L that the fp32 value had (at most one ulp from round-to-nearest). */
-typedef struct {
-  float L, above, atmost; /* L; the smallest bf16 > L; the largest bf16 <= L (L > 0) */
-} gg_clamp;
-
-__device__ __forceinline__ gg_clamp gg_make_clamp(float L) {
-  gg_clamp c;
-  c.L = L;
-  c.atmost = __bfloat162float(__float2bfloat16_rd(L));
-  __nv_bfloat16 up = __float2bfloat16_ru(L);
-  if (!(__bfloat162float(up) > L)) up = __ushort_as_bfloat16((unsigned short)(__bfloat16_as_ushort(up) + 1));
-  c.above = __bfloat162float(up);
-  return c;
-}
-
-__device__ __forceinline__ float gg_round_keeping_clamp(float v, const gg_clamp &c) {
-  float r = __bfloat162float(__float2bfloat16_rn(v));
-  if (v > c.L) {
-    if (!(r > c.L)) r = c.above;
-  } else if (r > c.L) {
-    r = c.atmost;
-  }
-  if (v < -c.L) {
-    if (!(r < -c.L)) r = -c.above;
-  } else if (r < -c.L) {
-    r = -c.atmost;
-  }
-  return r;
-}
+typedef mok_clamp_round gg_clamp;
 
 __device__ __forceinline__ uint32_t gg_pack2(float lo, float hi, bool clamp, const gg_clamp &mk) {
   if (clamp) {
-    lo = gg_round_keeping_clamp(lo, mk);
-    hi = gg_round_keeping_clamp(hi, mk);
+    lo = mok_cr_round(lo, mk);
+    hi = mok_cr_round(hi, mk);
   }
   return pack_bf16x2(lo, hi);
 }
@@ -384,7 +354,7 @@ __global__ void __launch_bounds__(GG_THREADS, 1)
         const int row0 = p.offset[t.expert] + m_tile * GG_BM + cwg * 64;
         const int col0 = t.n_tile * 128;
         if (p.has_preact) {
-          const gg_clamp mk = gg_make_clamp(p.limit);
+          const gg_clamp mk = mok_cr_make(p.limit);
           const bool clamp = p.use_limit != 0;
           gg_store_pass<0>(acc, epi, wtid, &tm_c1, col0, p.n_out, row0, 2 + cwg, clamp, mk);
           gg_store_pass<16>(acc, epi, wtid, &tm_c1, p.inter + col0, 2 * p.n_out, row0, 2 + cwg, clamp, mk);

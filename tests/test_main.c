@@ -4,6 +4,7 @@
 
 static const test_case cases[] = {
     {"bf16_rounding", test_bf16_rounding},
+    {"bf16_clamp_round", test_bf16_clamp_round},
     {"reference_hand_single", test_reference_hand_single},
     {"reference_hand_topk_shared", test_reference_hand_topk_shared},
     {"reference_hand_clamp", test_reference_hand_clamp},

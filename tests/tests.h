@@ -4,6 +4,7 @@
 #include <string.h>
 
 void test_bf16_rounding(void);
+void test_bf16_clamp_round(void);
 void test_reference_hand_single(void);
 void test_reference_hand_topk_shared(void);
 void test_reference_hand_clamp(void);
