@@ -42,6 +42,7 @@ struct mok_workspace {
   int32_t *dense_table;      /* the shared expert as one grouped-GEMM expert: offset {0,
                                 T rounded up to 128}, count {T}                           */
   int64_t local_bytes;
+  int sched_parallel;        /* schedule build by the parallel kernels (same table)          */
   int wgmma;                 /* expert GEMMs on the grouped wgmma kernels (else v1 mma.sync);
                                 then g holds bf16 pre-activations [cap, 2I] (g | u), u is
                                 unused, and likewise sg / su                               */

@@ -191,6 +191,9 @@ mok_status mok_workspace_create(mok_group *g, const mok_shape *s, const mok_conf
   w->dsgu = L + o_dsgu;
   w->dense_table = (int32_t *)(L + o_dense);
   w->wgmma = wgmma_backend(c);
+  /* The parallel schedule kernels build the same table; opt-in until measured on the GPUs. */
+  const char *sk = getenv("MOK_SCHEDULE_KERNELS");
+  w->sched_parallel = sk && strcmp(sk, "parallel") == 0;
   const int32_t dense[4] = {0, (int32_t)((T + 127) / 128 * 128), (int32_t)T, 0};
 
   e = cudaMemset(w->local, 0, o_dout);
@@ -312,5 +315,6 @@ v1_sched_args mok_gpu_sched_args(const mok_schedule *s) {
   a.expert_offset = s->expert_offset;
   a.row_src = s->row_src;
   a.err = w->err;
+  a.parallel = w->sched_parallel;
   return a;
 }

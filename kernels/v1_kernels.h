@@ -147,6 +147,7 @@ typedef struct {
   int32_t *expert_offset;  /* [experts_local + 1]                                        */
   int32_t *row_src;        /* [capacity]                                                 */
   int32_t *err;
+  int parallel;            /* 1: the parallel count / scan / fill kernels (same table)        */
 } v1_sched_args;
 
 /* Shared memory the two build phases need; the host checks it against the device limit. */

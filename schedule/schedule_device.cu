@@ -1,6 +1,6 @@
-/* schedule_device.cu — the schedule table built on the device: schedule_core.h's chunked functions
- * run unchanged by GPU threads (count per chunk in parallel, one scan, fill per chunk in parallel,
- * pad per expert). Each chunk's routing is staged in shared memory; the gathered routing of every
+/* schedule_device.cu — the schedule table built on the device, two ways with the same result:
+ * schedule_core.h's chunked functions run unchanged by one GPU thread per chunk (count per chunk,
+ * one scan, fill per chunk, pad per expert), or parallel kernels inside each chunk (below). Each chunk's routing is staged in shared memory; the gathered routing of every
  * rank is read from the peers' symmetric buffers. No count ever leaves the device: faults go to the
  * workspace's sticky error word. */
 #include "kernels/v1_common.cuh"
@@ -98,6 +98,167 @@ __global__ void sched_fill_kernel(v1_sched_args a) {
                          a.rank * a.experts_local, a.experts_local, cur, a.row_src);
 }
 
+/* ---- the same table by parallel kernels --------------------------------------------------------
+ * Count: every thread validates and counts whole tokens (shared-memory atomics; the counts do not
+ * depend on their order; the first fault in token order wins through an atomicMin on t * 8 + code).
+ * Scan: one block, a thread per local expert for the totals and the cursors, a block-wide scan of
+ * the padded totals. Fill: one warp per chunk walks the ids in (token, j) order 32 at a time;
+ * lanes naming the same expert (__match_any_sync) take consecutive rows in lane order, so every
+ * row lands where the sequential fill puts it. The table is bitwise the same as above. */
+
+__global__ void sched_count_par_kernel(v1_sched_args a) {
+  extern __shared__ int32_t sm[];
+  __shared__ int first_bad;
+  if (v1_error(a.err)) return;
+  const int c = blockIdx.x, k = a.top_k, el = a.experts_local, lo = a.rank * el;
+  int s;
+  int64_t t0, ntok;
+  chunk_range(a, c, &s, &t0, &ntok);
+  const int64_t n = ntok * k;
+  int32_t *ids = sm, *cnt = sm + a.chunk_tokens * k;
+  const int32_t *src = (const int32_t *)(a.peer_base[s] + a.topk_off) + t0 * k;
+  int32_t *local = a.topk_all + ((int64_t)s * a.tokens + t0) * k;
+  for (int64_t i = threadIdx.x; i < n; i += blockDim.x) {
+    int32_t v = src[i];
+    ids[i] = v;
+    local[i] = v;
+  }
+  for (int l = threadIdx.x; l < el; l += blockDim.x) cnt[l] = 0;
+  if (threadIdx.x == 0) first_bad = INT32_MAX;
+  __syncthreads();
+  for (int64_t t = threadIdx.x; t < ntok; t += blockDim.x) {
+    const int32_t *tok = ids + t * k;
+    const int st = mok_sched_check_token(tok, k, a.num_experts);
+    if (st != MOK_SCHED_OK) {
+      atomicMin(&first_bad, (int)(t * 8 + st));
+      continue;
+    }
+    for (int j = 0; j < k; ++j) {
+      const int l = tok[j] - lo;
+      if (l >= 0 && l < el) atomicAdd(&cnt[l], 1);
+    }
+  }
+  __syncthreads();
+  if (threadIdx.x == 0) a.chunk_status[c] = first_bad == INT32_MAX ? MOK_SCHED_OK : (first_bad & 7);
+  for (int l = threadIdx.x; l < el; l += blockDim.x) a.counts[(int64_t)c * el + l] = cnt[l];
+}
+
+/* Exclusive prefix sum over the block (blockDim.x a multiple of 32, at most 1024) of one int64 per
+ * thread; *total gets the sum. Once per kernel (its shared memory is not reused). */
+__device__ int64_t block_exclusive_scan(int64_t v, int64_t *total) {
+  __shared__ int64_t warp_base[32];
+  __shared__ int64_t grand;
+  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, nwarps = blockDim.x >> 5;
+  int64_t incl = v;
+#pragma unroll
+  for (int o = 1; o < 32; o <<= 1) {
+    const int64_t y = __shfl_up_sync(0xffffffffu, incl, o);
+    if (lane >= o) incl += y;
+  }
+  if (lane == 31) warp_base[warp] = incl;
+  __syncthreads();
+  if (warp == 0) {
+    const int64_t w = lane < nwarps ? warp_base[lane] : 0;
+    int64_t wi = w;
+#pragma unroll
+    for (int o = 1; o < 32; o <<= 1) {
+      const int64_t y = __shfl_up_sync(0xffffffffu, wi, o);
+      if (lane >= o) wi += y;
+    }
+    if (lane < nwarps) warp_base[lane] = wi - w;
+    if (lane == 31) grand = wi;
+  }
+  __syncthreads();
+  *total = grand;
+  return warp_base[warp] + incl - v;
+}
+
+/* One block of SCHED_SCAN_THREADS threads; thread i owns the local experts [i * per, (i+1) * per). */
+#define SCHED_SCAN_THREADS 1024
+__global__ void sched_scan_par_kernel(v1_sched_args a, int nchunks) {
+  __shared__ int status;
+  if (v1_error(a.err)) {
+    sched_empty_table(a);
+    return;
+  }
+  const int el = a.experts_local;
+  if (threadIdx.x == 0) {
+    int st = MOK_SCHED_OK;
+    for (int c = 0; c < nchunks && st == MOK_SCHED_OK; ++c) st = a.chunk_status[c];
+    status = st;
+  }
+  __syncthreads();
+  if (status != MOK_SCHED_OK) {
+    if (threadIdx.x == 0) v1_set_error(a.err, status);
+    sched_empty_table(a);
+    return;
+  }
+  const int per = (el + blockDim.x - 1) / blockDim.x;
+  const int l0 = threadIdx.x * per, l1 = min(l0 + per, el);
+  int64_t padded = 0;
+  for (int l = l0; l < l1; ++l) {
+    int64_t rows = 0;
+    for (int c = 0; c < nchunks; ++c) rows += a.counts[(int64_t)c * el + l];
+    padded += (rows + a.tile_m - 1) / a.tile_m * a.tile_m;
+  }
+  int64_t total;
+  int64_t offset = block_exclusive_scan(padded, &total);
+  if (total > a.capacity || total > INT32_MAX) {
+    if (threadIdx.x == 0) v1_set_error(a.err, MOK_SCHED_CAPACITY);
+    sched_empty_table(a);
+    return;
+  }
+  for (int l = l0; l < l1; ++l) {
+    int64_t row = offset;
+    for (int c = 0; c < nchunks; ++c) {
+      const int64_t i = (int64_t)c * el + l;
+      const int32_t n = a.counts[i];
+      a.counts[i] = (int32_t)row;
+      row += n;
+    }
+    a.expert_offset[l] = (int32_t)offset;
+    a.expert_count[l] = (int32_t)(row - offset);
+    offset += (row - offset + a.tile_m - 1) / a.tile_m * a.tile_m;
+  }
+  if (threadIdx.x == 0) a.expert_offset[el] = (int32_t)total;
+}
+
+/* One warp per chunk. */
+__global__ void sched_fill_par_kernel(v1_sched_args a) {
+  extern __shared__ int32_t sm[];
+  if (v1_error(a.err)) return;
+  const int c = blockIdx.x, k = a.top_k, el = a.experts_local, lo = a.rank * el;
+  const int lane = threadIdx.x;
+  int s;
+  int64_t t0, ntok;
+  chunk_range(a, c, &s, &t0, &ntok);
+  const int64_t n = ntok * k;
+  int32_t *ids = sm, *cur = sm + a.chunk_tokens * k;
+  const int32_t *local = a.topk_all + ((int64_t)s * a.tokens + t0) * k;
+  for (int64_t i = lane; i < n; i += 32) ids[i] = local[i];
+  for (int l = lane; l < el; l += 32) cur[l] = a.counts[(int64_t)c * el + l];
+  __syncwarp();
+  const int64_t slot_base = (int64_t)s * a.tokens * k + t0 * k;
+  const unsigned below = (1u << lane) - 1u;
+  for (int64_t base = 0; base < n; base += 32) {
+    const int64_t i = base + lane;
+    int l = -1;
+    if (i < n) {
+      l = ids[i] - lo;
+      if (l < 0 || l >= el) l = -1;
+    }
+    const unsigned peers = __match_any_sync(0xffffffffu, l);
+    int row = 0;
+    if (l >= 0) {
+      row = cur[l] + __popc(peers & below);
+      a.row_src[row] = (int32_t)(slot_base + i);
+    }
+    __syncwarp();
+    if (l >= 0 && (peers >> lane) == 1u) cur[l] = row + 1; /* the group's last lane: past its row */
+    __syncwarp();
+  }
+}
+
 __global__ void sched_pad_kernel(v1_sched_args a) {
   if (v1_error(a.err)) return;
   const int l = blockIdx.x * blockDim.x + threadIdx.x;
@@ -120,12 +281,22 @@ extern "C" cudaError_t v1_sched_prepare(const v1_sched_args *a) {
     return e;
   if ((e = cudaFuncSetAttribute(sched_fill_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, cs)))
     return e;
+  if ((e = cudaFuncSetAttribute(sched_count_par_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, cs)))
+    return e;
+  if ((e = cudaFuncSetAttribute(sched_fill_par_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, cs)))
+    return e;
   return cudaFuncSetAttribute(sched_scan_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, ss);
 }
 
 extern "C" cudaError_t v1_sched_count_scan(const v1_sched_args *a, cudaStream_t stream) {
   const int nchunks = a->ep * a->chunks_per_rank;
   cudaError_t e;
+  if (a->parallel) {
+    sched_count_par_kernel<<<nchunks, 256, v1_sched_count_smem(a), stream>>>(*a);
+    if ((e = cudaGetLastError())) return e;
+    sched_scan_par_kernel<<<1, SCHED_SCAN_THREADS, 0, stream>>>(*a, nchunks);
+    return cudaGetLastError();
+  }
   sched_count_kernel<<<nchunks, SCHED_THREADS, v1_sched_count_smem(a), stream>>>(*a);
   if ((e = cudaGetLastError())) return e;
   sched_scan_kernel<<<1, 256, v1_sched_scan_smem(a), stream>>>(*a, nchunks);
@@ -135,7 +306,10 @@ extern "C" cudaError_t v1_sched_count_scan(const v1_sched_args *a, cudaStream_t 
 extern "C" cudaError_t v1_sched_fill_pad(const v1_sched_args *a, cudaStream_t stream) {
   const int nchunks = a->ep * a->chunks_per_rank;
   cudaError_t e;
-  sched_fill_kernel<<<nchunks, SCHED_THREADS, v1_sched_count_smem(a), stream>>>(*a);
+  if (a->parallel)
+    sched_fill_par_kernel<<<nchunks, 32, v1_sched_count_smem(a), stream>>>(*a);
+  else
+    sched_fill_kernel<<<nchunks, SCHED_THREADS, v1_sched_count_smem(a), stream>>>(*a);
   if ((e = cudaGetLastError())) return e;
   sched_pad_kernel<<<(a->experts_local + 127) / 128, 128, 0, stream>>>(*a);
   return cudaGetLastError();
