@@ -369,7 +369,16 @@ __global__ void __launch_bounds__(GG_THREADS, 1)
           acc[i] = gg_silu(g) * u;
         }
         gg_store_pass<0>(acc, epi, wtid, &tm_c0, col0, p.n_out, row0, 2 + cwg);
-      } else { /* WGRAD: direct stores; 4 lanes cover 32 contiguous bytes of fp32 */
+      } else if (!p.out_fp32) {
+        /* WGRAD, bf16 out: through the staging buffer and TMA stores, which drain while the next
+         * tile's main loop runs (the expert's 64-row block past wn, if any, is not stored) */
+        const int r0 = m_tile * GG_BM + cwg * 64;
+        if (r0 < p.wn) {
+          const int row0 = (p.expert_base + t.expert) * p.wn + r0, col0 = t.n_tile * GG_BN;
+          gg_store_pass<0>(acc, epi, wtid, &tm_c0, col0, p.wk, row0, 2 + cwg);
+          gg_store_pass<16>(acc, epi, wtid, &tm_c0, col0 + 128, p.wk, row0, 2 + cwg);
+        }
+      } else { /* WGRAD, fp32 out: direct stores; 4 lanes cover 32 contiguous bytes */
         if (!(p.accumulate && cnt == 0)) {
           const int rbase = m_tile * GG_BM + cwg * 64 + warp * 16 + (lane >> 2);
           const size_t ebase = (size_t)t.expert * p.wn * p.wk;
@@ -399,7 +408,7 @@ __global__ void __launch_bounds__(GG_THREADS, 1)
         }
       }
     }
-    if (MODE != GG_WGRAD && wtid == 0) bulk_wait0();
+    if (wtid == 0) bulk_wait0(); /* this warpgroup's TMA stores are complete */
   }
 }
 
@@ -632,9 +641,11 @@ extern "C" mok_status mok_gg_bf16_wgrad_ld(const void *dc, int64_t ld_dc, const 
   GG_TRY(gg_check_common(expert_offset, expert_count, num_experts, m_total, n, k));
   if (accumulate && !out_fp32) return MOK_ERR_INVALID_ARGUMENT;
   if (((uintptr_t)dw & 15)) return MOK_ERR_MISALIGNED;
-  CUtensorMap ta, tb;
+  CUtensorMap ta, tb, tc;
   GG_TRY(gg_make_tmap_2d_ld(&ta, dc, m_total, n, ld_dc, 2, 64, 64));
   GG_TRY(gg_make_tmap_2d_ld(&tb, a, m_total, k, ld_a, 2, 64, 64));
+  if (!out_fp32) GG_TRY(gg_make_tmap_2d(&tc, dw, (int64_t)num_experts * n, k, 2, 64, 64)); /* bf16 dW */
+  else tc = ta;
   gg_params p = {};
   p.offset = expert_offset;
   p.count = expert_count;
@@ -646,7 +657,7 @@ extern "C" mok_status mok_gg_bf16_wgrad_ld(const void *dc, int64_t ld_dc, const 
   p.wk = (int)k;
   p.out_fp32 = out_fp32 != 0;
   p.accumulate = accumulate != 0;
-  return gg_launch<GG_WGRAD>(&ta, &tb, &tb, &ta, &ta, p, 0, stream);
+  return gg_launch<GG_WGRAD>(&ta, &tb, &tb, &tc, &tc, p, 0, stream);
 }
 
 extern "C" mok_status mok_gg_bf16_wgrad(const void *dc, const void *a, void *dw, int out_fp32,

@@ -639,6 +639,10 @@ static void test_gg_wgrad_fp32(void) { run_wgrad(6, 300, 192, 320, 1, 0); }
 static void test_gg_wgrad_bf16(void) { run_wgrad(5, 200, 256, 256, 0, 0); }
 static void test_gg_wgrad_accumulate(void) { run_wgrad(4, 700, 128, 512, 1, 1); }
 static void test_gg_wgrad_strided(void) { run_wgrad(5, 300, 256, 320, 1, 0, 1); }
+/* bf16 out (the TMA-store epilogue): strided, dW rows not a multiple of the 128-row tile, and more
+ * experts than one launch holds (the store's row coordinate carries the launch's first expert) */
+static void test_gg_wgrad_bf16_strided(void) { run_wgrad(6, 300, 192, 320, 0, 0, 1); }
+static void test_gg_wgrad_bf16_many_experts(void) { run_wgrad(300, 40, 192, 128, 0, 0); }
 static void test_gg_dgrad_pair(void) { run_dgrad(6, 300, 512, 384, 1000, 1); }
 static void test_gg_dgrad_pair_many(void) { run_dgrad(7, 1200, 768, 1024, 24, 1); }
 
@@ -665,6 +669,8 @@ extern "C" const test_case gg_test_cases[] = {
     {"gg_wgrad_bf16", test_gg_wgrad_bf16},
     {"gg_wgrad_accumulate", test_gg_wgrad_accumulate},
     {"gg_wgrad_strided", test_gg_wgrad_strided},
+    {"gg_wgrad_bf16_strided", test_gg_wgrad_bf16_strided},
+    {"gg_wgrad_bf16_many_experts", test_gg_wgrad_bf16_many_experts},
     {"gg_dgrad_pair", test_gg_dgrad_pair},
     {"gg_dgrad_pair_many", test_gg_dgrad_pair_many},
 };
