@@ -10,6 +10,7 @@
 #include <string.h>
 #include <cuda_runtime_api.h>
 #include "api/gpu_internal.h"
+#include "kernels/fused_dispatch.h"
 #include "kernels/grouped_gemm.h"
 
 #define TRY_CUDA(expr) do { cudaError_t e_ = (expr); if (e_ != cudaSuccess) return mok_gpu_status(e_); } while (0)
@@ -164,6 +165,31 @@ mok_status mok_gpu_experts_forward(mok_schedule *s, const mok_weights *wt, const
                              w->config.swiglu_limit, err, stream));
   TRY_CUDA(rows_gemm(s, err, s->a, I, wt->w_down, NULL, 0, I, H * I, 0, out_rows, H, 0, H, I, V1_OUT_BF16, stream));
   return MOK_SUCCESS;
+}
+
+mok_status mok_gpu_experts_forward_pulled(mok_schedule *s, const mok_weights *wt, void *out_rows,
+                                          cudaStream_t stream) {
+  mok_workspace *w = s->ws;
+  const int64_t H = w->shape.hidden, I = w->shape.intermediate;
+  mok_gg_pull q;
+  memset(&q, 0, sizeof q);
+  q.peer_base = w->peer_base;
+  q.x_off = w->off_x;
+  q.tokens = w->shape.tokens;
+  q.top_k = (int)w->shape.top_k;
+  q.row_src = s->row_src;
+  q.expert_offset = s->expert_offset;
+  q.ready = w->ready;
+  q.mb_rows = w->config.minibatch_rows;
+  q.ctas = w->config.fwd_comm_sms;
+  q.timeout_ns = w->timeout_ns;
+  q.err = w->err;
+  TRY(mok_gg_bf16_gate_up_swiglu_pulled(s->recv_x, wt->w_gate, wt->w_up, s->a, s->g,
+                                        s->expert_offset, s->expert_count, w->el, w->cap, I, H,
+                                        w->config.use_swiglu_limit, w->config.swiglu_limit, &q,
+                                        stream));
+  return mok_gg_bf16_fwd(s->a, wt->w_down, out_rows, s->expert_offset, s->expert_count, w->el,
+                         w->cap, H, I, stream);
 }
 
 mok_status mok_gpu_shared_forward(mok_schedule *s, const mok_weights *wt, const void *x,

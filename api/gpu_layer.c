@@ -2,6 +2,7 @@
  * the caller's stream, no host synchronization, no allocation (capturable in a CUDA graph). The
  * expert stages (either GEMM backend) are in gpu_experts.c.
  * Forward:  stage x (symmetric) | barrier | pull dispatch | gate+up GEMMs, SwiGLU | down GEMM |
+ *           (MOK_PATH_FUSED: the pull runs inside the gate+up kernel, on its comm CTAs) |
  *           push combine into the source rank's (token, k) slots | shared expert | barrier |
  *           y = sum_j rw * slot (j order) + shared.
  * Backward: stage dy, rw | barrier | reverse-combine (pull dy, push d_rw) | expert backward GEMMs
@@ -44,9 +45,14 @@ mok_status mok_forward(mok_schedule *s, const mok_weights *wt, const void *x,
   v1_route r = mok_gpu_route(s);
 
   if (T > 0) TRY_CUDA(cudaMemcpyAsync(sym + w->off_x, x, (size_t)(T * H * 2), cudaMemcpyDeviceToDevice, stream));
+  if (w->fused_dispatch) TRY_CUDA(cudaMemsetAsync(w->ready, 0, (size_t)w->ready_count * 4, stream));
   TRY(mok_gpu_barrier(w, stream));
-  TRY_CUDA(v1_dispatch_pull(&r, w->off_x, s->recv_x, stream));
-  TRY(mok_gpu_experts_forward(s, wt, s->recv_x, s->out_rows, stream));
+  if (w->fused_dispatch) {
+    TRY(mok_gpu_experts_forward_pulled(s, wt, s->out_rows, stream));
+  } else {
+    TRY_CUDA(v1_dispatch_pull(&r, w->off_x, s->recv_x, stream));
+    TRY(mok_gpu_experts_forward(s, wt, s->recv_x, s->out_rows, stream));
+  }
   TRY_CUDA(v1_push_rows(&r, s->out_rows, w->off_slots, stream));
   TRY(mok_gpu_shared_forward(s, wt, x, stream));
   TRY(mok_gpu_barrier(w, stream));

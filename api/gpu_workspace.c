@@ -88,12 +88,16 @@ done:
 
 /* The grouped wgmma GEMMs serve the experts unless the v1 path is asked for: they need an sm_90
  * device and tile_m a multiple of their 128-row tile. */
-static int wgmma_backend(const mok_config *c) {
+static int sm90_device(void) {
   int dev = 0, major = 0;
-  if (c->path == MOK_PATH_UNFUSED || c->tile_m % 128) return 0;
   if (cudaGetDevice(&dev) != cudaSuccess) return 0;
   if (cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, dev) != cudaSuccess) return 0;
   return major == 9;
+}
+
+static int wgmma_backend(const mok_config *c) {
+  if (c->path == MOK_PATH_UNFUSED || c->tile_m % 128) return 0;
+  return sm90_device();
 }
 
 /* Validation of one rank's request, before any collective. */
@@ -101,7 +105,16 @@ static mok_status check_request(const mok_shape *s, const mok_config *c, int ep,
                                 int *cpr, int64_t *ct) {
   mok_status st = mok_validate(s, c, ep);
   if (st != MOK_SUCCESS) return st;
-  if (c->dtype != MOK_DTYPE_BF16 || c->path == MOK_PATH_FUSED) return MOK_ERR_NOT_SUPPORTED;
+  if (c->dtype != MOK_DTYPE_BF16) return MOK_ERR_NOT_SUPPORTED;
+  /* the fused path runs on the grouped wgmma kernels: sm_90 and 128-row tiles */
+  if (c->path == MOK_PATH_FUSED && (c->tile_m % 128 || !sm90_device())) return MOK_ERR_NOT_SUPPORTED;
+  if (c->path == MOK_PATH_FUSED) { /* comm CTAs leave SMs to the GEMM */
+    int dev = 0, sms = 0;
+    if (cudaGetDevice(&dev) != cudaSuccess ||
+        cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev) != cudaSuccess)
+      return MOK_ERR_CUDA;
+    if (c->fwd_comm_sms > sms / 2) return MOK_ERR_INVALID_ARGUMENT;
+  }
   if (c->schedule_capacity > 0) {
     *cap = c->schedule_capacity;
   } else {
@@ -157,11 +170,12 @@ mok_status mok_workspace_create(mok_group *g, const mok_shape *s, const mok_conf
     return st;
   }
   size_t loff = 0;
-  size_t o_err, o_epoch, o_dense, o_dout, o_da, o_dgu, o_ys, o_dsa, o_dsgu, o_peer, o_op_peer;
+  size_t o_err, o_epoch, o_dense, o_ready, o_dout, o_da, o_dgu, o_ys, o_dsa, o_dsgu, o_peer, o_op_peer;
 #define LOC(var, bytes) do { var = loff; loff = align_up(loff + (size_t)(bytes), 256); } while (0)
   LOC(o_err, 4);
   LOC(o_epoch, 8);
   LOC(o_dense, 4 * 4);
+  LOC(o_ready, (cap + c->minibatch_rows - 1) / c->minibatch_rows * 4);
   LOC(o_peer, (int64_t)w->ep * 8);
   LOC(o_op_peer, (int64_t)w->ep * 8);
   LOC(o_dout, cap * H * 2);
@@ -190,6 +204,9 @@ mok_status mok_workspace_create(mok_group *g, const mok_shape *s, const mok_conf
   w->ds_a = L + o_dsa;
   w->dsgu = L + o_dsgu;
   w->dense_table = (int32_t *)(L + o_dense);
+  w->ready = (int32_t *)(L + o_ready);
+  w->ready_count = (cap + c->minibatch_rows - 1) / c->minibatch_rows;
+  w->fused_dispatch = c->path == MOK_PATH_FUSED;
   w->wgmma = wgmma_backend(c);
   /* The parallel schedule kernels build the same table; opt-in until measured on the GPUs. */
   const char *sk = getenv("MOK_SCHEDULE_KERNELS");
@@ -228,6 +245,8 @@ mok_status mok_workspace_create(mok_group *g, const mok_shape *s, const mok_conf
 
 const char *mok_workspace_kernels(const mok_workspace *w) {
   if (!w) return "";
+  if (w->fused_dispatch)
+    return "fused dispatch (comm CTAs inside the gate+up kernel), grouped TMA + wgmma expert GEMMs";
   return w->wgmma ? "unfused, grouped TMA + wgmma expert GEMMs" : "unfused v1, mma.sync expert GEMMs";
 }
 

@@ -7,7 +7,7 @@ For each shape, token count and routing it checks mok's output and gradients aga
 then times forward and backward of each (warm-up, >= 50 iterations with CUDA events, median over
 iterations of the slowest rank) and prints TFLOP/s per GPU by the published convention
 (6*(T*Is/I + T*k)*H*I per forward, twice that per backward); the ratio column is baseline time over
-mok time. --v1 adds mok's v1 kernels on the same data. Writes a JSON file and a PNG chart."""
+mok time. --also v1,fused adds mok's other paths on the same data. Writes a JSON file and a PNG chart."""
 import argparse
 import json
 import os
@@ -141,19 +141,19 @@ def run_case(name, shape, T, routing, group, args):
     res.update(mok_fwd_ms=t_mok_f, mok_bwd_ms=t_mok_b, base_fwd_ms=t_base_f, base_bwd_ms=t_base_b,
                mok_fwd_tflops=flops / t_mok_f * 1e-9, mok_bwd_tflops=2 * flops / t_mok_b * 1e-9,
                base_fwd_tflops=flops / t_base_f * 1e-9, base_bwd_tflops=2 * flops / t_base_b * 1e-9)
-    if args.v1:  # mok's v1 kernels on the same data: checked against the baseline, then timed
-        g1 = mf.Group(path="v1")
-        v1_fwd = lambda: mf.moe_forward(x, topk, rw, *wl, g1.id, E, 0.0)  # noqa: E731
-        v1_bwd = lambda: mf.moe_backward(dy, x, topk, rw, *wl, g1.id, E, 0.0)  # noqa: E731
-        y1, g1_out = v1_fwd(), v1_bwd()
+    for path in [a for a in args.also.split(",") if a]:  # other mok paths on the same data
+        gp = mf.Group(path=path)
+        p_fwd = lambda: mf.moe_forward(x, topk, rw, *wl, gp.id, E, 0.0)  # noqa: E731
+        p_bwd = lambda: mf.moe_backward(dy, x, topk, rw, *wl, gp.id, E, 0.0)  # noqa: E731
+        y1, g1_out = p_fwd(), p_bwd()
         y_base, g_base = base_fwd(), base_fwd_bwd()
-        check["v1_y"], check["v1_dx"] = rel(y1, y_base), rel(g1_out[0], g_base[0])
+        check[f"{path}_y"], check[f"{path}_dx"] = rel(y1, y_base), rel(g1_out[0], g_base[0])
         del y1, g1_out, y_base, g_base
-        t_v1_f = slowest_median(timed(v1_fwd, args.iters, args.warmup))
-        t_v1_b = slowest_median(timed(v1_bwd, args.iters, args.warmup))
-        g1.destroy()
-        res.update(v1_fwd_ms=t_v1_f, v1_bwd_ms=t_v1_b, v1_fwd_tflops=flops / t_v1_f * 1e-9,
-                   v1_bwd_tflops=2 * flops / t_v1_b * 1e-9)
+        t_f = slowest_median(timed(p_fwd, args.iters, args.warmup))
+        t_b = slowest_median(timed(p_bwd, args.iters, args.warmup))
+        gp.destroy()
+        res.update({f"{path}_fwd_ms": t_f, f"{path}_bwd_ms": t_b, f"{path}_fwd_tflops": flops / t_f * 1e-9,
+                    f"{path}_bwd_tflops": 2 * flops / t_b * 1e-9})
     return res
 
 
@@ -197,8 +197,9 @@ def main():
     ap.add_argument("--breakdown", action="store_true",
                     help="after the table, time each stage alone (schedule build, dispatch, expert GEMMs, "
                          "combine; NVLink GB/s) with `mok run --breakdown` for every case")
-    ap.add_argument("--v1", action="store_true",
-                    help="also time mok's v1 kernels (mma.sync expert GEMMs) on every case, in the same run")
+    ap.add_argument("--also", default="",
+                    help="comma list of other mok paths timed on every case in the same run: v1 (mma.sync "
+                         "expert GEMMs), fused (dispatch inside the gate+up kernel)")
     ap.add_argument("--mok", default=os.path.join(HERE, "..", "build", "mok"), help="the mok command")
     args = ap.parse_args()
     if args.iters < 50:
@@ -248,13 +249,14 @@ def main():
             chart(rows, args.out + ".png")
         except Exception as e:  # a missing matplotlib must not lose the table
             print(f"no chart: {e}")
-        v1 = " ".join(f"{h:>8s}" for h in ("v1 ms", "TFLOP/s")) if args.v1 else ""
+        also = [a for a in args.also.split(",") if a]
+        v1 = " ".join(f"{a + ' ms':>9s} {'TFLOP/s':>8s}" for a in also)
         print(f"\n{'shape':16s} {'EP':>2s} {'T':>5s} {'routing':8s} {'pass':4s} {'mok ms':>8s} {'TFLOP/s':>8s} "
               f"{'base ms':>8s} {'TFLOP/s':>8s} {'ratio':>6s} {'rel err':>8s} {v1}")
         for r in rows:
             err = max(r["check"].values())
             for p in ("fwd", "bwd"):
-                v1 = f"{r[f'v1_{p}_ms']:8.3f} {r[f'v1_{p}_tflops']:8.1f}" if args.v1 else ""
+                v1 = " ".join(f"{r[f'{a}_{p}_ms']:9.3f} {r[f'{a}_{p}_tflops']:8.1f}" for a in also)
                 print(f"{r['shape']:16s} {r['ep']:2d} {r['tokens']:5d} {r['routing']:8s} {p:4s} "
                       f"{r[f'mok_{p}_ms']:8.3f} {r[f'mok_{p}_tflops']:8.1f} {r[f'base_{p}_ms']:8.3f} "
                       f"{r[f'base_{p}_tflops']:8.1f} {r[f'base_{p}_ms'] / r[f'mok_{p}_ms']:6.2f} {err:8.1e} {v1}")

@@ -31,7 +31,8 @@ static void usage(FILE *f) {
           "  --ranks N              simulated ranks on the CPU path (default 2)\n"
           "  --routing uniform|zipf token routing (default uniform)\n"
           "  --clamp L              SwiGLU limit L > 0\n"
-          "  --path auto|v1         GPU: the default kernels, or v1 (mma.sync expert GEMMs)\n"
+          "  --path auto|v1|fused   GPU: the default kernels, v1 (mma.sync expert GEMMs), or the\n"
+          "                         fused dispatch (comm SMs inside the gate+up kernel)\n"
           "  --seed S               random seed (default: from the clock)\n"
           "  --iters N              timed iterations on the GPU (default 20)\n"
           "  --warmup N             warm-up iterations on the GPU (default 3)\n"
@@ -105,8 +106,9 @@ static int parse_run(int argc, char **argv, cli_options *o) {
     } else if (strcmp(a, "--path") == 0) {
       if (strcmp(v, "auto") == 0) o->config.path = MOK_PATH_AUTO;
       else if (strcmp(v, "v1") == 0) o->config.path = MOK_PATH_UNFUSED;
+      else if (strcmp(v, "fused") == 0) o->config.path = MOK_PATH_FUSED;
       else {
-        fprintf(stderr, "mok: --path wants auto or v1, got '%s'\n", v);
+        fprintf(stderr, "mok: --path wants auto, v1 or fused, got '%s'\n", v);
         return 1;
       }
     } else if (strcmp(a, "--clamp") == 0) {

@@ -99,7 +99,8 @@ typedef struct {
 typedef struct {
   mok_dtype dtype;             /* routed-expert GEMM precision; the shared expert stays bf16     */
   mok_path path;               /* execution path                                                 */
-  int fwd_comm_sms;            /* SMs that move tokens in the forward kernel (fused path), >= 1  */
+  int fwd_comm_sms;            /* SMs that move tokens in the forward kernel (fused path), >= 1;
+                                  rounded up to the GEMM's cluster size (2)                      */
   int bwd_comm_sms;            /* SMs that move tokens in the backward kernel (fused path), >= 1 */
   int tile_m;                  /* rows per GEMM tile; each expert's rows are padded to it (64,128,256) */
   int minibatch_rows;          /* rows moved and computed as one unit; a multiple of tile_m      */
@@ -117,7 +118,7 @@ typedef struct {
                                   path may use faster unordered reductions (v1 is ordered anyway) */
 } mok_config;
 
-/* Fills *config with the defaults: BF16, AUTO path, 16 forward and 16 backward comm SMs, tile_m
+/* Fills *config with the defaults: BF16, AUTO path, 4 forward and 4 backward comm SMs, tile_m
  * 128, minibatch 128 rows, 4 minibatches per macrobatch, ring_bytes 0, capacity 0 (worst case), no
  * SwiGLU limit, timeout 10000 ms, deterministic. */
 mok_status mok_config_init(mok_config *config);

@@ -15,6 +15,7 @@
 #include <cuda_runtime.h>
 #include <stdint.h>
 #include "kernels/bf16_clamp_round.h"
+#include "kernels/comm_pull.cuh"
 #include "kernels/grouped_gemm.h"
 #include "kernels/grouped_gemm_tmap.h"
 #include "kernels/gemm_tile_scheduler.h"
@@ -57,6 +58,13 @@ typedef struct {
   int out_fp32, accumulate;
   int group_m;           /* raster group, in work units                                   */
   int no_multicast;      /* clusters of 2 that load their whole B tile (a tuning probe)   */
+  /* SWIGLU with fused dispatch (pull_ctas > 0): the grid's last pull_ctas CTAs fill A (at
+   * pull_recv, [pull_m_total, pull_hidden]) from the peers; the producer acquires a tile's rows */
+  int pull_ctas;
+  mok_gg_pull pull;
+  char *pull_recv;
+  int64_t pull_m_total, pull_hidden;
+  int pull_experts;      /* all local experts (pull.expert_offset is not shifted per launch)  */
 } gg_params;
 
 /* ---- SwiGLU clamp: pre-activations rounded to bf16 without moving them across +-L ------------ */
@@ -165,6 +173,7 @@ __global__ void __launch_bounds__(GG_THREADS, 1)
   extern __shared__ __align__(1024) uint8_t smem[];
   __shared__ __align__(8) uint64_t bars[2 * GG_STAGES];
   __shared__ int32_t prefix[GG_MAX_EXPERTS + 1];
+  __shared__ __align__(8) uint64_t pull_bars[2 * CP_WARPS];
 
   const int tid = threadIdx.x;
   const int wg = tid >> 7;
@@ -175,7 +184,10 @@ __global__ void __launch_bounds__(GG_THREADS, 1)
   /* Work units: one tile (CL = 1), or a pair of vertically adjacent tiles of the same expert and
    * column tile on the two CTAs of a cluster, which share the B tile through multicast. */
   const int rank = CL > 1 ? (int)cluster_ctarank() : 0;
-  const int unit0 = blockIdx.x / CL, ustride = gridDim.x / CL;
+  /* Fused dispatch: the last pull_ctas CTAs are comm CTAs; the units go to the others. */
+  const int n_pull = MODE == GG_SWIGLU ? p.pull_ctas : 0;
+  const int n_compute = (int)gridDim.x - n_pull;
+  const int unit0 = blockIdx.x / CL, ustride = n_compute / CL;
 
   if (tid == 0) {
     if (smem_base & 1023) __trap(); /* the swizzle atoms need a 1024-byte aligned base */
@@ -215,6 +227,12 @@ __global__ void __launch_bounds__(GG_THREADS, 1)
   if (CL > 1) cluster_sync(); /* barrier inits visible to the peer before any multicast */
   else __syncthreads();
   const int total = MODE == GG_WGRAD ? E * p.m_tiles * p.n_tiles : prefix[E];
+  if (MODE == GG_SWIGLU && n_pull > 0 && (int)blockIdx.x >= n_compute) {
+    /* ------------------------------ comm CTA ------------------------------ */
+    cp_pull_minibatches(p.pull, (int)blockIdx.x - n_compute, p.pull_recv, p.pull_hidden,
+                        p.pull_experts, p.pull_m_total, smem, pull_bars);
+    return;
+  }
 
   if (wg == 0) {
     /* ------------------------------ producer ------------------------------ */
@@ -233,6 +251,8 @@ __global__ void __launch_bounds__(GG_THREADS, 1)
         /* A pair's tile past the expert's rows still takes part in the B multicast; it loads
          * (and ignores) the expert's first rows instead of rows that may not exist. */
         const int a_row = row_base + (p.count[t.expert] > m_tile * GG_BM ? m_tile * GG_BM : 0);
+        if (MODE == GG_SWIGLU && n_pull > 0) /* the rows of A this tile reads have landed */
+          cp_wait_rows(p.pull, a_row, min(GG_BM, max(p.count[t.expert], 0) - (a_row - row_base)));
         for (int kb = 0; kb < nkb; ++kb) {
           mbar_wait(empty0 + 8 * stage, phase ^ 1);
           const uint32_t full = full0 + 8 * stage;
@@ -458,17 +478,19 @@ static mok_status gg_launch_cl(const CUtensorMap *a, const CUtensorMap *b0, cons
       max_ctas = clusters * CL;
     }
   }
-  const int cap = g_tune_grid > 0 ? g_tune_grid : max_ctas;
+  const int n_pull = MODE == GG_SWIGLU ? p.pull_ctas : 0; /* a multiple of CL */
+  const int cap = (g_tune_grid > 0 ? g_tune_grid : max_ctas) - n_pull;
+  if (cap < CL) return MOK_ERR_INVALID_ARGUMENT; /* no SM left for the GEMM */
   int units = max_units < cap / CL ? max_units : cap / CL;
   if (units < 1) units = 1;
-  g_last_grid = units * CL;
+  g_last_grid = units * CL + n_pull;
   cudaLaunchConfig_t cfg = {};
   cudaLaunchAttribute attr[1];
   attr[0].id = cudaLaunchAttributeClusterDimension;
   attr[0].val.clusterDim.x = CL;
   attr[0].val.clusterDim.y = 1;
   attr[0].val.clusterDim.z = 1;
-  cfg.gridDim = dim3(units * CL);
+  cfg.gridDim = dim3(units * CL + n_pull);
   cfg.blockDim = dim3(GG_THREADS);
   cfg.dynamicSmemBytes = GG_SMEM;
   cfg.stream = stream;
@@ -493,6 +515,7 @@ static mok_status gg_launch(const CUtensorMap *a, const CUtensorMap *b0, const C
   if (MODE == GG_WGRAD) cl = 1;
   p.group_m = g_tune_group_m > 0 ? g_tune_group_m : 16 / cl;
   p.no_multicast = (g_tune_flags & 1) != 0;
+  if (MODE == GG_SWIGLU && p.pull_ctas > 0) p.pull_ctas = (p.pull_ctas + cl - 1) / cl * cl;
   const int e_all = p.num_experts, base_all = p.expert_base;
   const int32_t *off_all = p.offset, *cnt_all = p.count;
   void *dw_all = p.dw;
@@ -503,6 +526,7 @@ static mok_status gg_launch(const CUtensorMap *a, const CUtensorMap *b0, const C
     p.count = cnt_all + e0;
     if (MODE == GG_WGRAD)
       p.dw = (uint8_t *)dw_all + (size_t)e0 * p.wn * p.wk * (p.out_fp32 ? 4 : 2);
+    if (e0 > 0) p.pull_ctas = 0; /* the first launch's comm CTAs pulled every expert's rows */
     int units = MODE == GG_WGRAD ? p.num_experts * p.m_tiles * p.n_tiles : max_tiles;
     /* a pair unit covers two row tiles; every expert may add one half-empty pair */
     if (cl == 2) units = (max_tiles + p.num_experts * p.n_tiles) / 2 + 1;
@@ -551,12 +575,11 @@ extern "C" mok_status mok_gg_bf16_fwd(const void *a, const void *b, void *c,
   return gg_launch<GG_FWD>(&ta, &tb, &tb, &tc, &tc, p, max_tiles, stream);
 }
 
-extern "C" mok_status mok_gg_bf16_gate_up_swiglu(const void *x, const void *w_gate, const void *w_up,
-                                                 void *act, void *preact,
-                                                 const int32_t *expert_offset,
-                                                 const int32_t *expert_count, int num_experts,
-                                                 int64_t m_total, int64_t inter, int64_t hidden,
-                                                 int use_limit, float limit, cudaStream_t stream) {
+static mok_status gg_gate_up(const void *x, const void *w_gate, const void *w_up, void *act,
+                             void *preact, const int32_t *expert_offset,
+                             const int32_t *expert_count, int num_experts, int64_t m_total,
+                             int64_t inter, int64_t hidden, int use_limit, float limit,
+                             const mok_gg_pull *pull, cudaStream_t stream) {
   if (!x || !w_gate || !w_up || !act) return MOK_ERR_INVALID_ARGUMENT;
   GG_TRY(gg_check_common(expert_offset, expert_count, num_experts, m_total, inter, hidden));
   if (inter % 128) return MOK_ERR_MISALIGNED;
@@ -580,8 +603,45 @@ extern "C" mok_status mok_gg_bf16_gate_up_swiglu(const void *x, const void *w_ga
   p.use_limit = use_limit != 0;
   p.limit = limit;
   p.has_preact = preact != NULL;
+  if (pull) {
+    if (!pull->peer_base || !pull->row_src || !pull->expert_offset || !pull->ready || !pull->err)
+      return MOK_ERR_INVALID_ARGUMENT;
+    if (pull->ctas < 1 || pull->mb_rows < 128 || pull->mb_rows % 128 || pull->top_k < 1 ||
+        pull->tokens < 0 || pull->timeout_ns <= 0)
+      return MOK_ERR_INVALID_ARGUMENT;
+    p.pull_ctas = pull->ctas;
+    p.pull = *pull;
+    p.pull_recv = (char *)x;
+    p.pull_m_total = m_total;
+    p.pull_hidden = hidden;
+    p.pull_experts = num_experts;
+  }
   int max_tiles = (int)((m_total + GG_BM - 1) / GG_BM) * p.n_tiles;
   return gg_launch<GG_SWIGLU>(&ta, &tg, &tu, &tc, &tp, p, max_tiles, stream);
+}
+
+extern "C" mok_status mok_gg_bf16_gate_up_swiglu(const void *x, const void *w_gate, const void *w_up,
+                                                 void *act, void *preact,
+                                                 const int32_t *expert_offset,
+                                                 const int32_t *expert_count, int num_experts,
+                                                 int64_t m_total, int64_t inter, int64_t hidden,
+                                                 int use_limit, float limit, cudaStream_t stream) {
+  return gg_gate_up(x, w_gate, w_up, act, preact, expert_offset, expert_count, num_experts, m_total,
+                    inter, hidden, use_limit, limit, NULL, stream);
+}
+
+extern "C" mok_status mok_gg_bf16_gate_up_swiglu_pulled(void *recv, const void *w_gate,
+                                                        const void *w_up, void *act, void *preact,
+                                                        const int32_t *expert_offset,
+                                                        const int32_t *expert_count,
+                                                        int num_experts, int64_t m_total,
+                                                        int64_t inter, int64_t hidden,
+                                                        int use_limit, float limit,
+                                                        const mok_gg_pull *pull,
+                                                        cudaStream_t stream) {
+  if (!pull) return MOK_ERR_INVALID_ARGUMENT;
+  return gg_gate_up(recv, w_gate, w_up, act, preact, expert_offset, expert_count, num_experts,
+                    m_total, inter, hidden, use_limit, limit, pull, stream);
 }
 
 /* dA = dC x W (w1 == NULL), or dA = dC[:, :n/2] x W0 + dC[:, n/2:] x W1 (a weight pair, each

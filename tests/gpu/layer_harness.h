@@ -23,7 +23,7 @@ typedef struct {
   int64_t capacity;       /* 0: worst case */
   int grad_fp32, accumulate;
   int inject;             /* LH_INJECT_* on the last rank's tokens */
-  mok_path path;          /* 0 (AUTO): the default, unless MOK_TEST_PATH=v1 forces UNFUSED */
+  mok_path path;          /* 0 (AUTO): the default, unless MOK_TEST_PATH (v1, fused) says */
 } lh_case;
 
 /* All ranks' inputs on the host (float arrays holding bf16 values). */

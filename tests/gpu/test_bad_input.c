@@ -40,6 +40,15 @@ GPU_TEST(bad_workspace_arguments) {
   f.dtype = MOK_DTYPE_FP8_BLOCK128;
   CHECK_STATUS(try_create(&s, &f), MOK_ERR_NOT_SUPPORTED);
   f = c;
+  f.path = MOK_PATH_FUSED;
+  f.tile_m = 64; /* the fused path needs the grouped GEMM's 128-row tiles */
+  f.minibatch_rows = 128;
+  CHECK_STATUS(try_create(&s, &f), MOK_ERR_NOT_SUPPORTED);
+  f = c;
+  f.path = MOK_PATH_FUSED;
+  f.fwd_comm_sms = 128; /* leaves the GEMM too few SMs */
+  CHECK_STATUS(try_create(&s, &f), MOK_ERR_INVALID_ARGUMENT);
+  f = c;
   f.schedule_capacity = 100; /* not a multiple of tile_m */
   CHECK_STATUS(try_create(&s, &f), MOK_ERR_MISALIGNED);
   m = s;
