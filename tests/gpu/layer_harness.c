@@ -17,6 +17,8 @@ mok_config lh_config(const lh_case *c) {
   mok_config cfg;
   mok_config_init(&cfg);
   if (c->tile_m) cfg.tile_m = c->tile_m;
+  if (c->minibatch_rows) cfg.minibatch_rows = c->minibatch_rows;
+  if (c->comm_sms) cfg.fwd_comm_sms = c->comm_sms;
   if (cfg.minibatch_rows % cfg.tile_m) cfg.minibatch_rows = cfg.tile_m;
   cfg.schedule_capacity = c->capacity;
   cfg.use_swiglu_limit = c->use_limit;

@@ -24,6 +24,8 @@ typedef struct {
   int grad_fp32, accumulate;
   int inject;             /* LH_INJECT_* on the last rank's tokens */
   mok_path path;          /* 0 (AUTO): the default, unless MOK_TEST_PATH (v1, fused) says */
+  int comm_sms;           /* fwd_comm_sms; 0: default                                       */
+  int minibatch_rows;     /* 0: default                                                     */
 } lh_case;
 
 /* All ranks' inputs on the host (float arrays holding bf16 values). */
