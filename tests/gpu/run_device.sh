@@ -5,8 +5,8 @@
 #   env: BUILD (default build), SKIP_TESTS=1, SKIP_RUN=1, RUN_ARGS (extra `mok run` options),
 #        RUN2_ARGS (a second `mok run` with these options), RUN_ZIPF=1 (a third, Zipf routing),
 #        SANITIZE=1 (memcheck one case at EP=1), TEST_FILTER (a test-name filter),
-#        EP2_AGAIN_ENV (e.g. "MOK_SCHEDULE_KERNELS=parallel" or "MOK_TEST_PATH=v1": the EP=2 suite
-#        once more with these variables set)
+#        EP2_AGAIN_ENV (e.g. "MOK_TEST_PATH=fused;MOK_SCHEDULE_KERNELS=parallel": the EP=2 suite
+#        once more for each ';'-separated set of variables)
 set -u
 OUT=${OUT:-/tmp/mok_out}
 BUILD=${BUILD:-build}
@@ -33,10 +33,14 @@ if [ "${SKIP_TESTS:-0}" != 1 ]; then
   t2=$(date +%s)
   MOK_TEST_TIMEOUT=280 tests/gpu/launch.sh "$BUILD/mok_gpu_tests" ${TEST_FILTER:-} >"$OUT/ep2.log" 2>&1
   ep2=$(tail -1 "$OUT/ep2.log")
-  if [ -n "${EP2_AGAIN_ENV:-}" ]; then  # the EP=2 suite once more under these variables
-    env $EP2_AGAIN_ENV MOK_TEST_TIMEOUT=280 tests/gpu/launch.sh "$BUILD/mok_gpu_tests" ${TEST_FILTER:-} >"$OUT/ep2b.log" 2>&1
-    ep2="$ep2; with $EP2_AGAIN_ENV: $(tail -1 "$OUT/ep2b.log")"
-  fi
+  i=0
+  IFS=';' read -ra again <<<"${EP2_AGAIN_ENV:-}"
+  for vars in "${again[@]}"; do  # the EP=2 suite once more under each set of variables
+    [ -z "$vars" ] && continue
+    i=$((i + 1))
+    env $vars MOK_TEST_TIMEOUT=280 tests/gpu/launch.sh "$BUILD/mok_gpu_tests" ${TEST_FILTER:-} >"$OUT/ep2-$i.log" 2>&1
+    ep2="$ep2; with $vars: $(tail -1 "$OUT/ep2-$i.log")"
+  done
 fi
 if [ "${SANITIZE:-0}" = 1 ]; then
   CUDA_VISIBLE_DEVICES=0 MOK_NRANKS=1 timeout 150 compute-sanitizer --tool memcheck --print-limit 20 \
@@ -58,7 +62,7 @@ if [ "${SKIP_RUN:-0}" != 1 ]; then
 fi
 t4=$(date +%s)
 echo "==== failures / timings ===="
-grep -h "FAIL\|CHECK\|relative error\|device status\|did not finish\|rank .*:" "$OUT"/ep1.log "$OUT"/ep2.log 2>/dev/null | head -40
+grep -h "FAIL\|CHECK\|relative error\|device status\|did not finish\|rank .*:" "$OUT"/ep1.log "$OUT"/ep2*.log 2>/dev/null | head -40
 grep -h "NCCL WARN\|mok:" "$OUT"/ep1.log 2>/dev/null | head -10
 cat "$OUT/run.log" 2>/dev/null | tail -36
 echo "==== summary ===="
