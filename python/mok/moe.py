@@ -19,9 +19,10 @@ _slots = itertools.count(1)    # one mok schedule slot per module (see mok.funct
 _functional = None             # mok.functional, imported on first use (it loads libmok)
 
 
-def get_group(process_group=None):
+def get_group(process_group=None, path="auto"):
     """The mok Group over process_group (None: the default group, or a single process without
-    torch.distributed), made on first use (collective over the group: its NCCL communicator is
+    torch.distributed) running the given kernels (path: "auto", "fused" or "v1", see
+    mok.functional.Group), made on first use (collective over the group: its NCCL communicator is
     created from a unique id broadcast through process_group) and cached."""
     import torch.distributed as dist
     global _functional
@@ -30,9 +31,9 @@ def get_group(process_group=None):
     if process_group is not None and dist.is_available() and dist.is_initialized() \
             and process_group is dist.group.WORLD:
         process_group = None
-    key = id(process_group)          # ProcessGroup objects need not be hashable
+    key = (id(process_group), path)  # ProcessGroup objects need not be hashable
     if key not in _group_cache:
-        _group_cache[key] = (process_group, functional.Group(process_group))
+        _group_cache[key] = (process_group, functional.Group(process_group, path=path))
     return _group_cache[key][1]
 
 
@@ -69,13 +70,14 @@ class MoE(nn.Module):
     "mok", H, I and Is must be multiples of 128, and each module keeps what its forward computed
     for its backward (one forward with autograd in flight per module; recompute=True lifts this at
     the cost of one more forward in backward). The Group is made at construction (collective).
+    kernels ("auto", "fused", "v1") picks mok's execution path (backend "mok" only).
     """
 
     def __init__(self, hidden_size, intermediate_size, num_experts, top_k, *,
                  shared_intermediate_size=0, scoring="softmax", n_group=1, topk_group=1,
                  score_correction_bias=False, norm_topk_prob=False, routed_scaling_factor=1.0,
                  swiglu_limit=0.0, process_group=None, backend="mok", recompute=False,
-                 device=None, router_dtype=torch.float32):
+                 device=None, router_dtype=torch.float32, kernels="auto"):
         super().__init__()
         if backend not in BACKENDS:
             raise ValueError(f"backend must be one of {BACKENDS}, got {backend!r}")
@@ -120,7 +122,7 @@ class MoE(nn.Module):
         self.reset_parameters()
 
         self._slot = next(_slots)
-        self._group = get_group(process_group) if backend == "mok" else None
+        self._group = get_group(process_group, kernels) if backend == "mok" else None
 
     def reset_parameters(self):
         """Like nn.Linear: uniform in +-1/sqrt(fan_in) for every weight (the router too)."""
