@@ -10,7 +10,7 @@
 #include <string.h>
 #include <cuda_runtime_api.h>
 #include "api/gpu_internal.h"
-#include "kernels/fused_dispatch.h"
+#include "kernels/fused_comm.h"
 #include "kernels/grouped_gemm.h"
 
 #define TRY_CUDA(expr) do { cudaError_t e_ = (expr); if (e_ != cudaSuccess) return mok_gpu_status(e_); } while (0)
@@ -135,7 +135,8 @@ static mok_status gg_mlp_backward(const mok_workspace *w, gg_rows r, const void 
                                   const void *preact, const void *act, const void *dout,
                                   void *d_act, void *dgu, void *dx, void *dw_gate, void *dw_up,
                                   void *dw_down, const int32_t *rows_dev, int64_t I,
-                                  const mok_grads *g, cudaStream_t stream) {
+                                  const mok_grads *g, const mok_gg_move *push,
+                                  cudaStream_t stream) {
   const int64_t H = w->shape.hidden;
   TRY(mok_gg_bf16_dgrad(dout, w_down, d_act, r.offset, r.count, r.experts, r.m_total, H, I, stream));
   TRY(gg_wgrad(w, r, dout, H, act, I, dw_down, H, I, g, stream));
@@ -144,9 +145,38 @@ static mok_status gg_mlp_backward(const mok_workspace *w, gg_rows r, const void 
                                      stream));
   TRY(gg_wgrad(w, r, dgu, 2 * I, x, H, dw_gate, I, H, g, stream));
   TRY(gg_wgrad(w, r, (const char *)dgu + I * 2, 2 * I, x, H, dw_up, I, H, g, stream));
+  if (push) { /* dx rows also pushed into the source ranks' slots by the kernel's comm CTAs */
+    TRY_CUDA(cudaMemsetAsync(push->flags, 0, (size_t)w->ready_count * 4, stream));
+    return mok_gg_bf16_dgrad_pair_pushed(dgu, w_gate, w_up, dx, r.offset, r.count, r.experts,
+                                         r.m_total, I, H, push, stream);
+  }
   return mok_gg_bf16_dgrad_pair(dgu, w_gate, w_up, dx, r.offset, r.count, r.experts, r.m_total, I,
                                 H, stream);
 }
+
+/* The fused path's comm CTAs for this schedule: pull from x, or push into the slots. */
+static mok_gg_move fused_move(const mok_schedule *s, int push, int ctas) {
+  const mok_workspace *w = s->ws;
+  mok_gg_move q;
+  memset(&q, 0, sizeof q);
+  q.peer_base = w->peer_base;
+  q.peer_off = push ? w->off_slots : w->off_x;
+  q.tokens = w->shape.tokens;
+  q.top_k = (int)w->shape.top_k;
+  q.row_src = s->row_src;
+  q.expert_offset = s->expert_offset;
+  q.expert_count = s->expert_count;
+  q.flags = w->ready;
+  q.mb_rows = w->config.minibatch_rows;
+  q.ctas = ctas;
+  q.push = push;
+  q.timeout_ns = w->timeout_ns;
+  q.err = w->err;
+  return q;
+}
+
+/* A push inside the GEMM needs the experts in one launch. */
+static int fused_push_ok(const mok_workspace *w) { return w->fused_dispatch && w->el <= 256; }
 
 /* ---- the stages ------------------------------------------------------------------------------ */
 
@@ -167,29 +197,35 @@ mok_status mok_gpu_experts_forward(mok_schedule *s, const mok_weights *wt, const
   return MOK_SUCCESS;
 }
 
-mok_status mok_gpu_experts_forward_pulled(mok_schedule *s, const mok_weights *wt, void *out_rows,
-                                          cudaStream_t stream) {
+mok_status mok_gpu_experts_forward_fused(mok_schedule *s, const mok_weights *wt, int *pushed,
+                                         cudaStream_t stream) {
   mok_workspace *w = s->ws;
   const int64_t H = w->shape.hidden, I = w->shape.intermediate;
-  mok_gg_pull q;
-  memset(&q, 0, sizeof q);
-  q.peer_base = w->peer_base;
-  q.x_off = w->off_x;
-  q.tokens = w->shape.tokens;
-  q.top_k = (int)w->shape.top_k;
-  q.row_src = s->row_src;
-  q.expert_offset = s->expert_offset;
-  q.ready = w->ready;
-  q.mb_rows = w->config.minibatch_rows;
-  q.ctas = w->config.fwd_comm_sms;
-  q.timeout_ns = w->timeout_ns;
-  q.err = w->err;
+  const int ctas = w->config.fwd_comm_sms;
+  mok_gg_move pull = fused_move(s, 0, ctas), push = fused_move(s, 1, ctas);
   TRY(mok_gg_bf16_gate_up_swiglu_pulled(s->recv_x, wt->w_gate, wt->w_up, s->a, s->g,
                                         s->expert_offset, s->expert_count, w->el, w->cap, I, H,
-                                        w->config.use_swiglu_limit, w->config.swiglu_limit, &q,
+                                        w->config.use_swiglu_limit, w->config.swiglu_limit, &pull,
                                         stream));
-  return mok_gg_bf16_fwd(s->a, wt->w_down, out_rows, s->expert_offset, s->expert_count, w->el,
-                         w->cap, H, I, stream);
+  *pushed = fused_push_ok(w);
+  if (!*pushed)
+    return mok_gg_bf16_fwd(s->a, wt->w_down, s->out_rows, s->expert_offset, s->expert_count,
+                           w->el, w->cap, H, I, stream);
+  TRY_CUDA(cudaMemsetAsync(w->ready, 0, (size_t)w->ready_count * 4, stream));
+  return mok_gg_bf16_fwd_pushed(s->a, wt->w_down, s->out_rows, s->expert_offset, s->expert_count,
+                                w->el, w->cap, H, I, &push, stream);
+}
+
+mok_status mok_gpu_experts_backward_fused(mok_schedule *s, const mok_weights *wt,
+                                          const mok_grads *g, int *pushed, cudaStream_t stream) {
+  mok_workspace *w = s->ws;
+  *pushed = fused_push_ok(w);
+  if (!*pushed) return mok_gpu_experts_backward(s, wt, s->recv_x, w->d_out, w->d_out, g, stream);
+  const mok_gg_move push = fused_move(s, 1, w->config.bwd_comm_sms);
+  return gg_mlp_backward(w, routed_rows(s), s->recv_x, wt->w_gate, wt->w_up, wt->w_down, s->g,
+                         s->a, w->d_out, w->d_a, w->dgu, w->d_out, g->dw_gate, g->dw_up,
+                         g->dw_down, s->expert_offset + w->el, w->shape.intermediate, g, &push,
+                         stream);
 }
 
 mok_status mok_gpu_shared_forward(mok_schedule *s, const mok_weights *wt, const void *x,
@@ -223,7 +259,7 @@ mok_status mok_gpu_experts_backward(mok_schedule *s, const mok_weights *wt, cons
   if (w->wgmma)
     return gg_mlp_backward(w, routed_rows(s), recv, wt->w_gate, wt->w_up, wt->w_down, s->g, s->a,
                            d_out, w->d_a, w->dgu, dx_rows, g->dw_gate, g->dw_up, g->dw_down,
-                           rows_dev, I, g, stream);
+                           rows_dev, I, g, NULL, stream);
   TRY_CUDA(rows_gemm(s, err, d_out, H, wt->w_down, NULL, 0, I, H * I, 1, w->d_a, I, 0, I, H, V1_OUT_BF16, stream));
   TRY_CUDA(wgrad_gemm(s, err, d_out, H, s->a, I, g->dw_down, H, I, 0, mode, stream));
   TRY_CUDA(v1_swiglu_backward(w->d_a, s->g, s->u, w->dgu, w->cap, rows_dev, I,
@@ -248,7 +284,7 @@ mok_status mok_gpu_shared_backward(mok_schedule *s, const mok_weights *wt, const
   if (w->wgmma && T > 0)
     return gg_mlp_backward(w, shared_rows(s), x, wt->ws_gate, wt->ws_up, wt->ws_down, s->sg, s->sa,
                            dy, w->ds_a, w->dsgu, w->ys, g->dws_gate, g->dws_up, g->dws_down, NULL,
-                           Is, g, stream);
+                           Is, g, NULL, stream);
   TRY_CUDA(rows_gemm(NULL, err, dy, H, wt->ws_down, NULL, 0, Is, 0, 1, w->ds_a, Is, T, Is, H, V1_OUT_BF16, stream));
   TRY_CUDA(wgrad_gemm(NULL, err, dy, H, s->sa, Is, g->dws_down, H, Is, T, mode, stream));
   TRY_CUDA(v1_swiglu_backward(w->ds_a, s->sg, s->su, w->dsgu, T, NULL, Is,

@@ -43,8 +43,8 @@ struct mok_workspace {
                                 T rounded up to 128}, count {T}                           */
   int64_t local_bytes;
   int sched_parallel;        /* schedule build by the parallel kernels (same table)          */
-  int fused_dispatch;        /* MOK_PATH_FUSED: dispatch inside the gate+up kernel           */
-  int32_t *ready;            /* [ready_count] per-minibatch flags of the fused dispatch      */
+  int fused_dispatch;        /* MOK_PATH_FUSED: dispatch / combine inside the GEMM kernels   */
+  int32_t *ready;            /* [ready_count] per-minibatch flags of the fused comm CTAs     */
   int64_t ready_count;
   int wgmma;                 /* expert GEMMs on the grouped wgmma kernels (else v1 mma.sync);
                                 then g holds bf16 pre-activations [cap, 2I] (g | u), u is
@@ -75,10 +75,15 @@ mok_status mok_gpu_check_weights(const mok_workspace *w, const mok_weights *wt);
 mok_status mok_gpu_check_grads(const mok_workspace *w, const mok_grads *g, int need_dx);
 mok_status mok_gpu_experts_forward(mok_schedule *s, const mok_weights *wt, const void *recv,
                                    void *out_rows, cudaStream_t stream);
-/* The same with the dispatch fused into gate+up: recv_x is filled from the peers' staged x by the
- * gate+up kernel's comm CTAs (x staged on every rank and the workspace's flags zeroed before). */
-mok_status mok_gpu_experts_forward_pulled(mok_schedule *s, const mok_weights *wt, void *out_rows,
-                                          cudaStream_t stream);
+/* MOK_PATH_FUSED: the forward experts with the dispatch inside gate+up (recv_x filled from the
+ * peers' staged x by the kernel's comm CTAs; x staged on every rank and w->ready zeroed before)
+ * and, when *pushed comes back 1, the combine push inside down (out_rows also in the slots). */
+mok_status mok_gpu_experts_forward_fused(mok_schedule *s, const mok_weights *wt, int *pushed,
+                                         cudaStream_t stream);
+/* MOK_PATH_FUSED: the experts backward from w->d_out; when *pushed comes back 1 the dx rows are
+ * also pushed into the source ranks' slots by the last data gradient's comm CTAs. */
+mok_status mok_gpu_experts_backward_fused(mok_schedule *s, const mok_weights *wt,
+                                          const mok_grads *g, int *pushed, cudaStream_t stream);
 mok_status mok_gpu_shared_forward(mok_schedule *s, const mok_weights *wt, const void *x,
                                   cudaStream_t stream);
 mok_status mok_gpu_experts_backward(mok_schedule *s, const mok_weights *wt, const void *recv,

@@ -2,7 +2,8 @@
  * the caller's stream, no host synchronization, no allocation (capturable in a CUDA graph). The
  * expert stages (either GEMM backend) are in gpu_experts.c.
  * Forward:  stage x (symmetric) | barrier | pull dispatch | gate+up GEMMs, SwiGLU | down GEMM |
- *           (MOK_PATH_FUSED: the pull runs inside the gate+up kernel, on its comm CTAs) |
+ *           (MOK_PATH_FUSED: the pull runs inside the gate+up kernel and the push inside down, on
+ *           their comm CTAs; in backward the dx push inside the last data gradient) |
  *           push combine into the source rank's (token, k) slots | shared expert | barrier |
  *           y = sum_j rw * slot (j order) + shared.
  * Backward: stage dy, rw | barrier | reverse-combine (pull dy, push d_rw) | expert backward GEMMs
@@ -47,13 +48,14 @@ mok_status mok_forward(mok_schedule *s, const mok_weights *wt, const void *x,
   if (T > 0) TRY_CUDA(cudaMemcpyAsync(sym + w->off_x, x, (size_t)(T * H * 2), cudaMemcpyDeviceToDevice, stream));
   if (w->fused_dispatch) TRY_CUDA(cudaMemsetAsync(w->ready, 0, (size_t)w->ready_count * 4, stream));
   TRY(mok_gpu_barrier(w, stream));
+  int pushed = 0;
   if (w->fused_dispatch) {
-    TRY(mok_gpu_experts_forward_pulled(s, wt, s->out_rows, stream));
+    TRY(mok_gpu_experts_forward_fused(s, wt, &pushed, stream));
   } else {
     TRY_CUDA(v1_dispatch_pull(&r, w->off_x, s->recv_x, stream));
     TRY(mok_gpu_experts_forward(s, wt, s->recv_x, s->out_rows, stream));
   }
-  TRY_CUDA(v1_push_rows(&r, s->out_rows, w->off_slots, stream));
+  if (!pushed) TRY_CUDA(v1_push_rows(&r, s->out_rows, w->off_slots, stream));
   TRY(mok_gpu_shared_forward(s, wt, x, stream));
   TRY(mok_gpu_barrier(w, stream));
   TRY_CUDA(v1_combine_reduce(T, (int)k, H, sym + w->off_slots, router_weights,
@@ -97,8 +99,10 @@ mok_status mok_backward(mok_schedule *s, const mok_weights *wt, const void *x,
   }
   TRY(mok_gpu_barrier(w, stream));
   TRY_CUDA(v1_reverse_combine(&r, w->off_dy, w->off_rw, w->off_drw, s->out_rows, w->d_out, stream));
-  TRY(mok_gpu_experts_backward(s, wt, s->recv_x, w->d_out, w->d_out, g, stream));
-  TRY_CUDA(v1_push_rows(&r, w->d_out, w->off_slots, stream));
+  int pushed = 0;
+  if (w->fused_dispatch) TRY(mok_gpu_experts_backward_fused(s, wt, g, &pushed, stream));
+  else TRY(mok_gpu_experts_backward(s, wt, s->recv_x, w->d_out, w->d_out, g, stream));
+  if (!pushed) TRY_CUDA(v1_push_rows(&r, w->d_out, w->off_slots, stream));
   TRY(mok_gpu_shared_backward(s, wt, x, dy, g, stream));
   TRY(mok_gpu_barrier(w, stream));
   TRY_CUDA(v1_dx_reduce(T, (int)k, H, sym + w->off_slots, Is > 0 ? w->ys : NULL, g->dx,

@@ -246,7 +246,7 @@ mok_status mok_workspace_create(mok_group *g, const mok_shape *s, const mok_conf
 const char *mok_workspace_kernels(const mok_workspace *w) {
   if (!w) return "";
   if (w->fused_dispatch)
-    return "fused dispatch (comm CTAs inside the gate+up kernel), grouped TMA + wgmma expert GEMMs";
+    return "fused communication (comm CTAs inside the grouped TMA + wgmma GEMMs)";
   return w->wgmma ? "unfused, grouped TMA + wgmma expert GEMMs" : "unfused v1, mma.sync expert GEMMs";
 }
 

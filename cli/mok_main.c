@@ -32,7 +32,7 @@ static void usage(FILE *f) {
           "  --routing uniform|zipf token routing (default uniform)\n"
           "  --clamp L              SwiGLU limit L > 0\n"
           "  --path auto|v1|fused   GPU: the default kernels, v1 (mma.sync expert GEMMs), or the\n"
-          "                         fused dispatch (comm SMs inside the gate+up kernel)\n"
+          "                         fused communication (comm SMs inside the GEMM kernels)\n"
           "  --seed S               random seed (default: from the clock)\n"
           "  --iters N              timed iterations on the GPU (default 20)\n"
           "  --warmup N             warm-up iterations on the GPU (default 3)\n"

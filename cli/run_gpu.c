@@ -170,7 +170,7 @@ static int launch(const cli_options *o, int n) {
   /* the workspace's own rule (mok_workspace_kernels): wgmma GEMMs unless v1 or tile_m 64 */
   const int v1 = o->config.path == MOK_PATH_UNFUSED || o->config.tile_m % 128;
   printf("mok run: GPU path %s, %d GPU(s), one process each\n",
-         o->config.path == MOK_PATH_FUSED ? "fused dispatch + grouped TMA + wgmma expert GEMMs"
+         o->config.path == MOK_PATH_FUSED ? "fused communication inside the grouped TMA + wgmma GEMMs"
          : v1 ? "v1 (unfused, mma.sync expert GEMMs)" : "unfused, grouped TMA + wgmma expert GEMMs", n);
   printf("  shape: T %lld/rank, H %lld, I %lld, E %lld, k %lld, Is %lld; routing %s; seed %llu\n",
          (long long)s.tokens, (long long)s.hidden, (long long)s.intermediate,

@@ -15,7 +15,8 @@
 #include <cuda_runtime.h>
 #include <stdint.h>
 #include "kernels/bf16_clamp_round.h"
-#include "kernels/comm_pull.cuh"
+#include "kernels/comm_move.cuh"
+#include "kernels/fused_comm.h"
 #include "kernels/grouped_gemm.h"
 #include "kernels/grouped_gemm_tmap.h"
 #include "kernels/gemm_tile_scheduler.h"
@@ -58,13 +59,13 @@ typedef struct {
   int out_fp32, accumulate;
   int group_m;           /* raster group, in work units                                   */
   int no_multicast;      /* clusters of 2 that load their whole B tile (a tuning probe)   */
-  /* SWIGLU with fused dispatch (pull_ctas > 0): the grid's last pull_ctas CTAs fill A (at
-   * pull_recv, [pull_m_total, pull_hidden]) from the peers; the producer acquires a tile's rows */
-  int pull_ctas;
-  mok_gg_pull pull;
-  char *pull_recv;
-  int64_t pull_m_total, pull_hidden;
-  int pull_experts;      /* all local experts (pull.expert_offset is not shifted per launch)  */
+  /* Fused communication (comm_ctas > 0, kernels/fused_comm.h): the grid's last comm_ctas CTAs
+   * pull A (SWIGLU) or push C (FWD, DGRAD) at move_rows [move_m_total, move_hidden] */
+  int comm_ctas;
+  mok_gg_move move;
+  char *move_rows;
+  int64_t move_m_total, move_hidden;
+  int move_experts;      /* all local experts (move.expert_offset is not shifted per launch)  */
 } gg_params;
 
 /* ---- SwiGLU clamp: pre-activations rounded to bf16 without moving them across +-L ------------ */
@@ -173,7 +174,7 @@ __global__ void __launch_bounds__(GG_THREADS, 1)
   extern __shared__ __align__(1024) uint8_t smem[];
   __shared__ __align__(8) uint64_t bars[2 * GG_STAGES];
   __shared__ int32_t prefix[GG_MAX_EXPERTS + 1];
-  __shared__ __align__(8) uint64_t pull_bars[2 * CP_WARPS];
+  __shared__ __align__(8) uint64_t comm_bars[2 * CM_WARPS];
 
   const int tid = threadIdx.x;
   const int wg = tid >> 7;
@@ -184,9 +185,9 @@ __global__ void __launch_bounds__(GG_THREADS, 1)
   /* Work units: one tile (CL = 1), or a pair of vertically adjacent tiles of the same expert and
    * column tile on the two CTAs of a cluster, which share the B tile through multicast. */
   const int rank = CL > 1 ? (int)cluster_ctarank() : 0;
-  /* Fused dispatch: the last pull_ctas CTAs are comm CTAs; the units go to the others. */
-  const int n_pull = MODE == GG_SWIGLU ? p.pull_ctas : 0;
-  const int n_compute = (int)gridDim.x - n_pull;
+  /* Fused communication: the last comm_ctas CTAs are comm CTAs; the units go to the others. */
+  const int n_comm = MODE == GG_WGRAD ? 0 : p.comm_ctas;
+  const int n_compute = (int)gridDim.x - n_comm;
   const int unit0 = blockIdx.x / CL, ustride = n_compute / CL;
 
   if (tid == 0) {
@@ -227,10 +228,10 @@ __global__ void __launch_bounds__(GG_THREADS, 1)
   if (CL > 1) cluster_sync(); /* barrier inits visible to the peer before any multicast */
   else __syncthreads();
   const int total = MODE == GG_WGRAD ? E * p.m_tiles * p.n_tiles : prefix[E];
-  if (MODE == GG_SWIGLU && n_pull > 0 && (int)blockIdx.x >= n_compute) {
+  if (MODE != GG_WGRAD && n_comm > 0 && (int)blockIdx.x >= n_compute) {
     /* ------------------------------ comm CTA ------------------------------ */
-    cp_pull_minibatches(p.pull, (int)blockIdx.x - n_compute, p.pull_recv, p.pull_hidden,
-                        p.pull_experts, p.pull_m_total, smem, pull_bars);
+    cm_move_minibatches(p.move, (int)blockIdx.x - n_compute, p.move_rows, p.move_hidden,
+                        p.move_experts, p.move_m_total, p.n_tiles, smem, comm_bars);
     return;
   }
 
@@ -251,8 +252,8 @@ __global__ void __launch_bounds__(GG_THREADS, 1)
         /* A pair's tile past the expert's rows still takes part in the B multicast; it loads
          * (and ignores) the expert's first rows instead of rows that may not exist. */
         const int a_row = row_base + (p.count[t.expert] > m_tile * GG_BM ? m_tile * GG_BM : 0);
-        if (MODE == GG_SWIGLU && n_pull > 0) /* the rows of A this tile reads have landed */
-          cp_wait_rows(p.pull, a_row, min(GG_BM, max(p.count[t.expert], 0) - (a_row - row_base)));
+        if (MODE == GG_SWIGLU && n_comm > 0) /* the rows of A this tile reads have landed */
+          cm_wait_rows(p.move, a_row, min(GG_BM, max(p.count[t.expert], 0) - (a_row - row_base)));
         for (int kb = 0; kb < nkb; ++kb) {
           mbar_wait(empty0 + 8 * stage, phase ^ 1);
           const uint32_t full = full0 + 8 * stage;
@@ -301,6 +302,7 @@ __global__ void __launch_bounds__(GG_THREADS, 1)
     const uint32_t epi = smem_base + GG_EPI_OFF + cwg * 16384;
     int stage = 0;
     uint32_t phase = 0;
+    int pending_row = -1; /* push: the block stored last, counted once its stores complete */
     float acc[128];
     for (int u = unit0; u < total; u += ustride) {
       gg_tile t = MODE == GG_WGRAD ? gg_decode_k_grouped(u, p.m_tiles, p.n_tiles, p.group_m)
@@ -370,6 +372,15 @@ __global__ void __launch_bounds__(GG_THREADS, 1)
         const int col0 = t.n_tile * GG_BN;
         gg_store_pass<0>(acc, epi, wtid, &tm_c0, col0, p.n_out, row0, 2 + cwg);
         gg_store_pass<16>(acc, epi, wtid, &tm_c0, col0 + 128, p.n_out, row0, 2 + cwg);
+        if (n_comm > 0 && wtid == 0) {
+          /* the previous block's stores are the groups before this block's one or two: once
+           * complete, the comm CTAs may push its rows */
+          if (pending_row >= 0) {
+            if (col0 + 128 < p.n_out) cm_signal_block<2>(p.move, pending_row);
+            else cm_signal_block<1>(p.move, pending_row);
+          }
+          pending_row = row0;
+        }
       } else if (MODE == GG_SWIGLU) {
         const int row0 = p.offset[t.expert] + m_tile * GG_BM + cwg * 64;
         const int col0 = t.n_tile * 128;
@@ -429,6 +440,8 @@ __global__ void __launch_bounds__(GG_THREADS, 1)
       }
     }
     if (wtid == 0) bulk_wait0(); /* this warpgroup's TMA stores are complete */
+    if ((MODE == GG_FWD || MODE == GG_DGRAD) && n_comm > 0 && wtid == 0 && pending_row >= 0)
+      cm_signal_block<0>(p.move, pending_row);
   }
 }
 
@@ -478,19 +491,19 @@ static mok_status gg_launch_cl(const CUtensorMap *a, const CUtensorMap *b0, cons
       max_ctas = clusters * CL;
     }
   }
-  const int n_pull = MODE == GG_SWIGLU ? p.pull_ctas : 0; /* a multiple of CL */
-  const int cap = (g_tune_grid > 0 ? g_tune_grid : max_ctas) - n_pull;
+  const int n_comm = MODE == GG_WGRAD ? 0 : p.comm_ctas; /* a multiple of CL */
+  const int cap = (g_tune_grid > 0 ? g_tune_grid : max_ctas) - n_comm;
   if (cap < CL) return MOK_ERR_INVALID_ARGUMENT; /* no SM left for the GEMM */
   int units = max_units < cap / CL ? max_units : cap / CL;
   if (units < 1) units = 1;
-  g_last_grid = units * CL + n_pull;
+  g_last_grid = units * CL + n_comm;
   cudaLaunchConfig_t cfg = {};
   cudaLaunchAttribute attr[1];
   attr[0].id = cudaLaunchAttributeClusterDimension;
   attr[0].val.clusterDim.x = CL;
   attr[0].val.clusterDim.y = 1;
   attr[0].val.clusterDim.z = 1;
-  cfg.gridDim = dim3(units * CL + n_pull);
+  cfg.gridDim = dim3(units * CL + n_comm);
   cfg.blockDim = dim3(GG_THREADS);
   cfg.dynamicSmemBytes = GG_SMEM;
   cfg.stream = stream;
@@ -515,7 +528,7 @@ static mok_status gg_launch(const CUtensorMap *a, const CUtensorMap *b0, const C
   if (MODE == GG_WGRAD) cl = 1;
   p.group_m = g_tune_group_m > 0 ? g_tune_group_m : 16 / cl;
   p.no_multicast = (g_tune_flags & 1) != 0;
-  if (MODE == GG_SWIGLU && p.pull_ctas > 0) p.pull_ctas = (p.pull_ctas + cl - 1) / cl * cl;
+  if (p.comm_ctas > 0) p.comm_ctas = (p.comm_ctas + cl - 1) / cl * cl;
   const int e_all = p.num_experts, base_all = p.expert_base;
   const int32_t *off_all = p.offset, *cnt_all = p.count;
   void *dw_all = p.dw;
@@ -526,7 +539,7 @@ static mok_status gg_launch(const CUtensorMap *a, const CUtensorMap *b0, const C
     p.count = cnt_all + e0;
     if (MODE == GG_WGRAD)
       p.dw = (uint8_t *)dw_all + (size_t)e0 * p.wn * p.wk * (p.out_fp32 ? 4 : 2);
-    if (e0 > 0) p.pull_ctas = 0; /* the first launch's comm CTAs pulled every expert's rows */
+    if (e0 > 0) p.comm_ctas = 0; /* the first launch's comm CTAs pulled every expert's rows */
     int units = MODE == GG_WGRAD ? p.num_experts * p.m_tiles * p.n_tiles : max_tiles;
     /* a pair unit covers two row tiles; every expert may add one half-empty pair */
     if (cl == 2) units = (max_tiles + p.num_experts * p.n_tiles) / 2 + 1;
@@ -553,10 +566,49 @@ static mok_status gg_check_common(const int32_t *off, const int32_t *cnt, int e,
     if (s_ != MOK_SUCCESS) return s_;         \
   } while (0)
 
+static mok_status gg_fwd(const void *a, const void *b, void *c, const int32_t *expert_offset,
+                         const int32_t *expert_count, int num_experts, int64_t m_total, int64_t n,
+                         int64_t k, const mok_gg_move *push, cudaStream_t stream);
+
 extern "C" mok_status mok_gg_bf16_fwd(const void *a, const void *b, void *c,
                                       const int32_t *expert_offset, const int32_t *expert_count,
                                       int num_experts, int64_t m_total, int64_t n, int64_t k,
                                       cudaStream_t stream) {
+  return gg_fwd(a, b, c, expert_offset, expert_count, num_experts, m_total, n, k, NULL, stream);
+}
+
+extern "C" mok_status mok_gg_bf16_fwd_pushed(const void *a, const void *b, void *c,
+                                             const int32_t *expert_offset,
+                                             const int32_t *expert_count, int num_experts,
+                                             int64_t m_total, int64_t n, int64_t k,
+                                             const mok_gg_move *push, cudaStream_t stream) {
+  if (!push) return MOK_ERR_INVALID_ARGUMENT;
+  return gg_fwd(a, b, c, expert_offset, expert_count, num_experts, m_total, n, k, push, stream);
+}
+
+/* The fused communication of one call (see fused_comm.h); push: 1 for a push. */
+static mok_status gg_set_move(gg_params *p, const mok_gg_move *q, int push, const void *rows,
+                              int64_t m_total, int64_t hidden, int num_experts) {
+  if (!q->peer_base || !q->row_src || !q->expert_offset || !q->flags || !q->err ||
+      (push && !q->expert_count))
+    return MOK_ERR_INVALID_ARGUMENT;
+  if (q->push != push || q->ctas < 1 || q->mb_rows < 128 || q->mb_rows % 128 || q->top_k < 1 ||
+      q->tokens < 0 || q->timeout_ns <= 0)
+    return MOK_ERR_INVALID_ARGUMENT;
+  /* a push counts the blocks of one launch: at most GG_MAX_EXPERTS experts */
+  if (push && num_experts > GG_MAX_EXPERTS) return MOK_ERR_NOT_SUPPORTED;
+  p->comm_ctas = q->ctas;
+  p->move = *q;
+  p->move_rows = (char *)rows;
+  p->move_m_total = m_total;
+  p->move_hidden = hidden;
+  p->move_experts = num_experts;
+  return MOK_SUCCESS;
+}
+
+static mok_status gg_fwd(const void *a, const void *b, void *c, const int32_t *expert_offset,
+                         const int32_t *expert_count, int num_experts, int64_t m_total, int64_t n,
+                         int64_t k, const mok_gg_move *push, cudaStream_t stream) {
   if (!a || !b || !c) return MOK_ERR_INVALID_ARGUMENT;
   GG_TRY(gg_check_common(expert_offset, expert_count, num_experts, m_total, n, k));
   CUtensorMap ta, tb, tc;
@@ -571,6 +623,7 @@ extern "C" mok_status mok_gg_bf16_fwd(const void *a, const void *b, void *c,
   p.k_blocks = (int)(k / GG_BK);
   p.b_rows = (int)n;
   p.n_out = (int)n;
+  if (push) GG_TRY(gg_set_move(&p, push, 1, c, m_total, n, num_experts));
   int max_tiles = (int)((m_total + GG_BM - 1) / GG_BM) * p.n_tiles;
   return gg_launch<GG_FWD>(&ta, &tb, &tb, &tc, &tc, p, max_tiles, stream);
 }
@@ -579,7 +632,7 @@ static mok_status gg_gate_up(const void *x, const void *w_gate, const void *w_up
                              void *preact, const int32_t *expert_offset,
                              const int32_t *expert_count, int num_experts, int64_t m_total,
                              int64_t inter, int64_t hidden, int use_limit, float limit,
-                             const mok_gg_pull *pull, cudaStream_t stream) {
+                             const mok_gg_move *pull, cudaStream_t stream) {
   if (!x || !w_gate || !w_up || !act) return MOK_ERR_INVALID_ARGUMENT;
   GG_TRY(gg_check_common(expert_offset, expert_count, num_experts, m_total, inter, hidden));
   if (inter % 128) return MOK_ERR_MISALIGNED;
@@ -603,19 +656,7 @@ static mok_status gg_gate_up(const void *x, const void *w_gate, const void *w_up
   p.use_limit = use_limit != 0;
   p.limit = limit;
   p.has_preact = preact != NULL;
-  if (pull) {
-    if (!pull->peer_base || !pull->row_src || !pull->expert_offset || !pull->ready || !pull->err)
-      return MOK_ERR_INVALID_ARGUMENT;
-    if (pull->ctas < 1 || pull->mb_rows < 128 || pull->mb_rows % 128 || pull->top_k < 1 ||
-        pull->tokens < 0 || pull->timeout_ns <= 0)
-      return MOK_ERR_INVALID_ARGUMENT;
-    p.pull_ctas = pull->ctas;
-    p.pull = *pull;
-    p.pull_recv = (char *)x;
-    p.pull_m_total = m_total;
-    p.pull_hidden = hidden;
-    p.pull_experts = num_experts;
-  }
+  if (pull) GG_TRY(gg_set_move(&p, pull, 0, x, m_total, hidden, num_experts));
   int max_tiles = (int)((m_total + GG_BM - 1) / GG_BM) * p.n_tiles;
   return gg_launch<GG_SWIGLU>(&ta, &tg, &tu, &tc, &tp, p, max_tiles, stream);
 }
@@ -637,7 +678,7 @@ extern "C" mok_status mok_gg_bf16_gate_up_swiglu_pulled(void *recv, const void *
                                                         int num_experts, int64_t m_total,
                                                         int64_t inter, int64_t hidden,
                                                         int use_limit, float limit,
-                                                        const mok_gg_pull *pull,
+                                                        const mok_gg_move *pull,
                                                         cudaStream_t stream) {
   if (!pull) return MOK_ERR_INVALID_ARGUMENT;
   return gg_gate_up(recv, w_gate, w_up, act, preact, expert_offset, expert_count, num_experts,
@@ -649,7 +690,7 @@ extern "C" mok_status mok_gg_bf16_gate_up_swiglu_pulled(void *recv, const void *
 static mok_status gg_dgrad(const void *dc, const void *w0, const void *w1, void *da,
                            const int32_t *expert_offset, const int32_t *expert_count,
                            int num_experts, int64_t m_total, int64_t n, int64_t k,
-                           cudaStream_t stream) {
+                           const mok_gg_move *push, cudaStream_t stream) {
   if (!dc || !w0 || !da) return MOK_ERR_INVALID_ARGUMENT;
   GG_TRY(gg_check_common(expert_offset, expert_count, num_experts, m_total, n, k));
   const int64_t rows = w1 ? n / 2 : n; /* weight rows per expert */
@@ -669,6 +710,7 @@ static mok_status gg_dgrad(const void *dc, const void *w0, const void *w1, void 
   p.b_rows = (int)rows;
   p.b_split = w1 ? (int)rows : 0;
   p.n_out = (int)k;
+  if (push) GG_TRY(gg_set_move(&p, push, 1, da, m_total, k, num_experts));
   int max_tiles = (int)((m_total + GG_BM - 1) / GG_BM) * p.n_tiles;
   return gg_launch<GG_DGRAD>(&ta, &tb0, &tb1, &tc, &tc, p, max_tiles, stream);
 }
@@ -677,7 +719,8 @@ extern "C" mok_status mok_gg_bf16_dgrad(const void *dc, const void *w, void *da,
                                         const int32_t *expert_offset, const int32_t *expert_count,
                                         int num_experts, int64_t m_total, int64_t n, int64_t k,
                                         cudaStream_t stream) {
-  return gg_dgrad(dc, w, NULL, da, expert_offset, expert_count, num_experts, m_total, n, k, stream);
+  return gg_dgrad(dc, w, NULL, da, expert_offset, expert_count, num_experts, m_total, n, k, NULL,
+                  stream);
 }
 
 extern "C" mok_status mok_gg_bf16_dgrad_pair(const void *dc, const void *w0, const void *w1,
@@ -688,7 +731,18 @@ extern "C" mok_status mok_gg_bf16_dgrad_pair(const void *dc, const void *w0, con
   if (!w1) return MOK_ERR_INVALID_ARGUMENT;
   if (n_each > INT32_MAX / 2) return MOK_ERR_INVALID_SHAPE;
   return gg_dgrad(dc, w0, w1, da, expert_offset, expert_count, num_experts, m_total, 2 * n_each,
-                  k, stream);
+                  k, NULL, stream);
+}
+
+extern "C" mok_status mok_gg_bf16_dgrad_pair_pushed(const void *dc, const void *w0, const void *w1,
+                                                    void *da, const int32_t *expert_offset,
+                                                    const int32_t *expert_count, int num_experts,
+                                                    int64_t m_total, int64_t n_each, int64_t k,
+                                                    const mok_gg_move *push, cudaStream_t stream) {
+  if (!w1 || !push) return MOK_ERR_INVALID_ARGUMENT;
+  if (n_each > INT32_MAX / 2) return MOK_ERR_INVALID_SHAPE;
+  return gg_dgrad(dc, w0, w1, da, expert_offset, expert_count, num_experts, m_total, 2 * n_each,
+                  k, push, stream);
 }
 
 extern "C" mok_status mok_gg_bf16_wgrad_ld(const void *dc, int64_t ld_dc, const void *a,

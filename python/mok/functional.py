@@ -34,7 +34,8 @@ class Group:
     """An expert-parallel group over the ranks of a torch.distributed ProcessGroup (None: the
     default group, or a single process when torch.distributed is not initialized). Collective.
     path: "auto" (the default kernels), "v1" (the v1 mma.sync expert GEMMs, the oracle) or
-    "fused" (the dispatch inside the gate+up kernel), for every workspace of the group."""
+    "fused" (the dispatch and combine moved by comm CTAs inside the GEMM kernels), for every
+    workspace of the group."""
 
     _PATHS = {"auto": 0, "fused": 1, "v1": 2}
 

@@ -24,7 +24,7 @@ mok_config lh_config(const lh_case *c) {
   cfg.use_swiglu_limit = c->use_limit;
   cfg.swiglu_limit = c->use_limit ? c->limit : 0.0f;
   cfg.timeout_ms = 20000;
-  /* MOK_TEST_PATH: "v1" (the whole suite on the v1 GEMMs) or "fused" (on the fused dispatch) */
+  /* MOK_TEST_PATH: "v1" (the whole suite on the v1 GEMMs) or "fused" (the fused path) */
   const char *force = getenv("MOK_TEST_PATH");
   cfg.path = c->path                                ? c->path
              : force && !strcmp(force, "v1")        ? MOK_PATH_UNFUSED

@@ -200,7 +200,7 @@ GPU_TEST(layer_determinism) {
   lh_host_free(&h);
 }
 
-/* The fused dispatch against the reference, and bitwise equal to the unfused path whatever its
+/* The fused path (pull and pushes by comm CTAs inside the GEMMs) against the reference, and bitwise equal to the unfused path whatever its
  * comm-SM count and minibatch size (the knobs move rows, never the arithmetic). */
 GPU_TEST(layer_fused_knobs_bitwise) {
   lh_case c = lh_base_case();

@@ -1,0 +1,182 @@
+/* comm_move.cuh — the device side of the fused path's communication (kernels/fused_comm.h): the
+ * comm CTAs' minibatch pull and push by bulk copies, the GEMM producer's acquire of a row range
+ * before loading it, and the epilogue's release of stored output blocks. Included by
+ * kernels/grouped_gemm_bf16.cu. */
+#ifndef MOK_COMM_MOVE_CUH
+#define MOK_COMM_MOVE_CUH
+
+#include <stdint.h>
+#include "kernels/fused_comm.h"
+#include "kernels/hopper_ptx.cuh"
+#include "schedule/schedule_core.h"
+
+#define CM_WARPS 6         /* copying warps per comm CTA (one thread each drives the copies) */
+#define CM_CHUNK 16384     /* bytes per bulk copy; two buffers per warp: 192 KB per CTA        */
+#define CM_BLOCK_ROWS 64   /* rows of one output block a consumer warpgroup stores            */
+
+MOK_DEV uint64_t cm_globaltimer(void) {
+  uint64_t t;
+  asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t));
+  return t;
+}
+
+MOK_DEV int cm_load_acquire(const int32_t *p) {
+  int v;
+  asm volatile("ld.acquire.gpu.global.b32 %0, [%1];" : "=r"(v) : "l"(p) : "memory");
+  return v;
+}
+
+MOK_DEV void cm_store_release(int32_t *p, int v) {
+  asm volatile("st.release.gpu.global.b32 [%0], %1;" ::"l"(p), "r"(v) : "memory");
+}
+
+MOK_DEV void cm_add_release(int32_t *p, int v) {
+  asm volatile("red.release.gpu.global.add.s32 [%0], %1;" ::"l"(p), "r"(v) : "memory");
+}
+
+/* Orders generic-proxy global accesses with async-proxy ones (bulk copies, TMA) of this thread. */
+MOK_DEV void cm_fence_proxy_global(void) { asm volatile("fence.proxy.async.global;" ::: "memory"); }
+
+/* Waits until all but the newest n committed bulk groups of this thread are complete. */
+template <int N> MOK_DEV void cm_bulk_wait(void) {
+  asm volatile("cp.async.bulk.wait_group %0;" ::"n"(N) : "memory");
+}
+
+MOK_DEV int cm_error(const int32_t *err) { return *(volatile const int32_t *)err; }
+
+/* Waits until *flag >= want; on timeout sets MOK_ERR_TIMEOUT. Returns 0 when it must give up
+ * (timeout or a fault seen in the error word). */
+MOK_DEV int cm_wait_flag(const int32_t *flag, int want, const int32_t *err, int64_t timeout_ns) {
+  if (cm_load_acquire(flag) >= want) return 1;
+  const uint64_t t0 = cm_globaltimer();
+  while (cm_load_acquire(flag) < want) {
+    if (cm_error(err)) return 0;
+    if (cm_globaltimer() - t0 > (uint64_t)timeout_ns) {
+      atomicCAS((int *)err, 0, (int)MOK_ERR_TIMEOUT);
+      return 0;
+    }
+    __nanosleep(64);
+  }
+  return 1;
+}
+
+/* The local expert owning row (offsets ascending; the last one whose offset <= row). */
+MOK_DEV int cm_expert_of(const int32_t *offset, int experts, int64_t row) {
+  int lo = 0, hi = experts - 1;
+  while (lo < hi) {
+    const int mid = (lo + hi + 1) >> 1;
+    if (offset[mid] <= row) lo = mid; else hi = mid - 1;
+  }
+  return lo;
+}
+
+/* Push: the output blocks the epilogues store for rows [r0, r1): every 64-row block holding a
+ * real row, times the column tiles. */
+MOK_DEV int cm_expected_blocks(const mok_gg_move &q, int experts, int64_t r0, int64_t r1,
+                               int n_tiles) {
+  int blocks = 0;
+  for (int64_t row = r0; row < r1; row += CM_BLOCK_ROWS) {
+    const int e = cm_expert_of(q.expert_offset, experts, row);
+    if (row - q.expert_offset[e] < q.expert_count[e]) ++blocks;
+  }
+  return blocks * n_tiles;
+}
+
+/* Comm CTA `cta` of q.ctas: its warps move their minibatches' real rows (see fused_comm.h).
+ * rows: the local [m_total, hidden] matrix; smem: CM_WARPS * 2 * CM_CHUNK bytes; bars: 2 *
+ * CM_WARPS; n_tiles: the GEMM's output column tiles (push). */
+MOK_DEV void cm_move_minibatches(const mok_gg_move &q, int cta, char *rows_base, int64_t hidden,
+                                 int experts, int64_t m_total, int n_tiles, uint8_t *smem,
+                                 uint64_t *bars) {
+  const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
+  if (warp >= CM_WARPS || lane != 0) return;
+  /* scalars, not arrays, so nothing goes to local memory */
+  const uint32_t bar0 = smem_u32(&bars[2 * warp]), bar1 = smem_u32(&bars[2 * warp + 1]);
+  const uint32_t buf0 = smem_u32(smem + (2 * warp) * CM_CHUNK);
+  const uint32_t buf1 = smem_u32(smem + (2 * warp + 1) * CM_CHUNK);
+  mbar_init(bar0, 1);
+  mbar_init(bar1, 1);
+  fence_mbar_init();
+  int64_t rows = q.expert_offset[experts];
+  if (rows > m_total) rows = m_total;
+  const int64_t row_bytes = hidden * 2, per_rank = q.tokens * q.top_k;
+  const int64_t n_mb = (rows + q.mb_rows - 1) / q.mb_rows;
+  const int nw = q.ctas * CM_WARPS;
+  uint32_t cnt = 0; /* items through this warp's buffers: item c uses buffer c & 1, phase (c >> 1) & 1 */
+  for (int64_t mb = (int64_t)cta * CM_WARPS + warp; mb < n_mb; mb += nw) {
+    if (cm_error(q.err)) return; /* the waiting side gives up on a fault too */
+    const int64_t r0 = mb * q.mb_rows, r1 = r0 + q.mb_rows < rows ? r0 + q.mb_rows : rows;
+    if (q.push) { /* every output block of the minibatch stored */
+      if (!cm_wait_flag(q.flags + mb, cm_expected_blocks(q, experts, r0, r1, n_tiles), q.err,
+                        q.timeout_ns))
+        return;
+      cm_fence_proxy_global(); /* the bulk loads below read what the epilogues' TMA stored */
+    }
+    int have_prev = 0, pb = 0;
+    uint32_t ppar = 0, pn = 0;
+    char *pdst = NULL;
+    for (int64_t row = r0; row < r1; ++row) {
+      const int32_t slot = q.row_src[row];
+      if (slot < 0) continue; /* padding: never moved */
+      const char *peer = q.peer_base[mok_sched_slot_rank(slot, q.tokens, q.top_k)] + q.peer_off;
+      const char *src;
+      char *dst;
+      if (q.push) {
+        src = rows_base + row * row_bytes;
+        dst = (char *)peer + (int64_t)(slot % per_rank) * row_bytes;
+      } else {
+        src = peer + mok_sched_slot_token(slot, q.tokens, q.top_k) * row_bytes;
+        dst = rows_base + row * row_bytes;
+      }
+      for (int64_t off = 0; off < row_bytes; off += CM_CHUNK) {
+        const uint32_t n = (uint32_t)(row_bytes - off < CM_CHUNK ? row_bytes - off : CM_CHUNK);
+        const int b = (int)(cnt & 1);
+        const uint32_t par = (cnt >> 1) & 1;
+        ++cnt;
+        bulk_wait_read0(); /* the store that last read buffer b has finished reading it */
+        mbar_arrive_expect_tx(b ? bar1 : bar0, n);
+        bulk_load_1d(b ? buf1 : buf0, src + off, n, b ? bar1 : bar0);
+        if (have_prev) { /* the previous item: store it while this one loads */
+          mbar_wait(pb ? bar1 : bar0, ppar);
+          bulk_store_1d(pdst, pb ? buf1 : buf0, pn);
+          bulk_commit();
+        }
+        have_prev = 1;
+        pb = b;
+        ppar = par;
+        pdst = dst + off;
+        pn = n;
+      }
+    }
+    if (have_prev) {
+      mbar_wait(pb ? bar1 : bar0, ppar);
+      bulk_store_1d(pdst, pb ? buf1 : buf0, pn);
+      bulk_commit();
+    }
+    bulk_wait0(); /* this minibatch's rows have landed */
+    if (!q.push) {
+      cm_fence_proxy_global(); /* ... ordered before the flag for the consumers' TMA loads */
+      cm_store_release(q.flags + mb, 1);
+    }
+  }
+}
+
+/* Pull, producer thread: waits until every minibatch holding rows [row0, row0 + nrows) has landed,
+ * then orders its later TMA loads after the flags. */
+MOK_DEV void cm_wait_rows(const mok_gg_move &q, int64_t row0, int64_t nrows) {
+  if (nrows <= 0) return;
+  const int64_t mb0 = row0 / q.mb_rows, mb1 = (row0 + nrows - 1) / q.mb_rows;
+  for (int64_t mb = mb0; mb <= mb1; ++mb)
+    if (!cm_wait_flag(q.flags + mb, 1, q.err, q.timeout_ns)) return;
+  cm_fence_proxy_global();
+}
+
+/* Push, epilogue thread: the output block whose TMA stores were committed before the newest
+ * `newer` bulk groups is complete; count it for its minibatch (row0: its first row). */
+template <int NEWER> MOK_DEV void cm_signal_block(const mok_gg_move &q, int64_t row0) {
+  cm_bulk_wait<NEWER>();
+  cm_fence_proxy_global();
+  cm_add_release(q.flags + row0 / q.mb_rows, 1);
+}
+
+#endif /* MOK_COMM_MOVE_CUH */
