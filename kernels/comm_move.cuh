@@ -154,7 +154,10 @@ MOK_DEV void cm_move_minibatches(const mok_gg_move &q, int cta, char *rows_base,
       bulk_commit();
     }
     bulk_wait0(); /* this minibatch's rows have landed */
-    if (!q.push) {
+    if (q.push) {
+      cm_fence_proxy_global();
+      __threadfence_system(); /* visible on the peers before the barrier that follows the kernel */
+    } else {
       cm_fence_proxy_global(); /* ... ordered before the flag for the consumers' TMA loads */
       cm_store_release(q.flags + mb, 1);
     }
