@@ -7,12 +7,12 @@
 
 #include <stdint.h>
 #include "kernels/fused_comm.h"
+#include "kernels/fused_comm_plan.h"
 #include "kernels/hopper_ptx.cuh"
 #include "schedule/schedule_core.h"
 
 #define CM_WARPS 6         /* copying warps per comm CTA (one thread each drives the copies) */
 #define CM_CHUNK 16384     /* bytes per bulk copy; two buffers per warp: 192 KB per CTA        */
-#define CM_BLOCK_ROWS 64   /* rows of one output block a consumer warpgroup stores            */
 
 MOK_DEV uint64_t cm_globaltimer(void) {
   uint64_t t;
@@ -60,26 +60,10 @@ MOK_DEV int cm_wait_flag(const int32_t *flag, int want, const int32_t *err, int6
   return 1;
 }
 
-/* The local expert owning row (offsets ascending; the last one whose offset <= row). */
-MOK_DEV int cm_expert_of(const int32_t *offset, int experts, int64_t row) {
-  int lo = 0, hi = experts - 1;
-  while (lo < hi) {
-    const int mid = (lo + hi + 1) >> 1;
-    if (offset[mid] <= row) lo = mid; else hi = mid - 1;
-  }
-  return lo;
-}
-
-/* Push: the output blocks the epilogues store for rows [r0, r1): every 64-row block holding a
- * real row, times the column tiles. */
+/* Push: what the minibatch rows [r0, r1) wait for (fused_comm_plan.h). */
 MOK_DEV int cm_expected_blocks(const mok_gg_move &q, int experts, int64_t r0, int64_t r1,
                                int n_tiles) {
-  int blocks = 0;
-  for (int64_t row = r0; row < r1; row += CM_BLOCK_ROWS) {
-    const int e = cm_expert_of(q.expert_offset, experts, row);
-    if (row - q.expert_offset[e] < q.expert_count[e]) ++blocks;
-  }
-  return blocks * n_tiles;
+  return (int)mok_fc_expected_blocks(q.expert_offset, q.expert_count, experts, r0, r1, n_tiles);
 }
 
 /* Comm CTA `cta` of q.ctas: its warps move their minibatches' real rows (see fused_comm.h).
