@@ -30,12 +30,35 @@ float mok_bf16_round(float f); /* float -> bf16 -> float */
 void mok_bf16_from_float_array(const float *src, uint16_t *dst, int64_t n);
 void mok_bf16_to_float_array(const uint16_t *src, float *dst, int64_t n);
 
+/* E4M3 (FP8 with 4 exponent and 3 mantissa bits, max 448, no infinities) <-> float: rounding to
+ * nearest, ties to even, saturating to +-448, as the GPU's cvt.rn.satfinite does; NaN -> 0x7f. */
+uint8_t mok_e4m3_from_float(float f);
+float mok_e4m3_to_float(uint8_t b);
+float mok_e4m3_round(float f);
+
+/* mok's FP8 block scaling (MOK_DTYPE_FP8_BLOCK128), bit for bit as the GPU does it: per block,
+ * scale = amax / 448 in fp32 (1 for an all-zero block), codes = e4m3(value * (1 / scale)).
+ * Weights [experts, n, k] (n, k multiples of 128) in 128x128 blocks: q [experts, n, k],
+ * scales [experts, n/128, k/128] (the layout of mok_quantize_weight); and back to floats. */
+void mok_fp8_quantize_weight_block128(const float *w, int64_t experts, int64_t n, int64_t k,
+                                      uint8_t *q, float *scales);
+void mok_fp8_dequantize_weight_block128(const uint8_t *q, const float *scales, int64_t experts,
+                                        int64_t n, int64_t k, float *w);
+/* One activation row of n values (a multiple of 128) in 1x128 blocks, quantized and dequantized:
+ * out[i] = e4m3 code * its block's scale. */
+void mok_fp8_fake_quantize_row(const float *v, int64_t n, float *out);
+
 typedef struct {
   mok_shape shape;       /* per-rank shape, the same on every rank                        */
   int ep;                /* ranks; E must be a multiple of ep                              */
   int use_swiglu_limit;  /* nonzero: clamp as above with swiglu_limit                      */
   float swiglu_limit;    /* L > 0                                                          */
   int round_bf16;        /* nonzero: round stored intermediates to bf16, as the GPU does  */
+  int fp8_block128;      /* nonzero: the routed experts' inputs and SwiGLU activations are
+                            quantized to E4M3 in 1x128 blocks (mok_fp8_fake_quantize_row), as
+                            the GPU's FP8 forward does; the weights are given as dequantized
+                            values. H and I multiples of 128; forward only (backward:
+                            MOK_ERR_NOT_SUPPORTED). The shared expert stays as is.            */
 } mok_ref_config;
 
 /* One rank's inputs (host). Shared weights are NULL when shape.shared_intermediate == 0. */

@@ -31,6 +31,7 @@ mok_status mok_ref_check(const mok_ref_config *c, const mok_ref_rank *ranks) {
     return MOK_ERR_INVALID_SHAPE;
   if (c->use_swiglu_limit && !(c->swiglu_limit > 0.0f && isfinite(c->swiglu_limit)))
     return MOK_ERR_INVALID_ARGUMENT;
+  if (c->fp8_block128 && (s->hidden % 128 || s->intermediate % 128)) return MOK_ERR_MISALIGNED;
   for (int r = 0; r < c->ep; ++r) {
     const mok_ref_rank *in = &ranks[r];
     if (s->tokens > 0 && (!in->x || !in->topk_experts || !in->router_weights))
@@ -78,11 +79,18 @@ static double sigmoid(double z) { return 1.0 / (1.0 + exp(-z)); }
 /* Scratch of one MLP evaluation, sized for max(I, Is) and H. */
 typedef struct {
   double *g, *u, *a, *o, *da;
+  float *qv, *qa; /* fp8: the quantized input row [H] and activations [max(I, Is)] */
 } mlp_scratch;
 
-/* g = gate v, u = up v, a = swiglu(g, u), o = down a (with the GPU's bf16 roundings if asked). */
-static void mlp_forward(const mok_ref_config *c, dims d, mlp m, const float *v, mlp_scratch *s) {
+/* g = gate v, u = up v, a = swiglu(g, u), o = down a (with the GPU's bf16 roundings if asked;
+ * fp8: v and a quantized to E4M3 in 1x128 blocks first, as the FP8 GEMMs see them). */
+static void mlp_forward(const mok_ref_config *c, dims d, mlp m, const float *v, mlp_scratch *s,
+                        int fp8) {
   const double L = c->swiglu_limit;
+  if (fp8) {
+    mok_fp8_fake_quantize_row(v, d.H, s->qv);
+    v = s->qv;
+  }
   for (int64_t i = 0; i < m.n; ++i) {
     double g = 0, u = 0;
     const float *wg = m.gate + i * d.H, *wu = m.up + i * d.H;
@@ -95,6 +103,11 @@ static void mlp_forward(const mok_ref_config *c, dims d, mlp m, const float *v, 
     s->g[i] = g;
     s->u[i] = u;
     s->a[i] = rnd(c, gc * sigmoid(gc) * uc);
+  }
+  if (fp8) {
+    for (int64_t i = 0; i < m.n; ++i) s->qa[i] = (float)s->a[i];
+    mok_fp8_fake_quantize_row(s->qa, m.n, s->qa);
+    for (int64_t i = 0; i < m.n; ++i) s->a[i] = s->qa[i];
   }
   for (int64_t h = 0; h < d.H; ++h) {
     double o = 0;
@@ -145,7 +158,9 @@ static int scratch_alloc(mlp_scratch *s, dims d) {
   s->a = calloc((size_t)n, sizeof(double));
   s->da = calloc((size_t)n, sizeof(double));
   s->o = calloc((size_t)d.H, sizeof(double));
-  return s->g && s->u && s->a && s->da && s->o;
+  s->qv = calloc((size_t)d.H, sizeof(float));
+  s->qa = calloc((size_t)n, sizeof(float));
+  return s->g && s->u && s->a && s->da && s->o && s->qv && s->qa;
 }
 
 static void scratch_free(mlp_scratch *s) {
@@ -154,6 +169,8 @@ static void scratch_free(mlp_scratch *s) {
   free(s->a);
   free(s->da);
   free(s->o);
+  free(s->qv);
+  free(s->qa);
 }
 
 /* ---- forward --------------------------------------------------------------------------------- */
@@ -178,13 +195,13 @@ mok_status mok_ref_forward_f64(const mok_ref_config *c, const mok_ref_rank *rank
       double *out = y[r] + t * d.H;
       for (int64_t h = 0; h < d.H; ++h) out[h] = 0;
       if (d.Is > 0) {
-        mlp_forward(c, d, shared_mlp(in, d), v, &s);
+        mlp_forward(c, d, shared_mlp(in, d), v, &s, 0);
         for (int64_t h = 0; h < d.H; ++h) out[h] += s.o[h];
       }
       for (int64_t j = 0; j < d.k; ++j) {
         int e = in->topk_experts[t * d.k + j];
         double w = in->router_weights[t * d.k + j];
-        mlp_forward(c, d, routed_mlp(ranks, d, e), v, &s);
+        mlp_forward(c, d, routed_mlp(ranks, d, e), v, &s, c->fp8_block128);
         for (int64_t h = 0; h < d.H; ++h) out[h] += w * s.o[h];
       }
     }
@@ -227,6 +244,7 @@ mok_status mok_ref_backward(const mok_ref_config *c, const mok_ref_rank *ranks,
   mok_status st = mok_ref_check(c, ranks);
   if (st != MOK_SUCCESS) return st;
   if (!dy || !grads) return MOK_ERR_INVALID_ARGUMENT;
+  if (c->fp8_block128) return MOK_ERR_NOT_SUPPORTED; /* the FP8 path is forward only */
   dims d = dims_of(c);
   /* weight gradients: all three of a kind on every rank, or none anywhere (skipped) */
   const int want_w = grads[0].dw_gate != NULL, want_ws = d.Is > 0 && grads[0].dws_gate != NULL;
@@ -260,7 +278,7 @@ mok_status mok_ref_backward(const mok_ref_config *c, const mok_ref_rank *ranks,
       if (d.Is > 0) {
         mlp m = shared_mlp(in, d);
         for (int64_t h = 0; h < d.H; ++h) dout[h] = dyt[h];
-        mlp_forward(c, d, m, v, &s);
+        mlp_forward(c, d, m, v, &s, 0);
         if (want_ws)
           mlp_backward(c, d, m, v, dout, &s, dx, acc_ws, acc_ws + ws_elems, acc_ws + 2 * ws_elems);
         else
@@ -270,7 +288,7 @@ mok_status mok_ref_backward(const mok_ref_config *c, const mok_ref_rank *ranks,
         int e = in->topk_experts[t * d.k + j];
         double w = in->router_weights[t * d.k + j];
         mlp m = routed_mlp(ranks, d, e);
-        mlp_forward(c, d, m, v, &s);
+        mlp_forward(c, d, m, v, &s, 0);
         double drw = 0;
         for (int64_t h = 0; h < d.H; ++h) {
           drw += (double)dyt[h] * s.o[h];

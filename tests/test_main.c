@@ -5,6 +5,9 @@
 static const test_case cases[] = {
     {"bf16_rounding", test_bf16_rounding},
     {"bf16_clamp_round", test_bf16_clamp_round},
+    {"fp8_e4m3", test_fp8_e4m3},
+    {"fp8_block_quantization", test_fp8_block_quantization},
+    {"fp8_reference_forward", test_fp8_reference_forward},
     {"reference_hand_single", test_reference_hand_single},
     {"reference_hand_topk_shared", test_reference_hand_topk_shared},
     {"reference_hand_clamp", test_reference_hand_clamp},

@@ -219,7 +219,7 @@ static const char *g_names[6] = {"dWg", "dWu", "dWd", "dWsg", "dWsu", "dWsd"};
 void lh_check_against_reference(const lh_host *h, const lh_dev *d, int rank, const char *label) {
   const lh_case *c = &h->c;
   const int64_t T = c->T, H = c->H, I = c->I, k = c->k, Is = c->Is, el = c->E / h->ep;
-  mok_ref_config rc = {h->shape, h->ep, c->use_limit, c->use_limit ? c->limit : 0.0f, 1};
+  mok_ref_config rc = {h->shape, h->ep, c->use_limit, c->use_limit ? c->limit : 0.0f, 1, 0};
   mok_ref_rank ranks[LH_MAX_RANKS];
   float *y[LH_MAX_RANKS];
   mok_ref_grads gr[LH_MAX_RANKS];

@@ -1,0 +1,120 @@
+/* test_fp8.c — E4M3 conversion (exact values, ties to even, saturation, subnormals, NaN, nearest
+ * over every code), block quantization's error bounds, and the reference's FP8 forward mode. */
+#include <math.h>
+#include <stdlib.h>
+#include "mok_reference.h"
+#include "reference/ref_problem.h"
+#include "tests/tests.h"
+#include "tests/test_util.h"
+
+void test_fp8_e4m3(void) {
+  CHECK(mok_e4m3_from_float(1.0f) == 0x38);
+  CHECK(mok_e4m3_from_float(0.5f) == 0x30);
+  CHECK(mok_e4m3_from_float(448.0f) == 0x7e);
+  CHECK(mok_e4m3_from_float(-448.0f) == 0xfe);
+  CHECK(mok_e4m3_from_float(500.0f) == 0x7e);       /* saturates */
+  CHECK(mok_e4m3_from_float(1e30f) == 0x7e);
+  CHECK(mok_e4m3_from_float(0x1p-9f) == 0x01);      /* smallest subnormal */
+  CHECK(mok_e4m3_from_float(0x1p-10f) == 0x00);     /* halfway to 0: ties to even */
+  CHECK(mok_e4m3_from_float(3 * 0x1p-10f) == 0x02); /* 1.5 quanta: to 2 */
+  CHECK(mok_e4m3_from_float(1.0625f) == 0x38);      /* halfway 1 and 1.125: to 1 (even) */
+  CHECK(mok_e4m3_from_float(1.1875f) == 0x3a);      /* halfway 1.125 and 1.25: to 1.25 */
+  CHECK(mok_e4m3_from_float(-0.0f) == 0x80);
+  CHECK(mok_e4m3_from_float(NAN) == 0x7f && isnan(mok_e4m3_to_float(0x7f)));
+  CHECK(mok_e4m3_to_float(0x7e) == 448.0f && mok_e4m3_to_float(0x08) == 0x1p-6f);
+  /* every finite code survives the round trip */
+  int bad = 0;
+  for (int b = 0; b < 256; ++b) {
+    if ((b & 0x7f) == 0x7f) continue;
+    if (mok_e4m3_from_float(mok_e4m3_to_float((uint8_t)b)) != b) ++bad;
+  }
+  CHECK(bad == 0);
+  /* the rounding is to the nearest code (ties to the even mantissa), by brute force */
+  uint64_t rng = test_seed() | 1;
+  bad = 0;
+  for (int i = 0; i < 20000; ++i) {
+    rng = rng * 6364136223846793005ull + 1442695040888963407ull;
+    const double u = (double)(rng >> 11) * 0x1p-53;
+    const float v = (float)((u * 2 - 1) * ldexp(1.0, (int)(rng % 19) - 10)); /* 2^-10 .. 2^8 */
+    const float r = mok_e4m3_round(v);
+    const double dr = fabs((double)r - v);
+    for (int b = 0; b < 256; ++b) {
+      if ((b & 0x7f) == 0x7f) continue;
+      const double dc = fabs((double)mok_e4m3_to_float((uint8_t)b) - v);
+      if (dc < dr) { ++bad; break; }
+      if (dc == dr && mok_e4m3_to_float((uint8_t)b) != r && (mok_e4m3_from_float(r) & 1)) { ++bad; break; }
+    }
+  }
+  CHECK(bad == 0);
+}
+
+void test_fp8_block_quantization(void) {
+  uint64_t rng = test_seed() ^ 0x5151;
+  const int64_t E = 2, n = 256, k = 384, nw = E * n * k;
+  float *w = malloc(sizeof(float) * nw), *back = malloc(sizeof(float) * nw);
+  uint8_t *q = malloc((size_t)nw);
+  float *scales = malloc(sizeof(float) * E * (n / 128) * (k / 128));
+  for (int64_t i = 0; i < nw; ++i) {
+    rng = rng * 6364136223846793005ull + 1442695040888963407ull;
+    w[i] = mok_bf16_round((float)(((double)(rng >> 11) * 0x1p-53 * 2 - 1) * 0.05));
+  }
+  for (int64_t i = 0; i < 128; ++i) w[(n - 1) * k + 128 + i] = 0.0f; /* a row of a block at zero */
+  for (int64_t r = 0; r < 128; ++r)                                   /* a whole block at zero */
+    for (int64_t c = 0; c < 128; ++c) w[(n + r) * k + c] = 0.0f;
+  mok_fp8_quantize_weight_block128(w, E, n, k, q, scales);
+  mok_fp8_dequantize_weight_block128(q, scales, E, n, k, back);
+  int bad = 0;
+  for (int64_t e = 0; e < E; ++e)
+    for (int64_t r = 0; r < n; ++r)
+      for (int64_t c = 0; c < k; ++c) {
+        const int64_t i = (e * n + r) * k + c;
+        const float s = scales[(e * (n / 128) + r / 128) * (k / 128) + c / 128];
+        const double err = fabs((double)back[i] - w[i]);
+        if (err > fmax(fabs(w[i]) / 16.0, s * 0x1p-10) * (1 + 1e-6)) ++bad;
+      }
+  CHECK(bad == 0);
+  CHECK(scales[(1 * (n / 128) + 0) * (k / 128) + 0] == 1.0f); /* the all-zero block */
+  /* a row: the block maximum maps to 448 codes and comes back within one float rounding */
+  float row[256], out[256];
+  for (int i = 0; i < 256; ++i) row[i] = mok_bf16_round((float)sin(0.37 * i) * (i < 128 ? 3.0f : 0.01f));
+  mok_fp8_fake_quantize_row(row, 256, out);
+  for (int b = 0; b < 2; ++b) {
+    float amax = 0, omax = 0;
+    for (int i = 0; i < 128; ++i) {
+      amax = fmaxf(amax, fabsf(row[b * 128 + i]));
+      omax = fmaxf(omax, fabsf(out[b * 128 + i]));
+    }
+    CHECK(fabs(omax - amax) <= 1e-6 * amax);
+  }
+  free(w); free(back); free(q); free(scales);
+}
+
+/* The reference's FP8 forward: close to BF16 (within E4M3's precision), not equal (the
+ * quantization happens), forward only. */
+void test_fp8_reference_forward(void) {
+  mok_shape s = {6, 128, 4, 128, 2, 128};
+  ref_problem p;
+  CHECK_STATUS(problem_make(&p, &s, 2, MOK_ROUTE_UNIFORM, test_seed()), MOK_SUCCESS);
+  p.cfg.round_bf16 = 1;
+  const int64_t n = s.tokens * s.hidden;
+  float *bf[2] = {malloc(sizeof(float) * n), malloc(sizeof(float) * n)};
+  CHECK_STATUS(mok_ref_forward(&p.cfg, p.ranks, bf), MOK_SUCCESS);
+  p.cfg.fp8_block128 = 1;
+  CHECK_STATUS(mok_ref_forward(&p.cfg, p.ranks, p.y), MOK_SUCCESS);
+  for (int r = 0; r < 2; ++r) {
+    double num = 0, den = 0;
+    for (int64_t i = 0; i < n; ++i) {
+      num += ((double)p.y[r][i] - bf[r][i]) * ((double)p.y[r][i] - bf[r][i]);
+      den += (double)bf[r][i] * bf[r][i];
+    }
+    const double e = sqrt(num / den);
+    CHECK(e > 1e-4 && e < 0.1);
+    free(bf[r]);
+  }
+  CHECK_STATUS(mok_ref_backward(&p.cfg, p.ranks, (const float *const *)p.dy, p.grads),
+               MOK_ERR_NOT_SUPPORTED);
+  p.cfg.shape.hidden = 64; /* FP8 blocks need multiples of 128 */
+  CHECK_STATUS(mok_ref_forward(&p.cfg, p.ranks, p.y), MOK_ERR_MISALIGNED);
+  p.cfg.shape.hidden = 128;
+  problem_free(&p);
+}
