@@ -2,7 +2,8 @@
 # run_device.sh — everything one call on a 2-GPU machine does: (re)build if needed against the
 # NCCL 2.28.9 of the PyTorch wheel, the GPU tests at EP=1 and EP=2, `mok run` on the default shape,
 # and a short table last. Logs go to $OUT (default /tmp/mok_out).
-#   env: BUILD (default build), SKIP_TESTS=1, SKIP_RUN=1, RUN_ARGS (extra `mok run` options),
+#   env: BUILD (default build), CLEAN=1 (build from scratch), SKIP_TESTS=1, SKIP_RUN=1,
+#        RUN_ARGS (extra `mok run` options),
 #        RUN2_ARGS (a second `mok run` with these options), RUN_ZIPF=1 (a third, Zipf routing),
 #        SANITIZE=1 (memcheck one case at EP=1), TEST_FILTER (a test-name filter),
 #        EP2_AGAIN_ENV (e.g. "MOK_TEST_PATH=fused;MOK_SCHEDULE_KERNELS=parallel": the EP=2 suite
@@ -21,6 +22,7 @@ else
 fi
 { nvidia-smi -L; nvidia-smi topo -m; } >"$OUT/machine.log" 2>&1
 t0=$(date +%s)
+[ "${CLEAN:-0}" = 1 ] && rm -rf "$BUILD"  # objects from an older tree may lack header dependencies
 if ! ldd "$BUILD/mok_gpu_tests" 2>/dev/null | grep -q "libnccl.so.2 => /" || [ "${REBUILD:-0}" = 1 ]; then
   make -j16 BUILD="$BUILD" $mk_nccl >"$OUT/build.log" 2>&1 || { tail -40 "$OUT/build.log"; exit 1; }
 fi
