@@ -39,6 +39,9 @@ struct mok_workspace {
   void *ys;                  /* [T, H]    shared expert output / its dx                  */
   void *ds_a;                /* [T, Is]                                                  */
   void *dsgu;                /* [T, 2Is]                                                 */
+  void *fp8_x, *fp8_act;     /* FP8: E4M3 expert inputs [cap, H] and activations [cap, I]    */
+  float *fp8_x_scales;       /*      their 1x128 scales [H/128][cap rounded up to 128]       */
+  float *fp8_act_scales;     /*      and [I/128][cap rounded up to 128]                      */
   int32_t *dense_table;      /* the shared expert as one grouped-GEMM expert: offset {0,
                                 T rounded up to 128}, count {T}                           */
   int64_t local_bytes;

@@ -20,6 +20,12 @@ static mok_status check_weights(const mok_workspace *w, const mok_weights *wt) {
   if (!wt->w_gate || !wt->w_up || !wt->w_down) return MOK_ERR_INVALID_ARGUMENT;
   if (!mok_gpu_aligned(wt->w_gate) || !mok_gpu_aligned(wt->w_up) || !mok_gpu_aligned(wt->w_down))
     return MOK_ERR_MISALIGNED;
+  if (w->config.dtype == MOK_DTYPE_FP8_BLOCK128) { /* E4M3 weights and their fp32 block scales */
+    if (!wt->w_gate_scale || !wt->w_up_scale || !wt->w_down_scale) return MOK_ERR_INVALID_ARGUMENT;
+    if (!mok_gpu_aligned(wt->w_gate_scale) || !mok_gpu_aligned(wt->w_up_scale) ||
+        !mok_gpu_aligned(wt->w_down_scale))
+      return MOK_ERR_MISALIGNED;
+  }
   if (w->shape.shared_intermediate > 0) {
     if (!wt->ws_gate || !wt->ws_up || !wt->ws_down) return MOK_ERR_INVALID_ARGUMENT;
     if (!mok_gpu_aligned(wt->ws_gate) || !mok_gpu_aligned(wt->ws_up) || !mok_gpu_aligned(wt->ws_down))
@@ -65,6 +71,7 @@ mok_status mok_forward(mok_schedule *s, const mok_weights *wt, const void *x,
 
 mok_status mok_gpu_check_grads(const mok_workspace *w, const mok_grads *g, int need_dx) {
   const int64_t T = w->shape.tokens, Is = w->shape.shared_intermediate;
+  if (w->config.dtype != MOK_DTYPE_BF16) return MOK_ERR_NOT_SUPPORTED; /* FP8: forward only */
   if (need_dx && T > 0 && (!g->dx || !g->d_router_weights)) return MOK_ERR_INVALID_ARGUMENT;
   if (!g->dw_gate || !g->dw_up || !g->dw_down) return MOK_ERR_INVALID_ARGUMENT;
   if (Is > 0 && (!g->dws_gate || !g->dws_up || !g->dws_down)) return MOK_ERR_INVALID_ARGUMENT;

@@ -105,7 +105,12 @@ static mok_status check_request(const mok_shape *s, const mok_config *c, int ep,
                                 int *cpr, int64_t *ct) {
   mok_status st = mok_validate(s, c, ep);
   if (st != MOK_SUCCESS) return st;
-  if (c->dtype != MOK_DTYPE_BF16) return MOK_ERR_NOT_SUPPORTED;
+  /* FP8 (block-128, forward only) runs on the grouped wgmma kernels: sm_90, 128-row tiles, and
+   * not yet inside the fused path; MXFP8 weights convert to it (mok_gg_mxfp8_weight_to_block128) */
+  if (c->dtype == MOK_DTYPE_MXFP8) return MOK_ERR_NOT_SUPPORTED;
+  if (c->dtype == MOK_DTYPE_FP8_BLOCK128 &&
+      (c->path != MOK_PATH_AUTO || c->tile_m % 128 || !sm90_device()))
+    return MOK_ERR_NOT_SUPPORTED;
   /* the fused path runs on the grouped wgmma kernels: sm_90 and 128-row tiles */
   if (c->path == MOK_PATH_FUSED && (c->tile_m % 128 || !sm90_device())) return MOK_ERR_NOT_SUPPORTED;
   if (c->path == MOK_PATH_FUSED) { /* comm CTAs leave SMs to the GEMM */
@@ -184,6 +189,15 @@ mok_status mok_workspace_create(mok_group *g, const mok_shape *s, const mok_conf
   LOC(o_ys, T * H * 2);
   LOC(o_dsa, T * Is * 2);
   LOC(o_dsgu, T * 2 * Is * 2);
+  const int fp8 = c->dtype == MOK_DTYPE_FP8_BLOCK128;
+  const int64_t cap_pad = (cap + 127) / 128 * 128; /* rows of a scale table */
+  size_t o_qx = 0, o_xs = 0, o_qa = 0, o_as = 0;
+  if (fp8) { /* the quantized expert inputs and activations, and their 1x128 scales */
+    LOC(o_qx, cap * H);
+    LOC(o_xs, H / 128 * cap_pad * 4);
+    LOC(o_qa, cap * I);
+    LOC(o_as, I / 128 * cap_pad * 4);
+  }
 #undef LOC
   cudaError_t e = cudaMalloc(&w->local, loff);
   if (e != cudaSuccess) {
@@ -204,6 +218,12 @@ mok_status mok_workspace_create(mok_group *g, const mok_shape *s, const mok_conf
   w->ds_a = L + o_dsa;
   w->dsgu = L + o_dsgu;
   w->dense_table = (int32_t *)(L + o_dense);
+  if (fp8) {
+    w->fp8_x = L + o_qx;
+    w->fp8_x_scales = (float *)(L + o_xs);
+    w->fp8_act = L + o_qa;
+    w->fp8_act_scales = (float *)(L + o_as);
+  }
   w->ready = (int32_t *)(L + o_ready);
   w->ready_count = (cap + c->minibatch_rows - 1) / c->minibatch_rows;
   w->fused_dispatch = c->path == MOK_PATH_FUSED;

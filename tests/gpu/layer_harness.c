@@ -19,6 +19,7 @@ mok_config lh_config(const lh_case *c) {
   if (c->tile_m) cfg.tile_m = c->tile_m;
   if (c->minibatch_rows) cfg.minibatch_rows = c->minibatch_rows;
   if (c->comm_sms) cfg.fwd_comm_sms = c->comm_sms;
+  cfg.dtype = c->dtype;
   if (cfg.minibatch_rows % cfg.tile_m) cfg.minibatch_rows = cfg.tile_m;
   cfg.schedule_capacity = c->capacity;
   cfg.use_swiglu_limit = c->use_limit;
@@ -31,6 +32,7 @@ mok_config lh_config(const lh_case *c) {
              : force && !strcmp(force, "fused")     ? MOK_PATH_FUSED
                                                     : MOK_PATH_AUTO;
   if (cfg.path == MOK_PATH_FUSED && cfg.tile_m % 128) cfg.path = MOK_PATH_UNFUSED; /* tile 64 */
+  if (c->dtype != MOK_DTYPE_BF16 && !c->path) cfg.path = MOK_PATH_AUTO; /* FP8 runs there only */
   return cfg;
 }
 

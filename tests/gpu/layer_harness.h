@@ -26,6 +26,7 @@ typedef struct {
   mok_path path;          /* 0 (AUTO): the default, unless MOK_TEST_PATH (v1, fused) says */
   int comm_sms;           /* fwd_comm_sms; 0: default                                       */
   int minibatch_rows;     /* 0: default                                                     */
+  mok_dtype dtype;        /* 0: BF16                                                        */
 } lh_case;
 
 /* All ranks' inputs on the host (float arrays holding bf16 values). */

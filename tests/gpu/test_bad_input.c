@@ -37,8 +37,15 @@ GPU_TEST(bad_workspace_arguments) {
   m.num_experts = 2 * gpu_ctx.size + 1; /* not a multiple of EP when EP > 1 */
   CHECK_STATUS(try_create(&m, &c), gpu_ctx.size > 1 ? MOK_ERR_INVALID_SHAPE : MOK_SUCCESS);
   mok_config f = c;
-  f.dtype = MOK_DTYPE_FP8_BLOCK128;
+  f.dtype = MOK_DTYPE_MXFP8; /* MX weights convert to block-128 first */
   CHECK_STATUS(try_create(&s, &f), MOK_ERR_NOT_SUPPORTED);
+  f.dtype = MOK_DTYPE_FP8_BLOCK128;
+  f.path = MOK_PATH_UNFUSED; /* v1 has no FP8 GEMMs */
+  CHECK_STATUS(try_create(&s, &f), MOK_ERR_NOT_SUPPORTED);
+  f.path = MOK_PATH_FUSED; /* not yet */
+  CHECK_STATUS(try_create(&s, &f), MOK_ERR_NOT_SUPPORTED);
+  f.path = MOK_PATH_AUTO;
+  CHECK_STATUS(try_create(&s, &f), MOK_SUCCESS);
   f = c;
   f.path = MOK_PATH_FUSED;
   f.tile_m = 64; /* the fused path needs the grouped GEMM's 128-row tiles */
