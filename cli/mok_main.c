@@ -31,6 +31,7 @@ static void usage(FILE *f) {
           "  --ranks N              simulated ranks on the CPU path (default 2)\n"
           "  --routing uniform|zipf token routing (default uniform)\n"
           "  --clamp L              SwiGLU limit L > 0\n"
+          "  --dtype bf16|fp8       GPU: routed-expert precision; fp8 (block-128) is forward only\n"
           "  --path auto|v1|fused   GPU: the default kernels, v1 (mma.sync expert GEMMs), or the\n"
           "                         fused communication (comm SMs inside the GEMM kernels)\n"
           "  --seed S               random seed (default: from the clock)\n"
@@ -101,6 +102,13 @@ static int parse_run(int argc, char **argv, cli_options *o) {
       else if (strcmp(v, "zipf") == 0) o->routing = CLI_ROUTING_ZIPF;
       else {
         fprintf(stderr, "mok: --routing wants uniform or zipf, got '%s'\n", v);
+        return 1;
+      }
+    } else if (strcmp(a, "--dtype") == 0) {
+      if (strcmp(v, "bf16") == 0) o->config.dtype = MOK_DTYPE_BF16;
+      else if (strcmp(v, "fp8") == 0) o->config.dtype = MOK_DTYPE_FP8_BLOCK128;
+      else {
+        fprintf(stderr, "mok: --dtype wants bf16 or fp8, got '%s'\n", v);
         return 1;
       }
     } else if (strcmp(a, "--path") == 0) {

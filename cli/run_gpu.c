@@ -73,6 +73,7 @@ static double median(double *v, int n) {
 }
 
 static int launch(const cli_options *o, int n) {
+  const int fp8 = o->config.dtype == MOK_DTYPE_FP8_BLOCK128; /* forward only */
   char dir[] = "/tmp/mok_run.XXXXXX";
   if (!mkdtemp(dir)) {
     perror("mok: mkdtemp");
@@ -151,7 +152,7 @@ static int launch(const cli_options *o, int n) {
         if (b > bwd[i]) bwd[i] = b;
         if (bu + a + b > tot[i]) tot[i] = bu + a + b;
       }
-      for (int i = 0; o->breakdown && i < iters; ++i)
+      for (int i = 0; o->breakdown && !fp8 && i < iters; ++i)
         for (int j = 0; j < BD_ROWS; ++j) {
           double v = 0;
           if (fscanf(f, "%lf", &v) == 1 && v > stage[j * iters + i]) stage[j * iters + i] = v;
@@ -187,7 +188,8 @@ static int launch(const cli_options *o, int n) {
   printf("  check, %d sample tokens/rank vs host fp64: y %.2e, dx %.2e, d_rw %.2e, device status %d (%s): %s\n",
          SAMPLES, err[0], err[1], err[2], dev_status, mok_status_string((mok_status)dev_status),
          check_ok ? "PASS" : "FAIL");
-  if (o->breakdown) {
+  if (fp8) printf("  FP8 (block-128) forward only: no backward, no breakdown; TFLOP/s counted as for BF16\n");
+  if (o->breakdown && !fp8) {
     /* bytes a rank moves per peer stage: its T*k token rows of H bf16 (on average over ranks) */
     double moved = (double)s.tokens * s.top_k * s.hidden * 2;
     double sum = 0, med[BD_ROWS];
@@ -231,7 +233,18 @@ typedef struct {
   uint64_t seed;
   int64_t H, I, el;
   float sw, sd;
+  int fp8; /* the weights as the FP8 path sees them: quantized in 128x128 blocks, dequantized */
 } expert_gen;
+
+/* One expert's [rows, cols] weight through the FP8 block quantization and back (host). */
+static void fp8_roundtrip(float *w, int64_t rows, int64_t cols) {
+  uint8_t *q = malloc((size_t)(rows * cols));
+  float *sc = malloc(sizeof(float) * (size_t)(rows / 128 * (cols / 128) + 1));
+  mok_fp8_quantize_weight_block128(w, 1, rows, cols, q, sc);
+  mok_fp8_dequantize_weight_block128(q, sc, 1, rows, cols, w);
+  free(q);
+  free(sc);
+}
 
 static void fetch_generated(void *ctx, int e, float *wg, float *wu, float *wd) {
   const expert_gen *c = (const expert_gen *)ctx;
@@ -241,6 +254,11 @@ static void fetch_generated(void *ctx, int e, float *wg, float *wu, float *wd) {
     wg[i] = rv(c->seed, owner, TWG, (uint64_t)(l * n + i), c->sw);
     wu[i] = rv(c->seed, owner, TWU, (uint64_t)(l * n + i), c->sw);
     wd[i] = rv(c->seed, owner, TWD, (uint64_t)(l * n + i), c->sd);
+  }
+  if (c->fp8) {
+    fp8_roundtrip(wg, c->I, c->H);
+    fp8_roundtrip(wu, c->I, c->H);
+    fp8_roundtrip(wd, c->H, c->I);
   }
 }
 
@@ -423,6 +441,22 @@ static int worker(const cli_options *o, int rank, int n, const char *dir) {
   CK(cudaDeviceSynchronize());
 
   mok_weights wt = {w[0], w[1], w[2], NULL, NULL, NULL, Is ? w[3] : NULL, Is ? w[4] : NULL, Is ? w[5] : NULL};
+  const int fp8 = cfg.dtype == MOK_DTYPE_FP8_BLOCK128; /* forward only */
+  void *q8[3] = {NULL, NULL, NULL};
+  void *s8[3] = {NULL, NULL, NULL};
+  if (fp8) { /* E4M3 routed weights and their 128x128 scales, made by the library */
+    const int64_t r3[3] = {I, I, H}, c3[3] = {H, H, I};
+    for (int i = 0; i < 3; ++i) {
+      int64_t ns = 0;
+      MK(mok_fp8_scale_count(MOK_DTYPE_FP8_BLOCK128, el, r3[i], c3[i], &ns));
+      CK(cudaMalloc(&q8[i], (size_t)(wn[i] + 16)));
+      CK(cudaMalloc(&s8[i], (size_t)(ns * 4 + 16)));
+      MK(mok_quantize_weight(MOK_DTYPE_FP8_BLOCK128, w[i], el, r3[i], c3[i], q8[i], s8[i], 0));
+    }
+    CK(cudaDeviceSynchronize());
+    wt.w_gate = q8[0]; wt.w_up = q8[1]; wt.w_down = q8[2];
+    wt.w_gate_scale = s8[0]; wt.w_up_scale = s8[1]; wt.w_down_scale = s8[2];
+  }
   mok_grads gr = {dx, drw, gw[0], gw[1], gw[2], gw[3], gw[4], gw[5], 0, 0};
   cudaStream_t q;
   CK(cudaStreamCreateWithFlags(&q, cudaStreamNonBlocking));
@@ -436,7 +470,7 @@ static int worker(const cli_options *o, int rank, int n, const char *dir) {
     if (t >= 0) CK(cudaEventRecord(ev[4 * t + 1], q));
     MK(mok_forward(sch, &wt, x, rw, y, q));
     if (t >= 0) CK(cudaEventRecord(ev[4 * t + 2], q));
-    MK(mok_backward(sch, &wt, x, rw, dy, &gr, q));
+    if (!fp8) MK(mok_backward(sch, &wt, x, rw, dy, &gr, q));
     if (t >= 0) CK(cudaEventRecord(ev[4 * t + 3], q));
   }
   CK(cudaStreamSynchronize(q));
@@ -447,8 +481,8 @@ static int worker(const cli_options *o, int rank, int n, const char *dir) {
   MK(mok_workspace_bytes(ws, &wbytes));
 
   /* sampled check: a few tokens against the CPU reference, from only the weights they use */
-  expert_gen gen = {seed, H, I, el, sw, sd};
-  mok_ref_config rc = {s, 1, cfg.use_swiglu_limit, cfg.swiglu_limit, 1, 0};
+  expert_gen gen = {seed, H, I, el, sw, sd, fp8};
+  mok_ref_config rc = {s, 1, cfg.use_swiglu_limit, cfg.swiglu_limit, 1, fp8};
   float *sgw = malloc((size_t)(Is * H + 1) * 4), *suw = malloc((size_t)(Is * H + 1) * 4);
   float *sdw = malloc((size_t)(Is * H + 1) * 4);
   for (int64_t i = 0; i < Is * H; ++i) {
@@ -467,11 +501,16 @@ static int worker(const cli_options *o, int rank, int n, const char *dir) {
       xv[h] = rv(seed, rank, TX, (uint64_t)(t * H + h), 1.0f);
       dyv[h] = rv(seed, rank, TDY, (uint64_t)(t * H + h), 1.0f);
     }
-    MK(mok_ref_token(&rc, xv, h_topk + t * k, h_rw + t * k, dyv, fetch_generated, &gen,
-                     Is ? sgw : NULL, Is ? suw : NULL, Is ? sdw : NULL, yr, dxr, drr));
+    MK(mok_ref_token(&rc, xv, h_topk + t * k, h_rw + t * k, fp8 ? NULL : dyv, fetch_generated,
+                     &gen, Is ? sgw : NULL, Is ? suw : NULL, Is ? sdw : NULL, yr,
+                     fp8 ? NULL : dxr, fp8 ? NULL : drr));
     CK(cudaMemcpy(b, (char *)y + t * H * 2, (size_t)H * 2, cudaMemcpyDeviceToHost));
     mok_bf16_to_float_array(b, got, H);
     double e0 = rel(yr, got, H);
+    if (fp8) { /* forward only */
+      if (!(e0 <= err[0])) err[0] = e0;
+      continue;
+    }
     CK(cudaMemcpy(b, (char *)dx + t * H * 2, (size_t)H * 2, cudaMemcpyDeviceToHost));
     mok_bf16_to_float_array(b, got, H);
     double e1 = rel(dxr, got, H);
@@ -493,8 +532,12 @@ static int worker(const cli_options *o, int rank, int n, const char *dir) {
   free(gd);
   free(b);
 
+  for (int i = 0; i < 3; ++i) {
+    cudaFree(q8[i]);
+    cudaFree(s8[i]);
+  }
   float *stage_ms = NULL;
-  if (o->breakdown) {
+  if (o->breakdown && !fp8) {
     stage_ms = calloc((size_t)(iters * BD_ROWS), sizeof(float));
     if (!stage_ms || time_stages(o, g, sch, &wt, &gr, x, dy, rw, topk, q, stage_ms) != 0) {
       fprintf(stderr, "mok rank %d: breakdown failed\n", rank);
