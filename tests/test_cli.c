@@ -58,6 +58,10 @@ void test_cli(void) {
   CHECK(run_mok("run --cpu --topk 9", out, sizeof out) == 2);
   CHECK(run_mok("run --cpu --clamp -1", out, sizeof out) == 2);
   CHECK(run_mok("run --cpu --frobnicate 1", out, sizeof out) == 2);
+  CHECK(run_mok("run --cpu --path sideways", out, sizeof out) == 2);
+  CHECK(strstr(out, "--path wants auto, v1 or fused") != NULL);
+  CHECK(run_mok("run --cpu --dtype fp4", out, sizeof out) == 2);
+  CHECK(strstr(out, "--dtype wants bf16 or fp8") != NULL);
   CHECK(run_mok("launch", out, sizeof out) == 2);
   CHECK(run_mok("", out, sizeof out) == 2);
   CHECK(run_mok("--help", out, sizeof out) == 0 && strstr(out, "usage: mok run") != NULL);
