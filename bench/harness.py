@@ -250,16 +250,16 @@ def main():
         except Exception as e:  # a missing matplotlib must not lose the table
             print(f"no chart: {e}")
         also = [a for a in args.also.split(",") if a]
-        v1 = " ".join(f"{a + ' ms':>9s} {'TFLOP/s':>8s}" for a in also)
+        extra = " ".join(f"{a + ' ms':>9s} {'TFLOP/s':>8s}" for a in also)
         print(f"\n{'shape':16s} {'EP':>2s} {'T':>5s} {'routing':8s} {'pass':4s} {'mok ms':>8s} {'TFLOP/s':>8s} "
-              f"{'base ms':>8s} {'TFLOP/s':>8s} {'ratio':>6s} {'rel err':>8s} {v1}")
+              f"{'base ms':>8s} {'TFLOP/s':>8s} {'ratio':>6s} {'rel err':>8s} {extra}")
         for r in rows:
             err = max(r["check"].values())
             for p in ("fwd", "bwd"):
-                v1 = " ".join(f"{r[f'{a}_{p}_ms']:9.3f} {r[f'{a}_{p}_tflops']:8.1f}" for a in also)
+                extra = " ".join(f"{r[f'{a}_{p}_ms']:9.3f} {r[f'{a}_{p}_tflops']:8.1f}" for a in also)
                 print(f"{r['shape']:16s} {r['ep']:2d} {r['tokens']:5d} {r['routing']:8s} {p:4s} "
                       f"{r[f'mok_{p}_ms']:8.3f} {r[f'mok_{p}_tflops']:8.1f} {r[f'base_{p}_ms']:8.3f} "
-                      f"{r[f'base_{p}_tflops']:8.1f} {r[f'base_{p}_ms'] / r[f'mok_{p}_ms']:6.2f} {err:8.1e} {v1}")
+                      f"{r[f'base_{p}_tflops']:8.1f} {r[f'base_{p}_ms'] / r[f'mok_{p}_ms']:6.2f} {err:8.1e} {extra}")
     dist.barrier()
     dist.destroy_process_group()
     if args.breakdown and rank == 0 and rows:

@@ -60,12 +60,6 @@ MOK_DEV int cm_wait_flag(const int32_t *flag, int want, const int32_t *err, int6
   return 1;
 }
 
-/* Push: what the minibatch rows [r0, r1) wait for (fused_comm_plan.h). */
-MOK_DEV int cm_expected_blocks(const mok_gg_move &q, int experts, int64_t r0, int64_t r1,
-                               int n_tiles) {
-  return (int)mok_fc_expected_blocks(q.expert_offset, q.expert_count, experts, r0, r1, n_tiles);
-}
-
 /* Comm CTA `cta` of q.ctas: its warps move their minibatches' real rows (see fused_comm.h).
  * rows: the local [m_total, hidden] matrix; smem: CM_WARPS * 2 * CM_CHUNK bytes; bars: 2 *
  * CM_WARPS; n_tiles: the GEMM's output column tiles (push). */
@@ -91,8 +85,9 @@ MOK_DEV void cm_move_minibatches(const mok_gg_move &q, int cta, char *rows_base,
     if (cm_error(q.err)) return; /* the waiting side gives up on a fault too */
     const int64_t r0 = mb * q.mb_rows, r1 = r0 + q.mb_rows < rows ? r0 + q.mb_rows : rows;
     if (q.push) { /* every output block of the minibatch stored */
-      if (!cm_wait_flag(q.flags + mb, cm_expected_blocks(q, experts, r0, r1, n_tiles), q.err,
-                        q.timeout_ns))
+      const int want = (int)mok_fc_expected_blocks(q.expert_offset, q.expert_count, experts, r0,
+                                                   r1, n_tiles);
+      if (!cm_wait_flag(q.flags + mb, want, q.err, q.timeout_ns))
         return;
       cm_fence_proxy_global(); /* the bulk loads below read what the epilogues' TMA stored */
     }

@@ -39,6 +39,25 @@ __global__ void swiglu_fwd_kernel(const float *g, const float *u, bf16 *a, int64
   }
 }
 
+/* Eight columns c*8.. of one row: d/dg into row[c], d/du into row[nv + c] (16-byte words). */
+__device__ __forceinline__ void swiglu_bwd8(const float *fd, const float *fg, const float *fu,
+                                            uint4 *row, int64_t c, int64_t nv, int use_limit,
+                                            float L) {
+  float dg[8], du[8];
+#pragma unroll
+  for (int q = 0; q < 8; ++q) {
+    float gc = use_limit ? fminf(fg[q], L) : fg[q];
+    float uc = use_limit ? fminf(fmaxf(fu[q], -L), L) : fu[q];
+    float s = 1.0f / (1.0f + expf(-gc));
+    float silu = gc * s;
+    float dsilu = s * (1.0f + gc * (1.0f - s));
+    dg[q] = (use_limit && fg[q] > L) ? 0.0f : fd[q] * uc * dsilu;
+    du[q] = (use_limit && (fu[q] > L || fu[q] < -L)) ? 0.0f : fd[q] * silu;
+  }
+  row[c] = v1_pack8(dg);
+  row[nv + c] = v1_pack8(du);
+}
+
 __global__ void swiglu_bwd_kernel(const bf16 *da, const float *g, const float *u, bf16 *dgu,
                                   int64_t rows_max, const int32_t *rows_dev, int64_t I,
                                   int use_limit, float L, const int32_t *err) {
@@ -47,23 +66,11 @@ __global__ void swiglu_bwd_kernel(const bf16 *da, const float *g, const float *u
   for (int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; i < n;
        i += (int64_t)gridDim.x * blockDim.x) {
     const int64_t r = i / nv, c = i % nv;
-    float fd[8], fg[8], fu[8], dg[8], du[8];
+    float fd[8], fg[8], fu[8];
     v1_unpack8(((const uint4 *)da)[i], fd);
     load8f(g, i, fg);
     load8f(u, i, fu);
-#pragma unroll
-    for (int q = 0; q < 8; ++q) {
-      float gc = use_limit ? fminf(fg[q], L) : fg[q];
-      float uc = use_limit ? fminf(fmaxf(fu[q], -L), L) : fu[q];
-      float s = 1.0f / (1.0f + expf(-gc));
-      float silu = gc * s;
-      float dsilu = s * (1.0f + gc * (1.0f - s));
-      dg[q] = (use_limit && fg[q] > L) ? 0.0f : fd[q] * uc * dsilu;
-      du[q] = (use_limit && (fu[q] > L || fu[q] < -L)) ? 0.0f : fd[q] * silu;
-    }
-    uint4 *row = (uint4 *)(dgu + r * 2 * I);
-    row[c] = v1_pack8(dg);
-    row[nv + c] = v1_pack8(du);
+    swiglu_bwd8(fd, fg, fu, (uint4 *)(dgu + r * 2 * I), c, nv, use_limit, L);
   }
 }
 
@@ -78,23 +85,11 @@ __global__ void swiglu_bwd_packed_kernel(const bf16 *da, const bf16 *preact, bf1
        i += (int64_t)gridDim.x * blockDim.x) {
     const int64_t r = i / nv, c = i % nv;
     const uint4 *pre = (const uint4 *)(preact + r * 2 * I);
-    float fd[8], fg[8], fu[8], dg[8], du[8];
+    float fd[8], fg[8], fu[8];
     v1_unpack8(((const uint4 *)da)[i], fd);
     v1_unpack8(pre[c], fg);
     v1_unpack8(pre[nv + c], fu);
-#pragma unroll
-    for (int q = 0; q < 8; ++q) {
-      float gc = use_limit ? fminf(fg[q], L) : fg[q];
-      float uc = use_limit ? fminf(fmaxf(fu[q], -L), L) : fu[q];
-      float s = 1.0f / (1.0f + expf(-gc));
-      float silu = gc * s;
-      float dsilu = s * (1.0f + gc * (1.0f - s));
-      dg[q] = (use_limit && fg[q] > L) ? 0.0f : fd[q] * uc * dsilu;
-      du[q] = (use_limit && (fu[q] > L || fu[q] < -L)) ? 0.0f : fd[q] * silu;
-    }
-    uint4 *row = (uint4 *)(dgu + r * 2 * I);
-    row[c] = v1_pack8(dg);
-    row[nv + c] = v1_pack8(du);
+    swiglu_bwd8(fd, fg, fu, (uint4 *)(dgu + r * 2 * I), c, nv, use_limit, L);
   }
 }
 

@@ -17,23 +17,46 @@ __device__ __forceinline__ void chunk_range(const v1_sched_args &a, int c, int *
   *ntok = n < 0 ? 0 : (n > a.chunk_tokens ? a.chunk_tokens : n);
 }
 
+/* Count kernels: chunk c's routing pulled from its rank into shared ids and the gathered table
+ * topk_all, and cnt[E_local] zeroed. Returns the chunk's token count (*src: its rank, *t0: first). */
+__device__ int64_t gather_chunk(const v1_sched_args &a, int c, int32_t *ids, int32_t *cnt, int *src,
+                                int64_t *t0) {
+  int64_t ntok;
+  chunk_range(a, c, src, t0, &ntok);
+  const int64_t n = ntok * a.top_k;
+  const int32_t *peer = (const int32_t *)(a.peer_base[*src] + a.topk_off) + *t0 * a.top_k;
+  int32_t *local = a.topk_all + ((int64_t)*src * a.tokens + *t0) * a.top_k;
+  for (int64_t i = threadIdx.x; i < n; i += blockDim.x) {
+    int32_t v = peer[i];
+    ids[i] = v;
+    local[i] = v;
+  }
+  for (int l = threadIdx.x; l < a.experts_local; l += blockDim.x) cnt[l] = 0;
+  return ntok;
+}
+
+/* Fill kernels: chunk c's ids from topk_all and its write cursors from the scan into shared memory.
+ * Returns the chunk's token count (*src, *t0 as above). */
+__device__ int64_t stage_chunk(const v1_sched_args &a, int c, int32_t *ids, int32_t *cur, int *src,
+                               int64_t *t0) {
+  int64_t ntok;
+  chunk_range(a, c, src, t0, &ntok);
+  const int64_t n = ntok * a.top_k;
+  const int32_t *local = a.topk_all + ((int64_t)*src * a.tokens + *t0) * a.top_k;
+  for (int64_t i = threadIdx.x; i < n; i += blockDim.x) ids[i] = local[i];
+  for (int l = threadIdx.x; l < a.experts_local; l += blockDim.x)
+    cur[l] = a.counts[(int64_t)c * a.experts_local + l];
+  return ntok;
+}
+
 __global__ void sched_count_kernel(v1_sched_args a) {
   extern __shared__ int32_t sm[];
   if (v1_error(a.err)) return;
   const int c = blockIdx.x;
   int s;
-  int64_t t0, ntok;
-  chunk_range(a, c, &s, &t0, &ntok);
-  const int64_t n = ntok * a.top_k;
+  int64_t t0;
   int32_t *ids = sm, *cnt = sm + a.chunk_tokens * a.top_k;
-  const int32_t *src = (const int32_t *)(a.peer_base[s] + a.topk_off) + t0 * a.top_k;
-  int32_t *local = a.topk_all + ((int64_t)s * a.tokens + t0) * a.top_k;
-  for (int64_t i = threadIdx.x; i < n; i += blockDim.x) {
-    int32_t v = src[i];
-    ids[i] = v;
-    local[i] = v;
-  }
-  for (int l = threadIdx.x; l < a.experts_local; l += blockDim.x) cnt[l] = 0;
+  const int64_t ntok = gather_chunk(a, c, ids, cnt, &s, &t0);
   __syncthreads();
   if (threadIdx.x == 0)
     a.chunk_status[c] = mok_sched_count_chunk(ids, ntok, a.top_k, a.num_experts,
@@ -84,14 +107,9 @@ __global__ void sched_fill_kernel(v1_sched_args a) {
   if (v1_error(a.err)) return;
   const int c = blockIdx.x;
   int s;
-  int64_t t0, ntok;
-  chunk_range(a, c, &s, &t0, &ntok);
-  const int64_t n = ntok * a.top_k;
+  int64_t t0;
   int32_t *ids = sm, *cur = sm + a.chunk_tokens * a.top_k;
-  const int32_t *local = a.topk_all + ((int64_t)s * a.tokens + t0) * a.top_k;
-  for (int64_t i = threadIdx.x; i < n; i += blockDim.x) ids[i] = local[i];
-  for (int l = threadIdx.x; l < a.experts_local; l += blockDim.x)
-    cur[l] = a.counts[(int64_t)c * a.experts_local + l];
+  const int64_t ntok = stage_chunk(a, c, ids, cur, &s, &t0);
   __syncthreads();
   if (threadIdx.x == 0)
     mok_sched_fill_chunk(ids, ntok, a.top_k, (int64_t)s * a.tokens * a.top_k + t0 * a.top_k,
@@ -112,18 +130,9 @@ __global__ void sched_count_par_kernel(v1_sched_args a) {
   if (v1_error(a.err)) return;
   const int c = blockIdx.x, k = a.top_k, el = a.experts_local, lo = a.rank * el;
   int s;
-  int64_t t0, ntok;
-  chunk_range(a, c, &s, &t0, &ntok);
-  const int64_t n = ntok * k;
+  int64_t t0;
   int32_t *ids = sm, *cnt = sm + a.chunk_tokens * k;
-  const int32_t *src = (const int32_t *)(a.peer_base[s] + a.topk_off) + t0 * k;
-  int32_t *local = a.topk_all + ((int64_t)s * a.tokens + t0) * k;
-  for (int64_t i = threadIdx.x; i < n; i += blockDim.x) {
-    int32_t v = src[i];
-    ids[i] = v;
-    local[i] = v;
-  }
-  for (int l = threadIdx.x; l < el; l += blockDim.x) cnt[l] = 0;
+  const int64_t ntok = gather_chunk(a, c, ids, cnt, &s, &t0);
   if (threadIdx.x == 0) first_bad = INT32_MAX;
   __syncthreads();
   for (int64_t t = threadIdx.x; t < ntok; t += blockDim.x) {
@@ -228,15 +237,11 @@ __global__ void sched_fill_par_kernel(v1_sched_args a) {
   extern __shared__ int32_t sm[];
   if (v1_error(a.err)) return;
   const int c = blockIdx.x, k = a.top_k, el = a.experts_local, lo = a.rank * el;
-  const int lane = threadIdx.x;
+  const int lane = threadIdx.x; /* one warp per block */
   int s;
-  int64_t t0, ntok;
-  chunk_range(a, c, &s, &t0, &ntok);
-  const int64_t n = ntok * k;
+  int64_t t0;
   int32_t *ids = sm, *cur = sm + a.chunk_tokens * k;
-  const int32_t *local = a.topk_all + ((int64_t)s * a.tokens + t0) * k;
-  for (int64_t i = lane; i < n; i += 32) ids[i] = local[i];
-  for (int l = lane; l < el; l += 32) cur[l] = a.counts[(int64_t)c * el + l];
+  const int64_t n = stage_chunk(a, c, ids, cur, &s, &t0) * k;
   __syncwarp();
   const int64_t slot_base = (int64_t)s * a.tokens * k + t0 * k;
   const unsigned below = (1u << lane) - 1u;

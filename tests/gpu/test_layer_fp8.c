@@ -26,7 +26,7 @@ static void fp8_case(lh_case c, const char *label) {
   const int ep = gpu_ctx.size, rank = gpu_ctx.rank;
   lh_host h;
   if (lh_host_make(&h, &c, ep, test_seed())) return; /* the routing cannot serve the shape */
-  const int64_t T = c.T, H = c.H, I = c.I, k = c.k, Is = c.Is, el = c.E / ep;
+  const int64_t T = c.T, H = c.H, I = c.I, Is = c.Is, el = c.E / ep;
   lh_dev d;
   CHECK(lh_dev_alloc(&d, &h) == 0);
   lh_dev_upload(&d, &h, rank); /* bf16 weights on the device */
@@ -102,7 +102,6 @@ static void fp8_case(lh_case c, const char *label) {
     printf("  %-28s r%d y vs the FP8 reference %.2e\n", label, rank, err);
     CHECK(err < LH_TOL);
     CHECK(T == 0 || first == 0xFFFF);
-    (void)k;
     free(yb); free(got);
     for (int r = 0; r < ep; ++r) free(y[r]);
   }
