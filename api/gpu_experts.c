@@ -145,16 +145,15 @@ static mok_status gg_mlp_backward(const mok_workspace *w, gg_rows r, const void 
                                      stream));
   TRY(gg_wgrad(w, r, dgu, 2 * I, x, H, dw_gate, I, H, g, stream));
   TRY(gg_wgrad(w, r, (const char *)dgu + I * 2, 2 * I, x, H, dw_up, I, H, g, stream));
-  if (push) { /* dx rows also pushed into the source ranks' slots by the kernel's comm CTAs */
-    TRY_CUDA(cudaMemsetAsync(push->flags, 0, (size_t)w->ready_count * 4, stream));
+  if (push) /* dx rows also pushed into the source ranks' slots by the epilogues */
     return mok_gg_bf16_dgrad_pair_pushed(dgu, w_gate, w_up, dx, r.offset, r.count, r.experts,
                                          r.m_total, I, H, push, stream);
-  }
   return mok_gg_bf16_dgrad_pair(dgu, w_gate, w_up, dx, r.offset, r.count, r.experts, r.m_total, I,
                                 H, stream);
 }
 
-/* The fused path's comm CTAs for this schedule: pull from x, or push into the slots. */
+/* The fused path's communication for this schedule: pull from x (ctas comm CTAs), or push into
+ * the slots (by the epilogues). */
 static mok_gg_move fused_move(const mok_schedule *s, int push, int ctas) {
   const mok_workspace *w = s->ws;
   mok_gg_move q;
@@ -174,9 +173,6 @@ static mok_gg_move fused_move(const mok_schedule *s, int push, int ctas) {
   q.err = w->err;
   return q;
 }
-
-/* A push inside the GEMM needs the experts in one launch. */
-static int fused_push_ok(const mok_workspace *w) { return w->fused_dispatch && w->el <= 256; }
 
 /* ---- the stages ------------------------------------------------------------------------------ */
 
@@ -214,16 +210,12 @@ mok_status mok_gpu_experts_forward_fused(mok_schedule *s, const mok_weights *wt,
   mok_workspace *w = s->ws;
   const int64_t H = w->shape.hidden, I = w->shape.intermediate;
   const int ctas = w->config.fwd_comm_sms;
-  mok_gg_move pull = fused_move(s, 0, ctas), push = fused_move(s, 1, ctas);
+  mok_gg_move pull = fused_move(s, 0, ctas), push = fused_move(s, 1, 0);
   TRY(mok_gg_bf16_gate_up_swiglu_pulled(s->recv_x, wt->w_gate, wt->w_up, s->a, s->g,
                                         s->expert_offset, s->expert_count, w->el, w->cap, I, H,
                                         w->config.use_swiglu_limit, w->config.swiglu_limit, &pull,
                                         stream));
-  *pushed = fused_push_ok(w);
-  if (!*pushed)
-    return mok_gg_bf16_fwd(s->a, wt->w_down, s->out_rows, s->expert_offset, s->expert_count,
-                           w->el, w->cap, H, I, stream);
-  TRY_CUDA(cudaMemsetAsync(w->ready, 0, (size_t)w->ready_count * 4, stream));
+  *pushed = 1;
   return mok_gg_bf16_fwd_pushed(s->a, wt->w_down, s->out_rows, s->expert_offset, s->expert_count,
                                 w->el, w->cap, H, I, &push, stream);
 }
@@ -231,9 +223,8 @@ mok_status mok_gpu_experts_forward_fused(mok_schedule *s, const mok_weights *wt,
 mok_status mok_gpu_experts_backward_fused(mok_schedule *s, const mok_weights *wt,
                                           const mok_grads *g, int *pushed, cudaStream_t stream) {
   mok_workspace *w = s->ws;
-  *pushed = fused_push_ok(w);
-  if (!*pushed) return mok_gpu_experts_backward(s, wt, s->recv_x, w->d_out, w->d_out, g, stream);
-  const mok_gg_move push = fused_move(s, 1, w->config.bwd_comm_sms);
+  *pushed = 1;
+  const mok_gg_move push = fused_move(s, 1, 0);
   return gg_mlp_backward(w, routed_rows(s), s->recv_x, wt->w_gate, wt->w_up, wt->w_down, s->g,
                          s->a, w->d_out, w->d_a, w->dgu, w->d_out, g->dw_gate, g->dw_up,
                          g->dw_down, s->expert_offset + w->el, w->shape.intermediate, g, &push,

@@ -228,9 +228,10 @@ mok_status mok_workspace_create(mok_group *g, const mok_shape *s, const mok_conf
   w->ready_count = (cap + c->minibatch_rows - 1) / c->minibatch_rows;
   w->fused_dispatch = c->path == MOK_PATH_FUSED;
   w->wgmma = wgmma_backend(c);
-  /* The parallel schedule kernels build the same table; opt-in until measured on the GPUs. */
+  /* The parallel schedule kernels build the same table ~18x faster (docs/PERF.md); the serial
+   * ones stay selectable (MOK_SCHEDULE_KERNELS=serial) as their cross-check. */
   const char *sk = getenv("MOK_SCHEDULE_KERNELS");
-  w->sched_parallel = sk && strcmp(sk, "parallel") == 0;
+  w->sched_parallel = !(sk && strcmp(sk, "serial") == 0);
   const int32_t dense[4] = {0, (int32_t)((T + 127) / 128 * 128), (int32_t)T, 0};
 
   e = cudaMemset(w->local, 0, o_dout);

@@ -1,13 +1,12 @@
-/* comm_move.cuh — the device side of the fused path's communication (kernels/fused_comm.h): the
- * comm CTAs' minibatch pull and push by bulk copies, the GEMM producer's acquire of a row range
- * before loading it, and the epilogue's release of stored output blocks. Included by
+/* comm_move.cuh — the device side of the fused path's pull (kernels/fused_comm.h): the comm CTAs'
+ * minibatch pull by bulk copies and the GEMM producer's acquire of a row range before loading it.
+ * (The push side lives in the GEMM epilogue, kernels/grouped_gemm_bf16.cu.) Included by
  * kernels/grouped_gemm_bf16.cu. */
 #ifndef MOK_COMM_MOVE_CUH
 #define MOK_COMM_MOVE_CUH
 
 #include <stdint.h>
 #include "kernels/fused_comm.h"
-#include "kernels/fused_comm_plan.h"
 #include "kernels/hopper_ptx.cuh"
 #include "schedule/schedule_core.h"
 
@@ -26,21 +25,12 @@ MOK_DEV int cm_load_acquire(const int32_t *p) {
   return v;
 }
 
-MOK_DEV void cm_store_release(int32_t *p, int v) {
-  asm volatile("st.release.gpu.global.b32 [%0], %1;" ::"l"(p), "r"(v) : "memory");
-}
-
 MOK_DEV void cm_add_release(int32_t *p, int v) {
   asm volatile("red.release.gpu.global.add.s32 [%0], %1;" ::"l"(p), "r"(v) : "memory");
 }
 
 /* Orders generic-proxy global accesses with async-proxy ones (bulk copies, TMA) of this thread. */
 MOK_DEV void cm_fence_proxy_global(void) { asm volatile("fence.proxy.async.global;" ::: "memory"); }
-
-/* Waits until all but the newest n committed bulk groups of this thread are complete. */
-template <int N> MOK_DEV void cm_bulk_wait(void) {
-  asm volatile("cp.async.bulk.wait_group %0;" ::"n"(N) : "memory");
-}
 
 MOK_DEV int cm_error(const int32_t *err) { return *(volatile const int32_t *)err; }
 
@@ -60,12 +50,13 @@ MOK_DEV int cm_wait_flag(const int32_t *flag, int want, const int32_t *err, int6
   return 1;
 }
 
-/* Comm CTA `cta` of q.ctas: its warps move their minibatches' real rows (see fused_comm.h).
- * rows: the local [m_total, hidden] matrix; smem: CM_WARPS * 2 * CM_CHUNK bytes; bars: 2 *
- * CM_WARPS; n_tiles: the GEMM's output column tiles (push). */
-MOK_DEV void cm_move_minibatches(const mok_gg_move &q, int cta, char *rows_base, int64_t hidden,
-                                 int experts, int64_t m_total, int n_tiles, uint8_t *smem,
-                                 uint64_t *bars) {
+/* Comm CTA `cta` of q.ctas: its warps pull the schedule's real rows (see fused_comm.h). Every comm
+ * warp takes part in every minibatch, in minibatch order (warp w of nw moves the minibatch's rows
+ * w, w + nw, ...), so the first minibatches land first and soon; each warp adds 1 to the
+ * minibatch's flag once its rows have landed, and the minibatch is ready at nw.
+ * rows: the local [m_total, hidden] matrix; smem: CM_WARPS * 2 * CM_CHUNK bytes; bars: 2 * CM_WARPS. */
+MOK_DEV void cm_pull_minibatches(const mok_gg_move &q, int cta, char *rows_base, int64_t hidden,
+                                 int experts, int64_t m_total, uint8_t *smem, uint64_t *bars) {
   const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
   if (warp >= CM_WARPS || lane != 0) return;
   /* scalars, not arrays, so nothing goes to local memory */
@@ -77,36 +68,22 @@ MOK_DEV void cm_move_minibatches(const mok_gg_move &q, int cta, char *rows_base,
   fence_mbar_init();
   int64_t rows = q.expert_offset[experts];
   if (rows > m_total) rows = m_total;
-  const int64_t row_bytes = hidden * 2, per_rank = q.tokens * q.top_k;
+  const int64_t row_bytes = hidden * 2;
   const int64_t n_mb = (rows + q.mb_rows - 1) / q.mb_rows;
-  const int nw = q.ctas * CM_WARPS;
+  const int nw = q.ctas * CM_WARPS, gw = cta * CM_WARPS + warp;
   uint32_t cnt = 0; /* items through this warp's buffers: item c uses buffer c & 1, phase (c >> 1) & 1 */
-  for (int64_t mb = (int64_t)cta * CM_WARPS + warp; mb < n_mb; mb += nw) {
+  for (int64_t mb = 0; mb < n_mb; ++mb) {
     if (cm_error(q.err)) return; /* the waiting side gives up on a fault too */
     const int64_t r0 = mb * q.mb_rows, r1 = r0 + q.mb_rows < rows ? r0 + q.mb_rows : rows;
-    if (q.push) { /* every output block of the minibatch stored */
-      const int want = (int)mok_fc_expected_blocks(q.expert_offset, q.expert_count, experts, r0,
-                                                   r1, n_tiles);
-      if (!cm_wait_flag(q.flags + mb, want, q.err, q.timeout_ns))
-        return;
-      cm_fence_proxy_global(); /* the bulk loads below read what the epilogues' TMA stored */
-    }
     int have_prev = 0, pb = 0;
     uint32_t ppar = 0, pn = 0;
     char *pdst = NULL;
-    for (int64_t row = r0; row < r1; ++row) {
+    for (int64_t row = r0 + gw; row < r1; row += nw) {
       const int32_t slot = q.row_src[row];
       if (slot < 0) continue; /* padding: never moved */
-      const char *peer = q.peer_base[mok_sched_slot_rank(slot, q.tokens, q.top_k)] + q.peer_off;
-      const char *src;
-      char *dst;
-      if (q.push) {
-        src = rows_base + row * row_bytes;
-        dst = (char *)peer + (int64_t)(slot % per_rank) * row_bytes;
-      } else {
-        src = peer + mok_sched_slot_token(slot, q.tokens, q.top_k) * row_bytes;
-        dst = rows_base + row * row_bytes;
-      }
+      const char *src = q.peer_base[mok_sched_slot_rank(slot, q.tokens, q.top_k)] + q.peer_off +
+                        mok_sched_slot_token(slot, q.tokens, q.top_k) * row_bytes;
+      char *dst = rows_base + row * row_bytes;
       for (int64_t off = 0; off < row_bytes; off += CM_CHUNK) {
         const uint32_t n = (uint32_t)(row_bytes - off < CM_CHUNK ? row_bytes - off : CM_CHUNK);
         const int b = (int)(cnt & 1);
@@ -132,33 +109,21 @@ MOK_DEV void cm_move_minibatches(const mok_gg_move &q, int cta, char *rows_base,
       bulk_store_1d(pdst, pb ? buf1 : buf0, pn);
       bulk_commit();
     }
-    bulk_wait0(); /* this minibatch's rows have landed */
-    if (q.push) {
-      cm_fence_proxy_global();
-      __threadfence_system(); /* visible on the peers before the barrier that follows the kernel */
-    } else {
-      cm_fence_proxy_global(); /* ... ordered before the flag for the consumers' TMA loads */
-      cm_store_release(q.flags + mb, 1);
-    }
+    bulk_wait0();             /* this warp's rows of the minibatch have landed */
+    cm_fence_proxy_global();  /* ... ordered before the flag for the consumers' TMA loads */
+    cm_add_release(q.flags + mb, 1);
   }
 }
 
-/* Pull, producer thread: waits until every minibatch holding rows [row0, row0 + nrows) has landed,
- * then orders its later TMA loads after the flags. */
+/* Pull, producer thread: waits until every minibatch holding rows [row0, row0 + nrows) has landed
+ * (all q.ctas * CM_WARPS comm warps counted), then orders its later TMA loads after the flags. */
 MOK_DEV void cm_wait_rows(const mok_gg_move &q, int64_t row0, int64_t nrows) {
   if (nrows <= 0) return;
   const int64_t mb0 = row0 / q.mb_rows, mb1 = (row0 + nrows - 1) / q.mb_rows;
+  const int want = q.ctas * CM_WARPS;
   for (int64_t mb = mb0; mb <= mb1; ++mb)
-    if (!cm_wait_flag(q.flags + mb, 1, q.err, q.timeout_ns)) return;
+    if (!cm_wait_flag(q.flags + mb, want, q.err, q.timeout_ns)) return;
   cm_fence_proxy_global();
-}
-
-/* Push, epilogue thread: the output block whose TMA stores were committed before the newest
- * `newer` bulk groups is complete; count it for its minibatch (row0: its first row). */
-template <int NEWER> MOK_DEV void cm_signal_block(const mok_gg_move &q, int64_t row0) {
-  cm_bulk_wait<NEWER>();
-  cm_fence_proxy_global();
-  cm_add_release(q.flags + row0 / q.mb_rows, 1);
 }
 
 #endif /* MOK_COMM_MOVE_CUH */

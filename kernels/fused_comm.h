@@ -1,19 +1,17 @@
-/* fused_comm.h — C API of the fused path's communication inside the grouped GEMMs: the last CTAs
- * of a GEMM launch are comm CTAs that move the schedule's rows between this rank and the peers
- * while the others compute (kernels/grouped_gemm_bf16.cu, device side kernels/comm_move.cuh).
- *
- * Both directions walk the schedule's rows in minibatches of mb_rows; each warp of a comm CTA
- * takes whole minibatches (minibatch m goes to comm warp m mod (ctas * 6)) and moves every real row
- * of it by bulk copies through shared memory (padding rows never move):
- *   pull (gate+up, forward dispatch): rows[row] <- x[token] of the row's source rank; then
- *     flags[m] = 1 (release). The GEMM's producer acquires the flags of a tile's rows before its
- *     first TMA load of them.
- *   push (down forward / gate+up data gradient: combine and reverse dispatch): first waits until
- *     the GEMM's epilogues have stored every row of the minibatch (flags[m] counts the 64-row x
- *     256-column output blocks stored, released after their TMA stores completed), then copies
- *     rows[row] into the source rank's (token, j) slot at slots_off.
- * Every wait is bounded by timeout_ns (then the error word gets MOK_ERR_TIMEOUT and the wait ends);
- * a set error word ends the waits too. flags must be zero when the kernel starts. */
+/* fused_comm.h — C API of the fused path's communication inside the grouped GEMMs
+ * (kernels/grouped_gemm_bf16.cu, device side of the pull kernels/comm_move.cuh).
+ *   pull (gate+up, forward dispatch): the last `ctas` CTAs of the launch are comm CTAs. The
+ *     schedule's rows are walked in minibatches of mb_rows, in order; every comm warp (6 per CTA)
+ *     moves its share of each minibatch's real rows (rows[row] <- x[token] of the row's source rank,
+ *     bulk copies through shared memory; padding rows never move) and then adds 1 to flags[m]
+ *     (release). The GEMM's producer acquires a tile's minibatches (flag == ctas * 6) before its
+ *     first TMA load of them. flags must be zero when the kernel starts; every wait is bounded by
+ *     timeout_ns (then the error word gets MOK_ERR_TIMEOUT), and a set error word ends the waits.
+ *   push (down forward: combine; gate+up data gradient: reverse dispatch): no comm CTAs. The
+ *     epilogues store each real row of the output both locally (TMA) and into the row's (token, j)
+ *     slot of the source rank at slots_off (16-byte stores from the staging buffer), then fence at
+ *     system scope; the cross-rank barrier after the kernel publishes them. Only peer_base,
+ *     peer_off, tokens, top_k, row_src and push are read. */
 #ifndef MOK_FUSED_COMM_H
 #define MOK_FUSED_COMM_H
 
@@ -33,7 +31,7 @@ typedef struct {
   int top_k;                    /* k                                                          */
   const int32_t *row_src;       /* schedule: [capacity], -1 for padding rows                  */
   const int32_t *expert_offset; /* schedule: [experts_local + 1]                              */
-  const int32_t *expert_count;  /* schedule: [experts_local] (push: which blocks are stored)  */
+  const int32_t *expert_count;  /* schedule: [experts_local] (unused)                          */
   int32_t *flags;               /* [ceil(m_total / mb_rows)], zero at the start               */
   int mb_rows;                  /* rows per minibatch, a multiple of 128                      */
   int ctas;                     /* comm CTAs, >= 1 (rounded up to the cluster size)           */
@@ -50,14 +48,13 @@ mok_status mok_gg_bf16_gate_up_swiglu_pulled(void *recv, const void *w_gate, con
                                              int use_limit, float limit, const mok_gg_move *pull,
                                              cudaStream_t stream);
 
-/* mok_gg_bf16_fwd, and c's real rows pushed to their slots by the comm CTAs (num_experts <= 256:
- * one launch). */
+/* mok_gg_bf16_fwd, and c's real rows pushed to their slots by the epilogues. */
 mok_status mok_gg_bf16_fwd_pushed(const void *a, const void *b, void *c,
                                   const int32_t *expert_offset, const int32_t *expert_count,
                                   int num_experts, int64_t m_total, int64_t n, int64_t k,
                                   const mok_gg_move *push, cudaStream_t stream);
 
-/* mok_gg_bf16_dgrad_pair, and da's real rows pushed to their slots (num_experts <= 256). */
+/* mok_gg_bf16_dgrad_pair, and da's real rows pushed to their slots by the epilogues. */
 mok_status mok_gg_bf16_dgrad_pair_pushed(const void *dc, const void *w0, const void *w1, void *da,
                                          const int32_t *expert_offset, const int32_t *expert_count,
                                          int num_experts, int64_t m_total, int64_t n_each,

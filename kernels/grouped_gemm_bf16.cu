@@ -59,9 +59,11 @@ typedef struct {
   int out_fp32, accumulate;
   int group_m;           /* raster group, in work units                                   */
   int no_multicast;      /* clusters of 2 that load their whole B tile (a tuning probe)   */
-  /* Fused communication (comm_ctas > 0, kernels/fused_comm.h): the grid's last comm_ctas CTAs
-   * pull A (SWIGLU) or push C (FWD, DGRAD) at move_rows [move_m_total, move_hidden] */
+  /* Fused communication (kernels/fused_comm.h): SWIGLU with comm_ctas > 0: the grid's last
+   * comm_ctas CTAs pull A into move_rows [move_m_total, move_hidden]; FWD, DGRAD with push: the
+   * epilogues also store each real row of C into its (token, j) slot on the source rank */
   int comm_ctas;
+  int push;
   mok_gg_move move;
   char *move_rows;
   int64_t move_m_total, move_hidden;
@@ -111,6 +113,31 @@ __device__ __forceinline__ void gg_store_pass(const float *acc, uint32_t stage, 
     tma_store_2d(map, stage, col0, row0);
     if (col0 + 64 < col_end) tma_store_2d(map, stage + 8192, col0 + 64, row0);
     bulk_commit();
+  }
+}
+
+/* Push (FWD, DGRAD of the fused path): the 64 rows x 128 columns gg_store_pass just staged at
+ * columns [col0, col0 + 128) also go to their rows' (token, j) slots on the source ranks, 16 bytes
+ * per thread and step (the same bf16 values the TMA stores write locally); padding rows never
+ * move. Reads the staging buffer between the pass's last barrier and the next pass's first. */
+__device__ __forceinline__ void gg_push_pass(const uint8_t *stage, int wtid, const gg_params &p,
+                                             int col0, int col_end, int row0) {
+  const int c = wtid & 15; /* 16-byte chunk among the pass's 128 columns */
+  if (col0 + c * 8 >= col_end) return;
+  const mok_gg_move &q = p.move;
+  const int64_t row_bytes = p.move_hidden * 2, per_rank = q.tokens * q.top_k;
+  const int box = c >> 3, cc = c & 7;
+#pragma unroll
+  for (int j = 0; j < 8; ++j) {
+    const int row = (wtid >> 4) + 8 * j;
+    const int64_t grow = (int64_t)row0 + row;
+    if (grow >= p.move_m_total) break;
+    const int32_t slot = q.row_src[grow];
+    if (slot < 0) continue;
+    const uint4 v = *(const uint4 *)(stage + box * 8192 + row * 128 + ((cc ^ (row & 7)) << 4));
+    char *dst = q.peer_base[mok_sched_slot_rank(slot, q.tokens, q.top_k)] + q.peer_off +
+                (int64_t)(slot % per_rank) * row_bytes + (int64_t)(col0 + c * 8) * 2;
+    *(uint4 *)dst = v;
   }
 }
 
@@ -186,7 +213,7 @@ __global__ void __launch_bounds__(GG_THREADS, 1)
    * column tile on the two CTAs of a cluster, which share the B tile through multicast. */
   const int rank = CL > 1 ? (int)cluster_ctarank() : 0;
   /* Fused communication: the last comm_ctas CTAs are comm CTAs; the units go to the others. */
-  const int n_comm = MODE == GG_WGRAD ? 0 : p.comm_ctas;
+  const int n_comm = MODE == GG_SWIGLU ? p.comm_ctas : 0;
   const int n_compute = (int)gridDim.x - n_comm;
   const int unit0 = blockIdx.x / CL, ustride = n_compute / CL;
 
@@ -228,10 +255,10 @@ __global__ void __launch_bounds__(GG_THREADS, 1)
   if (CL > 1) cluster_sync(); /* barrier inits visible to the peer before any multicast */
   else __syncthreads();
   const int total = MODE == GG_WGRAD ? E * p.m_tiles * p.n_tiles : prefix[E];
-  if (MODE != GG_WGRAD && n_comm > 0 && (int)blockIdx.x >= n_compute) {
+  if (MODE == GG_SWIGLU && n_comm > 0 && (int)blockIdx.x >= n_compute) {
     /* ------------------------------ comm CTA ------------------------------ */
-    cm_move_minibatches(p.move, (int)blockIdx.x - n_compute, p.move_rows, p.move_hidden,
-                        p.move_experts, p.move_m_total, p.n_tiles, smem, comm_bars);
+    cm_pull_minibatches(p.move, (int)blockIdx.x - n_compute, p.move_rows, p.move_hidden,
+                        p.move_experts, p.move_m_total, smem, comm_bars);
     return;
   }
 
@@ -302,7 +329,7 @@ __global__ void __launch_bounds__(GG_THREADS, 1)
     const uint32_t epi = smem_base + GG_EPI_OFF + cwg * 16384;
     int stage = 0;
     uint32_t phase = 0;
-    int pending_row = -1; /* push: the block stored last, counted once its stores complete */
+    const uint8_t *epi_ptr = smem + GG_EPI_OFF + cwg * 16384;
     float acc[128];
     for (int u = unit0; u < total; u += ustride) {
       gg_tile t = MODE == GG_WGRAD ? gg_decode_k_grouped(u, p.m_tiles, p.n_tiles, p.group_m)
@@ -371,16 +398,9 @@ __global__ void __launch_bounds__(GG_THREADS, 1)
         const int row0 = p.offset[t.expert] + m_tile * GG_BM + cwg * 64;
         const int col0 = t.n_tile * GG_BN;
         gg_store_pass<0>(acc, epi, wtid, &tm_c0, col0, p.n_out, row0, 2 + cwg);
+        if (p.push) gg_push_pass(epi_ptr, wtid, p, col0, p.n_out, row0);
         gg_store_pass<16>(acc, epi, wtid, &tm_c0, col0 + 128, p.n_out, row0, 2 + cwg);
-        if (n_comm > 0 && wtid == 0) {
-          /* the previous block's stores are the groups before this block's one or two: once
-           * complete, the comm CTAs may push its rows */
-          if (pending_row >= 0) {
-            if (col0 + 128 < p.n_out) cm_signal_block<2>(p.move, pending_row);
-            else cm_signal_block<1>(p.move, pending_row);
-          }
-          pending_row = row0;
-        }
+        if (p.push) gg_push_pass(epi_ptr, wtid, p, col0 + 128, p.n_out, row0);
       } else if (MODE == GG_SWIGLU) {
         const int row0 = p.offset[t.expert] + m_tile * GG_BM + cwg * 64;
         const int col0 = t.n_tile * 128;
@@ -440,8 +460,8 @@ __global__ void __launch_bounds__(GG_THREADS, 1)
       }
     }
     if (wtid == 0) bulk_wait0(); /* this warpgroup's TMA stores are complete */
-    if ((MODE == GG_FWD || MODE == GG_DGRAD) && n_comm > 0 && wtid == 0 && pending_row >= 0)
-      cm_signal_block<0>(p.move, pending_row);
+    if ((MODE == GG_FWD || MODE == GG_DGRAD) && p.push)
+      __threadfence_system(); /* the pushed rows, before the cross-rank barrier after the kernel */
   }
 }
 
@@ -491,7 +511,7 @@ static mok_status gg_launch_cl(const CUtensorMap *a, const CUtensorMap *b0, cons
       max_ctas = clusters * CL;
     }
   }
-  const int n_comm = MODE == GG_WGRAD ? 0 : p.comm_ctas; /* a multiple of CL */
+  const int n_comm = MODE == GG_SWIGLU ? p.comm_ctas : 0; /* a multiple of CL */
   const int cap = (g_tune_grid > 0 ? g_tune_grid : max_ctas) - n_comm;
   if (cap < CL) return MOK_ERR_INVALID_ARGUMENT; /* no SM left for the GEMM */
   int units = max_units < cap / CL ? max_units : cap / CL;
@@ -529,6 +549,7 @@ static mok_status gg_launch(const CUtensorMap *a, const CUtensorMap *b0, const C
   p.group_m = g_tune_group_m > 0 ? g_tune_group_m : 16 / cl;
   p.no_multicast = (g_tune_flags & 1) != 0;
   if (p.comm_ctas > 0) p.comm_ctas = (p.comm_ctas + cl - 1) / cl * cl;
+  p.move.ctas = p.comm_ctas; /* the pull's warps count what the consumers wait for */
   const int e_all = p.num_experts, base_all = p.expert_base;
   const int32_t *off_all = p.offset, *cnt_all = p.count;
   void *dw_all = p.dw;
@@ -586,18 +607,17 @@ extern "C" mok_status mok_gg_bf16_fwd_pushed(const void *a, const void *b, void 
   return gg_fwd(a, b, c, expert_offset, expert_count, num_experts, m_total, n, k, push, stream);
 }
 
-/* The fused communication of one call (see fused_comm.h); push: 1 for a push. */
+/* The fused communication of one call (see fused_comm.h); push: 1 for a push (by the epilogues,
+ * no comm CTAs), 0 for a pull by q->ctas comm CTAs. */
 static mok_status gg_set_move(gg_params *p, const mok_gg_move *q, int push, const void *rows,
                               int64_t m_total, int64_t hidden, int num_experts) {
-  if (!q->peer_base || !q->row_src || !q->expert_offset || !q->flags || !q->err ||
-      (push && !q->expert_count))
+  if (!q->peer_base || !q->row_src || q->top_k < 1 || q->tokens < 0 || q->push != push)
     return MOK_ERR_INVALID_ARGUMENT;
-  if (q->push != push || q->ctas < 1 || q->mb_rows < 128 || q->mb_rows % 128 || q->top_k < 1 ||
-      q->tokens < 0 || q->timeout_ns <= 0)
+  if (!push && (!q->expert_offset || !q->flags || !q->err || q->ctas < 1 || q->mb_rows < 128 ||
+                q->mb_rows % 128 || q->timeout_ns <= 0))
     return MOK_ERR_INVALID_ARGUMENT;
-  /* a push counts the blocks of one launch: at most GG_MAX_EXPERTS experts */
-  if (push && num_experts > GG_MAX_EXPERTS) return MOK_ERR_NOT_SUPPORTED;
-  p->comm_ctas = q->ctas;
+  p->comm_ctas = push ? 0 : q->ctas;
+  p->push = push;
   p->move = *q;
   p->move_rows = (char *)rows;
   p->move_m_total = m_total;

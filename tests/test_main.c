@@ -27,7 +27,6 @@ static const test_case cases[] = {
     {"pipeline_cover", test_pipeline_cover},
     {"pipeline_walk", test_pipeline_walk},
     {"pipeline_ring_and_flags", test_pipeline_ring_and_flags},
-    {"fused_comm_plan", test_fused_comm_plan},
     {"api_status_strings", test_api_status_strings},
     {"api_config", test_api_config},
     {"api_bad_arguments", test_api_bad_arguments},

@@ -27,7 +27,6 @@ void test_pipeline_params(void);
 void test_pipeline_cover(void);
 void test_pipeline_walk(void);
 void test_pipeline_ring_and_flags(void);
-void test_fused_comm_plan(void);
 void test_api_status_strings(void);
 void test_api_config(void);
 void test_api_bad_arguments(void);
