@@ -55,7 +55,8 @@ mok_status mok_validate(const mok_shape *s, const mok_config *c, int ep) {
     return MOK_ERR_MISALIGNED;
   if (c->dtype != MOK_DTYPE_BF16 && c->dtype != MOK_DTYPE_FP8_BLOCK128 && c->dtype != MOK_DTYPE_MXFP8)
     return MOK_ERR_INVALID_ARGUMENT;
-  if (c->path != MOK_PATH_AUTO && c->path != MOK_PATH_FUSED && c->path != MOK_PATH_UNFUSED)
+  if (c->path != MOK_PATH_AUTO && c->path != MOK_PATH_FUSED && c->path != MOK_PATH_UNFUSED &&
+      c->path != MOK_PATH_GROUPED)
     return MOK_ERR_INVALID_ARGUMENT;
   if (c->fwd_comm_sms < 1 || c->bwd_comm_sms < 1 || c->fwd_comm_sms > 128 || c->bwd_comm_sms > 128)
     return MOK_ERR_INVALID_ARGUMENT;

@@ -100,6 +100,12 @@ static int wgmma_backend(const mok_config *c) {
   return sm90_device();
 }
 
+/* Whether the fused communication runs: asked for, or AUTO on the wgmma kernels in BF16. */
+static int fused_path(const mok_config *c) {
+  if (c->path == MOK_PATH_FUSED) return 1;
+  return c->path == MOK_PATH_AUTO && c->dtype == MOK_DTYPE_BF16 && wgmma_backend(c);
+}
+
 /* Validation of one rank's request, before any collective. */
 static mok_status check_request(const mok_shape *s, const mok_config *c, int ep, int64_t *cap,
                                 int *cpr, int64_t *ct) {
@@ -109,11 +115,14 @@ static mok_status check_request(const mok_shape *s, const mok_config *c, int ep,
    * not yet inside the fused path; MXFP8 weights convert to it (mok_gg_mxfp8_weight_to_block128) */
   if (c->dtype == MOK_DTYPE_MXFP8) return MOK_ERR_NOT_SUPPORTED;
   if (c->dtype == MOK_DTYPE_FP8_BLOCK128 &&
-      (c->path != MOK_PATH_AUTO || c->tile_m % 128 || !sm90_device()))
+      ((c->path != MOK_PATH_AUTO && c->path != MOK_PATH_GROUPED) || c->tile_m % 128 ||
+       !sm90_device()))
     return MOK_ERR_NOT_SUPPORTED;
   /* the fused path runs on the grouped wgmma kernels: sm_90 and 128-row tiles */
-  if (c->path == MOK_PATH_FUSED && (c->tile_m % 128 || !sm90_device())) return MOK_ERR_NOT_SUPPORTED;
-  if (c->path == MOK_PATH_FUSED) { /* comm CTAs leave SMs to the GEMM */
+  if ((c->path == MOK_PATH_FUSED || c->path == MOK_PATH_GROUPED) &&
+      (c->tile_m % 128 || !sm90_device()))
+    return MOK_ERR_NOT_SUPPORTED;
+  if (fused_path(c)) { /* comm CTAs leave SMs to the GEMM */
     int dev = 0, sms = 0;
     if (cudaGetDevice(&dev) != cudaSuccess ||
         cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev) != cudaSuccess)
@@ -226,7 +235,7 @@ mok_status mok_workspace_create(mok_group *g, const mok_shape *s, const mok_conf
   }
   w->ready = (int32_t *)(L + o_ready);
   w->ready_count = (cap + c->minibatch_rows - 1) / c->minibatch_rows;
-  w->fused_dispatch = c->path == MOK_PATH_FUSED;
+  w->fused_dispatch = fused_path(c);
   w->wgmma = wgmma_backend(c);
   /* The parallel schedule kernels build the same table ~18x faster (docs/PERF.md); the serial
    * ones stay selectable (MOK_SCHEDULE_KERNELS=serial) as their cross-check. */
@@ -267,8 +276,9 @@ mok_status mok_workspace_create(mok_group *g, const mok_shape *s, const mok_conf
 const char *mok_workspace_kernels(const mok_workspace *w) {
   if (!w) return "";
   if (w->fused_dispatch)
-    return "fused communication (comm CTAs inside the grouped TMA + wgmma GEMMs)";
-  return w->wgmma ? "unfused, grouped TMA + wgmma expert GEMMs" : "unfused v1, mma.sync expert GEMMs";
+    return "fused: communication inside the grouped TMA + wgmma GEMMs";
+  return w->wgmma ? "grouped: separate communication kernels, grouped TMA + wgmma expert GEMMs"
+                  : "v1: separate communication kernels, mma.sync expert GEMMs";
 }
 
 mok_status mok_workspace_bytes(const mok_workspace *w, int64_t *bytes) {

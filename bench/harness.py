@@ -7,7 +7,7 @@ For each shape, token count and routing it checks mok's output and gradients aga
 then times forward and backward of each (warm-up, >= 50 iterations with CUDA events, median over
 iterations of the slowest rank) and prints TFLOP/s per GPU by the published convention
 (6*(T*Is/I + T*k)*H*I per forward, twice that per backward); the ratio column is baseline time over
-mok time. --also v1,fused adds mok's other paths on the same data. Writes a JSON file and a PNG chart."""
+mok time. --also grouped,v1,fused adds mok's other paths on the same data. Writes a JSON file and a PNG chart."""
 import argparse
 import json
 import os
@@ -198,8 +198,9 @@ def main():
                     help="after the table, time each stage alone (schedule build, dispatch, expert GEMMs, "
                          "combine; NVLink GB/s) with `mok run --breakdown` for every case")
     ap.add_argument("--also", default="",
-                    help="comma list of other mok paths timed on every case in the same run: v1 (mma.sync "
-                         "expert GEMMs), fused (dispatch inside the gate+up kernel)")
+                    help="comma list of other mok paths timed on every case in the same run: grouped "
+                         "(separate communication kernels), v1 (mma.sync expert GEMMs), fused (the "
+                         "default's path by name)")
     ap.add_argument("--mok", default=os.path.join(HERE, "..", "build", "mok"), help="the mok command")
     args = ap.parse_args()
     if args.iters < 50:

@@ -32,8 +32,10 @@ static void usage(FILE *f) {
           "  --routing uniform|zipf token routing (default uniform)\n"
           "  --clamp L              SwiGLU limit L > 0\n"
           "  --dtype bf16|fp8       GPU: routed-expert precision; fp8 (block-128) is forward only\n"
-          "  --path auto|v1|fused   GPU: the default kernels, v1 (mma.sync expert GEMMs), or the\n"
-          "                         fused communication (comm SMs inside the GEMM kernels)\n"
+          "  --path auto|fused|grouped|v1\n"
+          "                         GPU: the default (fused in BF16, grouped in FP8), fused\n"
+          "                         (communication inside the grouped GEMM kernels), grouped\n"
+          "                         (separate communication kernels), v1 (mma.sync GEMMs)\n"
           "  --seed S               random seed (default: from the clock)\n"
           "  --iters N              timed iterations on the GPU (default 20)\n"
           "  --warmup N             warm-up iterations on the GPU (default 3)\n"
@@ -115,6 +117,7 @@ static int parse_run(int argc, char **argv, cli_options *o) {
       if (strcmp(v, "auto") == 0) o->config.path = MOK_PATH_AUTO;
       else if (strcmp(v, "v1") == 0) o->config.path = MOK_PATH_UNFUSED;
       else if (strcmp(v, "fused") == 0) o->config.path = MOK_PATH_FUSED;
+      else if (strcmp(v, "grouped") == 0) o->config.path = MOK_PATH_GROUPED;
       else {
         fprintf(stderr, "mok: --path wants auto, v1 or fused, got '%s'\n", v);
         return 1;

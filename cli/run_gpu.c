@@ -168,11 +168,15 @@ static int launch(const cli_options *o, int n) {
                          (double)s.tokens * s.top_k) * s.hidden * s.intermediate;
   int check_ok = have == n && dev_status == 0 && err[0] < CHECK_TOL && err[1] < CHECK_TOL &&
                  err[2] < CHECK_TOL;
-  /* the workspace's own rule (mok_workspace_kernels): wgmma GEMMs unless v1 or tile_m 64 */
+  /* the workspace's own rule (mok_workspace_kernels): wgmma GEMMs unless v1 or tile_m 64; AUTO is
+   * fused in BF16, grouped in FP8 */
   const int v1 = o->config.path == MOK_PATH_UNFUSED || o->config.tile_m % 128;
+  const int fused = !v1 && (o->config.path == MOK_PATH_FUSED ||
+                            (o->config.path == MOK_PATH_AUTO && o->config.dtype == MOK_DTYPE_BF16));
   printf("mok run: GPU path %s, %d GPU(s), one process each\n",
-         o->config.path == MOK_PATH_FUSED ? "fused communication inside the grouped TMA + wgmma GEMMs"
-         : v1 ? "v1 (unfused, mma.sync expert GEMMs)" : "unfused, grouped TMA + wgmma expert GEMMs", n);
+         fused ? "fused: communication inside the grouped TMA + wgmma GEMMs"
+         : v1  ? "v1: separate communication kernels, mma.sync expert GEMMs"
+               : "grouped: separate communication kernels, grouped TMA + wgmma expert GEMMs", n);
   printf("  shape: T %lld/rank, H %lld, I %lld, E %lld, k %lld, Is %lld; routing %s; seed %llu\n",
          (long long)s.tokens, (long long)s.hidden, (long long)s.intermediate,
          (long long)s.num_experts, (long long)s.top_k, (long long)s.shared_intermediate,

@@ -79,13 +79,15 @@ typedef enum {
 
 /* Which execution path runs forward and backward. */
 typedef enum {
-  MOK_PATH_AUTO = 0,     /* the fastest path this build has for the shape: today separate
-                            dispatch / combine kernels with the grouped TMA + wgmma expert GEMMs
-                            (sm_90, tile_m a multiple of 128), else as UNFUSED                  */
-  MOK_PATH_FUSED = 1,    /* one persistent kernel per pass: comm SMs + compute SMs, ring buffer
-                            (not in this build: MOK_ERR_NOT_SUPPORTED)                          */
-  MOK_PATH_UNFUSED = 2   /* v1: separate dispatch / GEMM / combine kernels, mma.sync GEMMs, fp32
+  MOK_PATH_AUTO = 0,     /* the fastest path this build has: FUSED for BF16 on sm_90 with
+                            tile_m a multiple of 128, GROUPED for FP8, else UNFUSED             */
+  MOK_PATH_FUSED = 1,    /* communication inside the grouped GEMM kernels: fwd_comm_sms comm CTAs
+                            of the gate+up launch pull the dispatch, the down and last data-
+                            gradient epilogues push combine and dx rows (sm_90, BF16)           */
+  MOK_PATH_UNFUSED = 2,  /* v1: separate dispatch / GEMM / combine kernels, mma.sync GEMMs, fp32
                             pre-activations (the oracle and fallback)                           */
+  MOK_PATH_GROUPED = 3   /* separate dispatch / combine kernels with the grouped TMA + wgmma
+                            expert GEMMs (sm_90, tile_m a multiple of 128)                      */
 } mok_path;
 
 typedef struct {

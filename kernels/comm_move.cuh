@@ -50,10 +50,22 @@ MOK_DEV int cm_wait_flag(const int32_t *flag, int want, const int32_t *err, int6
   return 1;
 }
 
+/* Adds 1 (release) to the flags of minibatches [from, to) after this thread's bulk stores that the
+ * caller waited for; orders those stores (async proxy) before the flags. */
+MOK_DEV void cm_signal(int32_t *flags, int64_t from, int64_t to) {
+  if (from >= to) return;
+  cm_fence_proxy_global();
+  for (int64_t m = from; m < to; ++m) cm_add_release(flags + m, 1);
+}
+
 /* Comm CTA `cta` of q.ctas: its warps pull the schedule's real rows (see fused_comm.h). Every comm
  * warp takes part in every minibatch, in minibatch order (warp w of nw moves the minibatch's rows
- * w, w + nw, ...), so the first minibatches land first and soon; each warp adds 1 to the
- * minibatch's flag once its rows have landed, and the minibatch is ready at nw.
+ * w, w + nw, ...), so the first minibatches land first and soon; each warp adds 1 to a minibatch's
+ * flag once its rows of it have landed, and the minibatch is ready at nw. One pipeline per warp
+ * runs across minibatches (the load of item c overlaps the store of item c - 1): a minibatch is
+ * counted once the stores of its last item are complete, while the next minibatch's first load
+ * is in flight; minibatches with no row for this warp are counted with the next one that has
+ * one (or at once when nothing is in flight, or at the end).
  * rows: the local [m_total, hidden] matrix; smem: CM_WARPS * 2 * CM_CHUNK bytes; bars: 2 * CM_WARPS. */
 MOK_DEV void cm_pull_minibatches(const mok_gg_move &q, int cta, char *rows_base, int64_t hidden,
                                  int experts, int64_t m_total, uint8_t *smem, uint64_t *bars) {
@@ -72,12 +84,17 @@ MOK_DEV void cm_pull_minibatches(const mok_gg_move &q, int cta, char *rows_base,
   const int64_t n_mb = (rows + q.mb_rows - 1) / q.mb_rows;
   const int nw = q.ctas * CM_WARPS, gw = cta * CM_WARPS + warp;
   uint32_t cnt = 0; /* items through this warp's buffers: item c uses buffer c & 1, phase (c >> 1) & 1 */
+  int have_prev = 0, pb = 0;
+  uint32_t ppar = 0, pn = 0;
+  char *pdst = NULL;
+  int64_t signaled = 0; /* minibatches [0, signaled) counted by this warp */
   for (int64_t mb = 0; mb < n_mb; ++mb) {
     if (cm_error(q.err)) return; /* the waiting side gives up on a fault too */
+    if (!have_prev) { /* nothing moved yet: the minibatches before are complete for this warp */
+      cm_signal(q.flags, signaled, mb);
+      signaled = mb;
+    }
     const int64_t r0 = mb * q.mb_rows, r1 = r0 + q.mb_rows < rows ? r0 + q.mb_rows : rows;
-    int have_prev = 0, pb = 0;
-    uint32_t ppar = 0, pn = 0;
-    char *pdst = NULL;
     for (int64_t row = r0 + gw; row < r1; row += nw) {
       const int32_t slot = q.row_src[row];
       if (slot < 0) continue; /* padding: never moved */
@@ -97,6 +114,13 @@ MOK_DEV void cm_pull_minibatches(const mok_gg_move &q, int cta, char *rows_base,
           bulk_store_1d(pdst, pb ? buf1 : buf0, pn);
           bulk_commit();
         }
+        if (signaled < mb && have_prev) {
+          /* the previous item was this warp's last of an earlier minibatch: once the stores are
+           * complete (the load just issued keeps going), minibatches before mb are counted */
+          bulk_wait0();
+          cm_signal(q.flags, signaled, mb);
+          signaled = mb;
+        }
         have_prev = 1;
         pb = b;
         ppar = par;
@@ -104,15 +128,14 @@ MOK_DEV void cm_pull_minibatches(const mok_gg_move &q, int cta, char *rows_base,
         pn = n;
       }
     }
-    if (have_prev) {
-      mbar_wait(pb ? bar1 : bar0, ppar);
-      bulk_store_1d(pdst, pb ? buf1 : buf0, pn);
-      bulk_commit();
-    }
-    bulk_wait0();             /* this warp's rows of the minibatch have landed */
-    cm_fence_proxy_global();  /* ... ordered before the flag for the consumers' TMA loads */
-    cm_add_release(q.flags + mb, 1);
   }
+  if (have_prev) {
+    mbar_wait(pb ? bar1 : bar0, ppar);
+    bulk_store_1d(pdst, pb ? buf1 : buf0, pn);
+    bulk_commit();
+  }
+  bulk_wait0(); /* every row of this warp has landed */
+  cm_signal(q.flags, signaled, n_mb);
 }
 
 /* Pull, producer thread: waits until every minibatch holding rows [row0, row0 + nrows) has landed

@@ -33,11 +33,12 @@ _schedules = {}     # (group id, shape, knobs, slot) -> schedule handle
 class Group:
     """An expert-parallel group over the ranks of a torch.distributed ProcessGroup (None: the
     default group, or a single process when torch.distributed is not initialized). Collective.
-    path: "auto" (the default kernels), "v1" (the v1 mma.sync expert GEMMs, the oracle) or
-    "fused" (the dispatch and combine moved by comm CTAs inside the GEMM kernels), for every
-    workspace of the group."""
+    path: "auto" (the default: "fused" in BF16), "fused" (dispatch pulled by comm CTAs inside the
+    gate+up kernel, combine and dx pushed by the GEMM epilogues), "grouped" (separate
+    communication kernels, the same grouped GEMMs) or "v1" (the v1 mma.sync expert GEMMs, the
+    oracle), for every workspace of the group."""
 
-    _PATHS = {"auto": 0, "fused": 1, "v1": 2}
+    _PATHS = {"auto": 0, "fused": 1, "v1": 2, "grouped": 3}
 
     def __init__(self, process_group=None, path="auto"):
         if path not in self._PATHS:

@@ -21,7 +21,7 @@ _functional = None             # mok.functional, imported on first use (it loads
 
 def get_group(process_group=None, path="auto"):
     """The mok Group over process_group (None: the default group, or a single process without
-    torch.distributed) running the given kernels (path: "auto", "fused" or "v1", see
+    torch.distributed) running the given kernels (path: "auto", "fused", "grouped" or "v1", see
     mok.functional.Group), made on first use (collective over the group: its NCCL communicator is
     created from a unique id broadcast through process_group) and cached."""
     import torch.distributed as dist
@@ -70,7 +70,7 @@ class MoE(nn.Module):
     "mok", H, I and Is must be multiples of 128, and each module keeps what its forward computed
     for its backward (one forward with autograd in flight per module; recompute=True lifts this at
     the cost of one more forward in backward). The Group is made at construction (collective).
-    kernels ("auto", "fused", "v1") picks mok's execution path (backend "mok" only).
+    kernels ("auto", "fused", "grouped", "v1") picks mok's execution path (backend "mok" only).
     """
 
     def __init__(self, hidden_size, intermediate_size, num_experts, top_k, *,

@@ -25,11 +25,13 @@ mok_config lh_config(const lh_case *c) {
   cfg.use_swiglu_limit = c->use_limit;
   cfg.swiglu_limit = c->use_limit ? c->limit : 0.0f;
   cfg.timeout_ms = 20000;
-  /* MOK_TEST_PATH: "v1" (the whole suite on the v1 GEMMs) or "fused" (the fused path) */
+  /* MOK_TEST_PATH: "v1" (the whole suite on the v1 GEMMs), "grouped" (separate communication
+   * kernels) or "fused" (the default's path, asked for by name) */
   const char *force = getenv("MOK_TEST_PATH");
   cfg.path = c->path                                ? c->path
              : force && !strcmp(force, "v1")        ? MOK_PATH_UNFUSED
              : force && !strcmp(force, "fused")     ? MOK_PATH_FUSED
+             : force && !strcmp(force, "grouped")   ? MOK_PATH_GROUPED
                                                     : MOK_PATH_AUTO;
   if (cfg.path == MOK_PATH_FUSED && cfg.tile_m % 128) cfg.path = MOK_PATH_UNFUSED; /* tile 64 */
   if (c->dtype != MOK_DTYPE_BF16 && !c->path) cfg.path = MOK_PATH_AUTO; /* FP8 runs there only */

@@ -44,8 +44,22 @@ GPU_TEST(bad_workspace_arguments) {
   CHECK_STATUS(try_create(&s, &f), MOK_ERR_NOT_SUPPORTED);
   f.path = MOK_PATH_FUSED; /* not yet */
   CHECK_STATUS(try_create(&s, &f), MOK_ERR_NOT_SUPPORTED);
-  f.path = MOK_PATH_AUTO;
+  f.path = MOK_PATH_AUTO; /* FP8 on AUTO: the grouped path */
   CHECK_STATUS(try_create(&s, &f), MOK_SUCCESS);
+  f.path = MOK_PATH_GROUPED;
+  CHECK_STATUS(try_create(&s, &f), MOK_SUCCESS);
+  f = c;
+  f.path = MOK_PATH_GROUPED;
+  f.tile_m = 64; /* the grouped GEMMs need 128-row tiles */
+  f.minibatch_rows = 128;
+  CHECK_STATUS(try_create(&s, &f), MOK_ERR_NOT_SUPPORTED);
+  f = c;
+  f.path = MOK_PATH_AUTO; /* the default runs the fused path in BF16: the same SM limit */
+  f.fwd_comm_sms = 128;
+  CHECK_STATUS(try_create(&s, &f), MOK_ERR_INVALID_ARGUMENT);
+  f = c;
+  f.path = (mok_path)7; /* no such path */
+  CHECK_STATUS(try_create(&s, &f), MOK_ERR_INVALID_ARGUMENT);
   f = c;
   f.path = MOK_PATH_FUSED;
   f.tile_m = 64; /* the fused path needs the grouped GEMM's 128-row tiles */
