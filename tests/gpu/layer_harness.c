@@ -33,7 +33,8 @@ mok_config lh_config(const lh_case *c) {
              : force && !strcmp(force, "fused")     ? MOK_PATH_FUSED
              : force && !strcmp(force, "grouped")   ? MOK_PATH_GROUPED
                                                     : MOK_PATH_AUTO;
-  if (cfg.path == MOK_PATH_FUSED && cfg.tile_m % 128) cfg.path = MOK_PATH_UNFUSED; /* tile 64 */
+  if ((cfg.path == MOK_PATH_FUSED || cfg.path == MOK_PATH_GROUPED) && cfg.tile_m % 128)
+    cfg.path = MOK_PATH_UNFUSED; /* tile 64: the grouped GEMMs need 128-row tiles */
   if (c->dtype != MOK_DTYPE_BF16 && !c->path) cfg.path = MOK_PATH_AUTO; /* FP8 runs there only */
   return cfg;
 }
