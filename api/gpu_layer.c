@@ -1,14 +1,15 @@
-/* gpu_layer.c — mok_forward and mok_backward on the unfused GPU path: separate kernels enqueued on
- * the caller's stream, no host synchronization, no allocation (capturable in a CUDA graph). The
- * expert stages (either GEMM backend) are in gpu_experts.c.
+/* gpu_layer.c — mok_forward and mok_backward on the GPU paths: kernels enqueued on the caller's
+ * stream, no host synchronization, no allocation (capturable in a CUDA graph). The expert stages
+ * (either GEMM backend) are in gpu_experts.c.
  * Forward:  stage x (symmetric) | barrier | pull dispatch | gate+up GEMMs, SwiGLU | down GEMM |
- *           (MOK_PATH_FUSED: the pull runs inside the gate+up kernel and the push inside down, on
- *           their comm CTAs; in backward the dx push inside the last data gradient) |
  *           push combine into the source rank's (token, k) slots | shared expert | barrier |
  *           y = sum_j rw * slot (j order) + shared.
  * Backward: stage dy, rw | barrier | reverse-combine (pull dy, push d_rw) | expert backward GEMMs
  *           and weight gradients | push dx parts | shared expert backward | barrier |
- *           dx = sum_j part (j order) + shared dx. */
+ *           dx = sum_j part (j order) + shared dx.
+ * The fused path (default in BF16) has no separate pull and push kernels: the pull runs on comm
+ * CTAs inside the gate+up kernel, the combine and dx pushes in the down and last data-gradient
+ * epilogues. */
 #include <string.h>
 #include <cuda_runtime_api.h>
 #include "api/gpu_internal.h"

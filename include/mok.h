@@ -104,7 +104,8 @@ typedef struct {
   mok_path path;               /* execution path                                                 */
   int fwd_comm_sms;            /* SMs that move tokens in the forward kernel (fused path), >= 1;
                                   rounded up to the GEMM's cluster size (2)                      */
-  int bwd_comm_sms;            /* SMs that move tokens in the backward kernel (fused path), >= 1 */
+  int bwd_comm_sms;            /* SMs that move tokens in the backward kernel (fused path), >= 1;
+                                  reserved: the backward's moves are in the epilogues today      */
   int tile_m;                  /* rows per GEMM tile; each expert's rows are padded to it (64,128,256) */
   int minibatch_rows;          /* rows moved and computed as one unit; a multiple of tile_m      */
   int macrobatch_minibatches;  /* minibatches per macrobatch (one ring-buffer region), >= 1      */
