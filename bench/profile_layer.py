@@ -1,0 +1,95 @@
+"""profile_layer.py — where a mok layer step spends its GPU time, kernel by kernel: forward and
+backward of one shape under torch.profiler (CUPTI kernel records), one process per GPU.
+
+    torchrun --standalone --nproc_per_node=2 bench/profile_layer.py --shape deepseek-v3 --tokens 4096
+
+Rank 0 prints, per kernel name, the calls and the milliseconds per step (forward + backward), the
+grouped GEMM's kernels named by their mode (gate+up SwiGLU, fwd, dgrad, wgrad) and cluster size,
+and the share of the step. Every rank runs the same steps (the layer is collective)."""
+import argparse
+import collections
+import os
+import re
+import sys
+
+import torch  # noqa: E402
+import torch.distributed as dist  # noqa: E402
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, os.path.join(HERE, "..", "python"))
+sys.path.insert(0, HERE)
+import mok.functional as mf  # noqa: E402
+from harness import SHAPES, make_inputs  # noqa: E402
+
+GG_MODES = {"0": "grouped GEMM fwd", "1": "grouped GEMM gate+up SwiGLU", "2": "grouped GEMM dgrad",
+            "3": "grouped GEMM wgrad"}
+
+
+def kernel_label(name):
+    """A readable label: the grouped GEMM by mode and cluster, other kernels by their base name."""
+    m = re.search(r"gg_bf16_kernel<(\d+), (\d+)>", name)
+    if m:
+        return f"{GG_MODES.get(m.group(1), 'grouped GEMM ' + m.group(1))} (cluster {m.group(2)})"
+    base = re.sub(r"\(.*", "", name)
+    base = re.sub(r"^void ", "", base)
+    return base[:60]
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--shape", default="deepseek-v3", choices=sorted(SHAPES))
+    ap.add_argument("--tokens", type=int, default=4096)
+    ap.add_argument("--routing", default="uniform", choices=("uniform", "zipf"))
+    ap.add_argument("--path", default="auto", choices=("auto", "fused", "grouped", "v1"))
+    ap.add_argument("--steps", type=int, default=5)
+    ap.add_argument("--seed", type=int, default=1)
+    args = ap.parse_args()
+    os.environ.setdefault("NCCL_NVLS_ENABLE", "0")
+    local = int(os.environ.get("LOCAL_RANK", "0"))
+    torch.cuda.set_device(local)
+    dist.init_process_group("nccl", device_id=torch.device("cuda", local))
+    rank, ep = dist.get_rank(), dist.get_world_size()
+    shape = SHAPES[args.shape]
+    E = shape[2]
+    x, topk, rw, w, dy = make_inputs(shape, args.tokens, args.routing, rank, ep, args.seed)
+    wl = [w[n] for n in ("w_gate", "w_up", "w_down", "ws_gate", "ws_up", "ws_down")]
+    group = mf.Group(path=args.path)
+
+    def step():
+        mf.moe_forward(x, topk, rw, *wl, group.id, E, 0.0)
+        mf.moe_backward(dy, x, topk, rw, *wl, group.id, E, 0.0)
+
+    for _ in range(3):
+        step()
+    torch.cuda.synchronize()
+    dist.barrier()
+    act = [torch.profiler.ProfilerActivity.CUDA]
+    with torch.profiler.profile(activities=act) as prof:
+        for _ in range(args.steps):
+            step()
+        torch.cuda.synchronize()
+    per = collections.defaultdict(lambda: [0, 0.0])  # label -> calls, total us
+    for e in prof.key_averages():  # kernels: the entries with device time of their own
+        us = getattr(e, "self_device_time_total", None)
+        if us is None:
+            us = getattr(e, "self_cuda_time_total", 0.0)
+        if us <= 0 or e.key.startswith("aten::") or e.key.startswith("cuda"):
+            continue
+        label = kernel_label(e.key)
+        per[label][0] += e.count
+        per[label][1] += us
+    total = sum(v[1] for v in per.values())
+    if rank == 0:
+        print(f"{args.shape}, T {args.tokens}/rank, EP={ep}, {args.routing}, path {args.path}: "
+              f"GPU time per step (forward + backward), rank 0, {args.steps} steps")
+        print(f"{'kernel':62s} {'calls/step':>10s} {'ms/step':>9s} {'share':>7s}")
+        for label, (calls, us) in sorted(per.items(), key=lambda kv: -kv[1][1]):
+            print(f"{label:62s} {calls / args.steps:10.1f} {us / 1e3 / args.steps:9.3f} "
+                  f"{100.0 * us / max(total, 1e-9):6.1f}%")
+        print(f"{'sum of kernel time (kernels may overlap)':62s} {'':10s} {total / 1e3 / args.steps:9.3f}")
+    group.destroy()
+    dist.destroy_process_group()
+
+
+if __name__ == "__main__":
+    main()
