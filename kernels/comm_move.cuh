@@ -10,9 +10,8 @@
 #include "kernels/hopper_ptx.cuh"
 #include "schedule/schedule_core.h"
 
-#define CM_WARPS 7         /* copying warps per comm CTA (one thread each drives the copies) */
-#define CM_CHUNK 16384     /* bytes per bulk copy; two buffers per warp: 224 KB per CTA, all of
-                              the GEMM's dynamic shared memory                                  */
+#define CM_WARPS 6         /* copying warps per comm CTA (one thread each drives the copies) */
+#define CM_CHUNK 16384     /* bytes per bulk copy; two buffers per warp: 192 KB per CTA        */
 
 MOK_DEV uint64_t cm_globaltimer(void) {
   uint64_t t;

@@ -1,10 +1,10 @@
 /* fused_comm.h — C API of the fused path's communication inside the grouped GEMMs
  * (kernels/grouped_gemm_bf16.cu, device side of the pull kernels/comm_move.cuh).
  *   pull (gate+up, forward dispatch): the last `ctas` CTAs of the launch are comm CTAs. The
- *     schedule's rows are walked in minibatches of mb_rows, in order; every comm warp (CM_WARPS = 7 per CTA)
+ *     schedule's rows are walked in minibatches of mb_rows, in order; every comm warp (6 per CTA)
  *     moves its share of each minibatch's real rows (rows[row] <- x[token] of the row's source rank,
  *     bulk copies through shared memory; padding rows never move) and then adds 1 to flags[m]
- *     (release). The GEMM's producer acquires a tile's minibatches (flag == ctas * CM_WARPS) before its
+ *     (release). The GEMM's producer acquires a tile's minibatches (flag == ctas * 6) before its
  *     first TMA load of them. flags must be zero when the kernel starts; every wait is bounded by
  *     timeout_ns (then the error word gets MOK_ERR_TIMEOUT), and a set error word ends the waits.
  *   push (down forward: combine; gate+up data gradient: reverse dispatch): no comm CTAs. The

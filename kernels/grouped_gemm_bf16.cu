@@ -34,7 +34,6 @@ enum { GG_FWD = 0, GG_SWIGLU = 1, GG_DGRAD = 2, GG_WGRAD = 3 };
 #define GG_EPI_OFF (GG_STAGES * GG_STAGE_BYTES)   /* staging for the epilogue */
 #define GG_EPI_BYTES (2 * 16384)                  /* 16 KB per consumer warpgroup */
 #define GG_SMEM (GG_EPI_OFF + GG_EPI_BYTES)
-static_assert(CM_WARPS * 2 * CM_CHUNK <= GG_SMEM, "comm CTA buffers exceed the GEMM's shared memory");
 #define GG_MAX_EXPERTS 256 /* experts per launch; more are split over launches */
 #define GG_THREADS 384
 
@@ -543,10 +542,8 @@ static mok_status gg_launch(const CUtensorMap *a, const CUtensorMap *b0, const C
                             int max_tiles, cudaStream_t stream) {
   /* Clusters of 2 (B multicast) paid where the experts are short (few row tiles per expert, so
    * little reuse of a weight tile in L2: +6-10% on 448 rows per expert) and cost a few percent
-   * on long ones (1792 rows = 14 tiles): decided from the capacity per expert, the one size the
-   * host has. The layer's capacity is the worst case (DSv3 at EP=2: 5 tiles per expert at 4096
-   * tokens/rank, 8 at 7168, for 2-3.5 tiles of real rows), hence up to 8 tiles. */
-  int cl = MODE == GG_WGRAD ? 1 : (p.num_experts > 0 && max_tiles / p.n_tiles <= 8 * p.num_experts ? 2 : 1);
+   * on long ones (1792 rows): decided from the capacity per expert, the one size the host has. */
+  int cl = MODE == GG_WGRAD ? 1 : (p.num_experts > 0 && max_tiles / p.n_tiles <= 4 * p.num_experts ? 2 : 1);
   if (g_tune_cluster == 1 || g_tune_cluster == 2) cl = g_tune_cluster;
   if (MODE == GG_WGRAD) cl = 1;
   p.group_m = g_tune_group_m > 0 ? g_tune_group_m : 16 / cl;
