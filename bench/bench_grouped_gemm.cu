@@ -130,6 +130,11 @@ static mok_status run_wgrad(void *p) { /* dW [E, n, k] fp32 = dC^T A */
   return mok_gg_bf16_wgrad(c->c, c->a, c->w32, 1, 0, c->off, c->cnt, c->E, c->m_total, c->n,
                            c->k, 0);
 }
+static mok_status run_wgrad_bf16(void *p) { /* dW [E, n, k] bf16 (the layer's gradients) */
+  ctx_t *c = (ctx_t *)p;
+  return mok_gg_bf16_wgrad(c->c, c->a, c->w32, 0, 0, c->off, c->cnt, c->E, c->m_total, c->n,
+                           c->k, 0);
+}
 
 /* Cluster size x raster group variants of one kernel (printed as kernel/cC/gG); the default
  * is restored afterwards. */
@@ -171,8 +176,8 @@ int main(int argc, char **argv) {
   const shape shapes[] = {
       {"dsv3_ep8_gateup", 32, 1792, 0, 4096, 7168, 1, 1, 2},
       {"dsv3_ep8_down", 32, 1792, 0, 7168, 2048, 0, 1, 2},
-      {"dsv3_ep2_gateup", 128, 448, 0, 4096, 7168, 1, 0, 0},
-      {"dsv3_ep2_down", 128, 448, 0, 7168, 2048, 0, 0, 0},
+      {"dsv3_ep2_gateup", 128, 448, 0, 4096, 7168, 1, 1, 0},
+      {"dsv3_ep2_down", 128, 448, 0, 7168, 2048, 0, 1, 0},
       {"qwen3_gateup", 128, 256, 0, 1536, 2048, 1, 0, 2},
       {"qwen3_down", 128, 256, 0, 2048, 768, 0, 0, 0},
       {"dsv3_ep8_gateup_zipf", 32, 1792, 1, 4096, 7168, 1, 0, 0},
@@ -274,6 +279,15 @@ int main(int argc, char **argv) {
       CK(cudaMalloc(&c.w32, nb * 4));
       ms = time_median_ms(run_wgrad, &c, 2, iters);
       printf("%-22s %-10s %10.3f %10.1f\n", s.name, "wgrad_f32", ms, flop / ms * 1e-9);
+      /* bf16 out (TMA-store epilogue), and with the warpgroups staggered by 2 / 3 k-blocks */
+      const int wflags[] = {0, 8, 16};
+      const char *wname[] = {"wgrad_bf16", "wgrad_st2", "wgrad_st3"};
+      for (int i = 0; i < 3; ++i) {
+        gg_set_tuning(0, 0, 0, wflags[i]);
+        ms = time_median_ms(run_wgrad_bf16, &c, 2, iters);
+        printf("%-22s %-10s %10.3f %10.1f\n", s.name, wname[i], ms, flop / ms * 1e-9);
+      }
+      gg_set_tuning(0, cl_env ? atoi(cl_env) : 0, 0, 0);
       cudaFree(c.w32);
     }
     fflush(stdout);

@@ -35,6 +35,10 @@ enum { GG_FWD = 0, GG_SWIGLU = 1, GG_DGRAD = 2, GG_WGRAD = 3 };
 #define GG_EPI_BYTES (2 * 16384)                  /* 16 KB per consumer warpgroup */
 #define GG_SMEM (GG_EPI_OFF + GG_EPI_BYTES)
 #define GG_MAX_EXPERTS 256 /* experts per launch; more are split over launches */
+/* Named barriers (0 is __syncthreads): 1 both consumer warpgroups (WGRAD padding), 2 + cwg one
+ * consumer warpgroup's epilogue, 4 the staggered WGRAD's head start, 5 its warpgroup-0 zeroing. */
+#define GG_BAR_STAGGER 4
+#define GG_BAR_ZERO0 5
 #define GG_THREADS 384
 
 typedef struct {
@@ -58,6 +62,9 @@ typedef struct {
   int wn, wk;            /* WGRAD output shape per expert                                 */
   int out_fp32, accumulate;
   int group_m;           /* raster group, in work units                                   */
+  int stagger;           /* WGRAD: k-blocks of head start warpgroup 0 gets over warpgroup 1,
+                            so one's epilogue overlaps the other's main loop (0: none, at most
+                            GG_STAGES - 1); warpgroup 0 then zeroes padding rows alone       */
   int no_multicast;      /* clusters of 2 that load their whole B tile (a tuning probe)   */
   /* Fused communication (kernels/fused_comm.h): SWIGLU with comm_ctas > 0: the grid's last
    * comm_ctas CTAs pull A into move_rows [move_m_total, move_hidden]; FWD, DGRAD with push: the
@@ -202,6 +209,7 @@ __global__ void __launch_bounds__(GG_THREADS, 1)
   __shared__ __align__(8) uint64_t bars[2 * GG_STAGES];
   __shared__ int32_t prefix[GG_MAX_EXPERTS + 1];
   __shared__ __align__(8) uint64_t comm_bars[2 * CM_WARPS];
+  __shared__ __align__(8) uint64_t zero_bars[GG_STAGES]; /* staggered WGRAD: stage zeroed */
 
   const int tid = threadIdx.x;
   const int wg = tid >> 7;
@@ -222,6 +230,7 @@ __global__ void __launch_bounds__(GG_THREADS, 1)
     for (int s = 0; s < GG_STAGES; ++s) {
       mbar_init(full0 + 8 * s, 1);
       mbar_init(empty0 + 8 * s, 8 * CL); /* one arrival per consumer warp of each CTA */
+      if (MODE == GG_WGRAD) mbar_init(smem_u32(&zero_bars[s]), 1);
     }
     fence_mbar_init();
   }
@@ -331,6 +340,13 @@ __global__ void __launch_bounds__(GG_THREADS, 1)
     uint32_t phase = 0;
     const uint8_t *epi_ptr = smem + GG_EPI_OFF + cwg * 16384;
     float acc[128];
+    /* Staggered WGRAD: warpgroup 1 starts once warpgroup 0 has issued p.stagger k-blocks (or its
+     * first tile, or found no tile); afterwards the shared stage ring keeps them that far apart
+     * at most, and the tiles' epilogues alternate with the other's main loop. */
+    const bool stagger = MODE == GG_WGRAD && p.stagger > 0;
+    bool head_start = stagger && cwg == 0; /* warpgroup 0 still owes the arrival */
+    uint32_t zero_par = 0;                /* staggered WGRAD: zero_bars' phase bits per stage */
+    if (stagger && cwg == 1) named_bar_sync(GG_BAR_STAGGER, 256);
     for (int u = unit0; u < total; u += ustride) {
       gg_tile t = MODE == GG_WGRAD ? gg_decode_k_grouped(u, p.m_tiles, p.n_tiles, p.group_m)
                                    : gg_decode_m_grouped(u, prefix, E, p.n_tiles, p.group_m);
@@ -352,18 +368,32 @@ __global__ void __launch_bounds__(GG_THREADS, 1)
           const int valid = cnt - kb * GG_BK;
           if (valid < GG_BK) {
             /* Rows past the expert's count are padding with any content: zero them in all six
-             * 64-row boxes of the stage (A: 2, B: 4) before the tensor cores read them. */
+             * 64-row boxes of the stage (A: 2, B: 4) before the tensor cores read them; both
+             * consumer warpgroups together, or (staggered) warpgroup 0 alone, which then
+             * releases the stage to warpgroup 1 through the stage's zero barrier. */
             const int nrow = GG_BK - valid;
             const int per_box = nrow * 8; /* 16-byte chunks */
+            const uint32_t zbar = smem_u32(&zero_bars[stage]);
             uint4 z = make_uint4(0, 0, 0, 0);
-            for (int i = tid - 128; i < 6 * per_box; i += 256) {
-              const int box = i / per_box, rem = i - box * per_box;
-              const int r = valid + rem / 8, c = rem & 7;
-              uint8_t *ptr = smem + stage * GG_STAGE_BYTES + box * 8192 + r * 128 + c * 16;
-              *(uint4 *)ptr = z;
+            if (!stagger || cwg == 0) {
+              const int first = stagger ? wtid : tid - 128, step = stagger ? 128 : 256;
+              for (int i = first; i < 6 * per_box; i += step) {
+                const int box = i / per_box, rem = i - box * per_box;
+                const int r = valid + rem / 8, c = rem & 7;
+                uint8_t *ptr = smem + stage * GG_STAGE_BYTES + box * 8192 + r * 128 + c * 16;
+                *(uint4 *)ptr = z;
+              }
+              fence_proxy_async_smem();
             }
-            fence_proxy_async_smem();
-            named_bar_sync(1, 256);
+            if (!stagger) {
+              named_bar_sync(1, 256);
+            } else if (cwg == 0) {
+              named_bar_sync(GG_BAR_ZERO0, 128);
+              if (wtid == 0) mbar_arrive(zbar);
+            } else {
+              mbar_wait(zbar, (zero_par >> stage) & 1);
+            }
+            zero_par ^= 1u << stage;
           }
         }
         if (math) {
@@ -387,6 +417,10 @@ __global__ void __launch_bounds__(GG_THREADS, 1)
           gg_release<CL>(empty0 + 8 * stage, lane);
         }
         if (++stage == GG_STAGES) { stage = 0; phase ^= 1; }
+        if (head_start && (kb + 1 == p.stagger || kb + 1 == nkb)) {
+          named_bar_arrive(GG_BAR_STAGGER, 256); /* warpgroup 1 may start */
+          head_start = false;
+        }
       }
       wgmma_wait<0>();
       if (prev >= 0) gg_release<CL>(empty0 + 8 * prev, lane);
@@ -459,6 +493,7 @@ __global__ void __launch_bounds__(GG_THREADS, 1)
         }
       }
     }
+    if (head_start) named_bar_arrive(GG_BAR_STAGGER, 256); /* warpgroup 0 had no k-block */
     if (wtid == 0) bulk_wait0(); /* this warpgroup's TMA stores are complete */
     if ((MODE == GG_FWD || MODE == GG_DGRAD) && p.push)
       __threadfence_system(); /* the pushed rows, before the cross-rank barrier after the kernel */
@@ -548,6 +583,9 @@ static mok_status gg_launch(const CUtensorMap *a, const CUtensorMap *b0, const C
   if (MODE == GG_WGRAD) cl = 1;
   p.group_m = g_tune_group_m > 0 ? g_tune_group_m : 16 / cl;
   p.no_multicast = (g_tune_flags & 1) != 0;
+  /* WGRAD, a tuning probe until measured: flag 8 staggers the warpgroups by 2 k-blocks, 16 by 3 */
+  p.stagger = MODE != GG_WGRAD ? 0 : (g_tune_flags & 16) ? 3 : (g_tune_flags & 8) ? 2 : 0;
+  if (p.stagger > GG_STAGES - 1) p.stagger = GG_STAGES - 1;
   if (p.comm_ctas > 0) p.comm_ctas = (p.comm_ctas + cl - 1) / cl * cl;
   p.move.ctas = p.comm_ctas; /* the pull's warps count what the consumers wait for */
   const int e_all = p.num_experts, base_all = p.expert_base;

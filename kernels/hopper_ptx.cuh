@@ -117,6 +117,10 @@ MOK_DEV void mbar_arrive_cluster(uint32_t bar, uint32_t cta) {
 MOK_DEV void named_bar_sync(uint32_t id, uint32_t nthreads) {
   asm volatile("bar.sync %0, %1;\n" ::"r"(id), "r"(nthreads) : "memory");
 }
+/* Arrives on named barrier id (of nthreads) without waiting for it. */
+MOK_DEV void named_bar_arrive(uint32_t id, uint32_t nthreads) {
+  asm volatile("bar.arrive %0, %1;\n" ::"r"(id), "r"(nthreads) : "memory");
+}
 template <int N> MOK_DEV void setmaxnreg_inc(void) {
   asm volatile("setmaxnreg.inc.sync.aligned.u32 %0;\n" ::"n"(N));
 }

@@ -282,10 +282,13 @@ static void run_dgrad(int E, int max_rows, int64_t n, int64_t k, int max_checked
 }
 
 /* ---- wgrad: dW[e] = dC_e^T A_e ---------------------------------------------------------- */
+static void gg_restore_tuning(void);
+
 /* strided != 0: dC is the right half of a [m_total, 2n] matrix and A has 64 columns of slack per
- * row (mok_gg_bf16_wgrad_ld), both bordered with NaN that must not be read. */
+ * row (mok_gg_bf16_wgrad_ld), both bordered with NaN that must not be read. The second run (the
+ * determinism check) uses the tuning flags second_flags: its bits must equal the first's. */
 static void run_wgrad(int E, int max_rows, int64_t n, int64_t k, int out_fp32, int accumulate,
-                      int strided = 0) {
+                      int strided = 0, int second_flags = 0) {
   gg_rng r = {test_seed() ^ 0x3a3a};
   gg_rows g = make_rows(&r, E, max_rows, 1);
   std::vector<uint16_t> dcv(g.m_total * n), a(g.m_total * k);
@@ -340,11 +343,14 @@ static void run_wgrad(int E, int max_rows, int64_t n, int64_t k, int out_fp32, i
   snprintf(what, sizeof what, "wgrad %s%s%s E%d n%ld k%ld", out_fp32 ? "fp32" : "bf16",
            accumulate ? "+acc" : "", strided ? " strided" : "", E, (long)n, (long)k);
   rel_check(what, re);
-  /* Determinism: a second run gives the same bits. */
+  /* Determinism: a second run (with other tuning flags if asked) gives the same bits. */
   if (out_fp32) CUDA_OK(cudaMemcpy(dw, init.data(), nw * 4, cudaMemcpyHostToDevice));
+  else CUDA_OK(cudaMemcpy(dw, init16.data(), nw * 2, cudaMemcpyHostToDevice));
+  if (second_flags) gg_set_tuning(0, 0, 0, second_flags);
   CHECK_STATUS(mok_gg_bf16_wgrad_ld(ddc, ld_dc, da, ld_a, dw, out_fp32, accumulate, doff, dcnt, E,
                                     g.m_total, n, k, 0), MOK_SUCCESS);
   CUDA_OK(cudaDeviceSynchronize());
+  if (second_flags) gg_restore_tuning();
   std::vector<uint8_t> raw2(raw1.size());
   cudaMemcpy(raw2.data(), dw, raw2.size(), cudaMemcpyDeviceToHost);
   CHECK(memcmp(raw1.data(), raw2.data(), raw1.size()) == 0);
@@ -643,6 +649,14 @@ static void test_gg_wgrad_strided(void) { run_wgrad(5, 300, 256, 320, 1, 0, 1); 
  * experts than one launch holds (the store's row coordinate carries the launch's first expert) */
 static void test_gg_wgrad_bf16_strided(void) { run_wgrad(6, 300, 192, 320, 0, 0, 1); }
 static void test_gg_wgrad_bf16_many_experts(void) { run_wgrad(300, 40, 192, 128, 0, 0); }
+/* Staggered warpgroups (tuning flags 8: 2 k-blocks of head start, 16: 3): the same bits as the
+ * default, on odd row counts (warpgroup 0 zeroes the padding alone), empty experts, both outputs. */
+static void test_gg_wgrad_stagger(void) {
+  run_wgrad(6, 300, 192, 320, 0, 0, 0, 8);
+  run_wgrad(5, 700, 256, 512, 0, 0, 1, 16);
+  run_wgrad(4, 700, 128, 512, 1, 1, 0, 16);
+  run_wgrad(300, 40, 192, 128, 0, 0, 0, 8);
+}
 static void test_gg_dgrad_pair(void) { run_dgrad(6, 300, 512, 384, 1000, 1); }
 static void test_gg_dgrad_pair_many(void) { run_dgrad(7, 1200, 768, 1024, 24, 1); }
 
@@ -671,6 +685,7 @@ extern "C" const test_case gg_test_cases[] = {
     {"gg_wgrad_strided", test_gg_wgrad_strided},
     {"gg_wgrad_bf16_strided", test_gg_wgrad_bf16_strided},
     {"gg_wgrad_bf16_many_experts", test_gg_wgrad_bf16_many_experts},
+    {"gg_wgrad_stagger", test_gg_wgrad_stagger},
     {"gg_dgrad_pair", test_gg_dgrad_pair},
     {"gg_dgrad_pair_many", test_gg_dgrad_pair_many},
 };
