@@ -3,10 +3,11 @@
 # every visible GPU, with the default and the grouped path measured in the same call; prints one
 # table.
 #   env: MOK (the binary, default build/mok), TOKENS (default 4096), SHAPE (default deepseek-v3),
-#        COMM (default "2 4 8 16"), MB (default "128 256"), ITERS (default 10), ROUTING (uniform)
+#        COMM (default "2 4 8 16"), MB (default "128 256"), ITERS (default 10), ROUTING (uniform),
+#        EXTRA (more `mok run` options for every row, e.g. "--gg-cluster 2" or "--gg-flags 8")
 set -u
 MOK=${MOK:-build/mok}
-args="--shape ${SHAPE:-deepseek-v3} --tokens ${TOKENS:-4096} --routing ${ROUTING:-uniform} --iters ${ITERS:-10} --warmup 2"
+args="--shape ${SHAPE:-deepseek-v3} --tokens ${TOKENS:-4096} --routing ${ROUTING:-uniform} --iters ${ITERS:-10} --warmup 2 ${EXTRA:-}"
 export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1
 row() { # label, then mok run options
   local label=$1

@@ -19,6 +19,8 @@ typedef struct {
   int samples;         /* gradient entries checked by finite differences   */
   int use_cpu;         /* --cpu: force the reference path                  */
   int breakdown;       /* --breakdown: time each stage alone (GPU path)    */
+  int gg_cluster;      /* --gg-cluster: grouped GEMM cluster size probe (0: default) */
+  int gg_flags;        /* --gg-flags: grouped GEMM tuning flags probe (0: none)      */
   mok_config config;
 } cli_options;
 

@@ -40,7 +40,10 @@ static void usage(FILE *f) {
           "  --iters N              timed iterations on the GPU (default 20)\n"
           "  --warmup N             warm-up iterations on the GPU (default 3)\n"
           "  --samples N            gradient entries per tensor checked by finite differences (default 16)\n"
-          "  --fwd-comm-sms N       --bwd-comm-sms N   --minibatch ROWS   --capacity ROWS\n");
+          "  --fwd-comm-sms N       --bwd-comm-sms N   --minibatch ROWS   --capacity ROWS\n"
+          "  --gg-cluster N         GPU probe: grouped GEMM clusters forced to N (1 or 2; 0: default)\n"
+          "  --gg-flags F           GPU probe: grouped GEMM tuning flags (8, 16: staggered weight-\n"
+          "                         gradient warpgroups; see kernels/grouped_gemm_tmap.h)\n");
 }
 
 /* Parses a whole non-negative integer in [lo, hi]; returns 0 on success. */
@@ -99,6 +102,8 @@ static int parse_run(int argc, char **argv, cli_options *o) {
     else if (strcmp(a, "--bwd-comm-sms") == 0) bad = parse_int(a, v, 1, 128, &n), o->config.bwd_comm_sms = (int)n;
     else if (strcmp(a, "--minibatch") == 0) bad = parse_int(a, v, 1, 1 << 20, &n), o->config.minibatch_rows = (int)n;
     else if (strcmp(a, "--capacity") == 0) bad = parse_int(a, v, 0, 1LL << 31, &n), o->config.schedule_capacity = n;
+    else if (strcmp(a, "--gg-cluster") == 0) bad = parse_int(a, v, 0, 2, &n), o->gg_cluster = (int)n;
+    else if (strcmp(a, "--gg-flags") == 0) bad = parse_int(a, v, 0, 255, &n), o->gg_flags = (int)n;
     else if (strcmp(a, "--routing") == 0) {
       if (strcmp(v, "uniform") == 0) o->routing = CLI_ROUTING_UNIFORM;
       else if (strcmp(v, "zipf") == 0) o->routing = CLI_ROUTING_ZIPF;
@@ -119,7 +124,7 @@ static int parse_run(int argc, char **argv, cli_options *o) {
       else if (strcmp(v, "fused") == 0) o->config.path = MOK_PATH_FUSED;
       else if (strcmp(v, "grouped") == 0) o->config.path = MOK_PATH_GROUPED;
       else {
-        fprintf(stderr, "mok: --path wants auto, v1 or fused, got '%s'\n", v);
+        fprintf(stderr, "mok: --path wants auto, fused, grouped or v1, got '%s'\n", v);
         return 1;
       }
     } else if (strcmp(a, "--clamp") == 0) {

@@ -15,6 +15,7 @@
 #include <cuda_runtime_api.h>
 #include "cli/cli.h"
 #include "api/gpu_internal.h"
+#include "kernels/grouped_gemm_tmap.h"
 #include "kernels/v1_kernels.h"
 #include "kernels/v1_random.h"
 #include "mok_reference.h"
@@ -414,6 +415,7 @@ static int worker(const cli_options *o, int rank, int n, const char *dir) {
                 Is = s.shared_intermediate, el = E / n;
   mok_workspace *ws = NULL;
   mok_schedule *sch = NULL;
+  if (o->gg_cluster || o->gg_flags) gg_set_tuning(0, o->gg_cluster, 0, o->gg_flags); /* probes */
   MK(mok_workspace_create(g, &s, &cfg, &ws));
   MK(mok_schedule_create(ws, &sch));
 

@@ -23,10 +23,11 @@ mok_status gg_make_tmap_2d_ld(CUtensorMap *map, const void *ptr, int64_t rows, i
 /* Multiprocessor count of the current device; MOK_ERR_NOT_SUPPORTED unless it is sm_90. */
 mok_status gg_device_sms(int *sms);
 
-/* Tuning hook for benchmarks (not thread-safe; 0 restores each default): the raster group in
- * work units, the cluster size of the row-grouped calls (1 or 2; 2 multicasts B), a cap on the
- * grid in CTAs, and flags (1: clusters of 2 without multicast, a probe). gg_last_grid() is the
- * grid of the last launch. */
+/* Tuning hook for benchmarks and `mok run --gg-cluster/--gg-flags` (not thread-safe; 0 restores
+ * each default): the raster group in work units, the cluster size of the row-grouped calls (1 or
+ * 2; 2 multicasts B), a cap on the grid in CTAs, and flags (1: clusters of 2 without multicast;
+ * 8 / 16: the weight gradient's warpgroups staggered by 2 / 3 k-blocks; FP8: 2, 4 below).
+ * gg_last_grid() is the grid of the last launch. */
 #ifdef __cplusplus
 extern "C" {
 #endif
