@@ -234,6 +234,15 @@ int main(int argc, char **argv) {
       double ms = time_median_ms(run_fwd, &c, 3, iters);
       printf("%-22s %-10s %10.3f %10.1f\n", s.name, "fwd", ms, flop / ms * 1e-9);
       if (s.sweep & 1) sweep(s.name, "fwd", run_fwd, &c, flop, iters);
+      /* staggered consumer warpgroups (tuning flags 8 / 16: 2 / 3 k-blocks of head start) */
+      const int st_flags[] = {8, 16};
+      for (int fl : st_flags) {
+        gg_set_tuning(0, cl_env ? atoi(cl_env) : 0, 0, fl);
+        ms = time_median_ms(run_fwd, &c, 3, iters);
+        printf("%-22s %-10s %10.3f %10.1f\n", s.name, fl == 8 ? "fwd_st2" : "fwd_st3", ms,
+               flop / ms * 1e-9);
+      }
+      gg_set_tuning(0, cl_env ? atoi(cl_env) : 0, 0, 0);
     }
     {
       /* FP8 block-scaled: quantize A and B (bf16 -> e4m3 + scales) once, then time the GEMM */

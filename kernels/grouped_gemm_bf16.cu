@@ -62,9 +62,9 @@ typedef struct {
   int wn, wk;            /* WGRAD output shape per expert                                 */
   int out_fp32, accumulate;
   int group_m;           /* raster group, in work units                                   */
-  int stagger;           /* WGRAD: k-blocks of head start warpgroup 0 gets over warpgroup 1,
-                            so one's epilogue overlaps the other's main loop (0: none, at most
-                            GG_STAGES - 1); warpgroup 0 then zeroes padding rows alone       */
+  int stagger;           /* k-blocks of head start warpgroup 0 gets over warpgroup 1, so one's
+                            epilogue overlaps the other's main loop (0: none, at most
+                            GG_STAGES - 1); in WGRAD warpgroup 0 then zeroes padding alone   */
   int no_multicast;      /* clusters of 2 that load their whole B tile (a tuning probe)   */
   /* Fused communication (kernels/fused_comm.h): SWIGLU with comm_ctas > 0: the grid's last
    * comm_ctas CTAs pull A into move_rows [move_m_total, move_hidden]; FWD, DGRAD with push: the
@@ -340,10 +340,10 @@ __global__ void __launch_bounds__(GG_THREADS, 1)
     uint32_t phase = 0;
     const uint8_t *epi_ptr = smem + GG_EPI_OFF + cwg * 16384;
     float acc[128];
-    /* Staggered WGRAD: warpgroup 1 starts once warpgroup 0 has issued p.stagger k-blocks (or its
-     * first tile, or found no tile); afterwards the shared stage ring keeps them that far apart
-     * at most, and the tiles' epilogues alternate with the other's main loop. */
-    const bool stagger = MODE == GG_WGRAD && p.stagger > 0;
+    /* Staggered warpgroups: warpgroup 1 starts once warpgroup 0 has issued p.stagger k-blocks (or
+     * its first tile, or found no tile); afterwards the shared stage ring keeps them at most a
+     * few k-blocks apart, and one's epilogue overlaps the other's main loop. */
+    const bool stagger = p.stagger > 0;
     bool head_start = stagger && cwg == 0; /* warpgroup 0 still owes the arrival */
     uint32_t zero_par = 0;                /* staggered WGRAD: zero_bars' phase bits per stage */
     if (stagger && cwg == 1) named_bar_sync(GG_BAR_STAGGER, 256);
@@ -583,8 +583,8 @@ static mok_status gg_launch(const CUtensorMap *a, const CUtensorMap *b0, const C
   if (MODE == GG_WGRAD) cl = 1;
   p.group_m = g_tune_group_m > 0 ? g_tune_group_m : 16 / cl;
   p.no_multicast = (g_tune_flags & 1) != 0;
-  /* WGRAD, a tuning probe until measured: flag 8 staggers the warpgroups by 2 k-blocks, 16 by 3 */
-  p.stagger = MODE != GG_WGRAD ? 0 : (g_tune_flags & 16) ? 3 : (g_tune_flags & 8) ? 2 : 0;
+  /* A tuning probe until measured: flag 8 staggers the consumer warpgroups by 2 k-blocks, 16 by 3 */
+  p.stagger = (g_tune_flags & 16) ? 3 : (g_tune_flags & 8) ? 2 : 0;
   if (p.stagger > GG_STAGES - 1) p.stagger = GG_STAGES - 1;
   if (p.comm_ctas > 0) p.comm_ctas = (p.comm_ctas + cl - 1) / cl * cl;
   p.move.ctas = p.comm_ctas; /* the pull's warps count what the consumers wait for */

@@ -640,6 +640,19 @@ static void test_gg_fwd_cluster1(void) { gg_set_tuning(0, 1, 0, 0); run_fwd(9, 1
 static void test_gg_swiglu_cluster1(void) { gg_set_tuning(0, 1, 0, 0); run_swiglu(5, 300, 256, 192, 0, 1, 1000); gg_restore_tuning(); }
 static void test_gg_dgrad_cluster1(void) { gg_set_tuning(0, 1, 0, 0); run_dgrad(6, 300, 320, 384, 1000); gg_restore_tuning(); }
 /* A raster group of one unit (plain column-major order inside an expert). */
+/* Staggered consumer warpgroups (tuning flag 8 / 16) on the row-grouped calls, against the
+ * reference, with and without clusters. */
+static void test_gg_stagger(void) {
+  gg_set_tuning(0, 0, 0, 8);
+  run_fwd(9, 1500, 1024, 1024, 40);
+  run_swiglu(5, 300, 256, 192, 0, 1, 1000);
+  gg_set_tuning(0, 1, 0, 16);
+  run_fwd(7, 900, 768, 512, 40);
+  run_dgrad(6, 300, 320, 384, 1000);
+  gg_set_tuning(0, 2, 0, 16);
+  run_dgrad(6, 300, 320, 384, 1000);
+  gg_restore_tuning();
+}
 static void test_gg_fwd_group1(void) { gg_set_tuning(1, 0, 0, 0); run_fwd(7, 900, 768, 512, 40); gg_restore_tuning(); }
 static void test_gg_wgrad_fp32(void) { run_wgrad(6, 300, 192, 320, 1, 0); }
 static void test_gg_wgrad_bf16(void) { run_wgrad(5, 200, 256, 256, 0, 0); }
@@ -673,6 +686,7 @@ extern "C" const test_case gg_test_cases[] = {
     {"gg_swiglu_cluster1", test_gg_swiglu_cluster1},
     {"gg_dgrad_cluster1", test_gg_dgrad_cluster1},
     {"gg_fwd_group1", test_gg_fwd_group1},
+    {"gg_stagger", test_gg_stagger},
     {"gg_fp8_fwd_small", test_gg_fp8_fwd_small},
     {"gg_fp8_fwd_many_tiles", test_gg_fp8_fwd_many_tiles},
     {"gg_fp8_swiglu", test_gg_fp8_swiglu},
