@@ -73,7 +73,8 @@ typedef enum {
   MOK_DTYPE_BF16 = 0,          /* bf16 storage, fp32 accumulation                                   */
   MOK_DTYPE_FP8_BLOCK128 = 1,  /* E4M3 routed-expert GEMMs; 1x128 activation and 128x128 weight
                                   blocks with fp32 scales (the Hopper-native recipe); forward only
-                                  in this build (backward: MOK_ERR_NOT_SUPPORTED), path AUTO    */
+                                  in this build (backward: MOK_ERR_NOT_SUPPORTED); path AUTO or
+                                  GROUPED                                                      */
   MOK_DTYPE_MXFP8 = 2          /* E4M3 with 32-element blocks and E8M0 scales (MX checkpoints)     */
 } mok_dtype;
 
