@@ -164,7 +164,6 @@ static mok_gg_move fused_move(const mok_schedule *s, int push, int ctas) {
   q.top_k = (int)w->shape.top_k;
   q.row_src = s->row_src;
   q.expert_offset = s->expert_offset;
-  q.expert_count = s->expert_count;
   q.flags = w->ready;
   q.mb_rows = w->config.minibatch_rows;
   q.ctas = ctas;

@@ -31,7 +31,6 @@ typedef struct {
   int top_k;                    /* k                                                          */
   const int32_t *row_src;       /* schedule: [capacity], -1 for padding rows                  */
   const int32_t *expert_offset; /* schedule: [experts_local + 1]                              */
-  const int32_t *expert_count;  /* schedule: [experts_local] (unused)                          */
   int32_t *flags;               /* [ceil(m_total / mb_rows)], zero at the start               */
   int mb_rows;                  /* rows per minibatch, a multiple of 128                      */
   int ctas;                     /* comm CTAs, >= 1 (rounded up to the cluster size)           */
