@@ -14,10 +14,10 @@
 #include <cuda.h>
 #include <cuda_runtime.h>
 #include <stdint.h>
-#include "kernels/bf16_clamp_round.h"
 #include "kernels/comm_move.cuh"
 #include "kernels/fused_comm.h"
 #include "kernels/grouped_gemm.h"
+#include "kernels/grouped_gemm_common.cuh"
 #include "kernels/grouped_gemm_tmap.h"
 #include "kernels/gemm_tile_scheduler.h"
 #include "kernels/hopper_ptx.cuh"
@@ -76,52 +76,6 @@ typedef struct {
   int64_t move_m_total, move_hidden;
   int move_experts;      /* all local experts (move.expert_offset is not shifted per launch)  */
 } gg_params;
-
-/* ---- SwiGLU clamp: pre-activations rounded to bf16 without moving them across +-L ------------ */
-typedef mok_clamp_round gg_clamp;
-
-__device__ __forceinline__ uint32_t gg_pack2(float lo, float hi, bool clamp, const gg_clamp &mk) {
-  if (clamp) {
-    lo = mok_cr_round(lo, mk);
-    hi = mok_cr_round(hi, mk);
-  }
-  return pack_bf16x2(lo, hi);
-}
-
-/* ---- epilogue: one pass stores 64 rows x 128 columns of a consumer's accumulators -------- */
-/* Columns [N8B * 8, N8B * 8 + 128) of the warpgroup's 64 x 256 fragment go through stmatrix into
- * two swizzled 64x64 boxes, then one thread stores them with TMA at (col0, row0). */
-template <int N8B>
-__device__ __forceinline__ void gg_store_pass(const float *acc, uint32_t stage, int wtid,
-                                              const CUtensorMap *map, int col0, int col_end,
-                                              int row0, int bar_id, bool clamp = false,
-                                              gg_clamp mk = gg_clamp{}) {
-  if (col0 >= col_end) return; /* the whole pass lies past the tensor's last column */
-  if (wtid == 0) bulk_wait_read0(); /* the previous pass has left the staging buffer */
-  named_bar_sync(bar_id, 128);
-  const int warp = wtid >> 5, lane = wtid & 31;
-  const int q = lane >> 3;
-  const int row = warp * 16 + (q & 1) * 8 + (lane & 7);
-#pragma unroll
-  for (int j = 0; j < 8; ++j) {
-    const int n8 = N8B + 2 * j;
-    uint32_t r0 = gg_pack2(acc[n8 * 4 + 0], acc[n8 * 4 + 1], clamp, mk);
-    uint32_t r1 = gg_pack2(acc[n8 * 4 + 2], acc[n8 * 4 + 3], clamp, mk);
-    uint32_t r2 = gg_pack2(acc[n8 * 4 + 4], acc[n8 * 4 + 5], clamp, mk);
-    uint32_t r3 = gg_pack2(acc[n8 * 4 + 6], acc[n8 * 4 + 7], clamp, mk);
-    const int chunk = 2 * j + (q >> 1); /* 16-byte chunk among the 128 columns */
-    const int box = chunk >> 3, c = chunk & 7;
-    uint32_t addr = stage + box * 8192 + row * 128 + ((c ^ (row & 7)) << 4);
-    stmatrix_x4(addr, r0, r1, r2, r3);
-  }
-  fence_proxy_async_smem();
-  named_bar_sync(bar_id, 128);
-  if (wtid == 0) {
-    tma_store_2d(map, stage, col0, row0);
-    if (col0 + 64 < col_end) tma_store_2d(map, stage + 8192, col0 + 64, row0);
-    bulk_commit();
-  }
-}
 
 /* Push (FWD, DGRAD of the fused path): the 64 rows x 128 columns gg_store_pass just staged at
  * columns [col0, col0 + 128) also go to their rows' (token, j) slots on the source ranks, 16 bytes
@@ -186,20 +140,6 @@ __device__ __forceinline__ void gg_load_b_half(int h, uint32_t sb, uint32_t full
 #undef GG_LD
 }
 
-/* Consumer warp release of a stage: one arrival per warp, on every CTA of the cluster whose
- * producer may write into this CTA's copy of the stage. */
-template <int CL>
-__device__ __forceinline__ void gg_release(uint32_t empty, int lane) {
-  if (lane == 0) {
-    if (CL == 1) {
-      mbar_arrive(empty);
-    } else {
-#pragma unroll
-      for (int c = 0; c < CL; ++c) mbar_arrive_cluster(empty, c);
-    }
-  }
-}
-
 template <int MODE, int CL>
 __global__ void __launch_bounds__(GG_THREADS, 1)
     gg_bf16_kernel(const __grid_constant__ CUtensorMap tm_a, const __grid_constant__ CUtensorMap tm_b0,
@@ -241,26 +181,8 @@ __global__ void __launch_bounds__(GG_THREADS, 1)
     if (MODE != GG_WGRAD) tma_prefetch_desc(&tm_c0);
     if (MODE == GG_SWIGLU && p.has_preact) tma_prefetch_desc(&tm_c1);
   }
-  if (MODE != GG_WGRAD && tid >= 64 && tid < 96) {
-    /* Unit prefix over experts: a warp scan, 32 experts at a time. */
-    const int lane = tid & 31;
-    int run = 0;
-    for (int base = 0; base < E; base += 32) {
-      const int l = base + lane;
-      int c = l < E ? p.count[l] : 0;
-      c = c > 0 ? c : 0;
-      const int t = gg_ceil_div(c, GG_BM * CL) * p.n_tiles;
-      int incl = t;
-#pragma unroll
-      for (int o = 1; o < 32; o <<= 1) {
-        int y = __shfl_up_sync(0xffffffffu, incl, o);
-        if (lane >= o) incl += y;
-      }
-      if (l < E) prefix[l] = run + incl - t;
-      run += __shfl_sync(0xffffffffu, incl, 31);
-    }
-    if (lane == 0) prefix[E] = run;
-  }
+  if (MODE != GG_WGRAD && tid >= 64 && tid < 96) /* unit prefix over experts */
+    gg_unit_prefix(p.count, E, GG_BM * CL, p.n_tiles, prefix, tid & 31);
   if (CL > 1) cluster_sync(); /* barrier inits visible to the peer before any multicast */
   else __syncthreads();
   const int total = MODE == GG_WGRAD ? E * p.m_tiles * p.n_tiles : prefix[E];
@@ -431,18 +353,18 @@ __global__ void __launch_bounds__(GG_THREADS, 1)
       if (MODE == GG_FWD || MODE == GG_DGRAD) {
         const int row0 = p.offset[t.expert] + m_tile * GG_BM + cwg * 64;
         const int col0 = t.n_tile * GG_BN;
-        gg_store_pass<0>(acc, epi, wtid, &tm_c0, col0, p.n_out, row0, 2 + cwg);
+        gg_store_pass<0, 2>(acc, epi, wtid, &tm_c0, col0, p.n_out, row0, 2 + cwg);
         if (p.push) gg_push_pass(epi_ptr, wtid, p, col0, p.n_out, row0);
-        gg_store_pass<16>(acc, epi, wtid, &tm_c0, col0 + 128, p.n_out, row0, 2 + cwg);
+        gg_store_pass<16, 2>(acc, epi, wtid, &tm_c0, col0 + 128, p.n_out, row0, 2 + cwg);
         if (p.push) gg_push_pass(epi_ptr, wtid, p, col0 + 128, p.n_out, row0);
       } else if (MODE == GG_SWIGLU) {
         const int row0 = p.offset[t.expert] + m_tile * GG_BM + cwg * 64;
         const int col0 = t.n_tile * 128;
         if (p.has_preact) {
-          const gg_clamp mk = mok_cr_make(p.limit);
+          const mok_clamp_round mk = mok_cr_make(p.limit);
           const bool clamp = p.use_limit != 0;
-          gg_store_pass<0>(acc, epi, wtid, &tm_c1, col0, p.n_out, row0, 2 + cwg, clamp, mk);
-          gg_store_pass<16>(acc, epi, wtid, &tm_c1, p.inter + col0, 2 * p.n_out, row0, 2 + cwg, clamp, mk);
+          gg_store_pass<0, 2>(acc, epi, wtid, &tm_c1, col0, p.n_out, row0, 2 + cwg, clamp, mk);
+          gg_store_pass<16, 2>(acc, epi, wtid, &tm_c1, p.inter + col0, 2 * p.n_out, row0, 2 + cwg, clamp, mk);
         }
 #pragma unroll
         for (int i = 0; i < 64; ++i) {
@@ -453,15 +375,15 @@ __global__ void __launch_bounds__(GG_THREADS, 1)
           }
           acc[i] = gg_silu(g) * u;
         }
-        gg_store_pass<0>(acc, epi, wtid, &tm_c0, col0, p.n_out, row0, 2 + cwg);
+        gg_store_pass<0, 2>(acc, epi, wtid, &tm_c0, col0, p.n_out, row0, 2 + cwg);
       } else if (!p.out_fp32) {
         /* WGRAD, bf16 out: through the staging buffer and TMA stores, which drain while the next
          * tile's main loop runs (the expert's 64-row block past wn, if any, is not stored) */
         const int r0 = m_tile * GG_BM + cwg * 64;
         if (r0 < p.wn) {
           const int row0 = (p.expert_base + t.expert) * p.wn + r0, col0 = t.n_tile * GG_BN;
-          gg_store_pass<0>(acc, epi, wtid, &tm_c0, col0, p.wk, row0, 2 + cwg);
-          gg_store_pass<16>(acc, epi, wtid, &tm_c0, col0 + 128, p.wk, row0, 2 + cwg);
+          gg_store_pass<0, 2>(acc, epi, wtid, &tm_c0, col0, p.wk, row0, 2 + cwg);
+          gg_store_pass<16, 2>(acc, epi, wtid, &tm_c0, col0 + 128, p.wk, row0, 2 + cwg);
         }
       } else { /* WGRAD, fp32 out: direct stores; 4 lanes cover 32 contiguous bytes */
         if (!(p.accumulate && cnt == 0)) {
@@ -518,52 +440,18 @@ static mok_status gg_launch_cl(const CUtensorMap *a, const CUtensorMap *b0, cons
                                const CUtensorMap *c0, const CUtensorMap *c1, gg_params p,
                                int max_units, cudaStream_t stream) {
   static int max_ctas = 0; /* co-resident CTAs (whole clusters), found once */
-  if (!max_ctas) {
-    if (cudaFuncSetAttribute(gg_bf16_kernel<MODE, CL>, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                             GG_SMEM) != cudaSuccess)
-      return MOK_ERR_CUDA;
-    int sms = 0;
-    mok_status st = gg_device_sms(&sms);
-    if (st != MOK_SUCCESS) return st;
-    if (CL == 1) {
-      max_ctas = sms;
-    } else {
-      cudaLaunchConfig_t cfg = {};
-      cudaLaunchAttribute attr[1];
-      attr[0].id = cudaLaunchAttributeClusterDimension;
-      attr[0].val.clusterDim.x = CL;
-      attr[0].val.clusterDim.y = 1;
-      attr[0].val.clusterDim.z = 1;
-      cfg.gridDim = dim3(sms / CL * CL);
-      cfg.blockDim = dim3(GG_THREADS);
-      cfg.dynamicSmemBytes = GG_SMEM;
-      cfg.attrs = attr;
-      cfg.numAttrs = 1;
-      int clusters = 0;
-      if (cudaOccupancyMaxActiveClusters(&clusters, gg_bf16_kernel<MODE, CL>, &cfg) != cudaSuccess ||
-          clusters < 1)
-        return MOK_ERR_CUDA;
-      max_ctas = clusters * CL;
-    }
-  }
+  if (!max_ctas)
+    GG_TRY(gg_coresident_ctas((const void *)gg_bf16_kernel<MODE, CL>, GG_THREADS, GG_SMEM, CL,
+                              &max_ctas));
   const int n_comm = MODE == GG_SWIGLU ? p.comm_ctas : 0; /* a multiple of CL */
   const int cap = (g_tune_grid > 0 ? g_tune_grid : max_ctas) - n_comm;
   if (cap < CL) return MOK_ERR_INVALID_ARGUMENT; /* no SM left for the GEMM */
   int units = max_units < cap / CL ? max_units : cap / CL;
   if (units < 1) units = 1;
   g_last_grid = units * CL + n_comm;
-  cudaLaunchConfig_t cfg = {};
-  cudaLaunchAttribute attr[1];
-  attr[0].id = cudaLaunchAttributeClusterDimension;
-  attr[0].val.clusterDim.x = CL;
-  attr[0].val.clusterDim.y = 1;
-  attr[0].val.clusterDim.z = 1;
-  cfg.gridDim = dim3(units * CL + n_comm);
-  cfg.blockDim = dim3(GG_THREADS);
-  cfg.dynamicSmemBytes = GG_SMEM;
-  cfg.stream = stream;
-  cfg.attrs = attr;
-  cfg.numAttrs = CL > 1 ? 1 : 0;
+  cudaLaunchAttribute attr;
+  const cudaLaunchConfig_t cfg = gg_cluster_config(units * CL + n_comm, GG_THREADS, GG_SMEM, CL,
+                                                   stream, &attr);
   if (cudaLaunchKernelEx(&cfg, gg_bf16_kernel<MODE, CL>, *a, *b0, *b1, *c0, *c1, p) != cudaSuccess)
     return MOK_ERR_CUDA;
   return MOK_SUCCESS;
@@ -618,12 +506,6 @@ static mok_status gg_check_common(const int32_t *off, const int32_t *cnt, int e,
   if (n % MOK_GG_ALIGN || k % MOK_GG_ALIGN) return MOK_ERR_MISALIGNED;
   return MOK_SUCCESS;
 }
-
-#define GG_TRY(x)                             \
-  do {                                        \
-    mok_status s_ = (x);                      \
-    if (s_ != MOK_SUCCESS) return s_;         \
-  } while (0)
 
 static mok_status gg_fwd(const void *a, const void *b, void *c, const int32_t *expert_offset,
                          const int32_t *expert_count, int num_experts, int64_t m_total, int64_t n,

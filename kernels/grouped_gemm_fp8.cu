@@ -11,6 +11,7 @@
 #include <cuda_runtime.h>
 #include <stdint.h>
 #include "kernels/grouped_gemm.h"
+#include "kernels/grouped_gemm_common.cuh"
 #include "kernels/grouped_gemm_tmap.h"
 #include "kernels/gemm_tile_scheduler.h"
 #include "kernels/hopper_ptx.cuh"
@@ -46,38 +47,6 @@ typedef struct {
   int group_m;
 } f8_params;
 
-/* Columns [N8B * 8, N8B * 8 + 64 * NBOX) of a consumer's 64-row fragment -> stmatrix into NBOX
- * swizzled 64x64 bf16 boxes -> TMA store at (col0, row0). */
-template <int N8B, int NBOX>
-__device__ __forceinline__ void f8_store(const float *acc, uint32_t stage, int wtid,
-                                         const CUtensorMap *map, int col0, int col_end, int row0,
-                                         int bar_id) {
-  if (col0 >= col_end) return;
-  if (wtid == 0) bulk_wait_read0();
-  named_bar_sync(bar_id, 128);
-  const int warp = wtid >> 5, lane = wtid & 31;
-  const int q = lane >> 3;
-  const int row = warp * 16 + (q & 1) * 8 + (lane & 7);
-#pragma unroll
-  for (int j = 0; j < 4 * NBOX; ++j) {
-    const int n8 = N8B + 2 * j;
-    uint32_t r0 = pack_bf16x2(acc[n8 * 4 + 0], acc[n8 * 4 + 1]);
-    uint32_t r1 = pack_bf16x2(acc[n8 * 4 + 2], acc[n8 * 4 + 3]);
-    uint32_t r2 = pack_bf16x2(acc[n8 * 4 + 4], acc[n8 * 4 + 5]);
-    uint32_t r3 = pack_bf16x2(acc[n8 * 4 + 6], acc[n8 * 4 + 7]);
-    const int chunk = 2 * j + (q >> 1);
-    const int box = chunk >> 3, c = chunk & 7;
-    stmatrix_x4(stage + box * 8192 + row * 128 + ((c ^ (row & 7)) << 4), r0, r1, r2, r3);
-  }
-  fence_proxy_async_smem();
-  named_bar_sync(bar_id, 128);
-  if (wtid == 0) {
-    tma_store_2d(map, stage, col0, row0);
-    if (NBOX > 1 && col0 + 64 < col_end) tma_store_2d(map, stage + 8192, col0 + 64, row0);
-    bulk_commit();
-  }
-}
-
 /* Issues one K block (four m64n128k32 wgmmas) of this warpgroup into a fresh partial. */
 __device__ __forceinline__ void f8_issue(float *part, uint32_t sa, int cwg) {
   wgmma_fence();
@@ -100,18 +69,6 @@ __device__ __forceinline__ void f8_promote(float *acc, const float *part, float 
     const bool hi_row = (i & 2) != 0, up = i >= 32;
     const float f = up ? (hi_row ? f11 : f01) : (hi_row ? f10 : f00);
     acc[i] = fmaf(part[i], f, acc[i]);
-  }
-}
-
-template <int CL>
-__device__ __forceinline__ void f8_release(uint32_t empty, int lane) {
-  if (lane == 0) {
-    if (CL == 1) {
-      mbar_arrive(empty);
-    } else {
-#pragma unroll
-      for (int c = 0; c < CL; ++c) mbar_arrive_cluster(empty, c);
-    }
   }
 }
 
@@ -150,25 +107,7 @@ __global__ void __launch_bounds__(F8_THREADS, 1)
     if (MODE == F8_SWIGLU) tma_prefetch_desc(&tm_b1);
     tma_prefetch_desc(&tm_c0);
   }
-  if (tid >= 64 && tid < 96) {
-    const int lane = tid & 31;
-    int run = 0;
-    for (int base = 0; base < E; base += 32) {
-      const int l = base + lane;
-      int c = l < E ? p.count[l] : 0;
-      c = c > 0 ? c : 0;
-      const int t = gg_ceil_div(c, F8_BM * CL) * p.n_tiles;
-      int incl = t;
-#pragma unroll
-      for (int o = 1; o < 32; o <<= 1) {
-        int y = __shfl_up_sync(0xffffffffu, incl, o);
-        if (lane >= o) incl += y;
-      }
-      if (l < E) prefix[l] = run + incl - t;
-      run += __shfl_sync(0xffffffffu, incl, 31);
-    }
-    if (lane == 0) prefix[E] = run;
-  }
+  if (tid >= 64 && tid < 96) gg_unit_prefix(p.count, E, F8_BM * CL, p.n_tiles, prefix, tid & 31);
   if (CL > 1) cluster_sync();
   else __syncthreads();
   const int total = prefix[E];
@@ -252,7 +191,7 @@ __global__ void __launch_bounds__(F8_THREADS, 1)
       if (!math) {
         for (int kb = 0; kb < kbs; ++kb) {
           mbar_wait(full0 + 8 * stage, phase);
-          f8_release<CL>(empty0 + 8 * stage, lane);
+          gg_release<CL>(empty0 + 8 * stage, lane);
           if (++stage == F8_STAGES) { stage = 0; phase ^= 1; }
         }
         continue;
@@ -267,7 +206,7 @@ __global__ void __launch_bounds__(F8_THREADS, 1)
           reg_fence(p0, 64);
           const float *sas = (const float *)(smem + stage * F8_STAGE_BYTES + F8_SA_OFF);
           const float s_a0 = sas[r0], s_a1 = sas[r0 + 8];
-          f8_release<CL>(empty0 + 8 * stage, lane);
+          gg_release<CL>(empty0 + 8 * stage, lane);
           f8_promote(acc, p0, s_a0, s_a1, s_b0, s_b1);
           if (++stage == F8_STAGES) { stage = 0; phase ^= 1; }
         }
@@ -296,7 +235,7 @@ __global__ void __launch_bounds__(F8_THREADS, 1)
           {
             const float *sas = (const float *)(smem + cst * F8_STAGE_BYTES + F8_SA_OFF);
             const float s_a0 = sas[r0], s_a1 = sas[r0 + 8];
-            f8_release<CL>(empty0 + 8 * cst, lane);
+            gg_release<CL>(empty0 + 8 * cst, lane);
             f8_promote(acc, p0, s_a0, s_a1, cb0, cb1);
           }
           if (!more) break;
@@ -320,7 +259,7 @@ __global__ void __launch_bounds__(F8_THREADS, 1)
           {
             const float *sas = (const float *)(smem + cst * F8_STAGE_BYTES + F8_SA_OFF);
             const float s_a0 = sas[r0], s_a1 = sas[r0 + 8];
-            f8_release<CL>(empty0 + 8 * cst, lane);
+            gg_release<CL>(empty0 + 8 * cst, lane);
             f8_promote(acc, p1, s_a0, s_a1, cb0, cb1);
           }
           if (!more2) break;
@@ -333,12 +272,12 @@ __global__ void __launch_bounds__(F8_THREADS, 1)
 
       const int row0 = p.offset[t.expert] + m_tile * F8_BM + cwg * 64;
       if (MODE == F8_FWD) {
-        f8_store<0, 2>(acc, epi, wtid, &tm_c0, t.n_tile * F8_BN, p.n_out, row0, 2 + cwg);
+        gg_store_pass<0, 2>(acc, epi, wtid, &tm_c0, t.n_tile * F8_BN, p.n_out, row0, 2 + cwg);
       } else {
         const int col0 = t.n_tile * 64;
         if (p.has_preact) {
-          f8_store<0, 1>(acc, epi, wtid, &tm_c1, col0, p.n_out, row0, 2 + cwg);
-          f8_store<8, 1>(acc, epi, wtid, &tm_c1, p.n_out + col0, 2 * p.n_out, row0, 2 + cwg);
+          gg_store_pass<0, 1>(acc, epi, wtid, &tm_c1, col0, p.n_out, row0, 2 + cwg);
+          gg_store_pass<8, 1>(acc, epi, wtid, &tm_c1, p.n_out + col0, 2 * p.n_out, row0, 2 + cwg);
         }
 #pragma unroll
         for (int i = 0; i < 32; ++i) {
@@ -349,7 +288,7 @@ __global__ void __launch_bounds__(F8_THREADS, 1)
           }
           acc[i] = __fdividef(g, 1.0f + __expf(-g)) * u;
         }
-        f8_store<0, 1>(acc, epi, wtid, &tm_c0, col0, p.n_out, row0, 2 + cwg);
+        gg_store_pass<0, 1>(acc, epi, wtid, &tm_c0, col0, p.n_out, row0, 2 + cwg);
       }
     }
     if (wtid == 0) bulk_wait0();
@@ -458,50 +397,15 @@ template <int MODE, int DB, int CL>
 static mok_status f8_launch_v(const CUtensorMap *a, const CUtensorMap *b0, const CUtensorMap *b1,
                               const CUtensorMap *c0, const CUtensorMap *c1, f8_params p,
                               int max_units, cudaStream_t stream) {
-  static int max_ctas = 0;
-  if (!max_ctas) {
-    int sms = 0;
-    mok_status st = gg_device_sms(&sms);
-    if (st != MOK_SUCCESS) return st;
-    if (cudaFuncSetAttribute(gg_fp8_kernel<MODE, DB, CL>,
-                             cudaFuncAttributeMaxDynamicSharedMemorySize, F8_SMEM) != cudaSuccess)
-      return MOK_ERR_CUDA;
-    if (CL == 1) {
-      max_ctas = sms;
-    } else {
-      cudaLaunchConfig_t cfg = {};
-      cudaLaunchAttribute attr[1];
-      attr[0].id = cudaLaunchAttributeClusterDimension;
-      attr[0].val.clusterDim.x = CL;
-      attr[0].val.clusterDim.y = 1;
-      attr[0].val.clusterDim.z = 1;
-      cfg.gridDim = dim3(sms / CL * CL);
-      cfg.blockDim = dim3(F8_THREADS);
-      cfg.dynamicSmemBytes = F8_SMEM;
-      cfg.attrs = attr;
-      cfg.numAttrs = 1;
-      int clusters = 0;
-      if (cudaOccupancyMaxActiveClusters(&clusters, gg_fp8_kernel<MODE, DB, CL>, &cfg) !=
-              cudaSuccess ||
-          clusters < 1)
-        return MOK_ERR_CUDA;
-      max_ctas = clusters * CL;
-    }
-  }
+  static int max_ctas = 0; /* co-resident CTAs (whole clusters), found once */
+  if (!max_ctas)
+    GG_TRY(gg_coresident_ctas((const void *)gg_fp8_kernel<MODE, DB, CL>, F8_THREADS, F8_SMEM, CL,
+                              &max_ctas));
   int units = max_units < max_ctas / CL ? max_units : max_ctas / CL;
   if (units < 1) units = 1;
-  cudaLaunchConfig_t cfg = {};
-  cudaLaunchAttribute attr[1];
-  attr[0].id = cudaLaunchAttributeClusterDimension;
-  attr[0].val.clusterDim.x = CL;
-  attr[0].val.clusterDim.y = 1;
-  attr[0].val.clusterDim.z = 1;
-  cfg.gridDim = dim3(units * CL);
-  cfg.blockDim = dim3(F8_THREADS);
-  cfg.dynamicSmemBytes = F8_SMEM;
-  cfg.stream = stream;
-  cfg.attrs = attr;
-  cfg.numAttrs = CL > 1 ? 1 : 0;
+  cudaLaunchAttribute attr;
+  const cudaLaunchConfig_t cfg = gg_cluster_config(units * CL, F8_THREADS, F8_SMEM, CL, stream,
+                                                   &attr);
   if (cudaLaunchKernelEx(&cfg, gg_fp8_kernel<MODE, DB, CL>, *a, *b0, *b1, *c0, *c1, p) !=
       cudaSuccess)
     return MOK_ERR_CUDA;
@@ -545,23 +449,17 @@ static mok_status f8_check(const int32_t *off, const int32_t *cnt, int e, int64_
   return MOK_SUCCESS;
 }
 
-#define F8_TRY(x)                     \
-  do {                                \
-    mok_status s_ = (x);              \
-    if (s_ != MOK_SUCCESS) return s_; \
-  } while (0)
-
 extern "C" mok_status mok_gg_fp8_fwd(const void *a, const float *a_scales, const void *b,
                                      const float *b_scales, void *c, const int32_t *expert_offset,
                                      const int32_t *expert_count, int num_experts, int64_t m_total,
                                      int64_t n, int64_t k, cudaStream_t stream) {
   if (!a || !a_scales || !b || !b_scales || !c) return MOK_ERR_INVALID_ARGUMENT;
-  F8_TRY(f8_check(expert_offset, expert_count, num_experts, m_total, n, k));
+  GG_TRY(f8_check(expert_offset, expert_count, num_experts, m_total, n, k));
   if (((uintptr_t)a_scales & 15)) return MOK_ERR_MISALIGNED;
   CUtensorMap ta, tb, tc;
-  F8_TRY(gg_make_tmap_2d(&ta, a, m_total, k, 1, 128, 128));
-  F8_TRY(gg_make_tmap_2d(&tb, b, (int64_t)num_experts * n, k, 1, 64, 128));
-  F8_TRY(gg_make_tmap_2d(&tc, c, m_total, n, 2, 64, 64));
+  GG_TRY(gg_make_tmap_2d(&ta, a, m_total, k, 1, 128, 128));
+  GG_TRY(gg_make_tmap_2d(&tb, b, (int64_t)num_experts * n, k, 1, 64, 128));
+  GG_TRY(gg_make_tmap_2d(&tc, c, m_total, n, 2, 64, 64));
   f8_params p = {};
   p.offset = expert_offset;
   p.count = expert_count;
@@ -587,15 +485,15 @@ extern "C" mok_status mok_gg_fp8_gate_up_swiglu(const void *x, const float *x_sc
                                                 int use_limit, float limit, cudaStream_t stream) {
   if (!x || !x_scales || !w_gate || !w_gate_scales || !w_up || !w_up_scales || !act)
     return MOK_ERR_INVALID_ARGUMENT;
-  F8_TRY(f8_check(expert_offset, expert_count, num_experts, m_total, inter, hidden));
+  GG_TRY(f8_check(expert_offset, expert_count, num_experts, m_total, inter, hidden));
   if (use_limit && !(limit > 0.0f)) return MOK_ERR_INVALID_ARGUMENT;
   if (((uintptr_t)x_scales & 15)) return MOK_ERR_MISALIGNED;
   CUtensorMap ta, tg, tu, tc, tp;
-  F8_TRY(gg_make_tmap_2d(&ta, x, m_total, hidden, 1, 128, 128));
-  F8_TRY(gg_make_tmap_2d(&tg, w_gate, (int64_t)num_experts * inter, hidden, 1, 64, 128));
-  F8_TRY(gg_make_tmap_2d(&tu, w_up, (int64_t)num_experts * inter, hidden, 1, 64, 128));
-  F8_TRY(gg_make_tmap_2d(&tc, act, m_total, inter, 2, 64, 64));
-  if (preact) F8_TRY(gg_make_tmap_2d(&tp, preact, m_total, 2 * inter, 2, 64, 64));
+  GG_TRY(gg_make_tmap_2d(&ta, x, m_total, hidden, 1, 128, 128));
+  GG_TRY(gg_make_tmap_2d(&tg, w_gate, (int64_t)num_experts * inter, hidden, 1, 64, 128));
+  GG_TRY(gg_make_tmap_2d(&tu, w_up, (int64_t)num_experts * inter, hidden, 1, 64, 128));
+  GG_TRY(gg_make_tmap_2d(&tc, act, m_total, inter, 2, 64, 64));
+  if (preact) GG_TRY(gg_make_tmap_2d(&tp, preact, m_total, 2 * inter, 2, 64, 64));
   else tp = tc;
   f8_params p = {};
   p.offset = expert_offset;

@@ -1,0 +1,136 @@
+/* grouped_gemm_common.cuh — what the BF16 and FP8 grouped GEMM kernels share besides the tile
+ * scheduler (gemm_tile_scheduler.h): the per-CTA unit prefix over experts, a consumer warp's
+ * release of a stage, the stmatrix + TMA-store epilogue pass, and the host side of a persistent
+ * launch in clusters of CL CTAs. Included
+ * by kernels/grouped_gemm_bf16.cu and kernels/grouped_gemm_fp8.cu. */
+#ifndef MOK_GROUPED_GEMM_COMMON_CUH
+#define MOK_GROUPED_GEMM_COMMON_CUH
+
+#include <cuda_runtime.h>
+#include <stdint.h>
+#include "include/mok.h"
+#include "kernels/bf16_clamp_round.h"
+#include "kernels/gemm_tile_scheduler.h"
+#include "kernels/grouped_gemm_tmap.h"
+#include "kernels/hopper_ptx.cuh"
+
+#define GG_TRY(x)                     \
+  do {                                \
+    mok_status s_ = (x);              \
+    if (s_ != MOK_SUCCESS) return s_; \
+  } while (0)
+
+/* One warp: prefix[l] = work units of experts before l (ceil(count / unit_rows) row units times
+ * n_tiles each; negative counts count as 0), prefix[E] = all units. A warp scan, 32 experts at a
+ * time. */
+__device__ __forceinline__ void gg_unit_prefix(const int32_t *count, int E, int unit_rows,
+                                               int n_tiles, int32_t *prefix, int lane) {
+  int run = 0;
+  for (int base = 0; base < E; base += 32) {
+    const int l = base + lane;
+    int c = l < E ? count[l] : 0;
+    c = c > 0 ? c : 0;
+    const int t = gg_ceil_div(c, unit_rows) * n_tiles;
+    int incl = t;
+#pragma unroll
+    for (int o = 1; o < 32; o <<= 1) {
+      int y = __shfl_up_sync(0xffffffffu, incl, o);
+      if (lane >= o) incl += y;
+    }
+    if (l < E) prefix[l] = run + incl - t;
+    run += __shfl_sync(0xffffffffu, incl, 31);
+  }
+  if (lane == 0) prefix[E] = run;
+}
+
+/* Consumer warp release of a stage: one arrival per warp, on every CTA of the cluster whose
+ * producer may write into this CTA's copy of the stage. */
+template <int CL>
+__device__ __forceinline__ void gg_release(uint32_t empty, int lane) {
+  if (lane == 0) {
+    if (CL == 1) {
+      mbar_arrive(empty);
+    } else {
+#pragma unroll
+      for (int c = 0; c < CL; ++c) mbar_arrive_cluster(empty, c);
+    }
+  }
+}
+
+/* ---- epilogue: one pass stores 64 rows x 64 * NBOX columns of a consumer's accumulators ---- */
+/* Columns [N8B * 8, N8B * 8 + 64 * NBOX) of the warpgroup's 64-row fragment go through stmatrix
+ * into NBOX swizzled 64x64 bf16 boxes (the staging buffer at stage), then one thread stores them
+ * with TMA at (col0, row0); boxes from col_end on are not stored. clamp: round to bf16 without
+ * crossing the SwiGLU limit (the pre-activations backward re-reads; bf16_clamp_round.h). */
+template <int N8B, int NBOX>
+__device__ __forceinline__ void gg_store_pass(const float *acc, uint32_t stage, int wtid,
+                                              const CUtensorMap *map, int col0, int col_end,
+                                              int row0, int bar_id, bool clamp = false,
+                                              mok_clamp_round mk = mok_clamp_round{}) {
+  if (col0 >= col_end) return; /* the whole pass lies past the tensor's last column */
+  if (wtid == 0) bulk_wait_read0(); /* the previous pass has left the staging buffer */
+  named_bar_sync(bar_id, 128);
+  const int warp = wtid >> 5, lane = wtid & 31;
+  const int q = lane >> 3;
+  const int row = warp * 16 + (q & 1) * 8 + (lane & 7);
+#pragma unroll
+  for (int j = 0; j < 4 * NBOX; ++j) {
+    const int n8 = N8B + 2 * j;
+    float v[8];
+#pragma unroll
+    for (int i = 0; i < 8; ++i) v[i] = clamp ? mok_cr_round(acc[n8 * 4 + i], mk) : acc[n8 * 4 + i];
+    const uint32_t r0 = pack_bf16x2(v[0], v[1]), r1 = pack_bf16x2(v[2], v[3]);
+    const uint32_t r2 = pack_bf16x2(v[4], v[5]), r3 = pack_bf16x2(v[6], v[7]);
+    const int chunk = 2 * j + (q >> 1); /* 16-byte chunk among the pass's columns */
+    const int box = chunk >> 3, c = chunk & 7;
+    stmatrix_x4(stage + box * 8192 + row * 128 + ((c ^ (row & 7)) << 4), r0, r1, r2, r3);
+  }
+  fence_proxy_async_smem();
+  named_bar_sync(bar_id, 128);
+  if (wtid == 0) {
+    tma_store_2d(map, stage, col0, row0);
+    if (NBOX > 1 && col0 + 64 < col_end) tma_store_2d(map, stage + 8192, col0 + 64, row0);
+    bulk_commit();
+  }
+}
+
+/* A launch of grid CTAs in clusters of cl (cl == 1: no cluster attribute); attr is its storage. */
+static inline cudaLaunchConfig_t gg_cluster_config(int grid, int threads, int smem, int cl,
+                                                   cudaStream_t stream, cudaLaunchAttribute *attr) {
+  cudaLaunchConfig_t cfg = {};
+  attr->id = cudaLaunchAttributeClusterDimension;
+  attr->val.clusterDim.x = cl;
+  attr->val.clusterDim.y = 1;
+  attr->val.clusterDim.z = 1;
+  cfg.gridDim = dim3(grid);
+  cfg.blockDim = dim3(threads);
+  cfg.dynamicSmemBytes = smem;
+  cfg.stream = stream;
+  cfg.attrs = attr;
+  cfg.numAttrs = cl > 1 ? 1 : 0;
+  return cfg;
+}
+
+/* CTAs of kernel that can be co-resident (whole clusters of cl) with smem bytes of dynamic shared
+ * memory each; also raises the kernel's dynamic shared memory limit to smem. */
+static inline mok_status gg_coresident_ctas(const void *kernel, int threads, int smem, int cl,
+                                            int *ctas) {
+  if (cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, smem) !=
+      cudaSuccess)
+    return MOK_ERR_CUDA;
+  int sms = 0;
+  GG_TRY(gg_device_sms(&sms));
+  if (cl == 1) {
+    *ctas = sms;
+    return MOK_SUCCESS;
+  }
+  cudaLaunchAttribute attr;
+  const cudaLaunchConfig_t cfg = gg_cluster_config(sms / cl * cl, threads, smem, cl, 0, &attr);
+  int clusters = 0;
+  if (cudaOccupancyMaxActiveClusters(&clusters, kernel, &cfg) != cudaSuccess || clusters < 1)
+    return MOK_ERR_CUDA;
+  *ctas = clusters * cl;
+  return MOK_SUCCESS;
+}
+
+#endif /* MOK_GROUPED_GEMM_COMMON_CUH */
