@@ -204,7 +204,7 @@ mok_status mok_gpu_experts_forward(mok_schedule *s, const mok_weights *wt, const
   return MOK_SUCCESS;
 }
 
-mok_status mok_gpu_experts_forward_fused(mok_schedule *s, const mok_weights *wt, int *pushed,
+mok_status mok_gpu_experts_forward_fused(mok_schedule *s, const mok_weights *wt,
                                          cudaStream_t stream) {
   mok_workspace *w = s->ws;
   const int64_t H = w->shape.hidden, I = w->shape.intermediate;
@@ -214,15 +214,13 @@ mok_status mok_gpu_experts_forward_fused(mok_schedule *s, const mok_weights *wt,
                                         s->expert_offset, s->expert_count, w->el, w->cap, I, H,
                                         w->config.use_swiglu_limit, w->config.swiglu_limit, &pull,
                                         stream));
-  *pushed = 1;
   return mok_gg_bf16_fwd_pushed(s->a, wt->w_down, s->out_rows, s->expert_offset, s->expert_count,
                                 w->el, w->cap, H, I, &push, stream);
 }
 
 mok_status mok_gpu_experts_backward_fused(mok_schedule *s, const mok_weights *wt,
-                                          const mok_grads *g, int *pushed, cudaStream_t stream) {
+                                          const mok_grads *g, cudaStream_t stream) {
   mok_workspace *w = s->ws;
-  *pushed = 1;
   const mok_gg_move push = fused_move(s, 1, 0);
   return gg_mlp_backward(w, routed_rows(s), s->recv_x, wt->w_gate, wt->w_up, wt->w_down, s->g,
                          s->a, w->d_out, w->d_a, w->dgu, w->d_out, g->dw_gate, g->dw_up,

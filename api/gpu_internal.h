@@ -80,13 +80,13 @@ mok_status mok_gpu_experts_forward(mok_schedule *s, const mok_weights *wt, const
                                    void *out_rows, cudaStream_t stream);
 /* MOK_PATH_FUSED: the forward experts with the dispatch inside gate+up (recv_x filled from the
  * peers' staged x by the kernel's comm CTAs; x staged on every rank and w->ready zeroed before)
- * and, when *pushed comes back 1, the combine push inside down (out_rows also in the slots). */
-mok_status mok_gpu_experts_forward_fused(mok_schedule *s, const mok_weights *wt, int *pushed,
+ * and the combine push in down's epilogues (out_rows also in the source ranks' slots). */
+mok_status mok_gpu_experts_forward_fused(mok_schedule *s, const mok_weights *wt,
                                          cudaStream_t stream);
-/* MOK_PATH_FUSED: the experts backward from w->d_out; when *pushed comes back 1 the dx rows are
- * also pushed into the source ranks' slots by the last data gradient's comm CTAs. */
+/* MOK_PATH_FUSED: the experts backward from w->d_out, the dx rows also pushed into the source
+ * ranks' slots by the last data gradient's epilogues. */
 mok_status mok_gpu_experts_backward_fused(mok_schedule *s, const mok_weights *wt,
-                                          const mok_grads *g, int *pushed, cudaStream_t stream);
+                                          const mok_grads *g, cudaStream_t stream);
 mok_status mok_gpu_shared_forward(mok_schedule *s, const mok_weights *wt, const void *x,
                                   cudaStream_t stream);
 mok_status mok_gpu_experts_backward(mok_schedule *s, const mok_weights *wt, const void *recv,

@@ -55,14 +55,13 @@ mok_status mok_forward(mok_schedule *s, const mok_weights *wt, const void *x,
   if (T > 0) TRY_CUDA(cudaMemcpyAsync(sym + w->off_x, x, (size_t)(T * H * 2), cudaMemcpyDeviceToDevice, stream));
   if (w->fused_dispatch) TRY_CUDA(cudaMemsetAsync(w->ready, 0, (size_t)w->ready_count * 4, stream));
   TRY(mok_gpu_barrier(w, stream));
-  int pushed = 0;
-  if (w->fused_dispatch) {
-    TRY(mok_gpu_experts_forward_fused(s, wt, &pushed, stream));
+  if (w->fused_dispatch) { /* pull and combine push inside the GEMMs */
+    TRY(mok_gpu_experts_forward_fused(s, wt, stream));
   } else {
     TRY_CUDA(v1_dispatch_pull(&r, w->off_x, s->recv_x, stream));
     TRY(mok_gpu_experts_forward(s, wt, s->recv_x, s->out_rows, stream));
+    TRY_CUDA(v1_push_rows(&r, s->out_rows, w->off_slots, stream));
   }
-  if (!pushed) TRY_CUDA(v1_push_rows(&r, s->out_rows, w->off_slots, stream));
   TRY(mok_gpu_shared_forward(s, wt, x, stream));
   TRY(mok_gpu_barrier(w, stream));
   TRY_CUDA(v1_combine_reduce(T, (int)k, H, sym + w->off_slots, router_weights,
@@ -107,10 +106,12 @@ mok_status mok_backward(mok_schedule *s, const mok_weights *wt, const void *x,
   }
   TRY(mok_gpu_barrier(w, stream));
   TRY_CUDA(v1_reverse_combine(&r, w->off_dy, w->off_rw, w->off_drw, s->out_rows, w->d_out, stream));
-  int pushed = 0;
-  if (w->fused_dispatch) TRY(mok_gpu_experts_backward_fused(s, wt, g, &pushed, stream));
-  else TRY(mok_gpu_experts_backward(s, wt, s->recv_x, w->d_out, w->d_out, g, stream));
-  if (!pushed) TRY_CUDA(v1_push_rows(&r, w->d_out, w->off_slots, stream));
+  if (w->fused_dispatch) { /* the dx push inside the last data gradient */
+    TRY(mok_gpu_experts_backward_fused(s, wt, g, stream));
+  } else {
+    TRY(mok_gpu_experts_backward(s, wt, s->recv_x, w->d_out, w->d_out, g, stream));
+    TRY_CUDA(v1_push_rows(&r, w->d_out, w->off_slots, stream));
+  }
   TRY(mok_gpu_shared_backward(s, wt, x, dy, g, stream));
   TRY(mok_gpu_barrier(w, stream));
   TRY_CUDA(v1_dx_reduce(T, (int)k, H, sym + w->off_slots, Is > 0 ? w->ys : NULL, g->dx,
