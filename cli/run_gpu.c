@@ -124,6 +124,7 @@ static int launch(const cli_options *o, int n) {
   double *stage = calloc((size_t)(iters * BD_ROWS), sizeof(double)); /* [row][iter], slowest rank */
   double err[3] = {0, 0, 0};
   int dev_status = 0, have = 0;
+  char kernels[256] = "?";
   long long rows_max = 0, ws_bytes = 0;
   for (int r = 0; r < n; ++r) {
     char path[300];
@@ -137,6 +138,11 @@ static int launch(const cli_options *o, int n) {
     int st = 0;
     long long rows = 0, wb = 0;
     double e[3];
+    char line[256];
+    if (fgets(line, sizeof line, f)) {
+      line[strcspn(line, "\n")] = 0;
+      if (r == 0) snprintf(kernels, sizeof kernels, "%s", line);
+    }
     if (fscanf(f, "%d %lld %lld %lf %lf %lf", &st, &rows, &wb, &e[0], &e[1], &e[2]) == 6) {
       ++have;
       if (st) dev_status = st;
@@ -169,15 +175,7 @@ static int launch(const cli_options *o, int n) {
                          (double)s.tokens * s.top_k) * s.hidden * s.intermediate;
   int check_ok = have == n && dev_status == 0 && err[0] < CHECK_TOL && err[1] < CHECK_TOL &&
                  err[2] < CHECK_TOL;
-  /* the workspace's own rule (mok_workspace_kernels): wgmma GEMMs unless v1 or tile_m 64; AUTO is
-   * fused in BF16, grouped in FP8 */
-  const int v1 = o->config.path == MOK_PATH_UNFUSED || o->config.tile_m % 128;
-  const int fused = !v1 && (o->config.path == MOK_PATH_FUSED ||
-                            (o->config.path == MOK_PATH_AUTO && o->config.dtype == MOK_DTYPE_BF16));
-  printf("mok run: GPU path %s, %d GPU(s), one process each\n",
-         fused ? "fused: communication inside the grouped TMA + wgmma GEMMs"
-         : v1  ? "v1: separate communication kernels, mma.sync expert GEMMs"
-               : "grouped: separate communication kernels, grouped TMA + wgmma expert GEMMs", n);
+  printf("mok run: GPU path %s, %d GPU(s), one process each\n", kernels, n);
   printf("  shape: T %lld/rank, H %lld, I %lld, E %lld, k %lld, Is %lld; routing %s; seed %llu\n",
          (long long)s.tokens, (long long)s.hidden, (long long)s.intermediate,
          (long long)s.num_experts, (long long)s.top_k, (long long)s.shared_intermediate,
@@ -562,6 +560,7 @@ static int worker(const cli_options *o, int rank, int n, const char *dir) {
   snprintf(path, sizeof path, "%s/rank%d.res", dir, rank);
   FILE *f = fopen(path, "w");
   if (!f) return 1;
+  fprintf(f, "%s\n", mok_workspace_kernels(ws)); /* the path the library chose, in words */
   fprintf(f, "%d %lld %lld %.6e %.6e %.6e\n", (int)dev, (long long)rows, (long long)wbytes, err[0],
           err[1], err[2]);
   for (int i = 0; i < iters; ++i) {
