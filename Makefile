@@ -81,13 +81,16 @@ GG_SRC := $(wildcard kernels/grouped_gemm_*.cu)
 GG_DEPS := $(GG_SRC) $(wildcard kernels/*.h kernels/*.cuh) include/mok.h
 .PHONY: gg-test gg-bench gg-lib
 $(BUILD)/gg_test: tests/gpu/test_grouped_gemm.cu $(BUILD)/tests/test_runner.o $(GG_DEPS)
+	@mkdir -p $(dir $@)
 	$(NVCC) $(NVCCFLAGS) -o $@ tests/gpu/test_grouped_gemm.cu $(GG_SRC) $(BUILD)/tests/test_runner.o
 
 $(BUILD)/gg_bench: bench/bench_grouped_gemm.cu $(GG_DEPS)
+	@mkdir -p $(dir $@)
 	$(NVCC) $(NVCCFLAGS) -o $@ bench/bench_grouped_gemm.cu $(GG_SRC)
 
 # the grouped GEMMs alone, for the in-process comparison with torch (bench/grouped_gemm_baseline.py)
 $(BUILD)/libmok_gg.so: $(GG_DEPS)
+	@mkdir -p $(dir $@)
 	$(NVCC) $(NVCCFLAGS) -shared -o $@ $(GG_SRC)
 
 gg-lib: $(BUILD)/libmok_gg.so

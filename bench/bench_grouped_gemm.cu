@@ -2,7 +2,9 @@
  * issue's MoE shapes, uniform and Zipf-skewed row counts. Random data (never zeros), warm-up, then
  * CUDA-event timing of each launch; prints the median. TFLOP/s = 2 * real_rows * N * K / time.
  * Writes each shape's row counts to the file named by argv[1] (default gg_counts.txt) so that
- * bench/grouped_gemm_baseline.py times torch on exactly the same problems. */
+ * bench/grouped_gemm_baseline.py times torch on exactly the same problems. Environment:
+ * MOK_GG_CLUSTER (1 or 2) forces a cluster size, MOK_GG_FLAGS sets the tuning flags of the default
+ * rows (e.g. for a profiler run of one variant). */
 #include <cuda_runtime.h>
 #include <math.h>
 #include <stdint.h>
@@ -138,6 +140,8 @@ static mok_status run_wgrad_bf16(void *p) { /* dW [E, n, k] bf16 (the layer's gr
 
 /* Cluster size x raster group variants of one kernel (printed as kernel/cC/gG); the default
  * is restored afterwards. */
+static int base_flags; /* tuning flags of the default rows (MOK_GG_FLAGS) */
+
 static void sweep(const char *name, const char *kern, launch_fn f, void *ctx, double flop, int iters) {
   const int groups[] = {4, 8, 16};
   for (int cl = 1; cl <= 2; ++cl)
@@ -160,14 +164,16 @@ static void sweep(const char *name, const char *kern, launch_fn f, void *ctx, do
            gg_last_grid());
   }
   const char *cl_env = getenv("MOK_GG_CLUSTER");
-  gg_set_tuning(0, cl_env ? atoi(cl_env) : 0, 0, 0);
+  gg_set_tuning(0, cl_env ? atoi(cl_env) : 0, 0, base_flags);
 }
 
 int main(int argc, char **argv) {
   const char *counts_path = argc > 1 ? argv[1] : "gg_counts.txt";
   int iters = argc > 2 ? atoi(argv[2]) : 20;
   const char *cl_env = getenv("MOK_GG_CLUSTER"); /* force a cluster size (1 or 2) */
-  if (cl_env) gg_set_tuning(0, atoi(cl_env), 0, 0);
+  const char *fl_env = getenv("MOK_GG_FLAGS");    /* tuning flags for the default rows */
+  base_flags = fl_env ? atoi(fl_env) : 0;
+  gg_set_tuning(0, cl_env ? atoi(cl_env) : 0, 0, base_flags);
   FILE *cf = fopen(counts_path, "w");
   if (!cf) { perror(counts_path); return 1; }
   cudaDeviceProp prop;
@@ -242,7 +248,7 @@ int main(int argc, char **argv) {
         printf("%-22s %-10s %10.3f %10.1f\n", s.name, fl == 8 ? "fwd_st2" : "fwd_st3", ms,
                flop / ms * 1e-9);
       }
-      gg_set_tuning(0, cl_env ? atoi(cl_env) : 0, 0, 0);
+      gg_set_tuning(0, cl_env ? atoi(cl_env) : 0, 0, base_flags);
     }
     {
       /* FP8 block-scaled: quantize A and B (bf16 -> e4m3 + scales) once, then time the GEMM */
@@ -269,15 +275,14 @@ int main(int argc, char **argv) {
       printf("%-22s %-10s %10.3f %10.1f\n", s.name, "fp8_fwd", ms, flop / ms * 1e-9);
       if (s.sweep & 2) { /* FP8 variants: flags 2 = two partials, 4 = clusters of 2 */
         const int flags[] = {0, 2, 4, 6};
-        for (int fl : flags) {
-          gg_set_tuning(0, 0, 0, fl);
+        const char *names[] = {"fp8/single/c1", "fp8/db/c1", "fp8/single/c2", "fp8/db/c2"};
+        for (int i = 0; i < 4; ++i) {
+          gg_set_tuning(0, 0, 0, flags[i]);
           double m1 = time_median_ms(s.gateup ? run_fp8_swiglu : run_fp8_fwd, &f, 2, iters);
-          printf("  %-20s %-14s %8.3f %10.1f\n", s.name,
-                 fl == 0 ? "fp8/single/c1" : fl == 2 ? "fp8/db/c1" : fl == 4 ? "fp8/single/c2" : "fp8/db/c2",
-                 m1, flop / m1 * 1e-9);
+          printf("  %-20s %-14s %8.3f %10.1f\n", s.name, names[i], m1, flop / m1 * 1e-9);
         }
         const char *cl_env = getenv("MOK_GG_CLUSTER");
-        gg_set_tuning(0, cl_env ? atoi(cl_env) : 0, 0, 0);
+        gg_set_tuning(0, cl_env ? atoi(cl_env) : 0, 0, base_flags);
       }
       cudaFree(f.qa); cudaFree(f.sa); cudaFree(f.qb); cudaFree(f.sb);
     }
@@ -296,7 +301,7 @@ int main(int argc, char **argv) {
         ms = time_median_ms(run_wgrad_bf16, &c, 2, iters);
         printf("%-22s %-10s %10.3f %10.1f\n", s.name, wname[i], ms, flop / ms * 1e-9);
       }
-      gg_set_tuning(0, cl_env ? atoi(cl_env) : 0, 0, 0);
+      gg_set_tuning(0, cl_env ? atoi(cl_env) : 0, 0, base_flags);
       cudaFree(c.w32);
     }
     fflush(stdout);

@@ -1,9 +1,10 @@
 #!/bin/bash
 # run_gg_device.sh — one batch on a GPU machine for the grouped GEMM: (build if needed), SASS
 # summary, GPU tests, benchmark, torch baselines; logs under $OUT (or ./gg_out), short table last.
-#   usage: bench/run_gg_device.sh [iters]
+#   usage: [BUILD=dir] bench/run_gg_device.sh [iters]
 set -u
 OUT=${OUT:-gg_out}
+B=${BUILD:-build}
 mkdir -p "$OUT"
 ITERS=${1:-20}
 export CUDA_VISIBLE_DEVICES=${CUDA_VISIBLE_DEVICES:-0}
@@ -11,22 +12,22 @@ export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVL
 nvidia-smi --query-gpu=name,clocks.sm,clocks.max.sm,temperature.gpu,power.draw --format=csv \
   > "$OUT/gpu.txt" 2>&1
 cat "$OUT/gpu.txt"
-if ! build/gg_test gg_bad_args > /dev/null 2>&1 || [ ! -f build/libmok_gg.so ]; then
+if ! $B/gg_test gg_bad_args > /dev/null 2>&1 || [ ! -f $B/libmok_gg.so ]; then
   echo "prebuilt binaries do not run here: building"
-  if which make > /dev/null; then make build/gg_test build/gg_bench build/libmok_gg.so > "$OUT/build.log" 2>&1
+  if which make > /dev/null; then make -j4 BUILD=$B $B/gg_test $B/gg_bench $B/libmok_gg.so > "$OUT/build.log" 2>&1
   else
-    mkdir -p build/tests
+    mkdir -p $B/tests
     N="nvcc -O3 -std=c++17 -gencode arch=compute_90a,code=sm_90a -Iinclude -I."
-    (gcc -std=c11 -O2 -Iinclude -I. -c tests/test_runner.c -o build/tests/test_runner.o &&
-     $N -o build/gg_test tests/gpu/test_grouped_gemm.cu kernels/grouped_gemm_*.cu build/tests/test_runner.o &&
-     $N -o build/gg_bench bench/bench_grouped_gemm.cu kernels/grouped_gemm_*.cu &&
-     $N -Xcompiler -fPIC -shared -o build/libmok_gg.so kernels/grouped_gemm_*.cu) > "$OUT/build.log" 2>&1
+    (gcc -std=c11 -O2 -Iinclude -I. -c tests/test_runner.c -o $B/tests/test_runner.o &&
+     $N -o $B/gg_test tests/gpu/test_grouped_gemm.cu kernels/grouped_gemm_*.cu $B/tests/test_runner.o &&
+     $N -o $B/gg_bench bench/bench_grouped_gemm.cu kernels/grouped_gemm_*.cu &&
+     $N -Xcompiler -fPIC -shared -o $B/libmok_gg.so kernels/grouped_gemm_*.cu) > "$OUT/build.log" 2>&1
   fi
   tail -5 "$OUT/build.log"
 fi
 # HGMMA count per kernel and local-memory use, from the disassembly.
 if which cuobjdump > /dev/null; then
-  cuobjdump --dump-sass build/gg_bench > /tmp/gg.sass 2>&1
+  cuobjdump --dump-sass $B/gg_bench > /tmp/gg.sass 2>&1
   awk '/Function :/ {f=$3} /[HQ]GMMA/ {h[f]++} /LDL|STL/ {l[f]++}
        END {for (f in h) printf "%s GMMA=%d LDL/STL=%d\n", f, h[f], l[f]+0}' /tmp/gg.sass \
        > "$OUT/sass_summary.txt"
@@ -34,18 +35,18 @@ if which cuobjdump > /dev/null; then
 fi
 set -o pipefail
 # Smoke test first: a hang in the default (cluster) path falls back to single-CTA launches.
-if ! timeout 30 build/gg_test gg_fwd_small > "$OUT/smoke.log" 2>&1; then
+if ! timeout 30 $B/gg_test gg_fwd_small > "$OUT/smoke.log" 2>&1; then
   echo "smoke test failed or hung:"; tail -5 "$OUT/smoke.log"
   export MOK_GG_CLUSTER=1
   echo "continuing with MOK_GG_CLUSTER=1"
 fi
-timeout 100 build/gg_test 2>&1 | tee "$OUT/test.log" | grep -E "PASS|FAIL|passed|rel err|error|CHECK"
+timeout 100 $B/gg_test 2>&1 | tee "$OUT/test.log" | grep -E "PASS|FAIL|passed|rel err|error|CHECK"
 TRC=$?
 echo "test rc=$TRC"
 if [ $TRC -eq 124 ]; then echo "tests timed out: skipping the benchmark"; exit 1; fi
-timeout 180 build/gg_bench "$OUT/gg_counts.txt" "$ITERS" > "$OUT/bench.log" 2>&1
+timeout 180 $B/gg_bench "$OUT/gg_counts.txt" "$ITERS" > "$OUT/bench.log" 2>&1
 echo "bench rc=$?"
-PYTHONUNBUFFERED=1 timeout 240 python3 bench/grouped_gemm_baseline.py build/libmok_gg.so 3 10 \
+PYTHONUNBUFFERED=1 timeout 240 python3 bench/grouped_gemm_baseline.py $B/libmok_gg.so 3 10 \
   > "$OUT/baseline.log" 2>&1
 echo "baseline rc=$?"
 echo "=== mok grouped GEMM (bench.log) ==="

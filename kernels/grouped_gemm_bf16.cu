@@ -258,6 +258,12 @@ __global__ void __launch_bounds__(GG_THREADS, 1)
     const int wtid = tid & 127;
     const int warp = wtid >> 5, lane = wtid & 31;
     const uint32_t epi = smem_base + GG_EPI_OFF + cwg * 16384;
+    /* operand descriptors in stage 0 (this warpgroup's 64 A rows; B), stepped per stage and slice */
+    const uint64_t da0 = MODE == GG_WGRAD ? wgmma_desc_sw128(smem_base + cwg * 8192, 8192, 1024)
+                                          : wgmma_desc_sw128(smem_base + cwg * 8192, 16, 1024);
+    const uint64_t db0 = MODE == GG_WGRAD || MODE == GG_DGRAD
+                             ? wgmma_desc_sw128(smem_base + GG_A_BYTES, 8192, 1024)
+                             : wgmma_desc_sw128(smem_base + GG_A_BYTES, 16, 1024);
     int stage = 0;
     uint32_t phase = 0;
     const uint8_t *epi_ptr = smem + GG_EPI_OFF + cwg * 16384;
@@ -284,8 +290,6 @@ __global__ void __launch_bounds__(GG_THREADS, 1)
       int prev = -1;
       for (int kb = 0; kb < nkb; ++kb) {
         mbar_wait(full0 + 8 * stage, phase);
-        const uint32_t sa = smem_base + stage * GG_STAGE_BYTES;
-        const uint32_t sb = sa + GG_A_BYTES;
         if (MODE == GG_WGRAD) {
           const int valid = cnt - kb * GG_BK;
           if (valid < GG_BK) {
@@ -319,17 +323,17 @@ __global__ void __launch_bounds__(GG_THREADS, 1)
           }
         }
         if (math) {
+          const uint64_t da = wgmma_desc_add(da0, stage * GG_STAGE_BYTES);
+          const uint64_t db = wgmma_desc_add(db0, stage * GG_STAGE_BYTES);
           wgmma_fence();
 #pragma unroll
           for (int kk = 0; kk < 4; ++kk) {
-            uint64_t da, db;
-            if (MODE == GG_WGRAD) da = wgmma_desc_sw128(sa + cwg * 8192 + kk * 2048, 8192, 1024);
-            else da = wgmma_desc_sw128(sa + cwg * 8192 + kk * 32, 16, 1024);
-            if (MODE == GG_WGRAD || MODE == GG_DGRAD) db = wgmma_desc_sw128(sb + kk * 2048, 8192, 1024);
-            else db = wgmma_desc_sw128(sb + kk * 32, 16, 1024);
-            if (MODE == GG_WGRAD) wgmma_m64n256k16_bf16<1, 1>(acc, da, db, 1);
-            else if (MODE == GG_DGRAD) wgmma_m64n256k16_bf16<0, 1>(acc, da, db, 1);
-            else wgmma_m64n256k16_bf16<0, 0>(acc, da, db, 1);
+            const uint64_t dak = wgmma_desc_add(da, kk * (MODE == GG_WGRAD ? 2048 : 32));
+            const uint64_t dbk =
+                wgmma_desc_add(db, kk * (MODE == GG_WGRAD || MODE == GG_DGRAD ? 2048 : 32));
+            if (MODE == GG_WGRAD) wgmma_m64n256k16_bf16<1, 1>(acc, dak, dbk, 1);
+            else if (MODE == GG_DGRAD) wgmma_m64n256k16_bf16<0, 1>(acc, dak, dbk, 1);
+            else wgmma_m64n256k16_bf16<0, 0>(acc, dak, dbk, 1);
           }
           wgmma_commit();
           wgmma_wait<1>();

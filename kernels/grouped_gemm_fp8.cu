@@ -47,15 +47,15 @@ typedef struct {
   int group_m;
 } f8_params;
 
-/* Issues one K block (four m64n128k32 wgmmas) of this warpgroup into a fresh partial. */
-__device__ __forceinline__ void f8_issue(float *part, uint32_t sa, int cwg) {
+/* Issues one K block (four m64n128k32 wgmmas) of this warpgroup into a fresh partial. da, db:
+ * the descriptors of this warpgroup's A rows and of B in stage 0; st: the stage. */
+__device__ __forceinline__ void f8_issue(float *part, uint64_t da, uint64_t db, int st) {
+  da = wgmma_desc_add(da, st * F8_STAGE_BYTES);
+  db = wgmma_desc_add(db, st * F8_STAGE_BYTES);
   wgmma_fence();
 #pragma unroll
-  for (int kk = 0; kk < 4; ++kk) {
-    const uint64_t da = wgmma_desc_sw128(sa + cwg * 8192 + kk * 32, 16, 1024);
-    const uint64_t db = wgmma_desc_sw128(sa + F8_A_BYTES + kk * 32, 16, 1024);
-    wgmma_m64n128k32_e4m3(part, da, db, kk > 0);
-  }
+  for (int kk = 0; kk < 4; ++kk)
+    wgmma_m64n128k32_e4m3(part, wgmma_desc_add(da, kk * 32), wgmma_desc_add(db, kk * 32), kk > 0);
   wgmma_commit();
 }
 
@@ -169,6 +169,8 @@ __global__ void __launch_bounds__(F8_THREADS, 1)
     const uint32_t epi = smem_base + F8_EPI_OFF + cwg * 16384;
     const int r0 = cwg * 64 + warp * 16 + (lane >> 2); /* this thread's rows: r0, r0 + 8 */
     const int kbs = p.k_blocks;
+    const uint64_t da0 = wgmma_desc_sw128(smem_base + cwg * 8192, 16, 1024);
+    const uint64_t db0 = wgmma_desc_sw128(smem_base + F8_A_BYTES, 16, 1024);
     int stage = 0;
     uint32_t phase = 0;
     float acc[64], p0[64], p1[DB ? 64 : 1];
@@ -199,9 +201,8 @@ __global__ void __launch_bounds__(F8_THREADS, 1)
       if (!DB) {
         for (int kb = 0; kb < kbs; ++kb) {
           mbar_wait(full0 + 8 * stage, phase);
-          const uint32_t sa = smem_base + stage * F8_STAGE_BYTES;
           const float s_b0 = __ldg(sb0 + kb), s_b1 = __ldg(sb1 + kb);
-          f8_issue(p0, sa, cwg);
+          f8_issue(p0, da0, db0, stage);
           wgmma_wait<0>();
           reg_fence(p0, 64);
           const float *sas = (const float *)(smem + stage * F8_STAGE_BYTES + F8_SA_OFF);
@@ -214,7 +215,7 @@ __global__ void __launch_bounds__(F8_THREADS, 1)
         /* K block kb is promoted from one partial while kb + 1 runs into the other. */
         mbar_wait(full0 + 8 * stage, phase);
         float cb0 = __ldg(sb0), cb1 = __ldg(sb1);
-        f8_issue(p0, smem_base + stage * F8_STAGE_BYTES, cwg);
+        f8_issue(p0, da0, db0, stage);
         int cst = stage;
         if (++stage == F8_STAGES) { stage = 0; phase ^= 1; }
         for (int kb = 0;;) {
@@ -225,7 +226,7 @@ __global__ void __launch_bounds__(F8_THREADS, 1)
             mbar_wait(full0 + 8 * stage, phase);
             nb0 = __ldg(sb0 + kb + 1);
             nb1 = __ldg(sb1 + kb + 1);
-            f8_issue(p1, smem_base + stage * F8_STAGE_BYTES, cwg);
+            f8_issue(p1, da0, db0, stage);
             if (++stage == F8_STAGES) { stage = 0; phase ^= 1; }
             wgmma_wait<1>();
           } else {
@@ -249,7 +250,7 @@ __global__ void __launch_bounds__(F8_THREADS, 1)
             mbar_wait(full0 + 8 * stage, phase);
             nb0 = __ldg(sb0 + kb + 1);
             nb1 = __ldg(sb1 + kb + 1);
-            f8_issue(p0, smem_base + stage * F8_STAGE_BYTES, cwg);
+            f8_issue(p0, da0, db0, stage);
             if (++stage == F8_STAGES) { stage = 0; phase ^= 1; }
             wgmma_wait<1>();
           } else {

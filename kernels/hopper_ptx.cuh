@@ -141,6 +141,14 @@ MOK_DEV uint64_t wgmma_desc_sw128(uint32_t addr, uint32_t lbo, uint32_t sbo) {
   d |= (uint64_t)1 << 62;
   return d;
 }
+/* The descriptor of addr + off, given d = the descriptor of addr (off a multiple of 16, the sum
+ * inside the 256 KB the 14-bit start-address field spans): one 32-bit add on the low word, no
+ * carry out of the field. Kernels build each operand's descriptor once and step it per stage and
+ * K slice, instead of rebuilding it from the address before every wgmma. */
+MOK_DEV uint64_t wgmma_desc_add(uint64_t d, uint32_t off) {
+  const uint32_t lo = (uint32_t)d + (off >> 4);
+  return (d & 0xFFFFFFFF00000000ull) | lo;
+}
 MOK_DEV void wgmma_fence(void) { asm volatile("wgmma.fence.sync.aligned;\n" ::: "memory"); }
 MOK_DEV void wgmma_commit(void) { asm volatile("wgmma.commit_group.sync.aligned;\n" ::: "memory"); }
 template <int N> MOK_DEV void wgmma_wait(void) {
