@@ -18,19 +18,22 @@
 
 enum { F8_FWD = 0, F8_SWIGLU = 1 };
 
-#define F8_BM 128
+/* The tile is NWG x 64 rows (one 64-row slice per consumer warpgroup; NWG = 2 or 3) by 128
+ * columns; everything that depends on NWG is a function of it. */
 #define F8_BN 128
 #define F8_BK 128                       /* fp8 elements = bytes: one 128-byte swizzled row */
-#define F8_STAGES 5
-#define F8_A_BYTES (F8_BM * F8_BK)      /* 16 KB */
 #define F8_B_BYTES (F8_BN * F8_BK)      /* 16 KB */
-#define F8_SA_OFF (F8_A_BYTES + F8_B_BYTES)
-#define F8_TX_BYTES (F8_A_BYTES + F8_B_BYTES + F8_BM * 4)
-#define F8_STAGE_BYTES 33792            /* 33 KB: A, B, 128 row scales, 1024-aligned */
-#define F8_EPI_OFF (F8_STAGES * F8_STAGE_BYTES)
-#define F8_SMEM (F8_EPI_OFF + 2 * 16384)
+#define F8_BM(nwg) (64 * (nwg))
+#define F8_A_BYTES(nwg) (F8_BM(nwg) * F8_BK)
+#define F8_SA_OFF(nwg) (F8_A_BYTES(nwg) + F8_B_BYTES)
+/* A, B and the tile's row scales, 1024-aligned: 33 KB (NWG 2) or 41 KB (NWG 3) */
+#define F8_STAGE_BYTES(nwg) ((F8_SA_OFF(nwg) + F8_BM(nwg) * 4 + 1023) / 1024 * 1024)
+#define F8_STAGES(nwg) ((nwg) == 2 ? 5 : 4)
+#define F8_EPI_OFF(nwg) (F8_STAGES(nwg) * F8_STAGE_BYTES(nwg))
+#define F8_SMEM(nwg) (F8_EPI_OFF(nwg) + (nwg) * 16384)
+#define F8_THREADS(nwg) (128 * ((nwg) + 1))
+#define F8_MAX_STAGES 5
 #define F8_MAX_EXPERTS 256
-#define F8_THREADS 384
 
 typedef struct {
   const int32_t *offset, *count;
@@ -49,9 +52,10 @@ typedef struct {
 
 /* Issues one K block (four m64n128k32 wgmmas) of this warpgroup into a fresh partial. da, db:
  * the descriptors of this warpgroup's A rows and of B in stage 0; st: the stage. */
+template <int NWG>
 __device__ __forceinline__ void f8_issue(float *part, uint64_t da, uint64_t db, int st) {
-  da = wgmma_desc_add(da, st * F8_STAGE_BYTES);
-  db = wgmma_desc_add(db, st * F8_STAGE_BYTES);
+  da = wgmma_desc_add(da, st * F8_STAGE_BYTES(NWG));
+  db = wgmma_desc_add(db, st * F8_STAGE_BYTES(NWG));
   wgmma_fence();
 #pragma unroll
   for (int kk = 0; kk < 4; ++kk)
@@ -74,30 +78,35 @@ __device__ __forceinline__ void f8_promote(float *acc, const float *part, float 
 
 /* MODE: F8_FWD / F8_SWIGLU. DB: two partials, so that a warpgroup's next K block runs on the
  * tensor cores while it promotes the previous one. CL: 1, or 2 (a cluster pair of vertically
- * adjacent tiles sharing the B tile through multicast, each CTA loading one 64-row box). */
-template <int MODE, int DB, int CL>
-__global__ void __launch_bounds__(F8_THREADS, 1)
+ * adjacent tiles sharing the B tile through multicast, each CTA loading one 64-row box). NWG: 2
+ * consumer warpgroups (128-row tiles, 232 registers each), or 3 (192-row tiles, 160 registers
+ * each), so that while one warpgroup waits for its wgmmas to drain and promotes, the other two
+ * keep the tensor cores busy, and each B tile serves 192 rows. */
+template <int MODE, int DB, int CL, int NWG>
+__global__ void __launch_bounds__(F8_THREADS(NWG), 1)
     gg_fp8_kernel(const __grid_constant__ CUtensorMap tm_a, const __grid_constant__ CUtensorMap tm_b0,
                   const __grid_constant__ CUtensorMap tm_b1, const __grid_constant__ CUtensorMap tm_c0,
                   const __grid_constant__ CUtensorMap tm_c1, const f8_params p) {
   extern __shared__ __align__(1024) uint8_t smem[];
-  __shared__ __align__(8) uint64_t bars[2 * F8_STAGES];
+  constexpr int STAGES = F8_STAGES(NWG), STAGE_BYTES = F8_STAGE_BYTES(NWG), BM = F8_BM(NWG);
+  constexpr int A_BYTES = F8_A_BYTES(NWG), SA_OFF = F8_SA_OFF(NWG);
+  __shared__ __align__(8) uint64_t bars[2 * STAGES];
   __shared__ int32_t prefix[F8_MAX_EXPERTS + 1];
 
   const int tid = threadIdx.x;
   const int wg = tid >> 7;
   const uint32_t smem_base = smem_u32(smem);
   const uint32_t full0 = smem_u32(&bars[0]);
-  const uint32_t empty0 = smem_u32(&bars[F8_STAGES]);
+  const uint32_t empty0 = smem_u32(&bars[STAGES]);
   const int E = p.num_experts;
   const int rank = CL > 1 ? (int)cluster_ctarank() : 0;
   const int unit0 = blockIdx.x / CL, ustride = gridDim.x / CL;
 
   if (tid == 0) {
     if (smem_base & 1023) __trap();
-    for (int s = 0; s < F8_STAGES; ++s) {
+    for (int s = 0; s < STAGES; ++s) {
       mbar_init(full0 + 8 * s, 1);
-      mbar_init(empty0 + 8 * s, 8 * CL);
+      mbar_init(empty0 + 8 * s, 4 * NWG * CL);
     }
     fence_mbar_init();
   }
@@ -107,14 +116,14 @@ __global__ void __launch_bounds__(F8_THREADS, 1)
     if (MODE == F8_SWIGLU) tma_prefetch_desc(&tm_b1);
     tma_prefetch_desc(&tm_c0);
   }
-  if (tid >= 64 && tid < 96) gg_unit_prefix(p.count, E, F8_BM * CL, p.n_tiles, prefix, tid & 31);
+  if (tid >= 64 && tid < 96) gg_unit_prefix(p.count, E, BM * CL, p.n_tiles, prefix, tid & 31);
   if (CL > 1) cluster_sync();
   else __syncthreads();
   const int total = prefix[E];
 
   if (wg == 0) {
     /* ------------------------------ producer ------------------------------ */
-    setmaxnreg_dec<40>();
+    setmaxnreg_dec<NWG == 2 ? 40 : 32>();
     if (tid == 0) {
       int stage = 0;
       uint32_t phase = 0;
@@ -123,7 +132,10 @@ __global__ void __launch_bounds__(F8_THREADS, 1)
         const int m_tile = t.m_tile * CL + rank;
         /* a pair's tile past the expert's rows loads the expert's first rows (ignored) */
         const int a_row = p.offset[t.expert] +
-                          (p.count[t.expert] > m_tile * F8_BM ? m_tile * F8_BM : 0);
+                          (p.count[t.expert] > m_tile * BM ? m_tile * BM : 0);
+        /* row scales: the 64-row slices inside the padded rows (past them no warpgroup has math) */
+        int sa_bytes = BM * 4;
+        if (NWG > 2 && a_row + BM > p.m_pad) sa_bytes = (p.m_pad - a_row) * 4;
         const int bexp = p.expert_base + t.expert;
         int n0, n1;
         if (MODE == F8_FWD) {
@@ -136,41 +148,41 @@ __global__ void __launch_bounds__(F8_THREADS, 1)
         for (int kb = 0; kb < p.k_blocks; ++kb) {
           mbar_wait(empty0 + 8 * stage, phase ^ 1);
           const uint32_t full = full0 + 8 * stage;
-          mbar_arrive_expect_tx(full, F8_TX_BYTES);
-          const uint32_t sa = smem_base + stage * F8_STAGE_BYTES;
+          mbar_arrive_expect_tx(full, A_BYTES + F8_B_BYTES + sa_bytes);
+          const uint32_t sa = smem_base + stage * STAGE_BYTES;
           const int k0 = kb * F8_BK;
           tma_load_2d(sa, &tm_a, full, k0, a_row);
           if (CL == 1) {
-            tma_load_2d(sa + F8_A_BYTES, &tm_b0, full, k0, n0);
-            tma_load_2d(sa + F8_A_BYTES + 8192, MODE == F8_SWIGLU ? &tm_b1 : &tm_b0, full, k0, n1);
+            tma_load_2d(sa + A_BYTES, &tm_b0, full, k0, n0);
+            tma_load_2d(sa + A_BYTES + 8192, MODE == F8_SWIGLU ? &tm_b1 : &tm_b0, full, k0, n1);
           } else if (rank == 0) {
-            tma_load_2d_multicast(sa + F8_A_BYTES, &tm_b0, full, k0, n0, (uint16_t)3);
+            tma_load_2d_multicast(sa + A_BYTES, &tm_b0, full, k0, n0, (uint16_t)3);
           } else {
-            tma_load_2d_multicast(sa + F8_A_BYTES + 8192, MODE == F8_SWIGLU ? &tm_b1 : &tm_b0,
+            tma_load_2d_multicast(sa + A_BYTES + 8192, MODE == F8_SWIGLU ? &tm_b1 : &tm_b0,
                                   full, k0, n1, (uint16_t)3);
           }
-          bulk_load_1d(sa + F8_SA_OFF, p.a_scales + (size_t)kb * p.m_pad + a_row, F8_BM * 4, full);
-          if (++stage == F8_STAGES) { stage = 0; phase ^= 1; }
+          bulk_load_1d(sa + SA_OFF, p.a_scales + (size_t)kb * p.m_pad + a_row, sa_bytes, full);
+          if (++stage == STAGES) { stage = 0; phase ^= 1; }
         }
       }
       if (CL > 1) { /* stay until both CTAs released every stage (see the bf16 kernel) */
-        for (int i = 0; i < F8_STAGES; ++i) {
+        for (int i = 0; i < STAGES; ++i) {
           mbar_wait(empty0 + 8 * stage, phase ^ 1);
-          if (++stage == F8_STAGES) { stage = 0; phase ^= 1; }
+          if (++stage == STAGES) { stage = 0; phase ^= 1; }
         }
       }
     }
   } else {
     /* ------------------------------ consumers ----------------------------- */
-    setmaxnreg_inc<232>();
+    setmaxnreg_inc<NWG == 2 ? 232 : 160>();
     const int cwg = wg - 1;
     const int wtid = tid & 127;
     const int warp = wtid >> 5, lane = wtid & 31;
-    const uint32_t epi = smem_base + F8_EPI_OFF + cwg * 16384;
+    const uint32_t epi = smem_base + F8_EPI_OFF(NWG) + cwg * 16384;
     const int r0 = cwg * 64 + warp * 16 + (lane >> 2); /* this thread's rows: r0, r0 + 8 */
     const int kbs = p.k_blocks;
     const uint64_t da0 = wgmma_desc_sw128(smem_base + cwg * 8192, 16, 1024);
-    const uint64_t db0 = wgmma_desc_sw128(smem_base + F8_A_BYTES, 16, 1024);
+    const uint64_t db0 = wgmma_desc_sw128(smem_base + A_BYTES, 16, 1024);
     int stage = 0;
     uint32_t phase = 0;
     float acc[64], p0[64], p1[DB ? 64 : 1];
@@ -178,7 +190,7 @@ __global__ void __launch_bounds__(F8_THREADS, 1)
       gg_tile t = gg_decode_m_grouped(u, prefix, E, p.n_tiles, p.group_m);
       const int m_tile = t.m_tile * CL + rank;
       const int cnt = max(p.count[t.expert], 0);
-      const bool math = cnt - m_tile * F8_BM > cwg * 64;
+      const bool math = cnt - m_tile * BM > cwg * 64;
       const int bexp = p.expert_base + t.expert;
       const float *sb0, *sb1; /* weight-scale rows: FWD one 128-row block, SWIGLU gate and up */
       if (MODE == F8_FWD) {
@@ -194,7 +206,7 @@ __global__ void __launch_bounds__(F8_THREADS, 1)
         for (int kb = 0; kb < kbs; ++kb) {
           mbar_wait(full0 + 8 * stage, phase);
           gg_release<CL>(empty0 + 8 * stage, lane);
-          if (++stage == F8_STAGES) { stage = 0; phase ^= 1; }
+          if (++stage == STAGES) { stage = 0; phase ^= 1; }
         }
         continue;
       }
@@ -202,22 +214,22 @@ __global__ void __launch_bounds__(F8_THREADS, 1)
         for (int kb = 0; kb < kbs; ++kb) {
           mbar_wait(full0 + 8 * stage, phase);
           const float s_b0 = __ldg(sb0 + kb), s_b1 = __ldg(sb1 + kb);
-          f8_issue(p0, da0, db0, stage);
+          f8_issue<NWG>(p0, da0, db0, stage);
           wgmma_wait<0>();
           reg_fence(p0, 64);
-          const float *sas = (const float *)(smem + stage * F8_STAGE_BYTES + F8_SA_OFF);
+          const float *sas = (const float *)(smem + stage * STAGE_BYTES + SA_OFF);
           const float s_a0 = sas[r0], s_a1 = sas[r0 + 8];
           gg_release<CL>(empty0 + 8 * stage, lane);
           f8_promote(acc, p0, s_a0, s_a1, s_b0, s_b1);
-          if (++stage == F8_STAGES) { stage = 0; phase ^= 1; }
+          if (++stage == STAGES) { stage = 0; phase ^= 1; }
         }
       } else {
         /* K block kb is promoted from one partial while kb + 1 runs into the other. */
         mbar_wait(full0 + 8 * stage, phase);
         float cb0 = __ldg(sb0), cb1 = __ldg(sb1);
-        f8_issue(p0, da0, db0, stage);
+        f8_issue<NWG>(p0, da0, db0, stage);
         int cst = stage;
-        if (++stage == F8_STAGES) { stage = 0; phase ^= 1; }
+        if (++stage == STAGES) { stage = 0; phase ^= 1; }
         for (int kb = 0;;) {
           float nb0 = 0.f, nb1 = 0.f;
           int nst = stage;
@@ -226,15 +238,15 @@ __global__ void __launch_bounds__(F8_THREADS, 1)
             mbar_wait(full0 + 8 * stage, phase);
             nb0 = __ldg(sb0 + kb + 1);
             nb1 = __ldg(sb1 + kb + 1);
-            f8_issue(p1, da0, db0, stage);
-            if (++stage == F8_STAGES) { stage = 0; phase ^= 1; }
+            f8_issue<NWG>(p1, da0, db0, stage);
+            if (++stage == STAGES) { stage = 0; phase ^= 1; }
             wgmma_wait<1>();
           } else {
             wgmma_wait<0>();
           }
           reg_fence(p0, 64);
           {
-            const float *sas = (const float *)(smem + cst * F8_STAGE_BYTES + F8_SA_OFF);
+            const float *sas = (const float *)(smem + cst * STAGE_BYTES + SA_OFF);
             const float s_a0 = sas[r0], s_a1 = sas[r0 + 8];
             gg_release<CL>(empty0 + 8 * cst, lane);
             f8_promote(acc, p0, s_a0, s_a1, cb0, cb1);
@@ -250,15 +262,15 @@ __global__ void __launch_bounds__(F8_THREADS, 1)
             mbar_wait(full0 + 8 * stage, phase);
             nb0 = __ldg(sb0 + kb + 1);
             nb1 = __ldg(sb1 + kb + 1);
-            f8_issue(p0, da0, db0, stage);
-            if (++stage == F8_STAGES) { stage = 0; phase ^= 1; }
+            f8_issue<NWG>(p0, da0, db0, stage);
+            if (++stage == STAGES) { stage = 0; phase ^= 1; }
             wgmma_wait<1>();
           } else {
             wgmma_wait<0>();
           }
           reg_fence(p1, 64);
           {
-            const float *sas = (const float *)(smem + cst * F8_STAGE_BYTES + F8_SA_OFF);
+            const float *sas = (const float *)(smem + cst * STAGE_BYTES + SA_OFF);
             const float s_a0 = sas[r0], s_a1 = sas[r0 + 8];
             gg_release<CL>(empty0 + 8 * cst, lane);
             f8_promote(acc, p1, s_a0, s_a1, cb0, cb1);
@@ -271,7 +283,7 @@ __global__ void __launch_bounds__(F8_THREADS, 1)
         }
       }
 
-      const int row0 = p.offset[t.expert] + m_tile * F8_BM + cwg * 64;
+      const int row0 = p.offset[t.expert] + m_tile * BM + cwg * 64;
       if (MODE == F8_FWD) {
         gg_store_pass<0, 2>(acc, epi, wtid, &tm_c0, t.n_tile * F8_BN, p.n_out, row0, 2 + cwg);
       } else {
@@ -394,34 +406,48 @@ extern "C" mok_status mok_gg_fp8_quantize_weight(const void *w, void *q, float *
   return cudaGetLastError() == cudaSuccess ? MOK_SUCCESS : MOK_ERR_CUDA;
 }
 
-template <int MODE, int DB, int CL>
+template <int MODE, int DB, int CL, int NWG>
 static mok_status f8_launch_v(const CUtensorMap *a, const CUtensorMap *b0, const CUtensorMap *b1,
                               const CUtensorMap *c0, const CUtensorMap *c1, f8_params p,
                               int max_units, cudaStream_t stream) {
   static int max_ctas = 0; /* co-resident CTAs (whole clusters), found once */
   if (!max_ctas)
-    GG_TRY(gg_coresident_ctas((const void *)gg_fp8_kernel<MODE, DB, CL>, F8_THREADS, F8_SMEM, CL,
-                              &max_ctas));
+    GG_TRY(gg_coresident_ctas((const void *)gg_fp8_kernel<MODE, DB, CL, NWG>, F8_THREADS(NWG),
+                              F8_SMEM(NWG), CL, &max_ctas));
   int units = max_units < max_ctas / CL ? max_units : max_ctas / CL;
   if (units < 1) units = 1;
   cudaLaunchAttribute attr;
-  const cudaLaunchConfig_t cfg = gg_cluster_config(units * CL, F8_THREADS, F8_SMEM, CL, stream,
-                                                   &attr);
-  if (cudaLaunchKernelEx(&cfg, gg_fp8_kernel<MODE, DB, CL>, *a, *b0, *b1, *c0, *c1, p) !=
+  const cudaLaunchConfig_t cfg = gg_cluster_config(units * CL, F8_THREADS(NWG), F8_SMEM(NWG), CL,
+                                                   stream, &attr);
+  if (cudaLaunchKernelEx(&cfg, gg_fp8_kernel<MODE, DB, CL, NWG>, *a, *b0, *b1, *c0, *c1, p) !=
       cudaSuccess)
     return MOK_ERR_CUDA;
   return MOK_SUCCESS;
 }
 
-/* Variant choice. Default: one partial, no clusters, the fastest measured (docs/PERF.md: the
- * two-partial and cluster variants were 4-12% slower on the DeepSeek-V3 and Qwen3 shapes). The
- * benchmark tuning hook's flags select the others: 2 = two partials, 4 = clusters of 2. */
+/* Consumer warpgroups (the A tensor map's box is 64 rows per warpgroup). Three paid where the
+ * experts are long (+7-13% at 448 and 1792 rows per expert) and cost where they are short (-25%
+ * at 256 rows, where a 192-row tile leaves a 64-row tail tile that streams a whole B tile for a
+ * third of the rows): decided from the capacity per expert, the one size the host has. Tuning
+ * flags: 2 (two partials) and 4 (clusters of 2) exist with two warpgroups only; 16 forces two,
+ * 32 three. */
+static int f8_nwg(int64_t m_total, int num_experts) {
+  const int flags = gg_tuning_flags();
+  if (flags & (2 | 4 | 16)) return 2;
+  if (flags & 32) return 3;
+  return m_total >= 384 * (int64_t)num_experts ? 3 : 2;
+}
+
+/* Variant choice. Default: one partial, no clusters, two or three consumer warpgroups (f8_nwg).
+ * The benchmark tuning hook's flags select the others (docs/PERF.md has the measurements). */
 template <int MODE>
 static mok_status f8_launch(const CUtensorMap *a, const CUtensorMap *b0, const CUtensorMap *b1,
                             const CUtensorMap *c0, const CUtensorMap *c1, f8_params p,
-                            int max_tiles, cudaStream_t stream) {
+                            int64_t m_total, cudaStream_t stream) {
   const int flags = gg_tuning_flags();
   const int db = (flags & 2) ? 1 : 0, cl = (flags & 4) ? 2 : 1;
+  const int nwg = f8_nwg(m_total, p.num_experts);
+  const int max_tiles = (int)((m_total + F8_BM(nwg) - 1) / F8_BM(nwg)) * p.n_tiles;
   p.group_m = 16 / cl;
   const int e_all = p.num_experts, base_all = p.expert_base;
   const int32_t *off_all = p.offset, *cnt_all = p.count;
@@ -432,10 +458,11 @@ static mok_status f8_launch(const CUtensorMap *a, const CUtensorMap *b0, const C
     p.count = cnt_all + e0;
     const int units = cl == 2 ? (max_tiles + p.num_experts * p.n_tiles) / 2 + 1 : max_tiles;
     mok_status st;
-    if (db && cl == 2) st = f8_launch_v<MODE, 1, 2>(a, b0, b1, c0, c1, p, units, stream);
-    else if (db) st = f8_launch_v<MODE, 1, 1>(a, b0, b1, c0, c1, p, units, stream);
-    else if (cl == 2) st = f8_launch_v<MODE, 0, 2>(a, b0, b1, c0, c1, p, units, stream);
-    else st = f8_launch_v<MODE, 0, 1>(a, b0, b1, c0, c1, p, units, stream);
+    if (nwg == 3) st = f8_launch_v<MODE, 0, 1, 3>(a, b0, b1, c0, c1, p, units, stream);
+    else if (db && cl == 2) st = f8_launch_v<MODE, 1, 2, 2>(a, b0, b1, c0, c1, p, units, stream);
+    else if (db) st = f8_launch_v<MODE, 1, 1, 2>(a, b0, b1, c0, c1, p, units, stream);
+    else if (cl == 2) st = f8_launch_v<MODE, 0, 2, 2>(a, b0, b1, c0, c1, p, units, stream);
+    else st = f8_launch_v<MODE, 0, 1, 2>(a, b0, b1, c0, c1, p, units, stream);
     if (st != MOK_SUCCESS) return st;
   }
   return MOK_SUCCESS;
@@ -458,7 +485,7 @@ extern "C" mok_status mok_gg_fp8_fwd(const void *a, const float *a_scales, const
   GG_TRY(f8_check(expert_offset, expert_count, num_experts, m_total, n, k));
   if (((uintptr_t)a_scales & 15)) return MOK_ERR_MISALIGNED;
   CUtensorMap ta, tb, tc;
-  GG_TRY(gg_make_tmap_2d(&ta, a, m_total, k, 1, 128, 128));
+  GG_TRY(gg_make_tmap_2d(&ta, a, m_total, k, 1, F8_BM(f8_nwg(m_total, num_experts)), 128));
   GG_TRY(gg_make_tmap_2d(&tb, b, (int64_t)num_experts * n, k, 1, 64, 128));
   GG_TRY(gg_make_tmap_2d(&tc, c, m_total, n, 2, 64, 64));
   f8_params p = {};
@@ -472,8 +499,7 @@ extern "C" mok_status mok_gg_fp8_fwd(const void *a, const float *a_scales, const
   p.m_pad = (int)f8_m_pad(m_total);
   p.b_rows = (int)n;
   p.n_out = (int)n;
-  int max_tiles = (int)((m_total + F8_BM - 1) / F8_BM) * p.n_tiles;
-  return f8_launch<F8_FWD>(&ta, &tb, &tb, &tc, &tc, p, max_tiles, stream);
+  return f8_launch<F8_FWD>(&ta, &tb, &tb, &tc, &tc, p, m_total, stream);
 }
 
 extern "C" mok_status mok_gg_fp8_gate_up_swiglu(const void *x, const float *x_scales,
@@ -490,7 +516,7 @@ extern "C" mok_status mok_gg_fp8_gate_up_swiglu(const void *x, const float *x_sc
   if (use_limit && !(limit > 0.0f)) return MOK_ERR_INVALID_ARGUMENT;
   if (((uintptr_t)x_scales & 15)) return MOK_ERR_MISALIGNED;
   CUtensorMap ta, tg, tu, tc, tp;
-  GG_TRY(gg_make_tmap_2d(&ta, x, m_total, hidden, 1, 128, 128));
+  GG_TRY(gg_make_tmap_2d(&ta, x, m_total, hidden, 1, F8_BM(f8_nwg(m_total, num_experts)), 128));
   GG_TRY(gg_make_tmap_2d(&tg, w_gate, (int64_t)num_experts * inter, hidden, 1, 64, 128));
   GG_TRY(gg_make_tmap_2d(&tu, w_up, (int64_t)num_experts * inter, hidden, 1, 64, 128));
   GG_TRY(gg_make_tmap_2d(&tc, act, m_total, inter, 2, 64, 64));
@@ -511,6 +537,5 @@ extern "C" mok_status mok_gg_fp8_gate_up_swiglu(const void *x, const float *x_sc
   p.use_limit = use_limit != 0;
   p.limit = limit;
   p.has_preact = preact != NULL;
-  int max_tiles = (int)((m_total + F8_BM - 1) / F8_BM) * p.n_tiles;
-  return f8_launch<F8_SWIGLU>(&ta, &tg, &tu, &tc, &tp, p, max_tiles, stream);
+  return f8_launch<F8_SWIGLU>(&ta, &tg, &tu, &tc, &tp, p, m_total, stream);
 }

@@ -541,9 +541,11 @@ static void test_gg_fp8_fwd_small(void) { run_fp8_fwd(6, 300, 384, 384, 1000); }
 static void test_gg_fp8_fwd_many_tiles(void) { run_fp8_fwd(9, 1500, 1024, 1024, 24); }
 static void test_gg_fp8_swiglu(void) { run_fp8_swiglu(5, 300, 256, 256, 0, 1, 1000); }
 static void test_gg_fp8_swiglu_limit(void) { run_fp8_swiglu(7, 700, 384, 512, 1, 0, 24); }
-/* The other FP8 variants: two partial accumulators (flag 2), clusters of 2 (flag 4). */
+/* The FP8 variants: two partial accumulators (flag 2), clusters of 2 (flag 4), two or three
+ * consumer warpgroups with one partial (flags 16, 32; the default picks one from the capacity
+ * per expert). */
 static void test_gg_fp8_variants(void) {
-  const int flags[] = {2, 4, 6};
+  const int flags[] = {2, 4, 6, 16, 32};
   for (int f : flags) {
     printf("    flags %d\n", f);
     gg_set_tuning(0, 0, 0, f);
