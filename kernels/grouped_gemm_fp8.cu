@@ -429,11 +429,10 @@ static mok_status f8_launch_v(const CUtensorMap *a, const CUtensorMap *b0, const
  * experts are long (+7-13% at 448 and 1792 rows per expert) and cost where they are short (-25%
  * at 256 rows, where a 192-row tile leaves a 64-row tail tile that streams a whole B tile for a
  * third of the rows): decided from the capacity per expert, the one size the host has. Tuning
- * flags: 2 (two partials) and 4 (clusters of 2) exist with two warpgroups only; 16 forces two,
- * 32 three. */
+ * flags: 2 (two partials) exists with two warpgroups only; 16 forces two, 32 three. */
 static int f8_nwg(int64_t m_total, int num_experts) {
   const int flags = gg_tuning_flags();
-  if (flags & (2 | 4 | 16)) return 2;
+  if (flags & (2 | 16)) return 2;
   if (flags & 32) return 3;
   return m_total >= 384 * (int64_t)num_experts ? 3 : 2;
 }
@@ -458,7 +457,8 @@ static mok_status f8_launch(const CUtensorMap *a, const CUtensorMap *b0, const C
     p.count = cnt_all + e0;
     const int units = cl == 2 ? (max_tiles + p.num_experts * p.n_tiles) / 2 + 1 : max_tiles;
     mok_status st;
-    if (nwg == 3) st = f8_launch_v<MODE, 0, 1, 3>(a, b0, b1, c0, c1, p, units, stream);
+    if (nwg == 3 && cl == 2) st = f8_launch_v<MODE, 0, 2, 3>(a, b0, b1, c0, c1, p, units, stream);
+    else if (nwg == 3) st = f8_launch_v<MODE, 0, 1, 3>(a, b0, b1, c0, c1, p, units, stream);
     else if (db && cl == 2) st = f8_launch_v<MODE, 1, 2, 2>(a, b0, b1, c0, c1, p, units, stream);
     else if (db) st = f8_launch_v<MODE, 1, 1, 2>(a, b0, b1, c0, c1, p, units, stream);
     else if (cl == 2) st = f8_launch_v<MODE, 0, 2, 2>(a, b0, b1, c0, c1, p, units, stream);

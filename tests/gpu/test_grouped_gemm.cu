@@ -542,10 +542,9 @@ static void test_gg_fp8_fwd_many_tiles(void) { run_fp8_fwd(9, 1500, 1024, 1024, 
 static void test_gg_fp8_swiglu(void) { run_fp8_swiglu(5, 300, 256, 256, 0, 1, 1000); }
 static void test_gg_fp8_swiglu_limit(void) { run_fp8_swiglu(7, 700, 384, 512, 1, 0, 24); }
 /* The FP8 variants: two partial accumulators (flag 2), clusters of 2 (flag 4), two or three
- * consumer warpgroups with one partial (flags 16, 32; the default picks one from the capacity
- * per expert). */
+ * consumer warpgroups (flags 16, 32; the default picks one from the capacity per expert). */
 static void test_gg_fp8_variants(void) {
-  const int flags[] = {2, 4, 6, 16, 32};
+  const int flags[] = {2, 4, 6, 16, 20, 32, 36};
   for (int f : flags) {
     printf("    flags %d\n", f);
     gg_set_tuning(0, 0, 0, f);
