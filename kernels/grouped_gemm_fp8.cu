@@ -3,10 +3,12 @@
  *
  * Recipe (the Hopper-native one): activations carry one fp32 scale per 1x128 block, weights one
  * per 128x128 block. The kernel has the bf16 kernel's shape (persistent, one TMA producer warp,
- * two wgmma consumer warpgroups, gemm_tile_scheduler.h) with a 128x128 tile and BK = 128: per K
- * block the consumers run four m64n128k32 wgmmas into a fresh fp32 partial, wait, and add
- * partial * scale_a[row] * scale_b on the CUDA cores (promotion once per 128-K). The activation
- * scales of a stage come with it (a 512-byte bulk copy on the same mbarrier). */
+ * wgmma consumer warpgroups, gemm_tile_scheduler.h) with tiles of 64 rows per consumer warpgroup
+ * (two or three of them: 128 or 192 rows) by 128 columns and BK = 128: per K block each consumer
+ * runs four m64n128k32 wgmmas into a fresh fp32 partial, waits, and adds
+ * partial * scale_a[row] * scale_b on the CUDA cores (promotion once per 128-K); with three, two
+ * warpgroups' wgmmas run while the third drains and promotes. The activation scales of a stage
+ * come with it (a bulk copy per stage on the same mbarrier). */
 #include <cuda.h>
 #include <cuda_runtime.h>
 #include <stdint.h>
