@@ -9,8 +9,9 @@
 typedef enum { CLI_ROUTING_UNIFORM = 0, CLI_ROUTING_ZIPF = 1 } cli_routing;
 
 typedef struct {
-  mok_shape shape;     /* per-rank shape                                   */
-  int shape_given;     /* nonzero when --shape / size flags set it           */
+  mok_shape shape;     /* per-rank shape (cli_resolve_shape)               */
+  const char *shape_name; /* --shape, or NULL: the path's default            */
+  long long size[6];   /* --tokens --hidden --experts --intermediate --topk --shared (-1: unset) */
   int ranks;           /* ranks: simulated on the CPU, processes on GPUs   */
   cli_routing routing;
   uint64_t seed;
@@ -23,6 +24,11 @@ typedef struct {
   int gg_flags;        /* --gg-flags: grouped GEMM tuning flags probe (0: none)      */
   mok_config config;
 } cli_options;
+
+/* Sets o->shape: the named shape, else the path's default (on GPUs deepseek-v3, on the CPU
+ * small), with the size flags applied on top. Prints the error and returns nonzero on a bad
+ * name or an inconsistent shape. */
+int cli_resolve_shape(cli_options *o, int on_gpu);
 
 /* The CPU reference path: runs forward and backward of all simulated ranks, prints the summary.
  * Returns the process exit code. */

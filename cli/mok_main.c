@@ -25,6 +25,7 @@ static void usage(FILE *f) {
           "  --cpu                  use the CPU reference path even when GPUs are visible\n"
           "  --breakdown            GPU: also time each stage alone (schedule, dispatch, GEMMs, combine)\n"
           "  --shape NAME           a named shape (mok shapes); GPU default deepseek-v3, CPU small\n"
+          "                         (the size flags below change that shape's sizes)\n"
           "  --tokens T             tokens per rank     --hidden H        model width\n"
           "  --experts E            routed experts      --intermediate I  expert width\n"
           "  --topk K               experts per token   --shared IS       shared expert width (0: none)\n"
@@ -67,8 +68,7 @@ static int parse_run(int argc, char **argv, cli_options *o) {
   o->warmup = 3;
   o->samples = 16;
   o->seed = (uint64_t)time(NULL);
-  const char *shape_name = NULL;
-  long long tokens = -1, hidden = -1, experts = -1, inter = -1, topk = -1, shared = -1;
+  for (int f = 0; f < 6; ++f) o->size[f] = -1;
   for (int i = 0; i < argc; ++i) {
     const char *a = argv[i];
     if (strcmp(a, "--cpu") == 0 || strcmp(a, "--breakdown") == 0) {
@@ -86,13 +86,13 @@ static int parse_run(int argc, char **argv, cli_options *o) {
     const char *v = argv[++i];
     long long n = 0;
     int bad = 0;
-    if (strcmp(a, "--shape") == 0) shape_name = v;
-    else if (strcmp(a, "--tokens") == 0) bad = parse_int(a, v, 0, 1LL << 24, &tokens);
-    else if (strcmp(a, "--hidden") == 0) bad = parse_int(a, v, 1, 1LL << 20, &hidden);
-    else if (strcmp(a, "--experts") == 0) bad = parse_int(a, v, 1, 1 << 16, &experts);
-    else if (strcmp(a, "--intermediate") == 0) bad = parse_int(a, v, 1, 1LL << 20, &inter);
-    else if (strcmp(a, "--topk") == 0) bad = parse_int(a, v, 1, 1 << 16, &topk);
-    else if (strcmp(a, "--shared") == 0) bad = parse_int(a, v, 0, 1LL << 20, &shared);
+    if (strcmp(a, "--shape") == 0) o->shape_name = v;
+    else if (strcmp(a, "--tokens") == 0) bad = parse_int(a, v, 0, 1LL << 24, &o->size[0]);
+    else if (strcmp(a, "--hidden") == 0) bad = parse_int(a, v, 1, 1LL << 20, &o->size[1]);
+    else if (strcmp(a, "--experts") == 0) bad = parse_int(a, v, 1, 1 << 16, &o->size[2]);
+    else if (strcmp(a, "--intermediate") == 0) bad = parse_int(a, v, 1, 1LL << 20, &o->size[3]);
+    else if (strcmp(a, "--topk") == 0) bad = parse_int(a, v, 1, 1 << 16, &o->size[4]);
+    else if (strcmp(a, "--shared") == 0) bad = parse_int(a, v, 0, 1LL << 20, &o->size[5]);
     else if (strcmp(a, "--ranks") == 0) bad = parse_int(a, v, 1, 64, &n), o->ranks = (int)n;
     else if (strcmp(a, "--seed") == 0) bad = parse_int(a, v, 0, 1LL << 62, &n), o->seed = (uint64_t)n;
     else if (strcmp(a, "--iters") == 0) bad = parse_int(a, v, 1, 100000, &n), o->iters = (int)n;
@@ -142,22 +142,21 @@ static int parse_run(int argc, char **argv, cli_options *o) {
     }
     if (bad) return 1;
   }
-  if (shape_name) {
-    const mok_shape_preset *p = mok_shape_find(shape_name);
-    if (!p) {
-      fprintf(stderr, "mok: unknown shape '%s' (mok shapes lists them)\n", shape_name);
-      return 1;
-    }
-    o->shape = p->shape;
-    o->shape_given = 1;
-  } else {
-    o->shape = mok_shape_presets[0].shape; /* the GPU path picks its own default when not given */
+  return 0;
+}
+
+int cli_resolve_shape(cli_options *o, int on_gpu) {
+  const char *name = o->shape_name ? o->shape_name : on_gpu ? "deepseek-v3" : "small";
+  const mok_shape_preset *p = mok_shape_find(name);
+  if (!p) {
+    fprintf(stderr, "mok: unknown shape '%s' (mok shapes lists them)\n", name);
+    return 1;
   }
-  long long *field[6] = {&tokens, &hidden, &experts, &inter, &topk, &shared};
+  o->shape = p->shape;
   int64_t *dst[6] = {&o->shape.tokens, &o->shape.hidden, &o->shape.num_experts,
                      &o->shape.intermediate, &o->shape.top_k, &o->shape.shared_intermediate};
   for (int f = 0; f < 6; ++f)
-    if (*field[f] >= 0) *dst[f] = *field[f], o->shape_given = 1;
+    if (o->size[f] >= 0) *dst[f] = o->size[f];
   if (o->shape.top_k > o->shape.num_experts) {
     fprintf(stderr, "mok: --topk %lld is larger than --experts %lld\n", (long long)o->shape.top_k,
             (long long)o->shape.num_experts);
@@ -200,7 +199,9 @@ int main(int argc, char **argv) {
   }
   cli_options o;
   if (parse_run(argc - 2, argv + 2, &o) != 0) return 2;
-  if (!o.use_cpu && gpu_count() > 0) return cli_run_gpu(&o);
+  const int on_gpu = !o.use_cpu && gpu_count() > 0;
+  if (cli_resolve_shape(&o, on_gpu) != 0) return 2;
+  if (on_gpu) return cli_run_gpu(&o);
   if (!o.use_cpu) printf("no GPU visible: running the CPU reference path\n");
   return cli_run_cpu(&o);
 }

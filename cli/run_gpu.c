@@ -40,13 +40,6 @@ static const int bd_moves[BD_STAGES] = {0, 1, 0, 1, 0, 1, 0, 1, 0};
 #define BD_ROWS (BD_STAGES + BD_PULLS)
 static const int bd_pull_ctas[BD_PULLS] = {0, 4, 8, 16, 32}; /* 0: the plain kernel */
 
-
-static mok_shape run_shape(const cli_options *o) {
-  if (o->shape_given) return o->shape;
-  mok_shape s = {4096, 7168, 256, 2048, 8, 2048}; /* DeepSeek-V3 */
-  return s;
-}
-
 /* ---------------------------------------------------------------- launcher -------------------- */
 
 static char **self_argv(void) {
@@ -116,7 +109,7 @@ static int launch(const cli_options *o, int n) {
     if (!WIFEXITED(st) || WEXITSTATUS(st) != 0) bad = 1;
   }
   /* combine the result files */
-  mok_shape s = run_shape(o);
+  mok_shape s = o->shape;
   int iters = o->iters;
   double *fwd = calloc((size_t)iters, sizeof(double)), *bwd = calloc((size_t)iters, sizeof(double));
   double *tot = calloc((size_t)iters, sizeof(double)), *bld = calloc((size_t)iters, sizeof(double));
@@ -318,7 +311,7 @@ static int exchange_id(mok_unique_id *id, int rank, const char *dir) {
 static int time_stages(const cli_options *o, mok_group *g, mok_schedule *sch, const mok_weights *wt,
                        const mok_grads *gr, const void *x, const void *dy, const float *rw,
                        const int32_t *topk, cudaStream_t q, float *ms) {
-  const mok_shape s = run_shape(o);
+  const mok_shape s = o->shape;
   const int64_t T = s.tokens, H = s.hidden, k = s.top_k;
   int n = 1;
   mok_group_size(g, &n);
@@ -407,7 +400,7 @@ static int worker(const cli_options *o, int rank, int n, const char *dir) {
   }
   mok_group *g = NULL;
   MK(mok_group_create(&id, n, rank, &g));
-  const mok_shape s = run_shape(o);
+  const mok_shape s = o->shape;
   mok_config cfg = o->config;
   const int64_t T = s.tokens, H = s.hidden, I = s.intermediate, E = s.num_experts, k = s.top_k,
                 Is = s.shared_intermediate, el = E / n;

@@ -50,6 +50,10 @@ void test_cli(void) {
   CHECK(a && b && strncmp(a, b, 60) == 0);
   CHECK(run_mok("run --cpu --seed 7 --tokens 24 --routing zipf --clamp 0.5 --ranks 4", out, sizeof out) == 0);
   CHECK(strstr(out, "4 simulated ranks, zipf routing") != NULL);
+  /* size flags change the named shape's sizes and keep the rest (here deepseek-v3's k = 8) */
+  CHECK(run_mok("run --cpu --seed 3 --shape deepseek-v3 --tokens 2 --hidden 128 --experts 16 "
+                "--intermediate 64 --shared 64", out, sizeof out) == 0);
+  CHECK(strstr(out, "T=2 H=128 E=16 I=64 k=8 Is=64") != NULL);
   CHECK(run_mok("run --cpu --tokens -3", out, sizeof out) == 2);
   CHECK(strstr(out, "--tokens wants an integer") != NULL);
   CHECK(run_mok("run --cpu --routing sideways", out, sizeof out) == 2);
