@@ -30,11 +30,11 @@ enum { F8_FWD = 0, F8_SWIGLU = 1 };
 #define F8_SA_OFF(nwg) (F8_A_BYTES(nwg) + F8_B_BYTES)
 /* A, B and the tile's row scales, 1024-aligned: 33 KB (NWG 2) or 41 KB (NWG 3) */
 #define F8_STAGE_BYTES(nwg) ((F8_SA_OFF(nwg) + F8_BM(nwg) * 4 + 1023) / 1024 * 1024)
-#define F8_STAGES(nwg) ((nwg) == 2 ? 5 : 4)
-#define F8_EPI_OFF(nwg) (F8_STAGES(nwg) * F8_STAGE_BYTES(nwg))
-#define F8_SMEM(nwg) (F8_EPI_OFF(nwg) + (nwg) * 16384)
+/* dir: the direct epilogue (no staging buffer), whose shared memory holds one more stage */
+#define F8_STAGES(nwg, dir) (((nwg) == 2 ? 5 : 4) + (dir))
+#define F8_EPI_OFF(nwg, dir) (F8_STAGES(nwg, dir) * F8_STAGE_BYTES(nwg))
+#define F8_SMEM(nwg, dir) (F8_EPI_OFF(nwg, dir) + ((dir) ? 0 : (nwg) * 16384))
 #define F8_THREADS(nwg) (128 * ((nwg) + 1))
-#define F8_MAX_STAGES 5
 #define F8_MAX_EXPERTS 256
 
 typedef struct {
@@ -50,6 +50,7 @@ typedef struct {
   float limit;
   int has_preact;
   int group_m;
+  uint16_t *c0, *c1;     /* the outputs for the direct epilogue (FWD: c; SWIGLU: act, preact) */
 } f8_params;
 
 /* Issues one K block (four m64n128k32 wgmmas) of this warpgroup into a fresh partial. da, db:
@@ -78,19 +79,39 @@ __device__ __forceinline__ void f8_promote(float *acc, const float *part, float 
   }
 }
 
+/* Direct epilogue: the thread's bf16 pairs of 8-column groups [N8B, N8B + NG) of its fragment
+ * straight to global memory, columns from col0, rows past `rows` (the warpgroup's real rows)
+ * skipped. Each warp writes 8 rows x 16 bytes per store: half-sector stores, a small cost next to
+ * a K = 2048-7168 main loop, for a stage of shared memory instead of a staging buffer. */
+template <int N8B, int NG>
+__device__ __forceinline__ void f8_store_direct(const float *acc, uint16_t *c, int64_t ld,
+                                                int64_t row0, int col0, int rows, int wtid) {
+  const int lane = wtid & 31;
+  const int r = (wtid >> 5) * 16 + (lane >> 2);
+  uint16_t *p0 = c + (row0 + r) * ld + col0 + 2 * (lane & 3);
+  uint16_t *p1 = p0 + 8 * ld;
+#pragma unroll
+  for (int j = 0; j < NG; ++j) {
+    const float *v = acc + (N8B + j) * 4;
+    if (r < rows) *(uint32_t *)(p0 + 8 * j) = pack_bf16x2(v[0], v[1]);
+    if (r + 8 < rows) *(uint32_t *)(p1 + 8 * j) = pack_bf16x2(v[2], v[3]);
+  }
+}
+
 /* MODE: F8_FWD / F8_SWIGLU. DB: two partials, so that a warpgroup's next K block runs on the
  * tensor cores while it promotes the previous one. CL: 1, or 2 (a cluster pair of vertically
  * adjacent tiles sharing the B tile through multicast, each CTA loading one 64-row box). NWG: 2
  * consumer warpgroups (128-row tiles, 232 registers each), or 3 (192-row tiles, 160 registers
  * each), so that while one warpgroup waits for its wgmmas to drain and promotes, the other two
- * keep the tensor cores busy, and each B tile serves 192 rows. */
-template <int MODE, int DB, int CL, int NWG>
+ * keep the tensor cores busy, and each B tile serves 192 rows. DIR: the direct epilogue
+ * (f8_store_direct) and one more stage. */
+template <int MODE, int DB, int CL, int NWG, int DIR>
 __global__ void __launch_bounds__(F8_THREADS(NWG), 1)
     gg_fp8_kernel(const __grid_constant__ CUtensorMap tm_a, const __grid_constant__ CUtensorMap tm_b0,
                   const __grid_constant__ CUtensorMap tm_b1, const __grid_constant__ CUtensorMap tm_c0,
                   const __grid_constant__ CUtensorMap tm_c1, const f8_params p) {
   extern __shared__ __align__(1024) uint8_t smem[];
-  constexpr int STAGES = F8_STAGES(NWG), STAGE_BYTES = F8_STAGE_BYTES(NWG), BM = F8_BM(NWG);
+  constexpr int STAGES = F8_STAGES(NWG, DIR), STAGE_BYTES = F8_STAGE_BYTES(NWG), BM = F8_BM(NWG);
   constexpr int A_BYTES = F8_A_BYTES(NWG), SA_OFF = F8_SA_OFF(NWG);
   __shared__ __align__(8) uint64_t bars[2 * STAGES];
   __shared__ int32_t prefix[F8_MAX_EXPERTS + 1];
@@ -180,7 +201,7 @@ __global__ void __launch_bounds__(F8_THREADS(NWG), 1)
     const int cwg = wg - 1;
     const int wtid = tid & 127;
     const int warp = wtid >> 5, lane = wtid & 31;
-    const uint32_t epi = smem_base + F8_EPI_OFF(NWG) + cwg * 16384;
+    const uint32_t epi = smem_base + F8_EPI_OFF(NWG, DIR) + cwg * 16384; /* unused when DIR */
     const int r0 = cwg * 64 + warp * 16 + (lane >> 2); /* this thread's rows: r0, r0 + 8 */
     const int kbs = p.k_blocks;
     const uint64_t da0 = wgmma_desc_sw128(smem_base + cwg * 8192, 16, 1024);
@@ -286,7 +307,28 @@ __global__ void __launch_bounds__(F8_THREADS(NWG), 1)
       }
 
       const int row0 = p.offset[t.expert] + m_tile * BM + cwg * 64;
-      if (MODE == F8_FWD) {
+      if (DIR) {
+        const int rows = min(cnt - (m_tile * BM + cwg * 64), 64);
+        if (MODE == F8_FWD) {
+          f8_store_direct<0, 16>(acc, p.c0, p.n_out, row0, t.n_tile * F8_BN, rows, wtid);
+        } else {
+          const int col0 = t.n_tile * 64;
+          if (p.has_preact) {
+            f8_store_direct<0, 8>(acc, p.c1, 2 * p.n_out, row0, col0, rows, wtid);
+            f8_store_direct<8, 8>(acc, p.c1, 2 * p.n_out, row0, p.n_out + col0, rows, wtid);
+          }
+#pragma unroll
+          for (int i = 0; i < 32; ++i) {
+            float g = acc[i], u = acc[i + 32];
+            if (p.use_limit) {
+              g = fminf(g, p.limit);
+              u = fminf(fmaxf(u, -p.limit), p.limit);
+            }
+            acc[i] = __fdividef(g, 1.0f + __expf(-g)) * u;
+          }
+          f8_store_direct<0, 8>(acc, p.c0, p.n_out, row0, col0, rows, wtid);
+        }
+      } else if (MODE == F8_FWD) {
         gg_store_pass<0, 2>(acc, epi, wtid, &tm_c0, t.n_tile * F8_BN, p.n_out, row0, 2 + cwg);
       } else {
         const int col0 = t.n_tile * 64;
@@ -408,20 +450,20 @@ extern "C" mok_status mok_gg_fp8_quantize_weight(const void *w, void *q, float *
   return cudaGetLastError() == cudaSuccess ? MOK_SUCCESS : MOK_ERR_CUDA;
 }
 
-template <int MODE, int DB, int CL, int NWG>
+template <int MODE, int DB, int CL, int NWG, int DIR = 0>
 static mok_status f8_launch_v(const CUtensorMap *a, const CUtensorMap *b0, const CUtensorMap *b1,
                               const CUtensorMap *c0, const CUtensorMap *c1, f8_params p,
                               int max_units, cudaStream_t stream) {
   static int max_ctas = 0; /* co-resident CTAs (whole clusters), found once */
   if (!max_ctas)
-    GG_TRY(gg_coresident_ctas((const void *)gg_fp8_kernel<MODE, DB, CL, NWG>, F8_THREADS(NWG),
-                              F8_SMEM(NWG), CL, &max_ctas));
+    GG_TRY(gg_coresident_ctas((const void *)gg_fp8_kernel<MODE, DB, CL, NWG, DIR>,
+                              F8_THREADS(NWG), F8_SMEM(NWG, DIR), CL, &max_ctas));
   int units = max_units < max_ctas / CL ? max_units : max_ctas / CL;
   if (units < 1) units = 1;
   cudaLaunchAttribute attr;
-  const cudaLaunchConfig_t cfg = gg_cluster_config(units * CL, F8_THREADS(NWG), F8_SMEM(NWG), CL,
-                                                   stream, &attr);
-  if (cudaLaunchKernelEx(&cfg, gg_fp8_kernel<MODE, DB, CL, NWG>, *a, *b0, *b1, *c0, *c1, p) !=
+  const cudaLaunchConfig_t cfg = gg_cluster_config(units * CL, F8_THREADS(NWG), F8_SMEM(NWG, DIR),
+                                                   CL, stream, &attr);
+  if (cudaLaunchKernelEx(&cfg, gg_fp8_kernel<MODE, DB, CL, NWG, DIR>, *a, *b0, *b1, *c0, *c1, p) !=
       cudaSuccess)
     return MOK_ERR_CUDA;
   return MOK_SUCCESS;
@@ -448,6 +490,9 @@ static mok_status f8_launch(const CUtensorMap *a, const CUtensorMap *b0, const C
   const int flags = gg_tuning_flags();
   const int db = (flags & 2) ? 1 : 0, cl = (flags & 4) ? 2 : 1;
   const int nwg = f8_nwg(m_total, p.num_experts);
+  /* A probe until measured: flag 64 = the direct epilogue and one more stage (one partial, no
+   * clusters) */
+  const int dir = (flags & 64) && !db && cl == 1;
   const int max_tiles = (int)((m_total + F8_BM(nwg) - 1) / F8_BM(nwg)) * p.n_tiles;
   p.group_m = 16 / cl;
   const int e_all = p.num_experts, base_all = p.expert_base;
@@ -459,7 +504,9 @@ static mok_status f8_launch(const CUtensorMap *a, const CUtensorMap *b0, const C
     p.count = cnt_all + e0;
     const int units = cl == 2 ? (max_tiles + p.num_experts * p.n_tiles) / 2 + 1 : max_tiles;
     mok_status st;
-    if (nwg == 3 && cl == 2) st = f8_launch_v<MODE, 0, 2, 3>(a, b0, b1, c0, c1, p, units, stream);
+    if (dir && nwg == 3) st = f8_launch_v<MODE, 0, 1, 3, 1>(a, b0, b1, c0, c1, p, units, stream);
+    else if (dir) st = f8_launch_v<MODE, 0, 1, 2, 1>(a, b0, b1, c0, c1, p, units, stream);
+    else if (nwg == 3 && cl == 2) st = f8_launch_v<MODE, 0, 2, 3>(a, b0, b1, c0, c1, p, units, stream);
     else if (nwg == 3) st = f8_launch_v<MODE, 0, 1, 3>(a, b0, b1, c0, c1, p, units, stream);
     else if (db && cl == 2) st = f8_launch_v<MODE, 1, 2, 2>(a, b0, b1, c0, c1, p, units, stream);
     else if (db) st = f8_launch_v<MODE, 1, 1, 2>(a, b0, b1, c0, c1, p, units, stream);
@@ -495,6 +542,7 @@ extern "C" mok_status mok_gg_fp8_fwd(const void *a, const float *a_scales, const
   p.count = expert_count;
   p.a_scales = a_scales;
   p.b_scales0 = p.b_scales1 = b_scales;
+  p.c0 = p.c1 = (uint16_t *)c;
   p.num_experts = num_experts;
   p.n_tiles = (int)(n / F8_BN);
   p.k_blocks = (int)(k / F8_BK);
@@ -530,6 +578,8 @@ extern "C" mok_status mok_gg_fp8_gate_up_swiglu(const void *x, const float *x_sc
   p.a_scales = x_scales;
   p.b_scales0 = w_gate_scales;
   p.b_scales1 = w_up_scales;
+  p.c0 = (uint16_t *)act;
+  p.c1 = (uint16_t *)preact;
   p.num_experts = num_experts;
   p.n_tiles = (int)(inter / 64);
   p.k_blocks = (int)(hidden / F8_BK);

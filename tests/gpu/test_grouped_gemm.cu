@@ -546,9 +546,10 @@ static void test_gg_fp8_fwd_many_tiles(void) { run_fp8_fwd(9, 1500, 1024, 1024, 
 static void test_gg_fp8_swiglu(void) { run_fp8_swiglu(5, 300, 256, 256, 0, 1, 1000); }
 static void test_gg_fp8_swiglu_limit(void) { run_fp8_swiglu(7, 700, 384, 512, 1, 0, 24); }
 /* The FP8 variants: two partial accumulators (flag 2), clusters of 2 (flag 4), two or three
- * consumer warpgroups (flags 16, 32; the default picks one from the capacity per expert). */
+ * consumer warpgroups (flags 16, 32; the default picks one from the capacity per expert), the
+ * direct epilogue with one more stage (flag 64). */
 static void test_gg_fp8_variants(void) {
-  const int flags[] = {2, 4, 6, 16, 20, 32, 36};
+  const int flags[] = {2, 4, 6, 16, 20, 32, 36, 80, 96};
   for (int f : flags) {
     printf("    flags %d\n", f);
     gg_set_tuning(0, 0, 0, f);
@@ -560,8 +561,8 @@ static void test_gg_fp8_variants(void) {
 
 /* No capacity beyond the experts' padded rows, and a last expert (200 rows) whose second 192-row
  * tile of the three-warpgroup kernel reaches 128 rows past the end: its A rows come back zero from
- * TMA and only the row scales inside the buffer may be read. Both variants, the default and three
- * warpgroups forced. */
+ * TMA and only the row scales inside the buffer may be read. The default, three warpgroups
+ * forced, and three with the direct epilogue. */
 static void test_gg_fp8_exact_capacity(void) {
   gg_rng r = {test_seed() ^ 0xf8ca};
   gg_rows g;
@@ -569,7 +570,7 @@ static void test_gg_fp8_exact_capacity(void) {
   g.count = {300, 0, 200};
   g.offset = {0, 384, 384, 640};
   g.m_total = 640;
-  const int flags[] = {0, 32};
+  const int flags[] = {0, 32, 96};
   for (int f : flags) {
     printf("    flags %d\n", f);
     gg_set_tuning(0, 0, 0, f);
