@@ -470,7 +470,7 @@ static mok_status f8_launch_v(const CUtensorMap *a, const CUtensorMap *b0, const
 }
 
 /* Consumer warpgroups (the A tensor map's box is 64 rows per warpgroup). Three paid where the
- * experts are long (+7-13% at 448 and 1792 rows per expert) and cost where they are short (-25%
+ * experts are long (+7-13% at 448 and 1792 rows per expert) and cost where they are short (-20%
  * at 256 rows, where a 192-row tile leaves a 64-row tail tile that streams a whole B tile for a
  * third of the rows): decided from the capacity per expert, the one size the host has. Tuning
  * flags: 2 (two partials) exists with two warpgroups only; 16 forces two, 32 three. */
