@@ -238,10 +238,11 @@ __global__ void __launch_bounds__(F8_THREADS(NWG), 1)
           mbar_wait(full0 + 8 * stage, phase);
           const float s_b0 = __ldg(sb0 + kb), s_b1 = __ldg(sb1 + kb);
           f8_issue<NWG>(p0, da0, db0, stage);
-          wgmma_wait<0>();
-          reg_fence(p0, 64);
+          /* the row scales came with the stage: read them while the wgmmas run */
           const float *sas = (const float *)(smem + stage * STAGE_BYTES + SA_OFF);
           const float s_a0 = sas[r0], s_a1 = sas[r0 + 8];
+          wgmma_wait<0>();
+          reg_fence(p0, 64);
           gg_release<CL>(empty0 + 8 * stage, lane);
           f8_promote(acc, p0, s_a0, s_a1, s_b0, s_b1);
           if (++stage == STAGES) { stage = 0; phase ^= 1; }
