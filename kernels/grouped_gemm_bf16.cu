@@ -259,11 +259,12 @@ __global__ void __launch_bounds__(GG_THREADS, 1)
     const int warp = wtid >> 5, lane = wtid & 31;
     const uint32_t epi = smem_base + GG_EPI_OFF + cwg * 16384;
     /* operand descriptors in stage 0 (this warpgroup's 64 A rows; B), stepped per stage and slice */
-    const uint64_t da0 = MODE == GG_WGRAD ? wgmma_desc_sw128(smem_base + cwg * 8192, 8192, 1024)
-                                          : wgmma_desc_sw128(smem_base + cwg * 8192, 16, 1024);
-    const uint64_t db0 = MODE == GG_WGRAD || MODE == GG_DGRAD
-                             ? wgmma_desc_sw128(smem_base + GG_A_BYTES, 8192, 1024)
-                             : wgmma_desc_sw128(smem_base + GG_A_BYTES, 16, 1024);
+    uint64_t da0 = MODE == GG_WGRAD ? wgmma_desc_sw128(smem_base + cwg * 8192, 8192, 1024)
+                                    : wgmma_desc_sw128(smem_base + cwg * 8192, 16, 1024);
+    uint64_t db0 = MODE == GG_WGRAD || MODE == GG_DGRAD
+                       ? wgmma_desc_sw128(smem_base + GG_A_BYTES, 8192, 1024)
+                       : wgmma_desc_sw128(smem_base + GG_A_BYTES, 16, 1024);
+    asm volatile("" : "+l"(da0), "+l"(db0)); /* built once: not re-derived from addresses */
     int stage = 0;
     uint32_t phase = 0;
     const uint8_t *epi_ptr = smem + GG_EPI_OFF + cwg * 16384;

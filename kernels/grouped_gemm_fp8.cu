@@ -204,8 +204,9 @@ __global__ void __launch_bounds__(F8_THREADS(NWG), 1)
     const uint32_t epi = smem_base + F8_EPI_OFF(NWG, DIR) + cwg * 16384; /* unused when DIR */
     const int r0 = cwg * 64 + warp * 16 + (lane >> 2); /* this thread's rows: r0, r0 + 8 */
     const int kbs = p.k_blocks;
-    const uint64_t da0 = wgmma_desc_sw128(smem_base + cwg * 8192, 16, 1024);
-    const uint64_t db0 = wgmma_desc_sw128(smem_base + A_BYTES, 16, 1024);
+    uint64_t da0 = wgmma_desc_sw128(smem_base + cwg * 8192, 16, 1024);
+    uint64_t db0 = wgmma_desc_sw128(smem_base + A_BYTES, 16, 1024);
+    asm volatile("" : "+l"(da0), "+l"(db0)); /* built once: not re-derived from addresses */
     int stage = 0;
     uint32_t phase = 0;
     float acc[64], p0[64], p1[DB ? 64 : 1];
