@@ -25,15 +25,17 @@ mok_status gg_device_sms(int *sms);
 
 /* Tuning hook for benchmarks and `mok run --gg-cluster/--gg-flags` (not thread-safe; 0 restores
  * each default): the raster group in work units, the cluster size of the row-grouped calls (1 or
- * 2; 2 multicasts B), a cap on the grid in CTAs, and flags (1: clusters of 2 without multicast;
- * 8 / 16: the weight gradient's warpgroups staggered by 2 / 3 k-blocks; FP8: 2, 4 below).
+ * 2; 2 multicasts B), a cap on the grid in CTAs, and flags. BF16: 1 = clusters of 2 without
+ * multicast, 8 / 16 = consumer warpgroups staggered by 2 / 3 k-blocks. FP8: 2 = two partial
+ * accumulators, 4 = clusters of 2, 16 / 32 = two / three consumer warpgroups, 64 = the direct
+ * epilogue with one more stage. The bits are shared: one value sets both kernels' probes.
  * gg_last_grid() is the grid of the last launch. */
 #ifdef __cplusplus
 extern "C" {
 #endif
 void gg_set_tuning(int group_m, int cluster, int grid_ctas, int flags);
 int gg_last_grid(void);
-int gg_tuning_flags(void); /* the flags above; FP8: 2 = two partial accumulators, 4 = clusters */
+int gg_tuning_flags(void); /* the flags above */
 #ifdef __cplusplus
 }
 #endif
