@@ -43,8 +43,9 @@ static void usage(FILE *f) {
           "  --samples N            gradient entries per tensor checked by finite differences (default 16)\n"
           "  --fwd-comm-sms N       --bwd-comm-sms N   --minibatch ROWS   --capacity ROWS\n"
           "  --gg-cluster N         GPU probe: grouped GEMM clusters forced to N (1 or 2; 0: default)\n"
-          "  --gg-flags F           GPU probe: grouped GEMM tuning flags (8, 16: staggered weight-\n"
-          "                         gradient warpgroups; see kernels/grouped_gemm_tmap.h)\n");
+          "  --gg-flags F           GPU probe: grouped GEMM tuning flags (BF16 8, 16: staggered\n"
+          "                         warpgroups; FP8 16, 32: two, three warpgroups; 64: direct\n"
+          "                         epilogue; see kernels/grouped_gemm_tmap.h)\n");
 }
 
 /* Parses a whole non-negative integer in [lo, hi]; returns 0 on success. */
