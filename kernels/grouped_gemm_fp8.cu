@@ -14,16 +14,14 @@
 #include <stdint.h>
 #include "kernels/grouped_gemm.h"
 #include "kernels/grouped_gemm_common.cuh"
+#include "kernels/grouped_gemm_fp8_common.cuh"
 #include "kernels/grouped_gemm_tmap.h"
 #include "kernels/gemm_tile_scheduler.h"
 #include "kernels/hopper_ptx.cuh"
 
-enum { F8_FWD = 0, F8_SWIGLU = 1 };
-
 /* The tile is NWG x 64 rows (one 64-row slice per consumer warpgroup; NWG = 2 or 3) by 128
  * columns; everything that depends on NWG is a function of it. */
 #define F8_BN 128
-#define F8_BK 128                       /* fp8 elements = bytes: one 128-byte swizzled row */
 #define F8_B_BYTES (F8_BN * F8_BK)      /* 16 KB */
 #define F8_BM(nwg) (64 * (nwg))
 #define F8_A_BYTES(nwg) (F8_BM(nwg) * F8_BK)
@@ -35,23 +33,6 @@ enum { F8_FWD = 0, F8_SWIGLU = 1 };
 #define F8_EPI_OFF(nwg, dir) (F8_STAGES(nwg, dir) * F8_STAGE_BYTES(nwg))
 #define F8_SMEM(nwg, dir) (F8_EPI_OFF(nwg, dir) + ((dir) ? 0 : (nwg) * 16384))
 #define F8_THREADS(nwg) (128 * ((nwg) + 1))
-#define F8_MAX_EXPERTS 256
-
-typedef struct {
-  const int32_t *offset, *count;
-  const float *a_scales;  /* [k / 128][m_pad]                                  */
-  const float *b_scales0; /* [E, rows / 128, k / 128] (FWD: b; SWIGLU: gate)   */
-  const float *b_scales1; /* SWIGLU: up                                        */
-  int num_experts, expert_base;
-  int n_tiles, k_blocks, m_pad;
-  int b_rows;            /* rows of one expert in the weight tensor (n or inter) */
-  int n_out;             /* output columns (n or inter)                         */
-  int use_limit;
-  float limit;
-  int has_preact;
-  int group_m;
-  uint16_t *c0, *c1;     /* the outputs for the direct epilogue (FWD: c; SWIGLU: act, preact) */
-} f8_params;
 
 /* Issues one K block (four m64n128k32 wgmmas) of this warpgroup into a fresh partial. da, db:
  * the descriptors of this warpgroup's A rows and of B in stage 0; st: the stage. */
@@ -76,25 +57,6 @@ __device__ __forceinline__ void f8_promote(float *acc, const float *part, float 
     const bool hi_row = (i & 2) != 0, up = i >= 32;
     const float f = up ? (hi_row ? f11 : f01) : (hi_row ? f10 : f00);
     acc[i] = fmaf(part[i], f, acc[i]);
-  }
-}
-
-/* Direct epilogue: the thread's bf16 pairs of 8-column groups [N8B, N8B + NG) of its fragment
- * straight to global memory, columns from col0, rows past `rows` (the warpgroup's real rows)
- * skipped. Each warp writes 8 rows x 16 bytes per store: half-sector stores, a small cost next to
- * a K = 2048-7168 main loop, for a stage of shared memory instead of a staging buffer. */
-template <int N8B, int NG>
-__device__ __forceinline__ void f8_store_direct(const float *acc, uint16_t *c, int64_t ld,
-                                                int64_t row0, int col0, int rows, int wtid) {
-  const int lane = wtid & 31;
-  const int r = (wtid >> 5) * 16 + (lane >> 2);
-  uint16_t *p0 = c + (row0 + r) * ld + col0 + 2 * (lane & 3);
-  uint16_t *p1 = p0 + 8 * ld;
-#pragma unroll
-  for (int j = 0; j < NG; ++j) {
-    const float *v = acc + (N8B + j) * 4;
-    if (r < rows) *(uint32_t *)(p0 + 8 * j) = pack_bf16x2(v[0], v[1]);
-    if (r + 8 < rows) *(uint32_t *)(p1 + 8 * j) = pack_bf16x2(v[2], v[3]);
   }
 }
 
@@ -475,10 +437,11 @@ static mok_status f8_launch_v(const CUtensorMap *a, const CUtensorMap *b0, const
  * experts are long (+7-13% at 448 and 1792 rows per expert) and cost where they are short (-20%
  * at 256 rows, where a 192-row tile leaves a 64-row tail tile that streams a whole B tile for a
  * third of the rows): decided from the capacity per expert, the one size the host has. Tuning
- * flags: 2 (two partials) exists with two warpgroups only; 16 forces two, 32 three. */
+ * flags: 2 (two partials) exists with two warpgroups only; 16 forces two, 32 three; 128 (the
+ * 256-column kernel, grouped_gemm_fp8_wide.cu) has two. */
 static int f8_nwg(int64_t m_total, int num_experts) {
   const int flags = gg_tuning_flags();
-  if (flags & (2 | 16)) return 2;
+  if (flags & (2 | 16 | 128)) return 2; /* 128: the wide kernel's A boxes are 128 rows too */
   if (flags & 32) return 3;
   return m_total >= 384 * (int64_t)num_experts ? 3 : 2;
 }
@@ -490,6 +453,10 @@ static mok_status f8_launch(const CUtensorMap *a, const CUtensorMap *b0, const C
                             const CUtensorMap *c0, const CUtensorMap *c1, f8_params p,
                             int64_t m_total, cudaStream_t stream) {
   const int flags = gg_tuning_flags();
+  if (flags & 128) { /* a probe until measured: the 256-column kernel where the columns split */
+    const mok_status st = f8_wide_launch(MODE, a, b0, b1, p, m_total, stream);
+    if (st != MOK_ERR_NOT_SUPPORTED) return st;
+  }
   const int db = (flags & 2) ? 1 : 0, cl = (flags & 4) ? 2 : 1;
   const int nwg = f8_nwg(m_total, p.num_experts);
   /* A probe until measured: flag 64 = the direct epilogue and one more stage (one partial, no

@@ -437,11 +437,26 @@ static std::vector<double> quant_weight(const std::vector<uint16_t> &w, int64_t 
   return out;
 }
 
-static void run_fp8_fwd_rows(gg_rng &r, const gg_rows &g, int64_t n, int64_t k, int max_checked) {
+/* tiny: every other row of expert 0 gets one 128-block 1e20 times smaller than the rest, and its
+ * last row is 1e25 times smaller throughout (checked on its own, relative to its own size). */
+static void run_fp8_fwd_rows(gg_rng &r, const gg_rows &g, int64_t n, int64_t k, int max_checked,
+                             bool tiny = false) {
   const int E = g.E;
   std::vector<uint16_t> a(g.m_total * k), w((size_t)E * n * k), c(g.m_total * n, BF16_NAN);
   fill_bf16(&r, a, 1.0f);
   fill_bf16(&r, w, 1.0f);
+  const int64_t tiny_row = tiny && g.count[0] > 0 ? g.offset[0] + g.count[0] - 1 : -1;
+  if (tiny) {
+    for (int i = 0; i + 1 < g.count[0]; i += 2) {
+      const int64_t blk = (i / 2) % (k / 128);
+      for (int64_t q = 0; q < 128; ++q) {
+        uint16_t &v = a[(g.offset[0] + i) * k + blk * 128 + q];
+        v = f2bf(bf2f(v) * 1e-20f);
+      }
+    }
+    for (int64_t q = 0; tiny_row >= 0 && q < k; ++q)
+      a[tiny_row * k + q] = f2bf(bf2f(a[tiny_row * k + q]) * 1e-25f);
+  }
   nan_padding(g, a, k);
   uint8_t *qa, *qw;
   float *sa, *sw;
@@ -453,20 +468,26 @@ static void run_fp8_fwd_rows(gg_rng &r, const gg_rows &g, int64_t n, int64_t k, 
   CUDA_OK(cudaGetLastError());
   CUDA_OK(cudaDeviceSynchronize());
   c = from_dev(dc, c.size());
-  relerr re = {0, 0, 0}, rb = {0, 0, 0};
+  relerr re = {0, 0, 0}, rb = {0, 0, 0}, rt = {0, 0, 0};
   for (int e = 0; e < E; ++e) {
     std::vector<int> rows = check_rows(&r, g.count[e], max_checked);
+    if (e == 0 && tiny_row >= 0) rows.push_back(g.count[0] - 1);
     for (int i : rows) {
       int64_t row = g.offset[e] + i;
       for (int64_t j = 0; j < n; ++j) {
         double s = 0;
         const double *ar = &ad[row * k], *wr = &wd[((size_t)e * n + j) * k];
         for (int64_t q = 0; q < k; ++q) s += ar[q] * wr[q];
+        if (row == tiny_row) {
+          rel_add(&rt, bf2f(c[row * n + j]), s);
+          continue;
+        }
         rel_add(&re, bf2f(c[row * n + j]), s);
         rel_add(&rb, bf2f(c[row * n + j]), dot_bf16(&a[row * k], &w[((size_t)e * n + j) * k], k));
       }
     }
   }
+  if (tiny_row >= 0) rel_check("  fp8 fwd, the 1e-25 row", rt);
   char what[64];
   snprintf(what, sizeof what, "fp8 fwd E%d n%ld k%ld", E, (long)n, (long)k);
   rel_check(what, re);
@@ -547,9 +568,9 @@ static void test_gg_fp8_swiglu(void) { run_fp8_swiglu(5, 300, 256, 256, 0, 1, 10
 static void test_gg_fp8_swiglu_limit(void) { run_fp8_swiglu(7, 700, 384, 512, 1, 0, 24); }
 /* The FP8 variants: two partial accumulators (flag 2), clusters of 2 (flag 4), two or three
  * consumer warpgroups (flags 16, 32; the default picks one from the capacity per expert), the
- * direct epilogue with one more stage (flag 64). */
+ * direct epilogue with one more stage (flag 64), the 256-column kernel (flag 128). */
 static void test_gg_fp8_variants(void) {
-  const int flags[] = {2, 4, 6, 16, 20, 32, 36, 80, 96};
+  const int flags[] = {2, 4, 6, 16, 20, 32, 36, 80, 96, 128};
   for (int f : flags) {
     printf("    flags %d\n", f);
     gg_set_tuning(0, 0, 0, f);
@@ -570,11 +591,29 @@ static void test_gg_fp8_exact_capacity(void) {
   g.count = {300, 0, 200};
   g.offset = {0, 384, 384, 640};
   g.m_total = 640;
-  const int flags[] = {0, 32, 96};
+  const int flags[] = {0, 32, 96, 128};
   for (int f : flags) {
     printf("    flags %d\n", f);
     gg_set_tuning(0, 0, 0, f);
     run_fp8_fwd_rows(r, g, 256, 256, 1000);
+  }
+  gg_restore_tuning();
+}
+
+/* Scales far apart along K (blocks 1e20 smaller inside normal rows, a row 1e25 smaller), for the
+ * 256-column kernel's rescaled accumulator (flag 128) and the default's promotion. */
+static void test_gg_fp8_extreme_scales(void) {
+  gg_rng r = {test_seed() ^ 0xf8e5};
+  gg_rows g;
+  g.E = 2;
+  g.count = {200, 130};
+  g.offset = {0, 256, 512};
+  g.m_total = 640;
+  const int flags[] = {0, 128};
+  for (int f : flags) {
+    printf("    flags %d\n", f);
+    gg_set_tuning(0, 0, 0, f);
+    run_fp8_fwd_rows(r, g, 256, 512, 1000, true);
   }
   gg_restore_tuning();
 }
@@ -719,6 +758,7 @@ extern "C" const test_case gg_test_cases[] = {
     {"gg_fp8_swiglu_limit", test_gg_fp8_swiglu_limit},
     {"gg_fp8_variants", test_gg_fp8_variants},
     {"gg_fp8_exact_capacity", test_gg_fp8_exact_capacity},
+    {"gg_fp8_extreme_scales", test_gg_fp8_extreme_scales},
     {"gg_mxfp8_fwd", test_gg_mxfp8_fwd},
     {"gg_wgrad_fp32", test_gg_wgrad_fp32},
     {"gg_wgrad_bf16", test_gg_wgrad_bf16},

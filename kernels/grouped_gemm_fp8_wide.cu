@@ -1,0 +1,258 @@
+/* grouped_gemm_fp8_wide.cu — the FP8 block-scaled grouped GEMM with 256-column tiles (a probe,
+ * tuning flag 128): forward and forward gate+up with SwiGLU, as in grouped_gemm_fp8.cu.
+ *
+ * Why: with m64n128k32 every consumer warpgroup re-reads the whole B tile from shared memory, so
+ * operand reads plus TMA fills come near the shared-memory bandwidth (docs/PERF.md). m64n256k32
+ * halves the A reads per FLOP, but a 64x256 fp32 accumulator is 128 registers per thread and a
+ * separate 128-register partial per 128-K block does not fit beside it. So there is no partial:
+ * the accumulator Y holds the sum in units of the current K block's scale c (per row and 128-column
+ * half: c = scale_a[row] * scale_b[block]). Before K block kb's wgmmas add its raw product into Y,
+ * Y is multiplied by c_{kb-1} / c_kb; after the last block the tile is Y * c_last. The same sum as
+ * the promotion, with one rounding per block either way.
+ *
+ * Extreme scale ratios: Y is the sum divided by the current c, so a block scale far below the
+ * previous one would blow Y up. Each c is held to at least 2^-40 times the previous block's (and
+ * 2^-126 for the first): a block smaller than that adds its product as if its scale were the bound,
+ * an error below 2^-40 of what the previous blocks summed to (bf16 keeps 2^-8); a whole row or tile
+ * of tiny values is exact. Y overflows only after three such drops in a row (values spanning
+ * ~1e36 along one row's K).
+ *
+ * Shape: persistent, a TMA producer warp and two consumer warpgroups (64 rows x 256 columns each,
+ * 232 registers), 128-row tiles, BK = 128, 4 stages of 49 KB (A 16 KB, B 32 KB, the row scales),
+ * the direct epilogue (f8_store_direct). */
+#include <cuda.h>
+#include <cuda_runtime.h>
+#include <stdint.h>
+#include "kernels/grouped_gemm.h"
+#include "kernels/grouped_gemm_common.cuh"
+#include "kernels/grouped_gemm_fp8_common.cuh"
+#include "kernels/gemm_tile_scheduler.h"
+#include "kernels/hopper_ptx.cuh"
+
+#define F8W_BM 128
+#define F8W_A_BYTES (F8W_BM * F8_BK)       /* 16 KB */
+#define F8W_B_BYTES (256 * F8_BK)          /* 32 KB */
+#define F8W_SA_OFF (F8W_A_BYTES + F8W_B_BYTES)
+#define F8W_STAGE_BYTES 50176               /* A, B, 128 row scales, 1024-aligned */
+#define F8W_STAGES 4
+#define F8W_SMEM (F8W_STAGES * F8W_STAGE_BYTES)
+#define F8W_THREADS 384
+#define F8W_FIRST_MIN 0x1p-126f /* the first block's c: no zero or subnormal divisor */
+#define F8W_DROP_MIN 0x1p-40f  /* the smallest ratio of a block's c to the previous one's */
+
+/* Four m64n256k32 wgmmas of one K block into Y (first: the tile's first block, which starts Y). */
+__device__ __forceinline__ void f8w_issue(float *y, uint64_t da, uint64_t db, int st, bool first) {
+  da = wgmma_desc_add(da, st * F8W_STAGE_BYTES);
+  db = wgmma_desc_add(db, st * F8W_STAGE_BYTES);
+  wgmma_fence();
+#pragma unroll
+  for (int kk = 0; kk < 4; ++kk)
+    wgmma_m64n256k32_e4m3(y, wgmma_desc_add(da, kk * 32), wgmma_desc_add(db, kk * 32),
+                          !(first && kk == 0));
+  wgmma_commit();
+}
+
+/* Y *= f by fragment position: rows r0 / r0 + 8 (bit 1), columns 0-127 / 128-255 (i >= 64). */
+__device__ __forceinline__ void f8w_scale(float *y, float f00, float f10, float f01, float f11) {
+#pragma unroll
+  for (int i = 0; i < 128; ++i) {
+    const bool hi_row = (i & 2) != 0, hi_col = i >= 64;
+    y[i] *= hi_col ? (hi_row ? f11 : f01) : (hi_row ? f10 : f00);
+  }
+}
+
+template <int MODE>
+__global__ void __launch_bounds__(F8W_THREADS, 1)
+    gg_fp8_wide_kernel(const __grid_constant__ CUtensorMap tm_a,
+                       const __grid_constant__ CUtensorMap tm_b0,
+                       const __grid_constant__ CUtensorMap tm_b1, const f8_params p) {
+  extern __shared__ __align__(1024) uint8_t smem[];
+  __shared__ __align__(8) uint64_t bars[2 * F8W_STAGES];
+  __shared__ int32_t prefix[F8_MAX_EXPERTS + 1];
+
+  const int tid = threadIdx.x;
+  const int wg = tid >> 7;
+  const uint32_t smem_base = smem_u32(smem);
+  const uint32_t full0 = smem_u32(&bars[0]);
+  const uint32_t empty0 = smem_u32(&bars[F8W_STAGES]);
+  const int E = p.num_experts;
+
+  if (tid == 0) {
+    if (smem_base & 1023) __trap();
+    for (int s = 0; s < F8W_STAGES; ++s) {
+      mbar_init(full0 + 8 * s, 1);
+      mbar_init(empty0 + 8 * s, 8);
+    }
+    fence_mbar_init();
+  }
+  if (tid == 32) {
+    tma_prefetch_desc(&tm_a);
+    tma_prefetch_desc(&tm_b0);
+    if (MODE == F8_SWIGLU) tma_prefetch_desc(&tm_b1);
+  }
+  if (tid >= 64 && tid < 96) gg_unit_prefix(p.count, E, F8W_BM, p.n_tiles, prefix, tid & 31);
+  __syncthreads();
+  const int total = prefix[E];
+
+  if (wg == 0) {
+    /* ------------------------------ producer ------------------------------ */
+    setmaxnreg_dec<40>();
+    if (tid == 0) {
+      int stage = 0;
+      uint32_t phase = 0;
+      for (int u = blockIdx.x; u < total; u += gridDim.x) {
+        gg_tile t = gg_decode_m_grouped(u, prefix, E, p.n_tiles, p.group_m);
+        const int a_row = p.offset[t.expert] + t.m_tile * F8W_BM;
+        const int bexp = p.expert_base + t.expert;
+        /* B rows: FWD 256 output columns; SWIGLU 128 gate rows, then the same 128 up rows */
+        const int n0 = bexp * p.b_rows + t.n_tile * (MODE == F8_FWD ? 256 : 128);
+        for (int kb = 0; kb < p.k_blocks; ++kb) {
+          mbar_wait(empty0 + 8 * stage, phase ^ 1);
+          const uint32_t full = full0 + 8 * stage;
+          mbar_arrive_expect_tx(full, F8W_A_BYTES + F8W_B_BYTES + F8W_BM * 4);
+          const uint32_t sa = smem_base + stage * F8W_STAGE_BYTES;
+          const uint32_t sb = sa + F8W_A_BYTES;
+          const int k0 = kb * F8_BK;
+          tma_load_2d(sa, &tm_a, full, k0, a_row);
+#pragma unroll
+          for (int j = 0; j < 4; ++j) {
+            const CUtensorMap *mb = MODE == F8_SWIGLU && j >= 2 ? &tm_b1 : &tm_b0;
+            const int row = MODE == F8_FWD ? n0 + 64 * j : n0 + 64 * (j & 1);
+            tma_load_2d(sb + 8192 * j, mb, full, k0, row);
+          }
+          bulk_load_1d(sa + F8W_SA_OFF, p.a_scales + (size_t)kb * p.m_pad + a_row, F8W_BM * 4, full);
+          if (++stage == F8W_STAGES) { stage = 0; phase ^= 1; }
+        }
+      }
+    }
+  } else {
+    /* ------------------------------ consumers ----------------------------- */
+    setmaxnreg_inc<232>();
+    const int cwg = wg - 1;
+    const int wtid = tid & 127;
+    const int warp = wtid >> 5, lane = wtid & 31;
+    const int r0 = cwg * 64 + warp * 16 + (lane >> 2); /* this thread's rows: r0, r0 + 8 */
+    const int kbs = p.k_blocks;
+    uint64_t da0 = wgmma_desc_sw128(smem_base + cwg * 8192, 16, 1024);
+    uint64_t db0 = wgmma_desc_sw128(smem_base + F8W_A_BYTES, 16, 1024);
+    asm volatile("" : "+l"(da0), "+l"(db0)); /* built once: not re-derived from addresses */
+    int stage = 0;
+    uint32_t phase = 0;
+    float y[128];
+    for (int u = blockIdx.x; u < total; u += gridDim.x) {
+      gg_tile t = gg_decode_m_grouped(u, prefix, E, p.n_tiles, p.group_m);
+      const int cnt = max(p.count[t.expert], 0);
+      const int rows = min(cnt - (t.m_tile * F8W_BM + cwg * 64), 64);
+      const int bexp = p.expert_base + t.expert;
+      /* weight-scale rows of the two 128-column halves: FWD two blocks, SWIGLU gate and up */
+      const float *sbl, *sbh;
+      if (MODE == F8_FWD) {
+        sbl = p.b_scales0 + ((size_t)bexp * (p.b_rows / 128) + 2 * t.n_tile) * kbs;
+        sbh = sbl + kbs;
+      } else {
+        const size_t blk = (size_t)bexp * (p.b_rows / 128) + t.n_tile;
+        sbl = p.b_scales0 + blk * kbs;
+        sbh = p.b_scales1 + blk * kbs;
+      }
+      if (rows <= 0) { /* no real row in this warpgroup's 64: release the stages, no math */
+        for (int kb = 0; kb < kbs; ++kb) {
+          mbar_wait(full0 + 8 * stage, phase);
+          gg_release<1>(empty0 + 8 * stage, lane);
+          if (++stage == F8W_STAGES) { stage = 0; phase ^= 1; }
+        }
+        continue;
+      }
+      float c00 = 0.f, c10 = 0.f, c01 = 0.f, c11 = 0.f; /* the current block's c by position */
+      int prev = -1;
+      for (int kb = 0; kb < kbs; ++kb) {
+        mbar_wait(full0 + 8 * stage, phase);
+        const float bl = __ldg(sbl + kb), bh = __ldg(sbh + kb);
+        const float *sas = (const float *)(smem + stage * F8W_STAGE_BYTES + F8W_SA_OFF);
+        const float a0 = sas[r0], a1 = sas[r0 + 8];
+        /* this block's c by position, held to the bounds above */
+        const float m = kb > 0 ? F8W_DROP_MIN : 0.0f, m0 = kb > 0 ? 0.0f : F8W_FIRST_MIN;
+        const float n00 = fmaxf(a0 * bl, fmaxf(c00 * m, m0));
+        const float n10 = fmaxf(a1 * bl, fmaxf(c10 * m, m0));
+        const float n01 = fmaxf(a0 * bh, fmaxf(c01 * m, m0));
+        const float n11 = fmaxf(a1 * bh, fmaxf(c11 * m, m0));
+        if (kb > 0) {
+          const float f00 = c00 / n00, f10 = c10 / n10, f01 = c01 / n01, f11 = c11 / n11;
+          wgmma_wait<0>(); /* block kb - 1 is in Y */
+          reg_fence(y, 128);
+          gg_release<1>(empty0 + 8 * prev, lane);
+          f8w_scale(y, f00, f10, f01, f11);
+        }
+        f8w_issue(y, da0, db0, stage, kb == 0);
+        c00 = n00, c10 = n10, c01 = n01, c11 = n11;
+        prev = stage;
+        if (++stage == F8W_STAGES) { stage = 0; phase ^= 1; }
+      }
+      wgmma_wait<0>();
+      reg_fence(y, 128);
+      gg_release<1>(empty0 + 8 * prev, lane);
+      f8w_scale(y, c00, c10, c01, c11);
+
+      const int64_t row0 = (int64_t)p.offset[t.expert] + t.m_tile * F8W_BM + cwg * 64;
+      if (MODE == F8_FWD) {
+        f8_store_direct<0, 32>(y, p.c0, p.n_out, row0, t.n_tile * 256, rows, wtid);
+      } else {
+        const int col0 = t.n_tile * 128;
+        if (p.has_preact) {
+          f8_store_direct<0, 16>(y, p.c1, 2 * p.n_out, row0, col0, rows, wtid);
+          f8_store_direct<16, 16>(y, p.c1, 2 * p.n_out, row0, p.n_out + col0, rows, wtid);
+        }
+#pragma unroll
+        for (int i = 0; i < 64; ++i) {
+          float g = y[i], v = y[i + 64];
+          if (p.use_limit) {
+            g = fminf(g, p.limit);
+            v = fminf(fmaxf(v, -p.limit), p.limit);
+          }
+          y[i] = __fdividef(g, 1.0f + __expf(-g)) * v;
+        }
+        f8_store_direct<0, 16>(y, p.c0, p.n_out, row0, col0, rows, wtid);
+      }
+    }
+  }
+}
+
+template <int MODE>
+static mok_status f8w_launch_mode(const CUtensorMap *a, const CUtensorMap *b0,
+                                  const CUtensorMap *b1, f8_params p, int max_units,
+                                  cudaStream_t stream) {
+  static int max_ctas = 0; /* co-resident CTAs, found once */
+  if (!max_ctas)
+    GG_TRY(gg_coresident_ctas((const void *)gg_fp8_wide_kernel<MODE>, F8W_THREADS, F8W_SMEM, 1,
+                              &max_ctas));
+  int units = max_units < max_ctas ? max_units : max_ctas;
+  if (units < 1) units = 1;
+  cudaLaunchAttribute attr;
+  const cudaLaunchConfig_t cfg = gg_cluster_config(units, F8W_THREADS, F8W_SMEM, 1, stream, &attr);
+  if (cudaLaunchKernelEx(&cfg, gg_fp8_wide_kernel<MODE>, *a, *b0, *b1, p) != cudaSuccess)
+    return MOK_ERR_CUDA;
+  return MOK_SUCCESS;
+}
+
+mok_status f8_wide_launch(int mode, const CUtensorMap *a, const CUtensorMap *b0,
+                          const CUtensorMap *b1, f8_params p, int64_t m_total, cudaStream_t stream) {
+  if (mode == F8_FWD) {
+    if (p.n_out % 256) return MOK_ERR_NOT_SUPPORTED;
+    p.n_tiles = p.n_out / 256;
+  } else {
+    p.n_tiles = p.n_out / 128;
+  }
+  p.group_m = 16;
+  const int max_tiles = (int)((m_total + F8W_BM - 1) / F8W_BM) * p.n_tiles;
+  const int e_all = p.num_experts, base_all = p.expert_base;
+  const int32_t *off_all = p.offset, *cnt_all = p.count;
+  for (int e0 = 0; e0 < e_all; e0 += F8_MAX_EXPERTS) {
+    p.num_experts = e_all - e0 < F8_MAX_EXPERTS ? e_all - e0 : F8_MAX_EXPERTS;
+    p.expert_base = base_all + e0;
+    p.offset = off_all + e0;
+    p.count = cnt_all + e0;
+    const mok_status st = mode == F8_FWD ? f8w_launch_mode<F8_FWD>(a, b0, b1, p, max_tiles, stream)
+                                         : f8w_launch_mode<F8_SWIGLU>(a, b0, b1, p, max_tiles, stream);
+    if (st != MOK_SUCCESS) return st;
+  }
+  return MOK_SUCCESS;
+}
