@@ -102,8 +102,6 @@ __device__ __forceinline__ void gg_push_pass(const uint8_t *stage, int wtid, con
   }
 }
 
-__device__ __forceinline__ float gg_silu(float g) { return __fdividef(g, 1.0f + __expf(-g)); }
-
 /* FWD: first weight row of B half h of column tile n_tile (the half past n is replaced by a
  * valid one: it is loaded but never stored). */
 __device__ __forceinline__ int t_n0_fwd(int bexp, int n_tile, int h, const gg_params &p) {
@@ -166,12 +164,9 @@ __global__ void __launch_bounds__(GG_THREADS, 1)
   const int unit0 = blockIdx.x / CL, ustride = n_compute / CL;
 
   if (tid == 0) {
-    if (smem_base & 1023) __trap(); /* the swizzle atoms need a 1024-byte aligned base */
-    for (int s = 0; s < GG_STAGES; ++s) {
-      mbar_init(full0 + 8 * s, 1);
-      mbar_init(empty0 + 8 * s, 8 * CL); /* one arrival per consumer warp of each CTA */
-      if (MODE == GG_WGRAD) mbar_init(smem_u32(&zero_bars[s]), 1);
-    }
+    gg_ring_init(smem_base, full0, empty0, GG_STAGES, 8 * CL); /* a release per consumer warp */
+    if (MODE == GG_WGRAD)
+      for (int s = 0; s < GG_STAGES; ++s) mbar_init(smem_u32(&zero_bars[s]), 1);
     fence_mbar_init();
   }
   if (tid == 32) {
@@ -371,15 +366,7 @@ __global__ void __launch_bounds__(GG_THREADS, 1)
           gg_store_pass<0, 2>(acc, epi, wtid, &tm_c1, col0, p.n_out, row0, 2 + cwg, clamp, mk);
           gg_store_pass<16, 2>(acc, epi, wtid, &tm_c1, p.inter + col0, 2 * p.n_out, row0, 2 + cwg, clamp, mk);
         }
-#pragma unroll
-        for (int i = 0; i < 64; ++i) {
-          float g = acc[i], u = acc[i + 64];
-          if (p.use_limit) {
-            g = fminf(g, p.limit);
-            u = fminf(fmaxf(u, -p.limit), p.limit);
-          }
-          acc[i] = gg_silu(g) * u;
-        }
+        gg_swiglu<64>(acc, p.use_limit, p.limit);
         gg_store_pass<0, 2>(acc, epi, wtid, &tm_c0, col0, p.n_out, row0, 2 + cwg);
       } else if (!p.out_fp32) {
         /* WGRAD, bf16 out: through the staging buffer and TMA stores, which drain while the next

@@ -43,6 +43,32 @@ __device__ __forceinline__ void gg_unit_prefix(const int32_t *count, int E, int 
   if (lane == 0) prefix[E] = run;
 }
 
+/* Thread 0 of a CTA: the stage ring's barriers, full (one arrival, the producer's expect_tx) and
+ * empty (`releases` arrivals), after checking the 1024-byte base the swizzle atoms need. */
+__device__ __forceinline__ void gg_ring_init(uint32_t smem_base, uint32_t full0, uint32_t empty0,
+                                             int stages, int releases) {
+  if (smem_base & 1023) __trap();
+  for (int s = 0; s < stages; ++s) {
+    mbar_init(full0 + 8 * s, 1);
+    mbar_init(empty0 + 8 * s, releases);
+  }
+}
+
+/* SwiGLU on a fragment whose gate values are acc[0, N) and up values acc[N, 2N) (same rows and
+ * columns): acc[i] = silu(min(g, L)) * clamp(u, -L, L), or silu(g) * u without the limit. */
+template <int N>
+__device__ __forceinline__ void gg_swiglu(float *acc, int use_limit, float limit) {
+#pragma unroll
+  for (int i = 0; i < N; ++i) {
+    float g = acc[i], u = acc[i + N];
+    if (use_limit) {
+      g = fminf(g, limit);
+      u = fminf(fmaxf(u, -limit), limit);
+    }
+    acc[i] = __fdividef(g, 1.0f + __expf(-g)) * u;
+  }
+}
+
 /* Consumer warp release of a stage: one arrival per warp, on every CTA of the cluster whose
  * producer may write into this CTA's copy of the stage. */
 template <int CL>

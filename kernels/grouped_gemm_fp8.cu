@@ -88,11 +88,7 @@ __global__ void __launch_bounds__(F8_THREADS(NWG), 1)
   const int unit0 = blockIdx.x / CL, ustride = gridDim.x / CL;
 
   if (tid == 0) {
-    if (smem_base & 1023) __trap();
-    for (int s = 0; s < STAGES; ++s) {
-      mbar_init(full0 + 8 * s, 1);
-      mbar_init(empty0 + 8 * s, 4 * NWG * CL);
-    }
+    gg_ring_init(smem_base, full0, empty0, STAGES, 4 * NWG * CL);
     fence_mbar_init();
   }
   if (tid == 32) {
@@ -270,46 +266,24 @@ __global__ void __launch_bounds__(F8_THREADS(NWG), 1)
         }
       }
 
+      /* the epilogue: direct stores (DIR) or the staging buffer and TMA stores */
       const int row0 = p.offset[t.expert] + m_tile * BM + cwg * 64;
-      if (DIR) {
-        const int rows = min(cnt - (m_tile * BM + cwg * 64), 64);
-        if (MODE == F8_FWD) {
-          f8_store_direct<0, 16>(acc, p.c0, p.n_out, row0, t.n_tile * F8_BN, rows, wtid);
-        } else {
-          const int col0 = t.n_tile * 64;
-          if (p.has_preact) {
-            f8_store_direct<0, 8>(acc, p.c1, 2 * p.n_out, row0, col0, rows, wtid);
-            f8_store_direct<8, 8>(acc, p.c1, 2 * p.n_out, row0, p.n_out + col0, rows, wtid);
-          }
-#pragma unroll
-          for (int i = 0; i < 32; ++i) {
-            float g = acc[i], u = acc[i + 32];
-            if (p.use_limit) {
-              g = fminf(g, p.limit);
-              u = fminf(fmaxf(u, -p.limit), p.limit);
-            }
-            acc[i] = __fdividef(g, 1.0f + __expf(-g)) * u;
-          }
-          f8_store_direct<0, 8>(acc, p.c0, p.n_out, row0, col0, rows, wtid);
-        }
-      } else if (MODE == F8_FWD) {
-        gg_store_pass<0, 2>(acc, epi, wtid, &tm_c0, t.n_tile * F8_BN, p.n_out, row0, 2 + cwg);
+      const int rows = min(cnt - (m_tile * BM + cwg * 64), 64);
+      if (MODE == F8_FWD) {
+        if (DIR) f8_store_direct<0, 16>(acc, p.c0, p.n_out, row0, t.n_tile * F8_BN, rows, wtid);
+        else gg_store_pass<0, 2>(acc, epi, wtid, &tm_c0, t.n_tile * F8_BN, p.n_out, row0, 2 + cwg);
       } else {
         const int col0 = t.n_tile * 64;
-        if (p.has_preact) {
+        if (p.has_preact && DIR) {
+          f8_store_direct<0, 8>(acc, p.c1, 2 * p.n_out, row0, col0, rows, wtid);
+          f8_store_direct<8, 8>(acc, p.c1, 2 * p.n_out, row0, p.n_out + col0, rows, wtid);
+        } else if (p.has_preact) {
           gg_store_pass<0, 1>(acc, epi, wtid, &tm_c1, col0, p.n_out, row0, 2 + cwg);
           gg_store_pass<8, 1>(acc, epi, wtid, &tm_c1, p.n_out + col0, 2 * p.n_out, row0, 2 + cwg);
         }
-#pragma unroll
-        for (int i = 0; i < 32; ++i) {
-          float g = acc[i], u = acc[i + 32];
-          if (p.use_limit) {
-            g = fminf(g, p.limit);
-            u = fminf(fmaxf(u, -p.limit), p.limit);
-          }
-          acc[i] = __fdividef(g, 1.0f + __expf(-g)) * u;
-        }
-        gg_store_pass<0, 1>(acc, epi, wtid, &tm_c0, col0, p.n_out, row0, 2 + cwg);
+        gg_swiglu<32>(acc, p.use_limit, p.limit);
+        if (DIR) f8_store_direct<0, 8>(acc, p.c0, p.n_out, row0, col0, rows, wtid);
+        else gg_store_pass<0, 1>(acc, epi, wtid, &tm_c0, col0, p.n_out, row0, 2 + cwg);
       }
     }
     if (wtid == 0) bulk_wait0();

@@ -78,11 +78,7 @@ __global__ void __launch_bounds__(F8W_THREADS, 1)
   const int E = p.num_experts;
 
   if (tid == 0) {
-    if (smem_base & 1023) __trap();
-    for (int s = 0; s < F8W_STAGES; ++s) {
-      mbar_init(full0 + 8 * s, 1);
-      mbar_init(empty0 + 8 * s, 8);
-    }
+    gg_ring_init(smem_base, full0, empty0, F8W_STAGES, 8);
     fence_mbar_init();
   }
   if (tid == 32) {
@@ -201,15 +197,7 @@ __global__ void __launch_bounds__(F8W_THREADS, 1)
           f8_store_direct<0, 16>(y, p.c1, 2 * p.n_out, row0, col0, rows, wtid);
           f8_store_direct<16, 16>(y, p.c1, 2 * p.n_out, row0, p.n_out + col0, rows, wtid);
         }
-#pragma unroll
-        for (int i = 0; i < 64; ++i) {
-          float g = y[i], v = y[i + 64];
-          if (p.use_limit) {
-            g = fminf(g, p.limit);
-            v = fminf(fmaxf(v, -p.limit), p.limit);
-          }
-          y[i] = __fdividef(g, 1.0f + __expf(-g)) * v;
-        }
+        gg_swiglu<64>(y, p.use_limit, p.limit);
         f8_store_direct<0, 16>(y, p.c0, p.n_out, row0, col0, rows, wtid);
       }
     }
