@@ -407,32 +407,44 @@ static mok_status f8_launch_v(const CUtensorMap *a, const CUtensorMap *b0, const
   return MOK_SUCCESS;
 }
 
+/* The 256-column kernel (grouped_gemm_fp8_wide.cu): the default for gate+up with SwiGLU, where it
+ * measured +14% (DeepSeek-V3 EP8) to +20-40% (Qwen3) over the 128-column kernel; not for the plain
+ * forward, where the down projection's short K (16 blocks) leaves its direct epilogue exposed
+ * (-7%). Flag 128 forces it (for the plain forward too, where the columns split into 256); flags
+ * 2, 16, 32 and 64 select the 128-column variants. */
+static int f8_wide(int mode) {
+  const int flags = gg_tuning_flags();
+  if (flags & 128) return 1;
+  return mode == F8_SWIGLU && !(flags & (2 | 16 | 32 | 64));
+}
+
 /* Consumer warpgroups (the A tensor map's box is 64 rows per warpgroup). Three paid where the
  * experts are long (+7-13% at 448 and 1792 rows per expert) and cost where they are short (-20%
  * at 256 rows, where a 192-row tile leaves a 64-row tail tile that streams a whole B tile for a
  * third of the rows): decided from the capacity per expert, the one size the host has. Tuning
- * flags: 2 (two partials) exists with two warpgroups only; 16 forces two, 32 three; 128 (the
- * 256-column kernel, grouped_gemm_fp8_wide.cu) has two. */
-static int f8_nwg(int64_t m_total, int num_experts) {
+ * flags: 2 (two partials) exists with two warpgroups only; 16 forces two, 32 three; the 256-column
+ * kernel has two. */
+static int f8_nwg(int mode, int64_t m_total, int num_experts) {
   const int flags = gg_tuning_flags();
-  if (flags & (2 | 16 | 128)) return 2; /* 128: the wide kernel's A boxes are 128 rows too */
+  if (f8_wide(mode) || (flags & (2 | 16))) return 2; /* the wide kernel's A boxes: 128 rows too */
   if (flags & 32) return 3;
   return m_total >= 384 * (int64_t)num_experts ? 3 : 2;
 }
 
-/* Variant choice. Default: one partial, no clusters, two or three consumer warpgroups (f8_nwg).
- * The benchmark tuning hook's flags select the others (docs/PERF.md has the measurements). */
+/* Variant choice. Default: the 256-column kernel for gate+up (f8_wide); otherwise one partial, no
+ * clusters, two or three consumer warpgroups (f8_nwg). The benchmark tuning hook's flags select
+ * the others (docs/PERF.md has the measurements). */
 template <int MODE>
 static mok_status f8_launch(const CUtensorMap *a, const CUtensorMap *b0, const CUtensorMap *b1,
                             const CUtensorMap *c0, const CUtensorMap *c1, f8_params p,
                             int64_t m_total, cudaStream_t stream) {
   const int flags = gg_tuning_flags();
-  if (flags & 128) { /* a probe until measured: the 256-column kernel where the columns split */
-    const mok_status st = f8_wide_launch(MODE, a, b0, b1, p, m_total, stream);
+  if (f8_wide(MODE)) { /* where the columns split into 256 (flag 4: in cluster pairs) */
+    const mok_status st = f8_wide_launch(MODE, (flags & 4) ? 2 : 1, a, b0, b1, p, m_total, stream);
     if (st != MOK_ERR_NOT_SUPPORTED) return st;
   }
   const int db = (flags & 2) ? 1 : 0, cl = (flags & 4) ? 2 : 1;
-  const int nwg = f8_nwg(m_total, p.num_experts);
+  const int nwg = f8_nwg(MODE, m_total, p.num_experts);
   /* A probe until measured: flag 64 = the direct epilogue and one more stage (one partial, no
    * clusters) */
   const int dir = (flags & 64) && !db && cl == 1;
@@ -477,7 +489,7 @@ extern "C" mok_status mok_gg_fp8_fwd(const void *a, const float *a_scales, const
   GG_TRY(f8_check(expert_offset, expert_count, num_experts, m_total, n, k));
   if (((uintptr_t)a_scales & 15)) return MOK_ERR_MISALIGNED;
   CUtensorMap ta, tb, tc;
-  GG_TRY(gg_make_tmap_2d(&ta, a, m_total, k, 1, F8_BM(f8_nwg(m_total, num_experts)), 128));
+  GG_TRY(gg_make_tmap_2d(&ta, a, m_total, k, 1, F8_BM(f8_nwg(F8_FWD, m_total, num_experts)), 128));
   GG_TRY(gg_make_tmap_2d(&tb, b, (int64_t)num_experts * n, k, 1, 64, 128));
   GG_TRY(gg_make_tmap_2d(&tc, c, m_total, n, 2, 64, 64));
   f8_params p = {};
@@ -509,7 +521,8 @@ extern "C" mok_status mok_gg_fp8_gate_up_swiglu(const void *x, const float *x_sc
   if (use_limit && !(limit > 0.0f)) return MOK_ERR_INVALID_ARGUMENT;
   if (((uintptr_t)x_scales & 15)) return MOK_ERR_MISALIGNED;
   CUtensorMap ta, tg, tu, tc, tp;
-  GG_TRY(gg_make_tmap_2d(&ta, x, m_total, hidden, 1, F8_BM(f8_nwg(m_total, num_experts)), 128));
+  GG_TRY(gg_make_tmap_2d(&ta, x, m_total, hidden, 1,
+                         F8_BM(f8_nwg(F8_SWIGLU, m_total, num_experts)), 128));
   GG_TRY(gg_make_tmap_2d(&tg, w_gate, (int64_t)num_experts * inter, hidden, 1, 64, 128));
   GG_TRY(gg_make_tmap_2d(&tu, w_up, (int64_t)num_experts * inter, hidden, 1, 64, 128));
   GG_TRY(gg_make_tmap_2d(&tc, act, m_total, inter, 2, 64, 64));

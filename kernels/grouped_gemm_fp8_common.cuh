@@ -53,8 +53,9 @@ __device__ __forceinline__ void f8_store_direct(const float *acc, uint16_t *c, i
 
 /* The 256-column variant (flag 128): a, b0, b1 the tensor maps of A (128-row boxes) and of the
  * weights (64-row boxes); p as for the 128-column kernel, n_tiles counting 256 output columns (FWD)
- * or 128 gate + 128 up rows (SWIGLU). MOK_ERR_NOT_SUPPORTED when the columns do not split so. */
-mok_status f8_wide_launch(int mode, const CUtensorMap *a, const CUtensorMap *b0,
+ * or 128 gate + 128 up rows (SWIGLU); cl 1, or 2 for cluster pairs sharing B. MOK_ERR_NOT_SUPPORTED
+ * when the columns do not split so. */
+mok_status f8_wide_launch(int mode, int cl, const CUtensorMap *a, const CUtensorMap *b0,
                           const CUtensorMap *b1, f8_params p, int64_t m_total, cudaStream_t stream);
 
 #endif /* MOK_GROUPED_GEMM_FP8_COMMON_CUH */

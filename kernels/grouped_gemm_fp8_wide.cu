@@ -1,5 +1,6 @@
-/* grouped_gemm_fp8_wide.cu — the FP8 block-scaled grouped GEMM with 256-column tiles (a probe,
- * tuning flag 128): forward and forward gate+up with SwiGLU, as in grouped_gemm_fp8.cu.
+/* grouped_gemm_fp8_wide.cu — the FP8 block-scaled grouped GEMM with 256-column tiles: the default
+ * for gate+up with SwiGLU, and the plain forward under tuning flag 128 (f8_wide in
+ * grouped_gemm_fp8.cu says why).
  *
  * Why: with m64n128k32 every consumer warpgroup re-reads the whole B tile from shared memory, so
  * operand reads plus TMA fills come near the shared-memory bandwidth (docs/PERF.md). m64n256k32
@@ -11,15 +12,23 @@
  * the promotion, with one rounding per block either way.
  *
  * Extreme scale ratios: Y is the sum divided by the current c, so a block scale far below the
- * previous one would blow Y up. Each c is held to at least 2^-40 times the previous block's (and
- * 2^-126 for the first): a block smaller than that adds its product as if its scale were the bound,
- * an error below 2^-40 of what the previous blocks summed to (bf16 keeps 2^-8); a whole row or tile
- * of tiny values is exact. Y overflows only after three such drops in a row (values spanning
- * ~1e36 along one row's K).
+ * previous one would blow Y up. Each c is held to at least 2^-40 times the previous block's and to
+ * 2^-126: a block smaller than that adds its product as if its scale were the bound, an error
+ * below 2^-40 of what the previous blocks summed to (bf16 keeps 2^-8), or below 2^-126 times the
+ * block's raw product. Y overflows only after three such drops in a row (values spanning ~1e36
+ * along one row's K). The ratio c_{kb-1} / c_kb is c_{kb-1} times a MUFU reciprocal (an ulp or
+ * two, far below bf16's 2^-8), computed before the wait for the previous block.
  *
  * Shape: persistent, a TMA producer warp and two consumer warpgroups (64 rows x 256 columns each,
  * 232 registers), 128-row tiles, BK = 128, 4 stages of 49 KB (A 16 KB, B 32 KB, the row scales),
- * the direct epilogue (f8_store_direct). */
+ * the direct epilogue (f8_store_direct). CL = 2: a cluster pair of vertically adjacent tiles of one
+ * expert shares the B tile through multicast, each CTA loading two of its four 64-row boxes, so
+ * L2 serves 32 KB instead of 48 KB per CTA and K block.
+ *
+ * Not done: each K block as two m64n128k32 groups, one per 128-column half of Y, rescaling one half
+ * while the other half's wgmmas run (wgmma.wait_group 1). ptxas moves the multiplies of one half
+ * across the other half's wgmmas and then serializes every wgmma (C7514), also with the release
+ * predicated instead of branched and with every block taking the same steps. */
 #include <cuda.h>
 #include <cuda_runtime.h>
 #include <stdint.h>
@@ -37,7 +46,7 @@
 #define F8W_STAGES 4
 #define F8W_SMEM (F8W_STAGES * F8W_STAGE_BYTES)
 #define F8W_THREADS 384
-#define F8W_FIRST_MIN 0x1p-126f /* the first block's c: no zero or subnormal divisor */
+#define F8W_FIRST_MIN 0x1p-126f /* the smallest c: no zero or subnormal divisor */
 #define F8W_DROP_MIN 0x1p-40f  /* the smallest ratio of a block's c to the previous one's */
 
 /* Four m64n256k32 wgmmas of one K block into Y (first: the tile's first block, which starts Y). */
@@ -52,16 +61,13 @@ __device__ __forceinline__ void f8w_issue(float *y, uint64_t da, uint64_t db, in
   wgmma_commit();
 }
 
-/* Y *= f by fragment position: rows r0 / r0 + 8 (bit 1), columns 0-127 / 128-255 (i >= 64). */
-__device__ __forceinline__ void f8w_scale(float *y, float f00, float f10, float f01, float f11) {
+/* One 128-column half of Y (64 registers) *= f by row: rows r0 (f0) and r0 + 8 (f1, bit 1). */
+__device__ __forceinline__ void f8w_scale_half(float *y, float f0, float f1) {
 #pragma unroll
-  for (int i = 0; i < 128; ++i) {
-    const bool hi_row = (i & 2) != 0, hi_col = i >= 64;
-    y[i] *= hi_col ? (hi_row ? f11 : f01) : (hi_row ? f10 : f00);
-  }
+  for (int i = 0; i < 64; ++i) y[i] *= (i & 2) ? f1 : f0;
 }
 
-template <int MODE>
+template <int MODE, int CL>
 __global__ void __launch_bounds__(F8W_THREADS, 1)
     gg_fp8_wide_kernel(const __grid_constant__ CUtensorMap tm_a,
                        const __grid_constant__ CUtensorMap tm_b0,
@@ -76,9 +82,11 @@ __global__ void __launch_bounds__(F8W_THREADS, 1)
   const uint32_t full0 = smem_u32(&bars[0]);
   const uint32_t empty0 = smem_u32(&bars[F8W_STAGES]);
   const int E = p.num_experts;
+  const int rank = CL > 1 ? (int)cluster_ctarank() : 0;
+  const int unit0 = blockIdx.x / CL, ustride = gridDim.x / CL;
 
   if (tid == 0) {
-    gg_ring_init(smem_base, full0, empty0, F8W_STAGES, 8);
+    gg_ring_init(smem_base, full0, empty0, F8W_STAGES, 8 * CL);
     fence_mbar_init();
   }
   if (tid == 32) {
@@ -86,8 +94,9 @@ __global__ void __launch_bounds__(F8W_THREADS, 1)
     tma_prefetch_desc(&tm_b0);
     if (MODE == F8_SWIGLU) tma_prefetch_desc(&tm_b1);
   }
-  if (tid >= 64 && tid < 96) gg_unit_prefix(p.count, E, F8W_BM, p.n_tiles, prefix, tid & 31);
-  __syncthreads();
+  if (tid >= 64 && tid < 96) gg_unit_prefix(p.count, E, F8W_BM * CL, p.n_tiles, prefix, tid & 31);
+  if (CL > 1) cluster_sync();
+  else __syncthreads();
   const int total = prefix[E];
 
   if (wg == 0) {
@@ -96,9 +105,12 @@ __global__ void __launch_bounds__(F8W_THREADS, 1)
     if (tid == 0) {
       int stage = 0;
       uint32_t phase = 0;
-      for (int u = blockIdx.x; u < total; u += gridDim.x) {
+      for (int u = unit0; u < total; u += ustride) {
         gg_tile t = gg_decode_m_grouped(u, prefix, E, p.n_tiles, p.group_m);
-        const int a_row = p.offset[t.expert] + t.m_tile * F8W_BM;
+        const int m_tile = t.m_tile * CL + rank;
+        /* a pair's tile past the expert's rows loads the expert's first rows (ignored) */
+        const int a_row = p.offset[t.expert] +
+                          (p.count[t.expert] > m_tile * F8W_BM ? m_tile * F8W_BM : 0);
         const int bexp = p.expert_base + t.expert;
         /* B rows: FWD 256 output columns; SWIGLU 128 gate rows, then the same 128 up rows */
         const int n0 = bexp * p.b_rows + t.n_tile * (MODE == F8_FWD ? 256 : 128);
@@ -114,9 +126,17 @@ __global__ void __launch_bounds__(F8W_THREADS, 1)
           for (int j = 0; j < 4; ++j) {
             const CUtensorMap *mb = MODE == F8_SWIGLU && j >= 2 ? &tm_b1 : &tm_b0;
             const int row = MODE == F8_FWD ? n0 + 64 * j : n0 + 64 * (j & 1);
-            tma_load_2d(sb + 8192 * j, mb, full, k0, row);
+            if (CL == 1) tma_load_2d(sb + 8192 * j, mb, full, k0, row);
+            else if ((j >> 1) == rank)
+              tma_load_2d_multicast(sb + 8192 * j, mb, full, k0, row, (uint16_t)3);
           }
           bulk_load_1d(sa + F8W_SA_OFF, p.a_scales + (size_t)kb * p.m_pad + a_row, F8W_BM * 4, full);
+          if (++stage == F8W_STAGES) { stage = 0; phase ^= 1; }
+        }
+      }
+      if (CL > 1) { /* stay until both CTAs released every stage (see the bf16 kernel) */
+        for (int i = 0; i < F8W_STAGES; ++i) {
+          mbar_wait(empty0 + 8 * stage, phase ^ 1);
           if (++stage == F8W_STAGES) { stage = 0; phase ^= 1; }
         }
       }
@@ -135,10 +155,11 @@ __global__ void __launch_bounds__(F8W_THREADS, 1)
     int stage = 0;
     uint32_t phase = 0;
     float y[128];
-    for (int u = blockIdx.x; u < total; u += gridDim.x) {
+    for (int u = unit0; u < total; u += ustride) {
       gg_tile t = gg_decode_m_grouped(u, prefix, E, p.n_tiles, p.group_m);
+      const int m_tile = t.m_tile * CL + rank;
       const int cnt = max(p.count[t.expert], 0);
-      const int rows = min(cnt - (t.m_tile * F8W_BM + cwg * 64), 64);
+      const int rows = min(cnt - (m_tile * F8W_BM + cwg * 64), 64);
       const int bexp = p.expert_base + t.expert;
       /* weight-scale rows of the two 128-column halves: FWD two blocks, SWIGLU gate and up */
       const float *sbl, *sbh;
@@ -153,30 +174,36 @@ __global__ void __launch_bounds__(F8W_THREADS, 1)
       if (rows <= 0) { /* no real row in this warpgroup's 64: release the stages, no math */
         for (int kb = 0; kb < kbs; ++kb) {
           mbar_wait(full0 + 8 * stage, phase);
-          gg_release<1>(empty0 + 8 * stage, lane);
+          gg_release<CL>(empty0 + 8 * stage, lane);
           if (++stage == F8W_STAGES) { stage = 0; phase ^= 1; }
         }
         continue;
       }
+      const uint32_t sas0 = smem_base + F8W_SA_OFF + 4 * r0;
       float c00 = 0.f, c10 = 0.f, c01 = 0.f, c11 = 0.f; /* the current block's c by position */
       int prev = -1;
       for (int kb = 0; kb < kbs; ++kb) {
         mbar_wait(full0 + 8 * stage, phase);
         const float bl = __ldg(sbl + kb), bh = __ldg(sbh + kb);
-        const float *sas = (const float *)(smem + stage * F8W_STAGE_BYTES + F8W_SA_OFF);
-        const float a0 = sas[r0], a1 = sas[r0 + 8];
-        /* this block's c by position, held to the bounds above */
-        const float m = kb > 0 ? F8W_DROP_MIN : 0.0f, m0 = kb > 0 ? 0.0f : F8W_FIRST_MIN;
-        const float n00 = fmaxf(a0 * bl, fmaxf(c00 * m, m0));
-        const float n10 = fmaxf(a1 * bl, fmaxf(c10 * m, m0));
-        const float n01 = fmaxf(a0 * bh, fmaxf(c01 * m, m0));
-        const float n11 = fmaxf(a1 * bh, fmaxf(c11 * m, m0));
+        const float a0 = lds_f32(sas0 + stage * F8W_STAGE_BYTES);
+        const float a1 = lds_f32(sas0 + stage * F8W_STAGE_BYTES + 32);
+        /* this block's c, held to 2^-40 of the previous one's and to 2^-126 (so that its
+         * reciprocal is a normal float); block 0 starts Y */
+        const float m = kb > 0 ? F8W_DROP_MIN : 0.0f;
+        const float n00 = fmaxf(a0 * bl, fmaxf(c00 * m, F8W_FIRST_MIN));
+        const float n10 = fmaxf(a1 * bl, fmaxf(c10 * m, F8W_FIRST_MIN));
+        const float n01 = fmaxf(a0 * bh, fmaxf(c01 * m, F8W_FIRST_MIN));
+        const float n11 = fmaxf(a1 * bh, fmaxf(c11 * m, F8W_FIRST_MIN));
         if (kb > 0) {
-          const float f00 = c00 / n00, f10 = c10 / n10, f01 = c01 / n01, f11 = c11 / n11;
+          const float f00 = c00 * rcp_approx(n00), f10 = c10 * rcp_approx(n10);
+          const float f01 = c01 * rcp_approx(n01), f11 = c11 * rcp_approx(n11);
+          /* the factors are ready before the wait: only the multiplies follow the drain */
+          asm volatile("" ::"f"(f00), "f"(f10), "f"(f01), "f"(f11));
           wgmma_wait<0>(); /* block kb - 1 is in Y */
           reg_fence(y, 128);
-          gg_release<1>(empty0 + 8 * prev, lane);
-          f8w_scale(y, f00, f10, f01, f11);
+          gg_release<CL>(empty0 + 8 * prev, lane);
+          f8w_scale_half(y, f00, f10);
+          f8w_scale_half(y + 64, f01, f11);
         }
         f8w_issue(y, da0, db0, stage, kb == 0);
         c00 = n00, c10 = n10, c01 = n01, c11 = n11;
@@ -185,10 +212,11 @@ __global__ void __launch_bounds__(F8W_THREADS, 1)
       }
       wgmma_wait<0>();
       reg_fence(y, 128);
-      gg_release<1>(empty0 + 8 * prev, lane);
-      f8w_scale(y, c00, c10, c01, c11);
+      gg_release<CL>(empty0 + 8 * prev, lane);
+      f8w_scale_half(y, c00, c10);
+      f8w_scale_half(y + 64, c01, c11);
 
-      const int64_t row0 = (int64_t)p.offset[t.expert] + t.m_tile * F8W_BM + cwg * 64;
+      const int64_t row0 = (int64_t)p.offset[t.expert] + m_tile * F8W_BM + cwg * 64;
       if (MODE == F8_FWD) {
         f8_store_direct<0, 32>(y, p.c0, p.n_out, row0, t.n_tile * 256, rows, wtid);
       } else {
@@ -204,24 +232,25 @@ __global__ void __launch_bounds__(F8W_THREADS, 1)
   }
 }
 
-template <int MODE>
+template <int MODE, int CL>
 static mok_status f8w_launch_mode(const CUtensorMap *a, const CUtensorMap *b0,
                                   const CUtensorMap *b1, f8_params p, int max_units,
                                   cudaStream_t stream) {
-  static int max_ctas = 0; /* co-resident CTAs, found once */
+  static int max_ctas = 0; /* co-resident CTAs (whole clusters), found once */
   if (!max_ctas)
-    GG_TRY(gg_coresident_ctas((const void *)gg_fp8_wide_kernel<MODE>, F8W_THREADS, F8W_SMEM, 1,
-                              &max_ctas));
-  int units = max_units < max_ctas ? max_units : max_ctas;
+    GG_TRY(gg_coresident_ctas((const void *)gg_fp8_wide_kernel<MODE, CL>, F8W_THREADS, F8W_SMEM,
+                              CL, &max_ctas));
+  int units = max_units < max_ctas / CL ? max_units : max_ctas / CL;
   if (units < 1) units = 1;
   cudaLaunchAttribute attr;
-  const cudaLaunchConfig_t cfg = gg_cluster_config(units, F8W_THREADS, F8W_SMEM, 1, stream, &attr);
-  if (cudaLaunchKernelEx(&cfg, gg_fp8_wide_kernel<MODE>, *a, *b0, *b1, p) != cudaSuccess)
+  const cudaLaunchConfig_t cfg =
+      gg_cluster_config(units * CL, F8W_THREADS, F8W_SMEM, CL, stream, &attr);
+  if (cudaLaunchKernelEx(&cfg, gg_fp8_wide_kernel<MODE, CL>, *a, *b0, *b1, p) != cudaSuccess)
     return MOK_ERR_CUDA;
   return MOK_SUCCESS;
 }
 
-mok_status f8_wide_launch(int mode, const CUtensorMap *a, const CUtensorMap *b0,
+mok_status f8_wide_launch(int mode, int cl, const CUtensorMap *a, const CUtensorMap *b0,
                           const CUtensorMap *b1, f8_params p, int64_t m_total, cudaStream_t stream) {
   if (mode == F8_FWD) {
     if (p.n_out % 256) return MOK_ERR_NOT_SUPPORTED;
@@ -229,7 +258,7 @@ mok_status f8_wide_launch(int mode, const CUtensorMap *a, const CUtensorMap *b0,
   } else {
     p.n_tiles = p.n_out / 128;
   }
-  p.group_m = 16;
+  p.group_m = 16 / cl;
   const int max_tiles = (int)((m_total + F8W_BM - 1) / F8W_BM) * p.n_tiles;
   const int e_all = p.num_experts, base_all = p.expert_base;
   const int32_t *off_all = p.offset, *cnt_all = p.count;
@@ -238,8 +267,15 @@ mok_status f8_wide_launch(int mode, const CUtensorMap *a, const CUtensorMap *b0,
     p.expert_base = base_all + e0;
     p.offset = off_all + e0;
     p.count = cnt_all + e0;
-    const mok_status st = mode == F8_FWD ? f8w_launch_mode<F8_FWD>(a, b0, b1, p, max_tiles, stream)
-                                         : f8w_launch_mode<F8_SWIGLU>(a, b0, b1, p, max_tiles, stream);
+    /* pairs: each expert's odd tile count leaves at most one half-empty pair */
+    const int units = cl == 2 ? (max_tiles + p.num_experts * p.n_tiles) / 2 + 1 : max_tiles;
+    mok_status st;
+    if (mode == F8_FWD)
+      st = cl == 2 ? f8w_launch_mode<F8_FWD, 2>(a, b0, b1, p, units, stream)
+                   : f8w_launch_mode<F8_FWD, 1>(a, b0, b1, p, units, stream);
+    else
+      st = cl == 2 ? f8w_launch_mode<F8_SWIGLU, 2>(a, b0, b1, p, units, stream)
+                   : f8w_launch_mode<F8_SWIGLU, 1>(a, b0, b1, p, units, stream);
     if (st != MOK_SUCCESS) return st;
   }
   return MOK_SUCCESS;

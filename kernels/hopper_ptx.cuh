@@ -154,6 +154,18 @@ MOK_DEV void wgmma_commit(void) { asm volatile("wgmma.commit_group.sync.aligned;
 template <int N> MOK_DEV void wgmma_wait(void) {
   asm volatile("wgmma.wait_group.sync.aligned %0;\n" ::"n"(N) : "memory");
 }
+/* A float from shared memory by its shared-window address (no generic-to-shared conversion). */
+MOK_DEV float lds_f32(uint32_t addr) {
+  float v;
+  asm volatile("ld.shared.f32 %0, [%1];\n" : "=f"(v) : "r"(addr) : "memory");
+  return v;
+}
+/* 1 / x to within an ulp (MUFU.RCP alone: no IEEE-division slow path); x a normal float. */
+MOK_DEV float rcp_approx(float x) {
+  float r;
+  asm("rcp.approx.ftz.f32 %0, %1;\n" : "=f"(r) : "f"(x));
+  return r;
+}
 /* Keeps the compiler from moving accumulator reads/writes across wgmma boundaries. */
 MOK_DEV void reg_fence(float *d, int n) {
   for (int i = 0; i < n; ++i) asm volatile("" : "+f"(d[i])::"memory");

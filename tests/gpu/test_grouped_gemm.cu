@@ -568,9 +568,10 @@ static void test_gg_fp8_swiglu(void) { run_fp8_swiglu(5, 300, 256, 256, 0, 1, 10
 static void test_gg_fp8_swiglu_limit(void) { run_fp8_swiglu(7, 700, 384, 512, 1, 0, 24); }
 /* The FP8 variants: two partial accumulators (flag 2), clusters of 2 (flag 4), two or three
  * consumer warpgroups (flags 16, 32; the default picks one from the capacity per expert), the
- * direct epilogue with one more stage (flag 64), the 256-column kernel (flag 128). */
+ * direct epilogue with one more stage (flag 64), the 256-column kernel (flag 128), alone and in
+ * cluster pairs (132). */
 static void test_gg_fp8_variants(void) {
-  const int flags[] = {2, 4, 6, 16, 20, 32, 36, 80, 96, 128};
+  const int flags[] = {2, 4, 6, 16, 20, 32, 36, 80, 96, 128, 132};
   for (int f : flags) {
     printf("    flags %d\n", f);
     gg_set_tuning(0, 0, 0, f);
@@ -591,7 +592,7 @@ static void test_gg_fp8_exact_capacity(void) {
   g.count = {300, 0, 200};
   g.offset = {0, 384, 384, 640};
   g.m_total = 640;
-  const int flags[] = {0, 32, 96, 128};
+  const int flags[] = {0, 32, 96, 128, 132};
   for (int f : flags) {
     printf("    flags %d\n", f);
     gg_set_tuning(0, 0, 0, f);
@@ -601,7 +602,8 @@ static void test_gg_fp8_exact_capacity(void) {
 }
 
 /* Scales far apart along K (blocks 1e20 smaller inside normal rows, a row 1e25 smaller), for the
- * 256-column kernel's rescaled accumulator (flag 128) and the default's promotion. */
+ * 256-column kernel's rescaled accumulator (flag 128, and 132 in cluster pairs) and the default's
+ * promotion. */
 static void test_gg_fp8_extreme_scales(void) {
   gg_rng r = {test_seed() ^ 0xf8e5};
   gg_rows g;
@@ -609,7 +611,7 @@ static void test_gg_fp8_extreme_scales(void) {
   g.count = {200, 130};
   g.offset = {0, 256, 512};
   g.m_total = 640;
-  const int flags[] = {0, 128};
+  const int flags[] = {0, 128, 132};
   for (int f : flags) {
     printf("    flags %d\n", f);
     gg_set_tuning(0, 0, 0, f);

@@ -1,0 +1,18 @@
+#!/bin/bash
+# ncu_gg.sh — one grouped GEMM launch under Nsight Compute: the full section set (pipe use, shared
+# memory and L2 traffic, warp stalls) and the SASS lines with the most stall samples.
+#   usage: [BUILD=dir] [FLAGS=tuning flags] [KERNEL=regex] bench/ncu_gg.sh
+# The first launch matching KERNEL in the benchmark (the DeepSeek-V3 EP8 gate+up shape) is profiled.
+set -u
+OUT=${OUT:-gg_out}
+B=${BUILD:-build}
+mkdir -p "$OUT"
+export MOK_GG_FLAGS=${FLAGS:-128}
+K=${KERNEL:-gg_fp8_wide}
+ncu --clock-control none -k "regex:$K" -c 1 --set full --import-source no -o "$OUT/prof" -f \
+  $B/gg_bench "$OUT/ncu_counts.txt" 2 > "$OUT/ncu_run.log" 2>&1
+echo "ncu rc=$?"
+ncu -i "$OUT/prof.ncu-rep" --page details > "$OUT/ncu_details.txt" 2>&1
+ncu -i "$OUT/prof.ncu-rep" --page source --print-source sass --csv > "$OUT/ncu_sass.csv" 2>&1
+grep -E "Duration|SM Frequency|Compute \(SM\) Throughput|L2 Cache Throughput|Shared|Tensor|Issue Slots|Stall|Warp Cycles|No Eligible|Active Warps" \
+  "$OUT/ncu_details.txt" | head -60
