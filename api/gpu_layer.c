@@ -9,10 +9,11 @@
  *           dx = sum_j part (j order) + shared dx.
  * The fused path (default in BF16) has no separate pull and push kernels: the pull runs on comm
  * CTAs inside the gate+up kernel, the combine and dx pushes in the down and last data-gradient
- * epilogues. */
+ * epilogues. The FP8 forward stages x quantized (e4m3 codes and 1x128 scales) and pulls those. */
 #include <string.h>
 #include <cuda_runtime_api.h>
 #include "api/gpu_internal.h"
+#include "kernels/grouped_gemm.h"
 
 #define TRY_CUDA(expr) do { cudaError_t e_ = (expr); if (e_ != cudaSuccess) return mok_gpu_status(e_); } while (0)
 #define TRY(expr) do { mok_status s_ = (expr); if (s_ != MOK_SUCCESS) return s_; } while (0)
@@ -52,11 +53,24 @@ mok_status mok_forward(mok_schedule *s, const mok_weights *wt, const void *x,
   char *sym = (char *)w->sym.ptr;
   v1_route r = mok_gpu_route(s);
 
-  if (T > 0) TRY_CUDA(cudaMemcpyAsync(sym + w->off_x, x, (size_t)(T * H * 2), cudaMemcpyDeviceToDevice, stream));
+  /* FP8: x is quantized here, once per token, and the dispatch moves e4m3 codes and scales (half
+   * the bytes, and no quantization of the k-fold larger received rows); the x region holds the
+   * codes [T, H] and then the scales [T, H / 128]. */
+  const int fp8 = w->config.dtype == MOK_DTYPE_FP8_BLOCK128;
+  if (T > 0 && fp8)
+    TRY(mok_gg_fp8_quantize_act_rows(x, sym + w->off_x, (float *)(sym + w->off_x + T * H), T, H,
+                                     stream));
+  else if (T > 0)
+    TRY_CUDA(cudaMemcpyAsync(sym + w->off_x, x, (size_t)(T * H * 2), cudaMemcpyDeviceToDevice, stream));
   if (w->fused_dispatch) TRY_CUDA(cudaMemsetAsync(w->ready, 0, (size_t)w->ready_count * 4, stream));
   TRY(mok_gpu_barrier(w, stream));
   if (w->fused_dispatch) { /* pull and combine push inside the GEMMs */
     TRY(mok_gpu_experts_forward_fused(s, wt, stream));
+  } else if (fp8) {
+    TRY_CUDA(v1_dispatch_pull_fp8(&r, w->off_x, w->off_x + (size_t)(T * H), w->fp8_x,
+                                  w->fp8_x_scales, MOK_GG_FP8_SCALE_ROWS(w->cap), stream));
+    TRY(mok_gpu_experts_forward_fp8(s, wt, s->out_rows, stream));
+    TRY_CUDA(v1_push_rows(&r, s->out_rows, w->off_slots, stream));
   } else {
     TRY_CUDA(v1_dispatch_pull(&r, w->off_x, s->recv_x, stream));
     TRY(mok_gpu_experts_forward(s, wt, s->recv_x, s->out_rows, stream));

@@ -104,6 +104,11 @@ mok_status mok_gg_bf16_wgrad_ld(const void *dc, int64_t ld_dc, const void *a, in
 mok_status mok_gg_fp8_quantize_act(const void *x, void *q, float *scales, int64_t m_total,
                                    int64_t k, cudaStream_t stream);
 
+/* The same codes and scales, the scales row-major: [m_total][k / 128] (a row's scales contiguous,
+ * so that a row moves with its scales, as the FP8 forward's dispatch does). */
+mok_status mok_gg_fp8_quantize_act_rows(const void *x, void *q, float *scales, int64_t m_total,
+                                        int64_t k, cudaStream_t stream);
+
 /* w: [experts, n, k] bf16 -> q: [experts, n, k] e4m3, scales: [experts, n / 128, k / 128] fp32
  * (the layout mok_quantize_weight's MOK_DTYPE_FP8_BLOCK128 uses). */
 mok_status mok_gg_fp8_quantize_weight(const void *w, void *q, float *scales, int64_t experts,

@@ -298,9 +298,10 @@ __device__ __forceinline__ uint16_t f8_pack2(float lo, float hi) {
 }
 __device__ __forceinline__ float bf16_to_f(uint16_t h) { return __uint_as_float((uint32_t)h << 16); }
 
-/* One warp per 1x128 block: lanes hold 4 consecutive values. */
+/* One warp per 1x128 block: lanes hold 4 consecutive values. The scale of (row, kb) goes to
+ * scales[kb * s_kb + row * s_row]. */
 __global__ void gg_quant_act_kernel(const uint16_t *x, uint8_t *q, float *scales, int64_t m_total,
-                                    int64_t k, int64_t m_pad) {
+                                    int64_t k, int64_t s_kb, int64_t s_row) {
   const int64_t kbs = k / 128;
   const int64_t warp = (blockIdx.x * (int64_t)blockDim.x + threadIdx.x) >> 5;
   const int lane = threadIdx.x & 31;
@@ -317,7 +318,7 @@ __global__ void gg_quant_act_kernel(const uint16_t *x, uint8_t *q, float *scales
   uint32_t packed = (uint32_t)f8_pack2(v[0] * inv, v[1] * inv) |
                     ((uint32_t)f8_pack2(v[2] * inv, v[3] * inv) << 16);
   *(uint32_t *)(q + row * k + kb * 128 + lane * 4) = packed;
-  if (lane == 0) scales[kb * m_pad + row] = scale;
+  if (lane == 0) scales[kb * s_kb + row * s_row] = scale;
 }
 
 /* One CTA (256 threads) per 128x128 block: each thread holds half a row (64 values). */
@@ -363,8 +364,8 @@ __global__ void gg_quant_weight_kernel(const uint16_t *w, uint8_t *q, float *sca
 /* ---- host side ------------------------------------------------------------------------------ */
 static int64_t f8_m_pad(int64_t m_total) { return (m_total + 127) / 128 * 128; }
 
-extern "C" mok_status mok_gg_fp8_quantize_act(const void *x, void *q, float *scales,
-                                              int64_t m_total, int64_t k, cudaStream_t stream) {
+static mok_status f8_quantize_act(const void *x, void *q, float *scales, int64_t m_total, int64_t k,
+                                  int64_t s_kb, int64_t s_row, cudaStream_t stream) {
   if (!x || !q || !scales) return MOK_ERR_INVALID_ARGUMENT;
   if (m_total <= 0 || k <= 0) return MOK_ERR_INVALID_SHAPE;
   if (k % 128 || ((uintptr_t)x & 15) || ((uintptr_t)q & 15) || ((uintptr_t)scales & 15))
@@ -372,8 +373,19 @@ extern "C" mok_status mok_gg_fp8_quantize_act(const void *x, void *q, float *sca
   const int64_t warps = m_total * (k / 128);
   const int64_t blocks = (warps * 32 + 255) / 256;
   gg_quant_act_kernel<<<(unsigned)blocks, 256, 0, stream>>>((const uint16_t *)x, (uint8_t *)q,
-                                                            scales, m_total, k, f8_m_pad(m_total));
+                                                            scales, m_total, k, s_kb, s_row);
   return cudaGetLastError() == cudaSuccess ? MOK_SUCCESS : MOK_ERR_CUDA;
+}
+
+extern "C" mok_status mok_gg_fp8_quantize_act(const void *x, void *q, float *scales,
+                                              int64_t m_total, int64_t k, cudaStream_t stream) {
+  return f8_quantize_act(x, q, scales, m_total, k, f8_m_pad(m_total), 1, stream);
+}
+
+extern "C" mok_status mok_gg_fp8_quantize_act_rows(const void *x, void *q, float *scales,
+                                                   int64_t m_total, int64_t k,
+                                                   cudaStream_t stream) {
+  return f8_quantize_act(x, q, scales, m_total, k, 1, k / 128, stream);
 }
 
 extern "C" mok_status mok_gg_fp8_quantize_weight(const void *w, void *q, float *scales,

@@ -73,6 +73,13 @@ typedef struct {
  * buffer at x_off, [T, H] bf16); padding rows get zeros. */
 cudaError_t v1_dispatch_pull(const v1_route *r, size_t x_off, void *recv, cudaStream_t stream);
 
+/* FP8 forward dispatch: pulls each real row's e4m3 codes (source's symmetric [T, H] at x8_off) into
+ * recv8 [capacity, H] and its fp32 scales (source's [T, H / 128] at s_off) into scales
+ * [H / 128][m_pad] (m_pad >= capacity); padding rows get zero codes and scale 1. The same GEMM
+ * input, bit for bit, as v1_dispatch_pull followed by mok_gg_fp8_quantize_act. */
+cudaError_t v1_dispatch_pull_fp8(const v1_route *r, size_t x8_off, size_t s_off, void *recv8,
+                                 float *scales, int64_t m_pad, cudaStream_t stream);
+
 /* The same result as v1_dispatch_pull, moved by bulk copies (cp.async.bulk through shared memory)
  * from `ctas` CTAs: the comm-SM mechanism of the fused path, measured against the plain one. */
 cudaError_t v1_dispatch_pull_bulk(const v1_route *r, size_t x_off, void *recv, int ctas,

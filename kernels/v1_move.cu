@@ -1,7 +1,7 @@
 /* v1_move.cu — the v1 path's token movement and reductions: dispatch (pull rows from the source
  * rank), combine and reverse-dispatch (push rows to the source rank's (token, k) slots), backward
  * reverse-combine (pull dy, push router-weight gradients), and the fixed-order per-token sums that
- * give y and dx. One warp per row; 16-byte accesses; peers through their symmetric base address. */
+ * give y and dx; the FP8 forward's dispatch of quantized rows. One warp per row; 16-byte accesses; peers through their symmetric base address. */
 #include "kernels/hopper_ptx.cuh"
 #include "kernels/v1_common.cuh"
 #include "kernels/v1_kernels.h"
@@ -30,6 +30,34 @@ __global__ void dispatch_pull_kernel(v1_route r, size_t x_off, bf16 *recv) {
   const uint4 *s = (const uint4 *)(r.peer_base[src] + x_off) + t * nv;
 #pragma unroll 4
   for (int64_t i = lane; i < nv; i += 32) dst[i] = s[i];
+}
+
+/* FP8 dispatch: each source rank quantized its x (mok_gg_fp8_quantize_act_rows) into its symmetric
+ * buffer, codes [T, H] e4m3 at x8_off and scales [T, H / 128] fp32 at s_off. A real row's codes go
+ * to recv8[row] and its scales to scales[kb * m_pad + row] (the FP8 GEMM's K-block-major layout);
+ * padding rows get zero codes and scale 1, what quantizing v1_dispatch_pull's zero rows gives, so
+ * the GEMM's input is bit for bit that of pulling bf16 rows and quantizing them after the pull,
+ * at half the bytes on NVLink. */
+__global__ void dispatch_pull_fp8_kernel(v1_route r, size_t x8_off, size_t s_off, uint8_t *recv8,
+                                         float *scales, int64_t m_pad) {
+  const int lane = threadIdx.x & 31;
+  const int64_t row = (int64_t)blockIdx.x * WARPS + (threadIdx.x >> 5);
+  if (v1_error(r.err) || row >= route_rows(r)) return;
+  const int64_t nv = r.hidden / 16, kbs = r.hidden / 128;
+  uint4 *dst = (uint4 *)(recv8 + row * r.hidden);
+  const int32_t slot = r.row_src[row];
+  if (slot < 0) {
+    for (int64_t i = lane; i < nv; i += 32) dst[i] = make_uint4(0, 0, 0, 0);
+    for (int64_t kb = lane; kb < kbs; kb += 32) scales[kb * m_pad + row] = 1.0f;
+    return;
+  }
+  const char *base = r.peer_base[mok_sched_slot_rank(slot, r.tokens, r.top_k)];
+  const int64_t t = mok_sched_slot_token(slot, r.tokens, r.top_k);
+  const uint4 *s = (const uint4 *)(base + x8_off) + t * nv;
+#pragma unroll 4
+  for (int64_t i = lane; i < nv; i += 32) dst[i] = s[i];
+  const float *ss = (const float *)(base + s_off) + t * kbs;
+  for (int64_t kb = lane; kb < kbs; kb += 32) scales[kb * m_pad + row] = ss[kb];
 }
 
 /* Dispatch by bulk copies, the comm-SM way: a few CTAs, one thread per warp driving the copy
@@ -246,6 +274,16 @@ extern "C" cudaError_t v1_dispatch_pull(const v1_route *r, size_t x_off, void *r
                                         cudaStream_t stream) {
   if (r->capacity <= 0) return cudaSuccess;
   dispatch_pull_kernel<<<row_blocks(r->capacity), WARPS * 32, 0, stream>>>(*r, x_off, (bf16 *)recv);
+  return cudaGetLastError();
+}
+
+extern "C" cudaError_t v1_dispatch_pull_fp8(const v1_route *r, size_t x8_off, size_t s_off,
+                                            void *recv8, float *scales, int64_t m_pad,
+                                            cudaStream_t stream) {
+  if (r->capacity <= 0) return cudaSuccess;
+  if (r->hidden % 128 != 0 || m_pad < r->capacity) return cudaErrorInvalidValue;
+  dispatch_pull_fp8_kernel<<<row_blocks(r->capacity), WARPS * 32, 0, stream>>>(
+      *r, x8_off, s_off, (uint8_t *)recv8, scales, m_pad);
   return cudaGetLastError();
 }
 

@@ -620,6 +620,41 @@ static void test_gg_fp8_extreme_scales(void) {
   gg_restore_tuning();
 }
 
+/* The row-major scale layout (mok_gg_fp8_quantize_act_rows, what the FP8 forward's dispatch moves):
+ * the same codes bit for bit, and each scale equal to the K-block-major one; odd row count. */
+static void test_gg_fp8_quantize_rows(void) {
+  gg_rng r = {test_seed() ^ 0xf8a0};
+  const int64_t m = 301, k = 640, kbs = k / 128, mp = MOK_GG_FP8_SCALE_ROWS(m);
+  std::vector<uint16_t> x(m * k);
+  fill_bf16(&r, x, 3.0f);
+  for (int64_t j = 0; j < 128; ++j) x[5 * k + 128 + j] = 0; /* an all-zero block: scale 1 */
+  uint16_t *dx = to_dev(x);
+  uint8_t *q0 = NULL, *q1 = NULL;
+  float *s0 = NULL, *s1 = NULL;
+  cudaMalloc((void **)&q0, m * k);
+  cudaMalloc((void **)&q1, m * k);
+  cudaMalloc((void **)&s0, kbs * mp * 4);
+  cudaMalloc((void **)&s1, m * kbs * 4);
+  cudaMemset(q1, 0x7f, m * k);
+  cudaMemset(s1, 0xff, m * kbs * 4);
+  CHECK_STATUS(mok_gg_fp8_quantize_act(dx, q0, s0, m, k, 0), MOK_SUCCESS);
+  CHECK_STATUS(mok_gg_fp8_quantize_act_rows(dx, q1, s1, m, k, 0), MOK_SUCCESS);
+  CHECK_STATUS(mok_gg_fp8_quantize_act_rows(dx, q1, s1, m, 100, 0), MOK_ERR_MISALIGNED);
+  CHECK(cudaDeviceSynchronize() == cudaSuccess);
+  std::vector<uint8_t> c0 = from_dev(q0, m * k), c1 = from_dev(q1, m * k);
+  std::vector<float> a0 = from_dev(s0, kbs * mp), a1 = from_dev(s1, m * kbs);
+  int64_t bad = 0;
+  for (int64_t i = 0; i < m * k; ++i) bad += c0[i] != c1[i];
+  for (int64_t row = 0; row < m; ++row)
+    for (int64_t kb = 0; kb < kbs; ++kb)
+      bad += memcmp(&a0[kb * mp + row], &a1[row * kbs + kb], 4) != 0;
+  printf("    row-major scales: %lld codes or scales differ; zero block scale %g\n", (long long)bad,
+         a1[5 * kbs + 1]);
+  CHECK(bad == 0);
+  CHECK(a1[5 * kbs + 1] == 1.0f);
+  cudaFree(dx); cudaFree(q0); cudaFree(q1); cudaFree(s0); cudaFree(s1);
+}
+
 /* ---- MXFP8 input: conversion to the 128-block recipe, then the FP8 GEMM -------------------- */
 static uint8_t rand_e4m3(gg_rng *r) {
   uint8_t b;
@@ -761,6 +796,7 @@ extern "C" const test_case gg_test_cases[] = {
     {"gg_fp8_variants", test_gg_fp8_variants},
     {"gg_fp8_exact_capacity", test_gg_fp8_exact_capacity},
     {"gg_fp8_extreme_scales", test_gg_fp8_extreme_scales},
+    {"gg_fp8_quantize_rows", test_gg_fp8_quantize_rows},
     {"gg_mxfp8_fwd", test_gg_mxfp8_fwd},
     {"gg_wgrad_fp32", test_gg_wgrad_fp32},
     {"gg_wgrad_bf16", test_gg_wgrad_bf16},

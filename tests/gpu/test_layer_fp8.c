@@ -1,7 +1,8 @@
 /* test_layer_fp8.c — the FP8 (block-128) forward: weights quantized on the device by
  * mok_quantize_weight equal the host's quantization bit for bit; the layer's output matches the
  * reference's FP8 mode (inputs and activations quantized the same way, weights dequantized) on the
- * routing cases; backward says MOK_ERR_NOT_SUPPORTED and writes nothing. */
+ * routing cases, and the ops path's (bf16 rows pulled, then quantized) bit for bit; backward says
+ * MOK_ERR_NOT_SUPPORTED and writes nothing. */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -102,6 +103,39 @@ static void fp8_case(lh_case c, const char *label) {
     printf("  %-28s r%d y vs the FP8 reference %.2e\n", label, rank, err);
     CHECK(err < LH_TOL);
     CHECK(T == 0 || first == 0xFFFF);
+    /* the ops path (bf16 rows pulled, quantized after the pull) gives the same y bit for bit as
+     * the layer's dispatch of rows quantized at their source */
+    const int64_t k = c.k, big = T * k * H * 2 > 256 ? T * k * H * 2 : 256;
+    mok_sym_buffer xs, cb;
+    CHECK_STATUS(mok_sym_alloc(gpu_ctx.group, (size_t)(T * H * 2 > 256 ? T * H * 2 : 256), &xs),
+                 MOK_SUCCESS);
+    CHECK_STATUS(mok_sym_alloc(gpu_ctx.group, (size_t)big, &cb), MOK_SUCCESS);
+    int64_t cap = 0;
+    mok_config cfg = lh_config(&c);
+    CHECK_STATUS(mok_schedule_worst_case_rows(&h.shape, ep, cfg.tile_m, &cap), MOK_SUCCESS);
+    void *recv = NULL, *out = NULL, *y2 = NULL;
+    cudaMalloc(&recv, (size_t)(cap * H * 2));
+    cudaMalloc(&out, (size_t)(cap * H * 2));
+    cudaMalloc(&y2, (size_t)(T * H * 2 + 16));
+    cudaMemset(y2, 0xFF, (size_t)(T * H * 2 + 16));
+    if (T > 0) cudaMemcpy(xs.ptr, d.x, (size_t)(T * H * 2), cudaMemcpyDeviceToDevice);
+    cudaDeviceSynchronize();
+    CHECK_STATUS(mok_op_dispatch(e.s, &xs, recv, e.stream), MOK_SUCCESS);
+    CHECK_STATUS(mok_op_experts_forward(e.s, &wt, recv, out, e.stream), MOK_SUCCESS);
+    CHECK_STATUS(mok_op_combine(e.s, out, &cb, e.stream), MOK_SUCCESS);
+    CHECK_STATUS(mok_op_combine_reduce(e.s, &wt, d.x, &cb, d.rw, y2, e.stream), MOK_SUCCESS);
+    CHECK(cudaStreamSynchronize(e.stream) == cudaSuccess);
+    CHECK_STATUS(lh_device_error(e.ws), MOK_SUCCESS);
+    uint16_t *yb2 = malloc((size_t)(T * H + 1) * 2);
+    cudaMemcpy(yb2, y2, (size_t)(T * H) * 2, cudaMemcpyDeviceToHost);
+    const int same_y = T == 0 || memcmp(yb, yb2, (size_t)(T * H) * 2) == 0;
+    printf("  %-28s r%d y of the layer and of the ops path: %s\n", label, rank,
+           same_y ? "bitwise equal" : "DIFFER");
+    CHECK(same_y);
+    free(yb2);
+    cudaFree(recv); cudaFree(out); cudaFree(y2);
+    mok_sym_free(gpu_ctx.group, &xs);
+    mok_sym_free(gpu_ctx.group, &cb);
     free(yb); free(got);
     for (int r = 0; r < ep; ++r) free(y[r]);
   }
