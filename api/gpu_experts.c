@@ -177,9 +177,10 @@ static mok_gg_move fused_move(const mok_schedule *s, int push, int ctas) {
 
 /* FP8 forward from the quantized rows in w->fp8_x / fp8_x_scales: inputs and activations are
  * E4M3 in 1x128 blocks, weights E4M3 with 128x128 block scales (mok_quantize_weight); no
- * pre-activations kept (forward only). */
+ * pre-activations kept (forward only). push: the down epilogues also push out_rows into the
+ * source ranks' slots (the combine). */
 mok_status mok_gpu_experts_forward_fp8(mok_schedule *s, const mok_weights *wt, void *out_rows,
-                                       cudaStream_t stream) {
+                                       int push, cudaStream_t stream) {
   mok_workspace *w = s->ws;
   const int64_t H = w->shape.hidden, I = w->shape.intermediate;
   TRY(mok_gg_fp8_gate_up_swiglu(w->fp8_x, w->fp8_x_scales, wt->w_gate, wt->w_gate_scale, wt->w_up,
@@ -187,6 +188,12 @@ mok_status mok_gpu_experts_forward_fp8(mok_schedule *s, const mok_weights *wt, v
                                 w->el, w->cap, I, H, w->config.use_swiglu_limit,
                                 w->config.swiglu_limit, stream));
   TRY(mok_gg_fp8_quantize_act(s->a, w->fp8_act, w->fp8_act_scales, w->cap, I, stream));
+  if (push) {
+    const mok_gg_move q = fused_move(s, 1, 0);
+    return mok_gg_fp8_fwd_pushed(w->fp8_act, w->fp8_act_scales, wt->w_down, wt->w_down_scale,
+                                 out_rows, s->expert_offset, s->expert_count, w->el, w->cap, H, I,
+                                 &q, stream);
+  }
   return mok_gg_fp8_fwd(w->fp8_act, w->fp8_act_scales, wt->w_down, wt->w_down_scale, out_rows,
                         s->expert_offset, s->expert_count, w->el, w->cap, H, I, stream);
 }
@@ -199,7 +206,7 @@ mok_status mok_gpu_experts_forward(mok_schedule *s, const mok_weights *wt, const
   const int32_t *rows_dev = s->expert_offset + w->el;
   if (w->config.dtype == MOK_DTYPE_FP8_BLOCK128) {
     TRY(mok_gg_fp8_quantize_act(recv, w->fp8_x, w->fp8_x_scales, w->cap, H, stream));
-    return mok_gpu_experts_forward_fp8(s, wt, out_rows, stream);
+    return mok_gpu_experts_forward_fp8(s, wt, out_rows, 0, stream);
   }
   if (w->wgmma)
     return gg_mlp_forward(w, routed_rows(s), recv, wt->w_gate, wt->w_up, wt->w_down, s->g, s->a,

@@ -79,9 +79,10 @@ mok_status mok_gpu_check_grads(const mok_workspace *w, const mok_grads *g, int n
 mok_status mok_gpu_experts_forward(mok_schedule *s, const mok_weights *wt, const void *recv,
                                    void *out_rows, cudaStream_t stream);
 /* FP8: the forward experts from rows already quantized into fp8_x / fp8_x_scales (by
- * v1_dispatch_pull_fp8, or by mok_gpu_experts_forward from bf16 rows). */
+ * v1_dispatch_pull_fp8, or by mok_gpu_experts_forward from bf16 rows); push: the down epilogues
+ * also push the rows into the source ranks' slots (the combine's move). */
 mok_status mok_gpu_experts_forward_fp8(mok_schedule *s, const mok_weights *wt, void *out_rows,
-                                       cudaStream_t stream);
+                                       int push, cudaStream_t stream);
 /* MOK_PATH_FUSED: the forward experts with the dispatch inside gate+up (recv_x filled from the
  * peers' staged x by the kernel's comm CTAs; x staged on every rank and w->ready zeroed before)
  * and the combine push in down's epilogues (out_rows also in the source ranks' slots). */

@@ -9,7 +9,8 @@
  *           dx = sum_j part (j order) + shared dx.
  * The fused path (default in BF16) has no separate pull and push kernels: the pull runs on comm
  * CTAs inside the gate+up kernel, the combine and dx pushes in the down and last data-gradient
- * epilogues. The FP8 forward stages x quantized (e4m3 codes and 1x128 scales) and pulls those. */
+ * epilogues. The FP8 forward stages x quantized (e4m3 codes and 1x128 scales), pulls those, and
+ * pushes the combine from the down epilogues. */
 #include <string.h>
 #include <cuda_runtime_api.h>
 #include "api/gpu_internal.h"
@@ -69,8 +70,7 @@ mok_status mok_forward(mok_schedule *s, const mok_weights *wt, const void *x,
   } else if (fp8) {
     TRY_CUDA(v1_dispatch_pull_fp8(&r, w->off_x, w->off_x + (size_t)(T * H), w->fp8_x,
                                   w->fp8_x_scales, MOK_GG_FP8_SCALE_ROWS(w->cap), stream));
-    TRY(mok_gpu_experts_forward_fp8(s, wt, s->out_rows, stream));
-    TRY_CUDA(v1_push_rows(&r, s->out_rows, w->off_slots, stream));
+    TRY(mok_gpu_experts_forward_fp8(s, wt, s->out_rows, 1, stream)); /* pushes the combine */
   } else {
     TRY_CUDA(v1_dispatch_pull(&r, w->off_x, s->recv_x, stream));
     TRY(mok_gpu_experts_forward(s, wt, s->recv_x, s->out_rows, stream));

@@ -1,5 +1,6 @@
 /* fused_comm.h — C API of the fused path's communication inside the grouped GEMMs
- * (kernels/grouped_gemm_bf16.cu, device side of the pull kernels/comm_move.cuh).
+ * (kernels/grouped_gemm_bf16.cu and, for the FP8 forward's push, kernels/grouped_gemm_fp8.cu;
+ * device side of the pull kernels/comm_move.cuh, of the push gg_push_pass).
  *   pull (gate+up, forward dispatch): the last `ctas` CTAs of the launch are comm CTAs. The
  *     schedule's rows are walked in minibatches of mb_rows, in order; every comm warp (6 per CTA)
  *     moves its share of each minibatch's real rows (rows[row] <- x[token] of the row's source rank,
@@ -52,6 +53,14 @@ mok_status mok_gg_bf16_fwd_pushed(const void *a, const void *b, void *c,
                                   const int32_t *expert_offset, const int32_t *expert_count,
                                   int num_experts, int64_t m_total, int64_t n, int64_t k,
                                   const mok_gg_move *push, cudaStream_t stream);
+
+/* mok_gg_fp8_fwd (kernels/grouped_gemm.h), and c's real rows pushed to their slots by the
+ * epilogues (the 128-column kernel with its staged epilogue). */
+mok_status mok_gg_fp8_fwd_pushed(const void *a, const float *a_scales, const void *b,
+                                 const float *b_scales, void *c, const int32_t *expert_offset,
+                                 const int32_t *expert_count, int num_experts, int64_t m_total,
+                                 int64_t n, int64_t k, const mok_gg_move *push,
+                                 cudaStream_t stream);
 
 /* mok_gg_bf16_dgrad_pair, and da's real rows pushed to their slots by the epilogues. */
 mok_status mok_gg_bf16_dgrad_pair_pushed(const void *dc, const void *w0, const void *w1, void *da,

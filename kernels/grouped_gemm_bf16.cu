@@ -77,31 +77,6 @@ typedef struct {
   int move_experts;      /* all local experts (move.expert_offset is not shifted per launch)  */
 } gg_params;
 
-/* Push (FWD, DGRAD of the fused path): the 64 rows x 128 columns gg_store_pass just staged at
- * columns [col0, col0 + 128) also go to their rows' (token, j) slots on the source ranks, 16 bytes
- * per thread and step (the same bf16 values the TMA stores write locally); padding rows never
- * move. Reads the staging buffer between the pass's last barrier and the next pass's first. */
-__device__ __forceinline__ void gg_push_pass(const uint8_t *stage, int wtid, const gg_params &p,
-                                             int col0, int col_end, int row0) {
-  const int c = wtid & 15; /* 16-byte chunk among the pass's 128 columns */
-  if (col0 + c * 8 >= col_end) return;
-  const mok_gg_move &q = p.move;
-  const int64_t row_bytes = p.move_hidden * 2, per_rank = q.tokens * q.top_k;
-  const int box = c >> 3, cc = c & 7;
-#pragma unroll
-  for (int j = 0; j < 8; ++j) {
-    const int row = (wtid >> 4) + 8 * j;
-    const int64_t grow = (int64_t)row0 + row;
-    if (grow >= p.move_m_total) break;
-    const int32_t slot = q.row_src[grow];
-    if (slot < 0) continue;
-    const uint4 v = *(const uint4 *)(stage + box * 8192 + row * 128 + ((cc ^ (row & 7)) << 4));
-    char *dst = q.peer_base[mok_sched_slot_rank(slot, q.tokens, q.top_k)] + q.peer_off +
-                (int64_t)(slot % per_rank) * row_bytes + (int64_t)(col0 + c * 8) * 2;
-    *(uint4 *)dst = v;
-  }
-}
-
 /* FWD: first weight row of B half h of column tile n_tile (the half past n is replaced by a
  * valid one: it is loaded but never stored). */
 __device__ __forceinline__ int t_n0_fwd(int bexp, int n_tile, int h, const gg_params &p) {
@@ -354,9 +329,9 @@ __global__ void __launch_bounds__(GG_THREADS, 1)
         const int row0 = p.offset[t.expert] + m_tile * GG_BM + cwg * 64;
         const int col0 = t.n_tile * GG_BN;
         gg_store_pass<0, 2>(acc, epi, wtid, &tm_c0, col0, p.n_out, row0, 2 + cwg);
-        if (p.push) gg_push_pass(epi_ptr, wtid, p, col0, p.n_out, row0);
+        if (p.push) gg_push_pass(epi_ptr, wtid, p.move, p.move_m_total, p.move_hidden, col0, p.n_out, row0);
         gg_store_pass<16, 2>(acc, epi, wtid, &tm_c0, col0 + 128, p.n_out, row0, 2 + cwg);
-        if (p.push) gg_push_pass(epi_ptr, wtid, p, col0 + 128, p.n_out, row0);
+        if (p.push) gg_push_pass(epi_ptr, wtid, p.move, p.move_m_total, p.move_hidden, col0 + 128, p.n_out, row0);
       } else if (MODE == GG_SWIGLU) {
         const int row0 = p.offset[t.expert] + m_tile * GG_BM + cwg * 64;
         const int col0 = t.n_tile * 128;

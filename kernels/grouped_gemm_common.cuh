@@ -1,7 +1,7 @@
 /* grouped_gemm_common.cuh — what the BF16 and FP8 grouped GEMM kernels share besides the tile
  * scheduler (gemm_tile_scheduler.h): the per-CTA unit prefix over experts, a consumer warp's
- * release of a stage, the stmatrix + TMA-store epilogue pass, and the host side of a persistent
- * launch in clusters of CL CTAs. Included
+ * release of a stage, the stmatrix + TMA-store epilogue pass and its push to the source ranks, and
+ * the host side of a persistent launch in clusters of CL CTAs. Included
  * by kernels/grouped_gemm_bf16.cu and kernels/grouped_gemm_fp8.cu. */
 #ifndef MOK_GROUPED_GEMM_COMMON_CUH
 #define MOK_GROUPED_GEMM_COMMON_CUH
@@ -10,9 +10,11 @@
 #include <stdint.h>
 #include "include/mok.h"
 #include "kernels/bf16_clamp_round.h"
+#include "kernels/fused_comm.h"
 #include "kernels/gemm_tile_scheduler.h"
 #include "kernels/grouped_gemm_tmap.h"
 #include "kernels/hopper_ptx.cuh"
+#include "schedule/schedule_core.h"
 
 #define GG_TRY(x)                     \
   do {                                \
@@ -117,6 +119,33 @@ __device__ __forceinline__ void gg_store_pass(const float *acc, uint32_t stage, 
     tma_store_2d(map, stage, col0, row0);
     if (NBOX > 1 && col0 + 64 < col_end) tma_store_2d(map, stage + 8192, col0 + 64, row0);
     bulk_commit();
+  }
+}
+
+/* Push (the fused path's forward down and data gradient, FP8 forward down): the 64 rows x 128
+ * columns gg_store_pass just staged at columns [col0, col0 + 128) also go to their rows' (token, j)
+ * slots on the source ranks (q: kernels/fused_comm.h), 16 bytes per thread and step (the same bf16
+ * values the TMA stores write locally); rows at or past m_total and padding rows never move; a
+ * row holds `hidden` bf16 values. Reads the staging buffer between the pass's last barrier and the
+ * next pass's first. */
+__device__ __forceinline__ void gg_push_pass(const uint8_t *stage, int wtid, const mok_gg_move &q,
+                                             int64_t m_total, int64_t hidden, int col0, int col_end,
+                                             int row0) {
+  const int c = wtid & 15; /* 16-byte chunk among the pass's 128 columns */
+  if (col0 + c * 8 >= col_end) return;
+  const int64_t row_bytes = hidden * 2, per_rank = q.tokens * q.top_k;
+  const int box = c >> 3, cc = c & 7;
+#pragma unroll
+  for (int j = 0; j < 8; ++j) {
+    const int row = (wtid >> 4) + 8 * j;
+    const int64_t grow = (int64_t)row0 + row;
+    if (grow >= m_total) break;
+    const int32_t slot = q.row_src[grow];
+    if (slot < 0) continue;
+    const uint4 v = *(const uint4 *)(stage + box * 8192 + row * 128 + ((cc ^ (row & 7)) << 4));
+    char *dst = q.peer_base[mok_sched_slot_rank(slot, q.tokens, q.top_k)] + q.peer_off +
+                (int64_t)(slot % per_rank) * row_bytes + (int64_t)(col0 + c * 8) * 2;
+    *(uint4 *)dst = v;
   }
 }
 

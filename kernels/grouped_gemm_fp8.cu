@@ -272,6 +272,9 @@ __global__ void __launch_bounds__(F8_THREADS(NWG), 1)
       if (MODE == F8_FWD) {
         if (DIR) f8_store_direct<0, 16>(acc, p.c0, p.n_out, row0, t.n_tile * F8_BN, rows, wtid);
         else gg_store_pass<0, 2>(acc, epi, wtid, &tm_c0, t.n_tile * F8_BN, p.n_out, row0, 2 + cwg);
+        if (!DIR && p.push)
+          gg_push_pass(smem + F8_EPI_OFF(NWG, DIR) + cwg * 16384, wtid, p.move, p.move_m_total,
+                       p.n_out, t.n_tile * F8_BN, p.n_out, row0);
       } else {
         const int col0 = t.n_tile * 64;
         if (p.has_preact && DIR) {
@@ -287,6 +290,8 @@ __global__ void __launch_bounds__(F8_THREADS(NWG), 1)
       }
     }
     if (wtid == 0) bulk_wait0();
+    if (MODE == F8_FWD && p.push)
+      __threadfence_system(); /* the pushed rows, before the cross-rank barrier after the kernel */
   }
 }
 
@@ -451,7 +456,7 @@ static mok_status f8_launch(const CUtensorMap *a, const CUtensorMap *b0, const C
                             const CUtensorMap *c0, const CUtensorMap *c1, f8_params p,
                             int64_t m_total, cudaStream_t stream) {
   const int flags = gg_tuning_flags();
-  if (f8_wide(MODE)) { /* where the columns split into 256 (flag 4: in cluster pairs) */
+  if (f8_wide(MODE) && !p.push) { /* where the columns split into 256 (flag 4: cluster pairs) */
     const mok_status st = f8_wide_launch(MODE, (flags & 4) ? 2 : 1, a, b0, b1, p, m_total, stream);
     if (st != MOK_ERR_NOT_SUPPORTED) return st;
   }
@@ -459,7 +464,7 @@ static mok_status f8_launch(const CUtensorMap *a, const CUtensorMap *b0, const C
   const int nwg = f8_nwg(MODE, m_total, p.num_experts);
   /* A probe until measured: flag 64 = the direct epilogue and one more stage (one partial, no
    * clusters) */
-  const int dir = (flags & 64) && !db && cl == 1;
+  const int dir = (flags & 64) && !db && cl == 1 && !p.push; /* a push reads the staging */
   const int max_tiles = (int)((m_total + F8_BM(nwg) - 1) / F8_BM(nwg)) * p.n_tiles;
   p.group_m = 16 / cl;
   const int e_all = p.num_experts, base_all = p.expert_base;
@@ -493,10 +498,10 @@ static mok_status f8_check(const int32_t *off, const int32_t *cnt, int e, int64_
   return MOK_SUCCESS;
 }
 
-extern "C" mok_status mok_gg_fp8_fwd(const void *a, const float *a_scales, const void *b,
-                                     const float *b_scales, void *c, const int32_t *expert_offset,
-                                     const int32_t *expert_count, int num_experts, int64_t m_total,
-                                     int64_t n, int64_t k, cudaStream_t stream) {
+static mok_status f8_fwd(const void *a, const float *a_scales, const void *b, const float *b_scales,
+                         void *c, const int32_t *expert_offset, const int32_t *expert_count,
+                         int num_experts, int64_t m_total, int64_t n, int64_t k,
+                         const mok_gg_move *push, cudaStream_t stream) {
   if (!a || !a_scales || !b || !b_scales || !c) return MOK_ERR_INVALID_ARGUMENT;
   GG_TRY(f8_check(expert_offset, expert_count, num_experts, m_total, n, k));
   if (((uintptr_t)a_scales & 15)) return MOK_ERR_MISALIGNED;
@@ -516,7 +521,33 @@ extern "C" mok_status mok_gg_fp8_fwd(const void *a, const float *a_scales, const
   p.m_pad = (int)f8_m_pad(m_total);
   p.b_rows = (int)n;
   p.n_out = (int)n;
+  if (push) {
+    if (!push->peer_base || !push->row_src || push->top_k < 1 || push->tokens < 0 || !push->push)
+      return MOK_ERR_INVALID_ARGUMENT;
+    p.push = 1;
+    p.move = *push;
+    p.move_m_total = m_total;
+  }
   return f8_launch<F8_FWD>(&ta, &tb, &tb, &tc, &tc, p, m_total, stream);
+}
+
+extern "C" mok_status mok_gg_fp8_fwd(const void *a, const float *a_scales, const void *b,
+                                     const float *b_scales, void *c, const int32_t *expert_offset,
+                                     const int32_t *expert_count, int num_experts, int64_t m_total,
+                                     int64_t n, int64_t k, cudaStream_t stream) {
+  return f8_fwd(a, a_scales, b, b_scales, c, expert_offset, expert_count, num_experts, m_total, n,
+                k, NULL, stream);
+}
+
+extern "C" mok_status mok_gg_fp8_fwd_pushed(const void *a, const float *a_scales, const void *b,
+                                            const float *b_scales, void *c,
+                                            const int32_t *expert_offset,
+                                            const int32_t *expert_count, int num_experts,
+                                            int64_t m_total, int64_t n, int64_t k,
+                                            const mok_gg_move *push, cudaStream_t stream) {
+  if (!push) return MOK_ERR_INVALID_ARGUMENT;
+  return f8_fwd(a, a_scales, b, b_scales, c, expert_offset, expert_count, num_experts, m_total, n,
+                k, push, stream);
 }
 
 extern "C" mok_status mok_gg_fp8_gate_up_swiglu(const void *x, const float *x_scales,

@@ -9,6 +9,7 @@
 #include <cuda_runtime.h>
 #include <stdint.h>
 #include "include/mok.h"
+#include "kernels/fused_comm.h"
 #include "kernels/hopper_ptx.cuh"
 
 enum { F8_FWD = 0, F8_SWIGLU = 1 };
@@ -30,6 +31,10 @@ typedef struct {
   int has_preact;
   int group_m;
   uint16_t *c0, *c1;     /* the outputs for the direct epilogue (FWD: c; SWIGLU: act, preact) */
+  int push;              /* FWD: the epilogues also store each real row of c into its (token, j)
+                            slot on the source rank (move: kernels/fused_comm.h)             */
+  mok_gg_move move;
+  int64_t move_m_total;
 } f8_params;
 
 /* Direct epilogue: the thread's bf16 pairs of 8-column groups [N8B, N8B + NG) of its fragment

@@ -11,6 +11,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <vector>
+#include "kernels/fused_comm.h"
 #include "kernels/grouped_gemm.h"
 #include "kernels/grouped_gemm_tmap.h"
 extern "C" {
@@ -727,6 +728,12 @@ static void test_gg_bad_args(void) {
   CHECK_STATUS(mok_gg_bf16_gate_up_swiglu(d, d, d, d, NULL, d, d, 1, 128, 64, 64, 0, 0.f, 0),
                MOK_ERR_MISALIGNED);
   CHECK_STATUS(mok_gg_bf16_wgrad(d, d, d, 0, 1, d, d, 1, 128, 64, 64, 0), MOK_ERR_INVALID_ARGUMENT);
+  /* FP8: a push without its move, or a move that is not a push */
+  CHECK_STATUS(mok_gg_fp8_fwd_pushed(d, (float *)d, d, (float *)d, d, d, d, 1, 128, 128, 128, NULL, 0),
+               MOK_ERR_INVALID_ARGUMENT);
+  mok_gg_move pull = {};
+  CHECK_STATUS(mok_gg_fp8_fwd_pushed(d, (float *)d, d, (float *)d, d, d, d, 1, 128, 128, 128, &pull, 0),
+               MOK_ERR_INVALID_ARGUMENT);
   cudaFree(d);
 }
 
