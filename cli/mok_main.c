@@ -45,7 +45,8 @@ static void usage(FILE *f) {
           "  --gg-cluster N         GPU probe: grouped GEMM clusters forced to N (1 or 2; 0: default)\n"
           "  --gg-flags F           GPU probe: grouped GEMM tuning flags (BF16 8, 16: staggered\n"
           "                         warpgroups; FP8 16, 32: two, three warpgroups; 64: direct\n"
-          "                         epilogue; see kernels/grouped_gemm_tmap.h)\n");
+          "                         epilogue; 128: 256-column tiles for the plain forward too;\n"
+          "                         see kernels/grouped_gemm_tmap.h)\n");
 }
 
 /* Parses a whole non-negative integer in [lo, hi]; returns 0 on success. */

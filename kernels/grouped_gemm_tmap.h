@@ -28,7 +28,9 @@ mok_status gg_device_sms(int *sms);
  * 2; 2 multicasts B), a cap on the grid in CTAs, and flags. BF16: 1 = clusters of 2 without
  * multicast, 8 / 16 = consumer warpgroups staggered by 2 / 3 k-blocks. FP8: 2 = two partial
  * accumulators, 4 = clusters of 2, 16 / 32 = two / three consumer warpgroups, 64 = the direct
- * epilogue with one more stage. The bits are shared: one value sets both kernels' probes.
+ * epilogue with one more stage (2, 16, 32 and 64 also move gate+up off its default, the 256-column
+ * kernel), 128 = the 256-column kernel for the plain forward too (+ 4: in cluster pairs). The bits
+ * are shared: one value sets both kernels' probes.
  * gg_last_grid() is the grid of the last launch. */
 #ifdef __cplusplus
 extern "C" {
