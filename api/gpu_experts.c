@@ -183,11 +183,12 @@ mok_status mok_gpu_experts_forward_fp8(mok_schedule *s, const mok_weights *wt, v
                                        int push, cudaStream_t stream) {
   mok_workspace *w = s->ws;
   const int64_t H = w->shape.hidden, I = w->shape.intermediate;
-  TRY(mok_gg_fp8_gate_up_swiglu(w->fp8_x, w->fp8_x_scales, wt->w_gate, wt->w_gate_scale, wt->w_up,
-                                wt->w_up_scale, s->a, NULL, s->expert_offset, s->expert_count,
-                                w->el, w->cap, I, H, w->config.use_swiglu_limit,
-                                w->config.swiglu_limit, stream));
-  TRY(mok_gg_fp8_quantize_act(s->a, w->fp8_act, w->fp8_act_scales, w->cap, I, stream));
+  /* the activations come out of gate+up already quantized for down (s->a: bf16 scratch) */
+  TRY(mok_gg_fp8_gate_up_swiglu_quantized(w->fp8_x, w->fp8_x_scales, wt->w_gate, wt->w_gate_scale,
+                                          wt->w_up, wt->w_up_scale, s->a, w->fp8_act,
+                                          w->fp8_act_scales, s->expert_offset, s->expert_count,
+                                          w->el, w->cap, I, H, w->config.use_swiglu_limit,
+                                          w->config.swiglu_limit, stream));
   if (push) {
     const mok_gg_move q = fused_move(s, 1, 0);
     return mok_gg_fp8_fwd_pushed(w->fp8_act, w->fp8_act_scales, wt->w_down, wt->w_down_scale,

@@ -133,6 +133,21 @@ mok_status mok_gg_fp8_gate_up_swiglu(const void *x, const float *x_scales, const
                                      int64_t hidden, int use_limit, float limit,
                                      cudaStream_t stream);
 
+/* mok_gg_fp8_gate_up_swiglu with the activations quantized for the down projection: q_act
+ * [m_total, inter] e4m3 and q_scales [inter / 128][MOK_GG_FP8_SCALE_ROWS(m_total)], bit for bit
+ * what mok_gg_fp8_quantize_act gives on the bf16 activations, for the real rows (padding rows:
+ * unspecified, as act's are). On the default kernel the epilogue quantizes and act (bf16 [m_total, inter])
+ * is not written; under the tuning flags that select a 128-column kernel act is written, then
+ * quantized. */
+mok_status mok_gg_fp8_gate_up_swiglu_quantized(const void *x, const float *x_scales,
+                                               const void *w_gate, const float *w_gate_scales,
+                                               const void *w_up, const float *w_up_scales,
+                                               void *act, void *q_act, float *q_scales,
+                                               const int32_t *expert_offset,
+                                               const int32_t *expert_count, int num_experts,
+                                               int64_t m_total, int64_t inter, int64_t hidden,
+                                               int use_limit, float limit, cudaStream_t stream);
+
 /* ---- MXFP8 input (E4M3 data, one E8M0 scale byte per 1x32 block along the last dimension) ----
  * Converted once to the 128-block recipe above, which the FP8 GEMMs run: each 128-block's scale
  * is the largest of its MX scales (a power of two) and every value is rescaled by its own MX scale

@@ -296,11 +296,6 @@ __global__ void __launch_bounds__(F8_THREADS(NWG), 1)
 }
 
 /* ---- quantization ------------------------------------------------------------------------- */
-__device__ __forceinline__ uint16_t f8_pack2(float lo, float hi) {
-  uint16_t r;
-  asm("cvt.rn.satfinite.e4m3x2.f32 %0, %1, %2;\n" : "=h"(r) : "f"(hi), "f"(lo));
-  return r;
-}
 __device__ __forceinline__ float bf16_to_f(uint16_t h) { return __uint_as_float((uint32_t)h << 16); }
 
 /* One warp per 1x128 block: lanes hold 4 consecutive values. The scale of (row, kb) goes to
@@ -550,14 +545,12 @@ extern "C" mok_status mok_gg_fp8_fwd_pushed(const void *a, const float *a_scales
                 k, push, stream);
 }
 
-extern "C" mok_status mok_gg_fp8_gate_up_swiglu(const void *x, const float *x_scales,
-                                                const void *w_gate, const float *w_gate_scales,
-                                                const void *w_up, const float *w_up_scales,
-                                                void *act, void *preact,
-                                                const int32_t *expert_offset,
-                                                const int32_t *expert_count, int num_experts,
-                                                int64_t m_total, int64_t inter, int64_t hidden,
-                                                int use_limit, float limit, cudaStream_t stream) {
+static mok_status f8_gate_up(const void *x, const float *x_scales, const void *w_gate,
+                             const float *w_gate_scales, const void *w_up, const float *w_up_scales,
+                             void *act, void *preact, void *q_act, float *q_scales,
+                             const int32_t *expert_offset, const int32_t *expert_count,
+                             int num_experts, int64_t m_total, int64_t inter, int64_t hidden,
+                             int use_limit, float limit, cudaStream_t stream) {
   if (!x || !x_scales || !w_gate || !w_gate_scales || !w_up || !w_up_scales || !act)
     return MOK_ERR_INVALID_ARGUMENT;
   GG_TRY(f8_check(expert_offset, expert_count, num_experts, m_total, inter, hidden));
@@ -588,5 +581,39 @@ extern "C" mok_status mok_gg_fp8_gate_up_swiglu(const void *x, const float *x_sc
   p.use_limit = use_limit != 0;
   p.limit = limit;
   p.has_preact = preact != NULL;
-  return f8_launch<F8_SWIGLU>(&ta, &tg, &tu, &tc, &tp, p, m_total, stream);
+  /* the 256-column kernel quantizes in its epilogue (one 128-block per row and tile); the
+   * 128-column variants write bf16 act, quantized after */
+  const int fused_q = q_act && f8_wide(F8_SWIGLU);
+  if (fused_q) {
+    if (((uintptr_t)q_act & 15) || ((uintptr_t)q_scales & 15)) return MOK_ERR_MISALIGNED;
+    p.q_act = (uint8_t *)q_act;
+    p.q_scales = q_scales;
+  }
+  GG_TRY(f8_launch<F8_SWIGLU>(&ta, &tg, &tu, &tc, &tp, p, m_total, stream));
+  if (q_act && !fused_q) return mok_gg_fp8_quantize_act(act, q_act, q_scales, m_total, inter, stream);
+  return MOK_SUCCESS;
+}
+
+extern "C" mok_status mok_gg_fp8_gate_up_swiglu(const void *x, const float *x_scales,
+                                                const void *w_gate, const float *w_gate_scales,
+                                                const void *w_up, const float *w_up_scales,
+                                                void *act, void *preact,
+                                                const int32_t *expert_offset,
+                                                const int32_t *expert_count, int num_experts,
+                                                int64_t m_total, int64_t inter, int64_t hidden,
+                                                int use_limit, float limit, cudaStream_t stream) {
+  return f8_gate_up(x, x_scales, w_gate, w_gate_scales, w_up, w_up_scales, act, preact, NULL, NULL,
+                    expert_offset, expert_count, num_experts, m_total, inter, hidden, use_limit,
+                    limit, stream);
+}
+
+extern "C" mok_status mok_gg_fp8_gate_up_swiglu_quantized(
+    const void *x, const float *x_scales, const void *w_gate, const float *w_gate_scales,
+    const void *w_up, const float *w_up_scales, void *act, void *q_act, float *q_scales,
+    const int32_t *expert_offset, const int32_t *expert_count, int num_experts, int64_t m_total,
+    int64_t inter, int64_t hidden, int use_limit, float limit, cudaStream_t stream) {
+  if (!q_act || !q_scales) return MOK_ERR_INVALID_ARGUMENT;
+  return f8_gate_up(x, x_scales, w_gate, w_gate_scales, w_up, w_up_scales, act, NULL, q_act,
+                    q_scales, expert_offset, expert_count, num_experts, m_total, inter, hidden,
+                    use_limit, limit, stream);
 }

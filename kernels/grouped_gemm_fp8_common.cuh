@@ -31,6 +31,10 @@ typedef struct {
   int has_preact;
   int group_m;
   uint16_t *c0, *c1;     /* the outputs for the direct epilogue (FWD: c; SWIGLU: act, preact) */
+  uint8_t *q_act;        /* SWIGLU on the 256-column kernel, when set: the activations quantized
+                            in the epilogue (codes [m_total, n_out] e4m3 and q_scales
+                            [n_out / 128][m_pad]) instead of bf16 act                       */
+  float *q_scales;
   int push;              /* FWD: the epilogues also store each real row of c into its (token, j)
                             slot on the source rank (move: kernels/fused_comm.h)             */
   mok_gg_move move;
@@ -53,6 +57,59 @@ __device__ __forceinline__ void f8_store_direct(const float *acc, uint16_t *c, i
     const float *v = acc + (N8B + j) * 4;
     if (r < rows) *(uint32_t *)(p0 + 8 * j) = pack_bf16x2(v[0], v[1]);
     if (r + 8 < rows) *(uint32_t *)(p1 + 8 * j) = pack_bf16x2(v[2], v[3]);
+  }
+}
+
+/* Two floats as e4m3x2 (lo in the low byte), round to nearest, saturating. */
+__device__ __forceinline__ uint16_t f8_pack2(float lo, float hi) {
+  uint16_t r;
+  asm("cvt.rn.satfinite.e4m3x2.f32 %0, %1, %2;\n" : "=h"(r) : "f"(hi), "f"(lo));
+  return r;
+}
+
+/* Quantizing epilogue of a warpgroup's 64 rows x 128 columns (acc[0, 64): the m64n128 fragment,
+ * one 128-block per row): each value rounded to bf16, then the block's scale = amax / 448 (1 for
+ * an all-zero block) and the codes = value / scale in e4m3, the very steps of the activation
+ * quantizer (gg_quant_act_kernel) on the bf16 activations, so the same bits without the bf16
+ * round trip through memory. A row's 128 values lie in one quad of lanes (32 each); codes go to
+ * q[(row0 + r) * ld + col0 ...], the scale to scales[kb * m_pad + row0 + r]; rows past `rows`
+ * are skipped. */
+__device__ __forceinline__ void f8_store_quant(const float *acc, uint8_t *q, float *scales,
+                                               int64_t ld, int64_t m_pad, int64_t row0, int col0,
+                                               int rows, int wtid) {
+  const int lane = wtid & 31;
+  const int r = (wtid >> 5) * 16 + (lane >> 2);
+  float v[64]; /* the values rounded to bf16 */
+  float amax0 = 0.0f, amax1 = 0.0f; /* rows r and r + 8 */
+#pragma unroll
+  for (int i = 0; i < 64; i += 2) {
+    const uint32_t pk = pack_bf16x2(acc[i], acc[i + 1]);
+    v[i] = __uint_as_float(pk << 16);
+    v[i + 1] = __uint_as_float(pk & 0xffff0000u);
+    const float m = fmaxf(fabsf(v[i]), fabsf(v[i + 1]));
+    if (i & 2) amax1 = fmaxf(amax1, m);
+    else amax0 = fmaxf(amax0, m);
+  }
+#pragma unroll
+  for (int o = 1; o < 4; o <<= 1) {
+    amax0 = fmaxf(amax0, __shfl_xor_sync(0xffffffffu, amax0, o));
+    amax1 = fmaxf(amax1, __shfl_xor_sync(0xffffffffu, amax1, o));
+  }
+  const float scale0 = amax0 > 0.0f ? amax0 / 448.0f : 1.0f;
+  const float scale1 = amax1 > 0.0f ? amax1 / 448.0f : 1.0f;
+  const float inv0 = 1.0f / scale0, inv1 = 1.0f / scale1;
+  uint8_t *q0 = q + (row0 + r) * ld + col0 + 2 * (lane & 3);
+  uint8_t *q1 = q0 + 8 * ld;
+#pragma unroll
+  for (int j = 0; j < 16; ++j) {
+    const float *w = v + 4 * j;
+    if (r < rows) *(uint16_t *)(q0 + 8 * j) = f8_pack2(w[0] * inv0, w[1] * inv0);
+    if (r + 8 < rows) *(uint16_t *)(q1 + 8 * j) = f8_pack2(w[2] * inv1, w[3] * inv1);
+  }
+  if ((lane & 3) == 0) {
+    float *s = scales + (int64_t)(col0 / 128) * m_pad + row0 + r;
+    if (r < rows) s[0] = scale0;
+    if (r + 8 < rows) s[8] = scale1;
   }
 }
 

@@ -226,7 +226,10 @@ __global__ void __launch_bounds__(F8W_THREADS, 1)
           f8_store_direct<16, 16>(y, p.c1, 2 * p.n_out, row0, p.n_out + col0, rows, wtid);
         }
         gg_swiglu<64>(y, p.use_limit, p.limit);
-        f8_store_direct<0, 16>(y, p.c0, p.n_out, row0, col0, rows, wtid);
+        if (p.q_act)
+          f8_store_quant(y, p.q_act, p.q_scales, p.n_out, p.m_pad, row0, col0, rows, wtid);
+        else
+          f8_store_direct<0, 16>(y, p.c0, p.n_out, row0, col0, rows, wtid);
       }
     }
   }

@@ -621,6 +621,73 @@ static void test_gg_fp8_extreme_scales(void) {
   gg_restore_tuning();
 }
 
+/* Gate+up with the activations quantized for down (mok_gg_fp8_gate_up_swiglu_quantized): on
+ * every real row the same codes and scales, bit for bit, as the bf16 activations of
+ * mok_gg_fp8_gate_up_swiglu quantized by mok_gg_fp8_quantize_act; in the epilogue of the default
+ * (256-column) kernel, and after a 128-column kernel (flag 16); with and without the clamp. */
+static void test_gg_fp8_swiglu_quantized(void) {
+  gg_rng r = {test_seed() ^ 0xf8a9};
+  const int E = 5;
+  const int64_t inter = 384, hidden = 512;
+  gg_rows g = make_rows(&r, E, 400, 1);
+  const int64_t mp = MOK_GG_FP8_SCALE_ROWS(g.m_total), kbs = inter / 128;
+  std::vector<uint16_t> x(g.m_total * hidden), wg((size_t)E * inter * hidden),
+      wu((size_t)E * inter * hidden);
+  fill_bf16(&r, x, 1.0f);
+  fill_bf16(&r, wg, 0.2f);
+  fill_bf16(&r, wu, 0.2f);
+  uint8_t *qx, *qg, *qu;
+  float *sx, *sg, *su;
+  quant_act(g, x, hidden, &qx, &sx);
+  quant_weight(wg, E, inter, hidden, &qg, &sg);
+  quant_weight(wu, E, inter, hidden, &qu, &su);
+  int32_t *doff = to_dev(g.offset), *dcnt = to_dev(g.count);
+  uint16_t *act = NULL;
+  uint8_t *q0 = NULL, *q1 = NULL;
+  float *s0 = NULL, *s1 = NULL;
+  cudaMalloc((void **)&act, g.m_total * inter * 2);
+  cudaMalloc((void **)&q0, g.m_total * inter);
+  cudaMalloc((void **)&q1, g.m_total * inter);
+  cudaMalloc((void **)&s0, kbs * mp * 4);
+  cudaMalloc((void **)&s1, kbs * mp * 4);
+  const int flags[] = {0, 16};
+  for (int f : flags)
+    for (int lim = 0; lim < 2; ++lim) {
+      gg_set_tuning(0, 0, 0, f);
+      cudaMemset(q1, 0x7f, g.m_total * inter); /* e4m3 NaN codes and NaN scales where unwritten */
+      cudaMemset(s1, 0xff, kbs * mp * 4);
+      CHECK_STATUS(mok_gg_fp8_gate_up_swiglu(qx, sx, qg, sg, qu, su, act, NULL, doff, dcnt, E,
+                                             g.m_total, inter, hidden, lim, 0.75f, 0),
+                   MOK_SUCCESS);
+      CHECK_STATUS(mok_gg_fp8_quantize_act(act, q0, s0, g.m_total, inter, 0), MOK_SUCCESS);
+      CHECK_STATUS(mok_gg_fp8_gate_up_swiglu_quantized(qx, sx, qg, sg, qu, su, act, q1, s1, doff,
+                                                       dcnt, E, g.m_total, inter, hidden, lim,
+                                                       0.75f, 0),
+                   MOK_SUCCESS);
+      CUDA_OK(cudaDeviceSynchronize());
+      std::vector<uint8_t> c0 = from_dev(q0, g.m_total * inter), c1 = from_dev(q1, g.m_total * inter);
+      std::vector<float> a0 = from_dev(s0, kbs * mp), a1 = from_dev(s1, kbs * mp);
+      int64_t bad = 0, real = 0;
+      for (int e = 0; e < E; ++e)
+        for (int i = 0; i < g.count[e]; ++i) {
+          const int64_t row = g.offset[e] + i;
+          ++real;
+          bad += memcmp(&c0[row * inter], &c1[row * inter], inter) != 0;
+          for (int64_t kb = 0; kb < kbs; ++kb) bad += memcmp(&a0[kb * mp + row], &a1[kb * mp + row], 4) != 0;
+        }
+      printf("    flags %d limit %d: %lld real rows, %lld codes or scales differ\n", f, lim,
+             (long long)real, (long long)bad);
+      CHECK(real > 0 && bad == 0);
+    }
+  gg_restore_tuning();
+  CHECK_STATUS(mok_gg_fp8_gate_up_swiglu_quantized(qx, sx, qg, sg, qu, su, act, NULL, s1, doff, dcnt,
+                                                   E, g.m_total, inter, hidden, 0, 0.f, 0),
+               MOK_ERR_INVALID_ARGUMENT);
+  cudaFree(qx); cudaFree(qg); cudaFree(qu); cudaFree(sx); cudaFree(sg); cudaFree(su);
+  cudaFree(doff); cudaFree(dcnt); cudaFree(act); cudaFree(q0); cudaFree(q1); cudaFree(s0);
+  cudaFree(s1);
+}
+
 /* The row-major scale layout (mok_gg_fp8_quantize_act_rows, what the FP8 forward's dispatch moves):
  * the same codes bit for bit, and each scale equal to the K-block-major one; odd row count. */
 static void test_gg_fp8_quantize_rows(void) {
@@ -804,6 +871,7 @@ extern "C" const test_case gg_test_cases[] = {
     {"gg_fp8_exact_capacity", test_gg_fp8_exact_capacity},
     {"gg_fp8_extreme_scales", test_gg_fp8_extreme_scales},
     {"gg_fp8_quantize_rows", test_gg_fp8_quantize_rows},
+    {"gg_fp8_swiglu_quantized", test_gg_fp8_swiglu_quantized},
     {"gg_mxfp8_fwd", test_gg_mxfp8_fwd},
     {"gg_wgrad_fp32", test_gg_wgrad_fp32},
     {"gg_wgrad_bf16", test_gg_wgrad_bf16},
