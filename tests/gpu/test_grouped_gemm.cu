@@ -567,6 +567,18 @@ static void test_gg_fp8_fwd_small(void) { run_fp8_fwd(6, 300, 384, 384, 1000); }
 static void test_gg_fp8_fwd_many_tiles(void) { run_fp8_fwd(9, 1500, 1024, 1024, 24); }
 static void test_gg_fp8_swiglu(void) { run_fp8_swiglu(5, 300, 256, 256, 0, 1, 1000); }
 static void test_gg_fp8_swiglu_limit(void) { run_fp8_swiglu(7, 700, 384, 512, 1, 0, 24); }
+/* More experts than one launch takes (F8_MAX_EXPERTS = 256): the launchers split them; the
+ * default kernels and the 256-column one for the plain forward (flag 128). */
+static void test_gg_fp8_many_experts(void) {
+  const int flags[] = {0, 128};
+  for (int f : flags) {
+    printf("    flags %d\n", f);
+    gg_set_tuning(0, 0, 0, f);
+    run_fp8_fwd(300, 40, 256, 128, 2);
+    run_fp8_swiglu(300, 40, 128, 256, 0, 0, 2);
+  }
+  gg_restore_tuning();
+}
 /* The FP8 variants: two partial accumulators (flag 2), clusters of 2 (flag 4), two or three
  * consumer warpgroups (flags 16, 32; the default picks one from the capacity per expert), the
  * direct epilogue with one more stage (flag 64), the 256-column kernel (flag 128), alone and in
@@ -867,6 +879,7 @@ extern "C" const test_case gg_test_cases[] = {
     {"gg_fp8_fwd_many_tiles", test_gg_fp8_fwd_many_tiles},
     {"gg_fp8_swiglu", test_gg_fp8_swiglu},
     {"gg_fp8_swiglu_limit", test_gg_fp8_swiglu_limit},
+    {"gg_fp8_many_experts", test_gg_fp8_many_experts},
     {"gg_fp8_variants", test_gg_fp8_variants},
     {"gg_fp8_exact_capacity", test_gg_fp8_exact_capacity},
     {"gg_fp8_extreme_scales", test_gg_fp8_extreme_scales},
