@@ -280,7 +280,7 @@ int main(int argc, char **argv) {
         const char *names[] = {"fp8/3wg/c1", "fp8/3wg/c2", "fp8/3wg/direct", "fp8/2wg/c1",
                                "fp8/2wg/c2", "fp8/2wg/direct", "fp8/2wg/db/c1", "fp8/2wg/db/c2",
                                "fp8/wide256", "fp8/wide256/c2"};
-        for (int i = 0; i < 10; ++i) {
+        for (int i = 0; i < (int)(sizeof flags / sizeof flags[0]); ++i) {
           gg_set_tuning(0, 0, 0, flags[i]);
           double m1 = time_median_ms(s.gateup ? run_fp8_swiglu : run_fp8_fwd, &f, 2, iters);
           printf("  %-20s %-14s %8.3f %10.1f\n", s.name, names[i], m1, flop / m1 * 1e-9);

@@ -212,14 +212,7 @@ __global__ void __launch_bounds__(GG_THREADS, 1)
           if (++stage == GG_STAGES) { stage = 0; phase ^= 1; }
         }
       }
-      if (CL > 1) {
-        /* Stay until both CTAs' consumers have released every stage: the peer still arrives
-         * on this CTA's barriers, and this CTA's multicasts land in the peer. */
-        for (int i = 0; i < GG_STAGES; ++i) {
-          mbar_wait(empty0 + 8 * stage, phase ^ 1);
-          if (++stage == GG_STAGES) { stage = 0; phase ^= 1; }
-        }
-      }
+      gg_producer_drain<CL>(empty0, GG_STAGES, stage, phase);
     }
   } else {
     /* ------------------------------ consumers ----------------------------- */
@@ -498,8 +491,7 @@ extern "C" mok_status mok_gg_bf16_fwd_pushed(const void *a, const void *b, void 
  * no comm CTAs), 0 for a pull by q->ctas comm CTAs. */
 static mok_status gg_set_move(gg_params *p, const mok_gg_move *q, int push, const void *rows,
                               int64_t m_total, int64_t hidden, int num_experts) {
-  if (!q->peer_base || !q->row_src || q->top_k < 1 || q->tokens < 0 || q->push != push)
-    return MOK_ERR_INVALID_ARGUMENT;
+  if (!gg_move_ok(q, push)) return MOK_ERR_INVALID_ARGUMENT;
   if (!push && (!q->expert_offset || !q->flags || !q->err || q->ctas < 1 || q->mb_rows < 128 ||
                 q->mb_rows % 128 || q->timeout_ns <= 0))
     return MOK_ERR_INVALID_ARGUMENT;

@@ -56,6 +56,20 @@ __device__ __forceinline__ void gg_ring_init(uint32_t smem_base, uint32_t full0,
   }
 }
 
+/* The producer of a cluster pair, after its last load: stays until both CTAs' consumers have
+ * released every stage (the peer still arrives on this CTA's barriers, and this CTA's multicasts
+ * land in the peer). stage, phase: the producer's ring position after its last load. */
+template <int CL>
+__device__ __forceinline__ void gg_producer_drain(uint32_t empty0, int stages, int stage,
+                                                  uint32_t phase) {
+  if (CL > 1) {
+    for (int i = 0; i < stages; ++i) {
+      mbar_wait(empty0 + 8 * stage, phase ^ 1);
+      if (++stage == stages) { stage = 0; phase ^= 1; }
+    }
+  }
+}
+
 /* SwiGLU on a fragment whose gate values are acc[0, N) and up values acc[N, 2N) (same rows and
  * columns): acc[i] = silu(min(g, L)) * clamp(u, -L, L), or silu(g) * u without the limit. */
 template <int N>
@@ -147,6 +161,12 @@ __device__ __forceinline__ void gg_push_pass(const uint8_t *stage, int wtid, con
                 (int64_t)(slot % per_rank) * row_bytes + (int64_t)(col0 + c * 8) * 2;
     *(uint4 *)dst = v;
   }
+}
+
+/* Host check of a fused move's fields that both directions read (kernels/fused_comm.h), and that
+ * it is the direction the call makes (push 1 or 0). */
+static inline int gg_move_ok(const mok_gg_move *q, int push) {
+  return q->peer_base && q->row_src && q->top_k >= 1 && q->tokens >= 0 && q->push == push;
 }
 
 /* A launch of grid CTAs in clusters of cl (cl == 1: no cluster attribute); attr is its storage. */

@@ -86,21 +86,9 @@ __global__ void __launch_bounds__(F8_THREADS(NWG), 1)
   const int E = p.num_experts;
   const int rank = CL > 1 ? (int)cluster_ctarank() : 0;
   const int unit0 = blockIdx.x / CL, ustride = gridDim.x / CL;
-
-  if (tid == 0) {
-    gg_ring_init(smem_base, full0, empty0, STAGES, 4 * NWG * CL);
-    fence_mbar_init();
-  }
-  if (tid == 32) {
-    tma_prefetch_desc(&tm_a);
-    tma_prefetch_desc(&tm_b0);
-    if (MODE == F8_SWIGLU) tma_prefetch_desc(&tm_b1);
-    tma_prefetch_desc(&tm_c0);
-  }
-  if (tid >= 64 && tid < 96) gg_unit_prefix(p.count, E, BM * CL, p.n_tiles, prefix, tid & 31);
-  if (CL > 1) cluster_sync();
-  else __syncthreads();
-  const int total = prefix[E];
+  const int total = f8_cta_start<MODE, CL>(smem_base, full0, empty0, STAGES, 4 * NWG * CL, BM,
+                                           &tm_a, &tm_b0, &tm_b1, &tm_c0, p.count, E,
+                                           p.n_tiles, prefix);
 
   if (wg == 0) {
     /* ------------------------------ producer ------------------------------ */
@@ -146,12 +134,7 @@ __global__ void __launch_bounds__(F8_THREADS(NWG), 1)
           if (++stage == STAGES) { stage = 0; phase ^= 1; }
         }
       }
-      if (CL > 1) { /* stay until both CTAs released every stage (see the bf16 kernel) */
-        for (int i = 0; i < STAGES; ++i) {
-          mbar_wait(empty0 + 8 * stage, phase ^ 1);
-          if (++stage == STAGES) { stage = 0; phase ^= 1; }
-        }
-      }
+      gg_producer_drain<CL>(empty0, STAGES, stage, phase);
     }
   } else {
     /* ------------------------------ consumers ----------------------------- */
@@ -313,7 +296,7 @@ __global__ void gg_quant_act_kernel(const uint16_t *x, uint8_t *q, float *scales
   float amax = fmaxf(fmaxf(fabsf(v[0]), fabsf(v[1])), fmaxf(fabsf(v[2]), fabsf(v[3])));
 #pragma unroll
   for (int o = 16; o > 0; o >>= 1) amax = fmaxf(amax, __shfl_xor_sync(0xffffffffu, amax, o));
-  const float scale = amax > 0.0f ? amax / 448.0f : 1.0f;
+  const float scale = f8_scale_of(amax);
   const float inv = 1.0f / scale;
   uint32_t packed = (uint32_t)f8_pack2(v[0] * inv, v[1] * inv) |
                     ((uint32_t)f8_pack2(v[2] * inv, v[3] * inv) << 16);
@@ -344,7 +327,7 @@ __global__ void gg_quant_weight_kernel(const uint16_t *w, uint8_t *q, float *sca
   __syncthreads();
   amax = red[0];
   for (int i = 1; i < 8; ++i) amax = fmaxf(amax, red[i]);
-  const float scale = amax > 0.0f ? amax / 448.0f : 1.0f;
+  const float scale = f8_scale_of(amax);
   const float inv = 1.0f / scale;
   for (int i = 0; i < 64; i += 8) {
     const uint4 raw = *(const uint4 *)(w + base + i);
@@ -517,8 +500,7 @@ static mok_status f8_fwd(const void *a, const float *a_scales, const void *b, co
   p.b_rows = (int)n;
   p.n_out = (int)n;
   if (push) {
-    if (!push->peer_base || !push->row_src || push->top_k < 1 || push->tokens < 0 || !push->push)
-      return MOK_ERR_INVALID_ARGUMENT;
+    if (!gg_move_ok(push, 1)) return MOK_ERR_INVALID_ARGUMENT;
     p.push = 1;
     p.move = *push;
     p.move_m_total = m_total;

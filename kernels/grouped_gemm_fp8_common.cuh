@@ -10,6 +10,7 @@
 #include <stdint.h>
 #include "include/mok.h"
 #include "kernels/fused_comm.h"
+#include "kernels/grouped_gemm_common.cuh"
 #include "kernels/hopper_ptx.cuh"
 
 enum { F8_FWD = 0, F8_SWIGLU = 1 };
@@ -40,6 +41,41 @@ typedef struct {
   mok_gg_move move;
   int64_t move_m_total;
 } f8_params;
+
+/* The start of an FP8 kernel's CTA: the stage ring (thread 0; `releases` consumer-warp arrivals
+ * per stage), the tensor maps prefetched (thread 32; c0 NULL: none), the unit prefix over experts
+ * in units of unit_rows (warp 2), then the cluster (or the CTA) syncs, so that the barrier inits
+ * are visible to the peer before any multicast. Returns the launch's units. */
+template <int MODE, int CL>
+__device__ __forceinline__ int f8_cta_start(uint32_t smem_base, uint32_t full0, uint32_t empty0,
+                                            int stages, int releases, int unit_rows,
+                                            const CUtensorMap *a, const CUtensorMap *b0,
+                                            const CUtensorMap *b1, const CUtensorMap *c0,
+                                            const int32_t *count, int E, int n_tiles,
+                                            int32_t *prefix) {
+  const int tid = threadIdx.x;
+  if (tid == 0) {
+    gg_ring_init(smem_base, full0, empty0, stages, releases);
+    fence_mbar_init();
+  }
+  if (tid == 32) {
+    tma_prefetch_desc(a);
+    tma_prefetch_desc(b0);
+    if (MODE == F8_SWIGLU) tma_prefetch_desc(b1);
+    if (c0) tma_prefetch_desc(c0);
+  }
+  if (tid >= 64 && tid < 96) gg_unit_prefix(count, E, unit_rows * CL, n_tiles, prefix, tid & 31);
+  if (CL > 1) cluster_sync();
+  else __syncthreads();
+  return prefix[E];
+}
+
+/* The scale of a 1x128 (or 128x128) block from its largest magnitude: amax / 448 (E4M3's
+ * largest finite value), 1 for an all-zero block. Every FP8 quantizer takes it from here, so the
+ * epilogue's quantization and the separate kernels' agree bit for bit. */
+__device__ __forceinline__ float f8_scale_of(float amax) {
+  return amax > 0.0f ? amax / 448.0f : 1.0f;
+}
 
 /* Direct epilogue: the thread's bf16 pairs of 8-column groups [N8B, N8B + NG) of its fragment
  * straight to global memory, columns from col0, rows past `rows` (the warpgroup's real rows)
@@ -95,8 +131,7 @@ __device__ __forceinline__ void f8_store_quant(const float *acc, uint8_t *q, flo
     amax0 = fmaxf(amax0, __shfl_xor_sync(0xffffffffu, amax0, o));
     amax1 = fmaxf(amax1, __shfl_xor_sync(0xffffffffu, amax1, o));
   }
-  const float scale0 = amax0 > 0.0f ? amax0 / 448.0f : 1.0f;
-  const float scale1 = amax1 > 0.0f ? amax1 / 448.0f : 1.0f;
+  const float scale0 = f8_scale_of(amax0), scale1 = f8_scale_of(amax1);
   const float inv0 = 1.0f / scale0, inv1 = 1.0f / scale1;
   uint8_t *q0 = q + (row0 + r) * ld + col0 + 2 * (lane & 3);
   uint8_t *q1 = q0 + 8 * ld;

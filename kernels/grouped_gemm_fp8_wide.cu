@@ -84,20 +84,9 @@ __global__ void __launch_bounds__(F8W_THREADS, 1)
   const int E = p.num_experts;
   const int rank = CL > 1 ? (int)cluster_ctarank() : 0;
   const int unit0 = blockIdx.x / CL, ustride = gridDim.x / CL;
-
-  if (tid == 0) {
-    gg_ring_init(smem_base, full0, empty0, F8W_STAGES, 8 * CL);
-    fence_mbar_init();
-  }
-  if (tid == 32) {
-    tma_prefetch_desc(&tm_a);
-    tma_prefetch_desc(&tm_b0);
-    if (MODE == F8_SWIGLU) tma_prefetch_desc(&tm_b1);
-  }
-  if (tid >= 64 && tid < 96) gg_unit_prefix(p.count, E, F8W_BM * CL, p.n_tiles, prefix, tid & 31);
-  if (CL > 1) cluster_sync();
-  else __syncthreads();
-  const int total = prefix[E];
+  const int total = f8_cta_start<MODE, CL>(smem_base, full0, empty0, F8W_STAGES, 8 * CL, F8W_BM,
+                                           &tm_a, &tm_b0, &tm_b1, NULL, p.count, E,
+                                           p.n_tiles, prefix);
 
   if (wg == 0) {
     /* ------------------------------ producer ------------------------------ */
@@ -134,12 +123,7 @@ __global__ void __launch_bounds__(F8W_THREADS, 1)
           if (++stage == F8W_STAGES) { stage = 0; phase ^= 1; }
         }
       }
-      if (CL > 1) { /* stay until both CTAs released every stage (see the bf16 kernel) */
-        for (int i = 0; i < F8W_STAGES; ++i) {
-          mbar_wait(empty0 + 8 * stage, phase ^ 1);
-          if (++stage == F8W_STAGES) { stage = 0; phase ^= 1; }
-        }
-      }
+      gg_producer_drain<CL>(empty0, F8W_STAGES, stage, phase);
     }
   } else {
     /* ------------------------------ consumers ----------------------------- */

@@ -189,8 +189,7 @@ static float *fetch(const void *dev, int64_t n, int f32) {
   return out;
 }
 
-/* ||got - want|| / ||want||; NaN when got has a non-finite value; 0/0 counts as 0. */
-static double rel_err(const float *got, const float *want, int64_t n) {
+double lh_rel_err(const float *got, const float *want, int64_t n) {
   double num = 0, den = 0;
   for (int64_t i = 0; i < n; ++i) {
     if (!isfinite(got[i])) return NAN;
@@ -244,9 +243,9 @@ void lh_check_against_reference(const lh_host *h, const lh_dev *d, int rank, con
 
   double e[9];
   float *got;
-  got = fetch(d->y, T * H, 0); e[0] = rel_err(got, y[rank], T * H); free(got);
-  got = fetch(d->dx, T * H, 0); e[1] = rel_err(got, gr[rank].dx, T * H); free(got);
-  got = fetch(d->drw, T * k, 1); e[2] = rel_err(got, gr[rank].d_router_weights, T * k); free(got);
+  got = fetch(d->y, T * H, 0); e[0] = lh_rel_err(got, y[rank], T * H); free(got);
+  got = fetch(d->dx, T * H, 0); e[1] = lh_rel_err(got, gr[rank].dx, T * H); free(got);
+  got = fetch(d->drw, T * k, 1); e[2] = lh_rel_err(got, gr[rank].d_router_weights, T * k); free(got);
   float *ref6[6] = {gr[rank].dw_gate, gr[rank].dw_up, gr[rank].dw_down, gr[rank].dws_gate,
                     gr[rank].dws_up, gr[rank].dws_down};
   int nw = Is > 0 ? 6 : 3;
@@ -254,7 +253,7 @@ void lh_check_against_reference(const lh_host *h, const lh_dev *d, int rank, con
     if (c->accumulate)
       for (int64_t j = 0; j < d->wn[i]; ++j) ref6[i][j] += h->prefill[i][j];
     got = fetch(d->g[i], d->wn[i], c->grad_fp32);
-    e[3 + i] = rel_err(got, ref6[i], d->wn[i]);
+    e[3 + i] = lh_rel_err(got, ref6[i], d->wn[i]);
     free(got);
   }
   printf("  %-26s r%d y %.1e dx %.1e drw %.1e", label, rank, e[0], e[1], e[2]);

@@ -62,6 +62,8 @@ int lh_dev_alloc(lh_dev *d, const lh_host *h);
 void lh_dev_upload(lh_dev *d, const lh_host *h, int rank);  /* inputs, weights; poisons outputs */
 void lh_dev_free(lh_dev *d);
 
+/* ||got - want|| / ||want||; NaN when got has a non-finite value; 0/0 counts as 0. */
+double lh_rel_err(const float *got, const float *want, int64_t n);
 mok_config lh_config(const lh_case *c);
 
 /* build + forward + backward on stream (no synchronization). */

@@ -3,7 +3,6 @@
  * reference's FP8 mode (inputs and activations quantized the same way, weights dequantized) on the
  * routing cases, and the ops path's (bf16 rows pulled, then quantized) bit for bit; backward says
  * MOK_ERR_NOT_SUPPORTED and writes nothing. */
-#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -11,16 +10,6 @@
 #include "mok_reference.h"
 #include "tests/gpu/gpu_test.h"
 #include "tests/gpu/layer_harness.h"
-
-static double rel(const float *got, const float *want, int64_t n) {
-  double num = 0, den = 0;
-  for (int64_t i = 0; i < n; ++i) {
-    if (!isfinite(got[i])) return NAN;
-    num += ((double)got[i] - want[i]) * ((double)got[i] - want[i]);
-    den += (double)want[i] * want[i];
-  }
-  return den > 0 ? sqrt(num / den) : sqrt(num);
-}
 
 static void fp8_case(lh_case c, const char *label) {
   c.dtype = MOK_DTYPE_FP8_BLOCK128;
@@ -96,7 +85,7 @@ static void fp8_case(lh_case c, const char *label) {
     float *got = malloc(sizeof(float) * (size_t)(T * H + 1));
     cudaMemcpy(yb, d.y, (size_t)(T * H) * 2, cudaMemcpyDeviceToHost);
     mok_bf16_to_float_array(yb, got, T * H);
-    const double err = T > 0 ? rel(got, y[rank], T * H) : 0.0;
+    const double err = T > 0 ? lh_rel_err(got, y[rank], T * H) : 0.0;
     /* the dx buffer was poisoned and backward refused: still poisoned */
     uint16_t first = 0;
     if (T > 0) cudaMemcpy(&first, d.dx, 2, cudaMemcpyDeviceToHost);
