@@ -13,7 +13,7 @@ mok_status mok_config_init(mok_config *c) {
   c->bwd_comm_sms = 4;
   c->tile_m = 128;
   c->minibatch_rows = 128;
-  c->macrobatch_minibatches = 4;
+  c->macrobatch_minibatches = 64; /* 8192 rows: 16 ring steps at DSv3 EP=2, T 7168 */
   c->ring_bytes = 0;
   c->schedule_capacity = 0;
   c->use_swiglu_limit = 0;
@@ -70,7 +70,7 @@ mok_status mok_validate(const mok_shape *s, const mok_config *c, int ep) {
   if (c->timeout_ms <= 0 || (c->deterministic != 0 && c->deterministic != 1)) return MOK_ERR_INVALID_ARGUMENT;
   mok_pipe_params pipe;
   int64_t ring = 0;
-  return mok_pipe_from_config(s, c, &pipe, &ring); /* the ring holds at least two macrobatches */
+  return mok_pipe_from_config(s, c, ep, &pipe, &ring); /* a ring holds at least one region */
 }
 
 mok_status mok_fp8_scale_count(mok_dtype dtype, int64_t experts, int64_t rows, int64_t cols,

@@ -42,7 +42,7 @@ static cudaError_t rows_gemm(const mok_schedule *s, const int32_t *err, const vo
   if (s) {
     a.offsets = s->expert_offset;
     a.groups = s->ws->el;
-    a.max_rows = s->ws->cap;
+    a.max_rows = s->rows;
   }
   a.err = err;
   return v1_gemm_rows(&a, b_trans, stream);
@@ -90,7 +90,7 @@ typedef struct {
 } gg_rows;
 
 static gg_rows routed_rows(const mok_schedule *s) {
-  gg_rows r = {s, s->expert_offset, s->expert_count, s->ws->el, s->ws->cap, 0};
+  gg_rows r = {s, s->expert_offset, s->expert_count, s->ws->el, s->rows, 0};
   return r;
 }
 
@@ -187,16 +187,16 @@ mok_status mok_gpu_experts_forward_fp8(mok_schedule *s, const mok_weights *wt, v
   TRY(mok_gg_fp8_gate_up_swiglu_quantized(w->fp8_x, w->fp8_x_scales, wt->w_gate, wt->w_gate_scale,
                                           wt->w_up, wt->w_up_scale, s->a, w->fp8_act,
                                           w->fp8_act_scales, s->expert_offset, s->expert_count,
-                                          w->el, w->cap, I, H, w->config.use_swiglu_limit,
+                                          w->el, s->rows, I, H, w->config.use_swiglu_limit,
                                           w->config.swiglu_limit, stream));
   if (push) {
     const mok_gg_move q = fused_move(s, 1, 0);
     return mok_gg_fp8_fwd_pushed(w->fp8_act, w->fp8_act_scales, wt->w_down, wt->w_down_scale,
-                                 out_rows, s->expert_offset, s->expert_count, w->el, w->cap, H, I,
+                                 out_rows, s->expert_offset, s->expert_count, w->el, s->rows, H, I,
                                  &q, stream);
   }
   return mok_gg_fp8_fwd(w->fp8_act, w->fp8_act_scales, wt->w_down, wt->w_down_scale, out_rows,
-                        s->expert_offset, s->expert_count, w->el, w->cap, H, I, stream);
+                        s->expert_offset, s->expert_count, w->el, s->rows, H, I, stream);
 }
 
 mok_status mok_gpu_experts_forward(mok_schedule *s, const mok_weights *wt, const void *recv,
@@ -206,7 +206,7 @@ mok_status mok_gpu_experts_forward(mok_schedule *s, const mok_weights *wt, const
   const int32_t *err = w->err;
   const int32_t *rows_dev = s->expert_offset + w->el;
   if (w->config.dtype == MOK_DTYPE_FP8_BLOCK128) {
-    TRY(mok_gg_fp8_quantize_act(recv, w->fp8_x, w->fp8_x_scales, w->cap, H, stream));
+    TRY(mok_gg_fp8_quantize_act(recv, w->fp8_x, w->fp8_x_scales, s->rows, H, stream));
     return mok_gpu_experts_forward_fp8(s, wt, out_rows, 0, stream);
   }
   if (w->wgmma)
@@ -214,24 +214,28 @@ mok_status mok_gpu_experts_forward(mok_schedule *s, const mok_weights *wt, const
                           out_rows, I, stream);
   TRY_CUDA(rows_gemm(s, err, recv, H, wt->w_gate, NULL, 0, H, I * H, 0, s->g, I, 0, I, H, V1_OUT_F32, stream));
   TRY_CUDA(rows_gemm(s, err, recv, H, wt->w_up, NULL, 0, H, I * H, 0, s->u, I, 0, I, H, V1_OUT_F32, stream));
-  TRY_CUDA(v1_swiglu_forward(s->g, s->u, s->a, w->cap, rows_dev, I, w->config.use_swiglu_limit,
+  TRY_CUDA(v1_swiglu_forward(s->g, s->u, s->a, s->rows, rows_dev, I, w->config.use_swiglu_limit,
                              w->config.swiglu_limit, err, stream));
   TRY_CUDA(rows_gemm(s, err, s->a, I, wt->w_down, NULL, 0, I, H * I, 0, out_rows, H, 0, H, I, V1_OUT_BF16, stream));
   return MOK_SUCCESS;
 }
 
-mok_status mok_gpu_experts_forward_fused(mok_schedule *s, const mok_weights *wt,
+mok_status mok_gpu_experts_forward_fused(mok_schedule *s, const mok_weights *wt, int push,
                                          cudaStream_t stream) {
   mok_workspace *w = s->ws;
   const int64_t H = w->shape.hidden, I = w->shape.intermediate;
   const int ctas = w->config.fwd_comm_sms;
-  mok_gg_move pull = fused_move(s, 0, ctas), push = fused_move(s, 1, 0);
+  mok_gg_move pull = fused_move(s, 0, ctas), q = fused_move(s, 1, 0);
+  TRY_CUDA(cudaMemsetAsync(w->ready, 0, (size_t)w->ready_count * 4, stream));
   TRY(mok_gg_bf16_gate_up_swiglu_pulled(s->recv_x, wt->w_gate, wt->w_up, s->a, s->g,
-                                        s->expert_offset, s->expert_count, w->el, w->cap, I, H,
+                                        s->expert_offset, s->expert_count, w->el, s->rows, I, H,
                                         w->config.use_swiglu_limit, w->config.swiglu_limit, &pull,
                                         stream));
+  if (!push)
+    return mok_gg_bf16_fwd(s->a, wt->w_down, s->out_rows, s->expert_offset, s->expert_count, w->el,
+                           s->rows, H, I, stream);
   return mok_gg_bf16_fwd_pushed(s->a, wt->w_down, s->out_rows, s->expert_offset, s->expert_count,
-                                w->el, w->cap, H, I, &push, stream);
+                                w->el, s->rows, H, I, &q, stream);
 }
 
 mok_status mok_gpu_experts_backward_fused(mok_schedule *s, const mok_weights *wt,
@@ -261,7 +265,7 @@ mok_status mok_gpu_shared_forward(mok_schedule *s, const mok_weights *wt, const 
   return MOK_SUCCESS;
 }
 
-/* Expert backward from d_out = rw * dy rows ([cap, H], also reused as scratch): weight gradients
+/* Expert backward from d_out = rw * dy rows ([rows, H], also reused as scratch): weight gradients
  * of this rank's experts and dx rows (dx_rows may equal d_out). */
 mok_status mok_gpu_experts_backward(mok_schedule *s, const mok_weights *wt, const void *recv,
                                     void *d_out, void *dx_rows, const mok_grads *g,
@@ -278,7 +282,7 @@ mok_status mok_gpu_experts_backward(mok_schedule *s, const mok_weights *wt, cons
                            rows_dev, I, g, NULL, stream);
   TRY_CUDA(rows_gemm(s, err, d_out, H, wt->w_down, NULL, 0, I, H * I, 1, w->d_a, I, 0, I, H, V1_OUT_BF16, stream));
   TRY_CUDA(wgrad_gemm(s, err, d_out, H, s->a, I, g->dw_down, H, I, 0, mode, stream));
-  TRY_CUDA(v1_swiglu_backward(w->d_a, s->g, s->u, w->dgu, w->cap, rows_dev, I,
+  TRY_CUDA(v1_swiglu_backward(w->d_a, s->g, s->u, w->dgu, s->rows, rows_dev, I,
                               w->config.use_swiglu_limit, w->config.swiglu_limit, err, stream));
   TRY_CUDA(wgrad_gemm(s, err, w->dgu, 2 * I, recv, H, g->dw_gate, I, H, 0, mode, stream));
   TRY_CUDA(wgrad_gemm(s, err, (const char *)w->dgu + I * e2, 2 * I, recv, H, g->dw_up, I, H, 0,

@@ -9,6 +9,7 @@
 #include "comm/comm.h"
 #include "kernels/v1_kernels.h"
 #include "mok.h"
+#include "schedule/pipeline_core.h"
 
 /* Limits of this build's GPU path (also checked by mok_workspace_create). */
 #define MOK_V1_MAX_CHUNK_IDS 8192     /* top-k ids one schedule chunk stages in shared memory   */
@@ -21,6 +22,10 @@ struct mok_workspace {
   mok_config config;
   int ep, rank, el;          /* el = E / EP                                              */
   int64_t cap;               /* schedule rows per rank                                   */
+  mok_pipe_params pipe;      /* the token ring (pipe.ring_regions 0: none)               */
+  int64_t scratch_rows;      /* rows of the backward and FP8 scratch below: cap, or one
+                                ring region                                              */
+  int32_t *view_offset, *view_count, *view_row_src; /* a ring step's view of a schedule  */
   int chunks_per_rank;       /* schedule build geometry                                  */
   int64_t chunk_tokens;
   int64_t timeout_ns;
@@ -33,15 +38,15 @@ struct mok_workspace {
   void *local;
   int32_t *err;              /* sticky error word                                        */
   uint64_t *epoch;           /* barrier epoch counter                                    */
-  void *d_out;               /* [cap, H]  backward: rw * dy rows, later dx rows          */
-  void *d_a;                 /* [cap, I]                                                 */
-  void *dgu;                 /* [cap, 2I]                                                */
+  void *d_out;               /* [scratch_rows, H]  backward: rw * dy rows, later dx rows */
+  void *d_a;                 /* [scratch_rows, I]                                        */
+  void *dgu;                 /* [scratch_rows, 2I]                                       */
   void *ys;                  /* [T, H]    shared expert output / its dx                  */
   void *ds_a;                /* [T, Is]                                                  */
   void *dsgu;                /* [T, 2Is]                                                 */
-  void *fp8_x, *fp8_act;     /* FP8: E4M3 expert inputs [cap, H] and activations [cap, I]    */
-  float *fp8_x_scales;       /*      their 1x128 scales [H/128][cap rounded up to 128]       */
-  float *fp8_act_scales;     /*      and [I/128][cap rounded up to 128]                      */
+  void *fp8_x, *fp8_act;     /* FP8: E4M3 expert inputs [scratch_rows, H], activations [.., I] */
+  float *fp8_x_scales;       /*      their 1x128 scales [H/128][scratch_rows rounded to 128]  */
+  float *fp8_act_scales;     /*      and [I/128][scratch_rows rounded up to 128]              */
   int32_t *dense_table;      /* the shared expert as one grouped-GEMM expert: offset {0,
                                 T rounded up to 128}, count {T}                           */
   int64_t local_bytes;
@@ -54,15 +59,19 @@ struct mok_workspace {
                                 unused, and likewise sg / su                               */
 };
 
+/* A schedule, or one ring step's view of it (mok_gpu_ring_view: the tables of one macrobatch and
+ * the per-row buffers of one region). The stage functions read the rows through it. */
 struct mok_schedule {
   mok_workspace *ws;
   void *mem;
   int64_t bytes;
   int32_t *topk_all, *counts, *chunk_status, *expert_count, *expert_offset, *row_src;
-  void *recv_x;              /* [cap, H] tokens pulled to this rank's experts            */
-  void *g, *u, *a;           /* [cap, I] gate, up (fp32), SwiGLU output (bf16); for backward
-                                (wgmma: g is [cap, 2I] bf16 g | u, the same bytes)      */
-  void *out_rows;            /* [cap, H] expert outputs                                  */
+  int64_t rows;              /* rows of the per-row buffers: cap, the ring's, or a region's */
+  void *recv_x;              /* [rows, H] tokens pulled to this rank's experts           */
+  void *g, *u, *a;           /* [rows, I] gate, up (fp32), SwiGLU output (bf16); for backward
+                                (wgmma: g is [rows, 2I] bf16 g | u, the same bytes; u only
+                                on the v1 backend)                                       */
+  void *out_rows;            /* [rows, H] expert outputs                                 */
   void *sg, *su, *sa;        /* [T, Is]  shared expert's gate, up (fp32), activation     */
 };
 
@@ -73,6 +82,12 @@ v1_sched_args mok_gpu_sched_args(const mok_schedule *s);
 int mok_gpu_aligned(const void *p); /* 16-byte aligned (NULL counts as aligned) */
 mok_status mok_gpu_status(cudaError_t e);
 
+/* The token ring (gpu_ring.c). */
+int mok_gpu_ring_on(const mok_workspace *w);
+/* *v = macrobatch b's view of s in ring region `region` (its tables built on stream). */
+mok_status mok_gpu_ring_view(const mok_schedule *s, int64_t b, int32_t region, mok_schedule *v,
+                             cudaStream_t stream);
+
 /* Stages shared by the functional layer and the ops layer (gpu_layer.c, gpu_experts.c). */
 mok_status mok_gpu_check_weights(const mok_workspace *w, const mok_weights *wt);
 mok_status mok_gpu_check_grads(const mok_workspace *w, const mok_grads *g, int need_dx);
@@ -80,13 +95,15 @@ mok_status mok_gpu_experts_forward(mok_schedule *s, const mok_weights *wt, const
                                    void *out_rows, cudaStream_t stream);
 /* FP8: the forward experts from rows already quantized into fp8_x / fp8_x_scales (by
  * v1_dispatch_pull_fp8, or by mok_gpu_experts_forward from bf16 rows); push: the down epilogues
- * also push the rows into the source ranks' slots (the combine's move). */
+ * also push the rows into the source ranks' slots (the combine's move); out_rows NULL (push
+ * only): they are not stored locally. */
 mok_status mok_gpu_experts_forward_fp8(mok_schedule *s, const mok_weights *wt, void *out_rows,
                                        int push, cudaStream_t stream);
 /* MOK_PATH_FUSED: the forward experts with the dispatch inside gate+up (recv_x filled from the
- * peers' staged x by the kernel's comm CTAs; x staged on every rank and w->ready zeroed before)
- * and the combine push in down's epilogues (out_rows also in the source ranks' slots). */
-mok_status mok_gpu_experts_forward_fused(mok_schedule *s, const mok_weights *wt,
+ * peers' staged x by the kernel's comm CTAs, x staged on every rank before; w->ready is zeroed
+ * here) and, when push, the combine push in down's epilogues (out_rows also in the source ranks'
+ * slots; push 0: a backward replay). */
+mok_status mok_gpu_experts_forward_fused(mok_schedule *s, const mok_weights *wt, int push,
                                          cudaStream_t stream);
 /* MOK_PATH_FUSED: the experts backward from w->d_out, the dx rows also pushed into the source
  * ranks' slots by the last data gradient's epilogues. */

@@ -10,7 +10,9 @@
  * The fused path (default in BF16) has no separate pull and push kernels: the pull runs on comm
  * CTAs inside the gate+up kernel, the combine and dx pushes in the down and last data-gradient
  * epilogues. The FP8 forward stages x quantized (e4m3 codes and 1x128 scales), pulls those, and
- * pushes the combine from the down epilogues. */
+ * pushes the combine from the down epilogues. With a token ring (gpu_ring.c) the routed experts'
+ * stages run once per macrobatch on a view of the schedule: forward in reverse order, backward in
+ * order, replaying the forward of the macrobatches forward did not keep (x is staged again). */
 #include <string.h>
 #include <cuda_runtime_api.h>
 #include "api/gpu_internal.h"
@@ -41,6 +43,25 @@ mok_status mok_gpu_check_weights(const mok_workspace *w, const mok_weights *wt) 
   return check_weights(w, wt);
 }
 
+/* The routed experts of one schedule, or of one ring step's view of it (the rows that move and
+ * compute), after x is staged on every rank: pull dispatch, expert MLPs, push combine. */
+static mok_status experts_forward_pass(mok_schedule *v, const mok_weights *wt, cudaStream_t stream) {
+  mok_workspace *w = v->ws;
+  const int64_t T = w->shape.tokens, H = w->shape.hidden;
+  v1_route r = mok_gpu_route(v);
+  if (w->fused_dispatch) /* pull and combine push inside the GEMMs */
+    return mok_gpu_experts_forward_fused(v, wt, 1, stream);
+  if (w->config.dtype == MOK_DTYPE_FP8_BLOCK128) {
+    TRY_CUDA(v1_dispatch_pull_fp8(&r, w->off_x, w->off_x + (size_t)(T * H), w->fp8_x,
+                                  w->fp8_x_scales, MOK_GG_FP8_SCALE_ROWS(v->rows), stream));
+    return mok_gpu_experts_forward_fp8(v, wt, NULL, 1, stream); /* pushes the combine only */
+  }
+  TRY_CUDA(v1_dispatch_pull(&r, w->off_x, v->recv_x, stream));
+  TRY(mok_gpu_experts_forward(v, wt, v->recv_x, v->out_rows, stream));
+  TRY_CUDA(v1_push_rows(&r, v->out_rows, w->off_slots, stream));
+  return MOK_SUCCESS;
+}
+
 mok_status mok_forward(mok_schedule *s, const mok_weights *wt, const void *x,
                        const float *router_weights, void *y, cudaStream_t stream) {
   if (!s || !wt) return MOK_ERR_INVALID_ARGUMENT;
@@ -52,7 +73,6 @@ mok_status mok_forward(mok_schedule *s, const mok_weights *wt, const void *x,
     return MOK_ERR_MISALIGNED;
   TRY(check_weights(w, wt));
   char *sym = (char *)w->sym.ptr;
-  v1_route r = mok_gpu_route(s);
 
   /* FP8: x is quantized here, once per token, and the dispatch moves e4m3 codes and scales (half
    * the bytes, and no quantization of the k-fold larger received rows); the x region holds the
@@ -63,18 +83,17 @@ mok_status mok_forward(mok_schedule *s, const mok_weights *wt, const void *x,
                                      stream));
   else if (T > 0)
     TRY_CUDA(cudaMemcpyAsync(sym + w->off_x, x, (size_t)(T * H * 2), cudaMemcpyDeviceToDevice, stream));
-  if (w->fused_dispatch) TRY_CUDA(cudaMemsetAsync(w->ready, 0, (size_t)w->ready_count * 4, stream));
   TRY(mok_gpu_barrier(w, stream));
-  if (w->fused_dispatch) { /* pull and combine push inside the GEMMs */
-    TRY(mok_gpu_experts_forward_fused(s, wt, stream));
-  } else if (fp8) {
-    TRY_CUDA(v1_dispatch_pull_fp8(&r, w->off_x, w->off_x + (size_t)(T * H), w->fp8_x,
-                                  w->fp8_x_scales, MOK_GG_FP8_SCALE_ROWS(w->cap), stream));
-    TRY(mok_gpu_experts_forward_fp8(s, wt, s->out_rows, 1, stream)); /* pushes the combine */
+  if (mok_gpu_ring_on(w)) { /* macrobatches in reverse: the last steps stay for backward */
+    const int64_t steps = mok_pipe_steps(&w->pipe);
+    for (int64_t i = 0; i < steps; ++i) {
+      mok_schedule v;
+      TRY(mok_gpu_ring_view(s, mok_pipe_fwd_macro(steps, i), mok_pipe_fwd_region(&w->pipe, i), &v,
+                            stream));
+      TRY(experts_forward_pass(&v, wt, stream));
+    }
   } else {
-    TRY_CUDA(v1_dispatch_pull(&r, w->off_x, s->recv_x, stream));
-    TRY(mok_gpu_experts_forward(s, wt, s->recv_x, s->out_rows, stream));
-    TRY_CUDA(v1_push_rows(&r, s->out_rows, w->off_slots, stream));
+    TRY(experts_forward_pass(s, wt, stream));
   }
   TRY(mok_gpu_shared_forward(s, wt, x, stream));
   TRY(mok_gpu_barrier(w, stream));
@@ -98,6 +117,32 @@ mok_status mok_gpu_check_grads(const mok_workspace *w, const mok_grads *g, int n
   return MOK_SUCCESS;
 }
 
+/* A ring step's forward again, for backward: x rows pulled into the region, gate+up (the
+ * pre-activations and activations) and down (the outputs d_router_weights needs), nothing pushed;
+ * the same bits as the forward's. */
+static mok_status experts_replay(mok_schedule *v, const mok_weights *wt, cudaStream_t stream) {
+  mok_workspace *w = v->ws;
+  if (w->fused_dispatch) return mok_gpu_experts_forward_fused(v, wt, 0, stream);
+  v1_route r = mok_gpu_route(v);
+  TRY_CUDA(v1_dispatch_pull(&r, w->off_x, v->recv_x, stream));
+  return mok_gpu_experts_forward(v, wt, v->recv_x, v->out_rows, stream);
+}
+
+/* The routed experts' backward on a schedule or a ring step's view, after dy and the router
+ * weights are staged: reverse-combine (pull dy, push d_router_weights), expert backward, push of
+ * the dx rows. */
+static mok_status experts_backward_pass(mok_schedule *v, const mok_weights *wt, const mok_grads *g,
+                                        cudaStream_t stream) {
+  mok_workspace *w = v->ws;
+  v1_route r = mok_gpu_route(v);
+  TRY_CUDA(v1_reverse_combine(&r, w->off_dy, w->off_rw, w->off_drw, v->out_rows, w->d_out, stream));
+  if (w->fused_dispatch) /* the dx push inside the last data gradient */
+    return mok_gpu_experts_backward_fused(v, wt, g, stream);
+  TRY(mok_gpu_experts_backward(v, wt, v->recv_x, w->d_out, w->d_out, g, stream));
+  TRY_CUDA(v1_push_rows(&r, w->d_out, w->off_slots, stream));
+  return MOK_SUCCESS;
+}
+
 mok_status mok_backward(mok_schedule *s, const mok_weights *wt, const void *x,
                         const float *router_weights, const void *dy, const mok_grads *g,
                         cudaStream_t stream) {
@@ -111,20 +156,28 @@ mok_status mok_backward(mok_schedule *s, const mok_weights *wt, const void *x,
     return MOK_ERR_MISALIGNED;
   TRY(check_weights(w, wt));
   char *sym = (char *)w->sym.ptr;
-  v1_route r = mok_gpu_route(s);
+  const int ring = mok_gpu_ring_on(w);
 
   if (T > 0) {
     TRY_CUDA(cudaMemcpyAsync(sym + w->off_dy, dy, (size_t)(T * H * 2), cudaMemcpyDeviceToDevice, stream));
     TRY_CUDA(cudaMemcpyAsync(sym + w->off_rw, router_weights, (size_t)(T * k) * 4,
                              cudaMemcpyDeviceToDevice, stream));
+    if (ring) /* macrobatches not kept pull their x rows again */
+      TRY_CUDA(cudaMemcpyAsync(sym + w->off_x, x, (size_t)(T * H * 2), cudaMemcpyDeviceToDevice,
+                               stream));
   }
   TRY(mok_gpu_barrier(w, stream));
-  TRY_CUDA(v1_reverse_combine(&r, w->off_dy, w->off_rw, w->off_drw, s->out_rows, w->d_out, stream));
-  if (w->fused_dispatch) { /* the dx push inside the last data gradient */
-    TRY(mok_gpu_experts_backward_fused(s, wt, g, stream));
+  if (ring) { /* macrobatches in order; those forward did not keep are replayed first */
+    const int64_t steps = mok_pipe_steps(&w->pipe);
+    for (int64_t i = 0; i < steps; ++i) {
+      mok_schedule v;
+      TRY(mok_gpu_ring_view(s, mok_pipe_bwd_macro(i), mok_pipe_bwd_region(&w->pipe, steps, i), &v,
+                            stream));
+      if (!mok_pipe_bwd_resident(&w->pipe, i)) TRY(experts_replay(&v, wt, stream));
+      TRY(experts_backward_pass(&v, wt, g, stream));
+    }
   } else {
-    TRY(mok_gpu_experts_backward(s, wt, s->recv_x, w->d_out, w->d_out, g, stream));
-    TRY_CUDA(v1_push_rows(&r, w->d_out, w->off_slots, stream));
+    TRY(experts_backward_pass(s, wt, g, stream));
   }
   TRY(mok_gpu_shared_backward(s, wt, x, dy, g, stream));
   TRY(mok_gpu_barrier(w, stream));

@@ -4,7 +4,9 @@
  * caller's data is staged on every rank and the previous use of the target is over; the trailing
  * one: every transfer has landed), so the caller needs no synchronization of its own.
  * Router-weight gradients travel through the workspace: experts_backward pushes them to the source
- * rank, reverse_dispatch_reduce writes them to grads->d_router_weights. */
+ * rank, reverse_dispatch_reduce writes them to grads->d_router_weights. The caller's row buffers
+ * hold the schedule's capacity: a workspace with a token ring (config.ring_bytes) has no ops layer
+ * (MOK_ERR_NOT_SUPPORTED). */
 #include <string.h>
 #include <cuda_runtime_api.h>
 #include "api/gpu_internal.h"
@@ -47,17 +49,19 @@ static int64_t slot_bytes(const mok_schedule *s) { return token_bytes(s) * s->ws
 
 mok_status mok_op_dispatch(mok_schedule *s, const mok_sym_buffer *x, void *recv, cudaStream_t st) {
   if (!s || !x || !recv) return MOK_ERR_INVALID_ARGUMENT;
+  if (mok_gpu_ring_on(s->ws)) return MOK_ERR_NOT_SUPPORTED;
   return move_rows(s, x, token_bytes(s), recv, 1, st);
 }
 
 mok_status mok_op_experts_forward(mok_schedule *s, const mok_weights *wt, const void *recv,
                                   void *out_rows, cudaStream_t st) {
   if (!s || !wt || !recv || !out_rows) return MOK_ERR_INVALID_ARGUMENT;
+  if (mok_gpu_ring_on(s->ws)) return MOK_ERR_NOT_SUPPORTED;
   if (!mok_gpu_aligned(recv) || !mok_gpu_aligned(out_rows)) return MOK_ERR_MISALIGNED;
   TRY(mok_gpu_check_weights(s->ws, wt));
   TRY(mok_gpu_experts_forward(s, wt, recv, out_rows, st));
   /* backward's router-weight gradients need the outputs: keep a copy in the schedule */
-  TRY_CUDA(cudaMemcpyAsync(s->out_rows, out_rows, (size_t)(s->ws->cap * s->ws->shape.hidden * 2),
+  TRY_CUDA(cudaMemcpyAsync(s->out_rows, out_rows, (size_t)(s->rows * s->ws->shape.hidden * 2),
                            cudaMemcpyDeviceToDevice, st));
   return MOK_SUCCESS;
 }
@@ -65,6 +69,7 @@ mok_status mok_op_experts_forward(mok_schedule *s, const mok_weights *wt, const 
 mok_status mok_op_combine(mok_schedule *s, const void *out_rows, const mok_sym_buffer *combine,
                           cudaStream_t st) {
   if (!s || !out_rows || !combine) return MOK_ERR_INVALID_ARGUMENT;
+  if (mok_gpu_ring_on(s->ws)) return MOK_ERR_NOT_SUPPORTED;
   return move_rows(s, combine, slot_bytes(s), (void *)out_rows, 0, st);
 }
 
@@ -89,6 +94,7 @@ mok_status mok_op_combine_reduce(mok_schedule *s, const mok_weights *wt, const v
 mok_status mok_op_reverse_combine(mok_schedule *s, const mok_sym_buffer *dy, void *recv_dy,
                                   cudaStream_t st) {
   if (!s || !dy || !recv_dy) return MOK_ERR_INVALID_ARGUMENT;
+  if (mok_gpu_ring_on(s->ws)) return MOK_ERR_NOT_SUPPORTED;
   return move_rows(s, dy, token_bytes(s), recv_dy, 1, st);
 }
 
@@ -96,6 +102,7 @@ mok_status mok_op_experts_backward(mok_schedule *s, const mok_weights *wt, const
                                    const void *recv_dy, const mok_sym_buffer *rw, void *dx_rows,
                                    const mok_grads *g, cudaStream_t st) {
   if (!s || !wt || !recv || !recv_dy || !rw || !dx_rows || !g) return MOK_ERR_INVALID_ARGUMENT;
+  if (mok_gpu_ring_on(s->ws)) return MOK_ERR_NOT_SUPPORTED;
   if (!mok_gpu_aligned(recv) || !mok_gpu_aligned(recv_dy) || !mok_gpu_aligned(dx_rows))
     return MOK_ERR_MISALIGNED;
   mok_workspace *w = s->ws;
@@ -111,6 +118,7 @@ mok_status mok_op_experts_backward(mok_schedule *s, const mok_weights *wt, const
 mok_status mok_op_reverse_dispatch(mok_schedule *s, const void *dx_rows,
                                    const mok_sym_buffer *dx_parts, cudaStream_t st) {
   if (!s || !dx_rows || !dx_parts) return MOK_ERR_INVALID_ARGUMENT;
+  if (mok_gpu_ring_on(s->ws)) return MOK_ERR_NOT_SUPPORTED;
   return move_rows(s, dx_parts, slot_bytes(s), (void *)dx_rows, 0, st);
 }
 

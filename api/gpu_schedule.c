@@ -1,6 +1,7 @@
 /* gpu_schedule.c — the schedule object of one MoE layer invocation on the GPU path: its table
  * (built on the device from every rank's routing) and what forward keeps for backward (the pulled
- * tokens, gate / up / SwiGLU rows, expert outputs, the shared expert's activations). */
+ * tokens, gate / up / SwiGLU rows, expert outputs, the shared expert's activations), for every row
+ * the capacity allows or, with a token ring, for the ring's regions. */
 #include <stdlib.h>
 #include <string.h>
 #include <cuda_runtime_api.h>
@@ -16,6 +17,9 @@ mok_status mok_schedule_create(mok_workspace *w, mok_schedule **out) {
   s->ws = w;
   const int64_t T = w->shape.tokens, H = w->shape.hidden, I = w->shape.intermediate,
                 k = w->shape.top_k, Is = w->shape.shared_intermediate, cap = w->cap;
+  /* the per-row buffers: the capacity's rows, or the token ring's (every region) */
+  const int64_t rows = w->pipe.ring_regions > 0 ? mok_pipe_ring_rows(&w->pipe) : cap;
+  s->rows = rows;
   const int64_t nchunks = (int64_t)w->ep * w->chunks_per_rank;
   size_t off = 0, o_topk, o_counts, o_cs, o_ec, o_eo, o_rs, o_rx, o_g, o_u, o_a, o_out, o_sg, o_su, o_sa;
 #define LOC(var, bytes) do { var = off; off = align_up(off + (size_t)(bytes), 256); } while (0)
@@ -25,11 +29,11 @@ mok_status mok_schedule_create(mok_workspace *w, mok_schedule **out) {
   LOC(o_counts, nchunks * w->el * 4);
   LOC(o_cs, nchunks * 4);
   LOC(o_rs, cap * 4);
-  LOC(o_rx, cap * H * 2);
-  LOC(o_g, cap * I * 4);
-  LOC(o_u, cap * I * 4);
-  LOC(o_a, cap * I * 2);
-  LOC(o_out, cap * H * 2);
+  LOC(o_rx, rows * H * 2);
+  LOC(o_g, rows * I * 4);
+  LOC(o_u, w->wgmma ? 0 : rows * I * 4); /* wgmma: g holds g | u as bf16 */
+  LOC(o_a, rows * I * 2);
+  LOC(o_out, rows * H * 2);
   LOC(o_sg, T * Is * 4);
   LOC(o_su, T * Is * 4);
   LOC(o_sa, T * Is * 2);
@@ -49,7 +53,7 @@ mok_status mok_schedule_create(mok_workspace *w, mok_schedule **out) {
   s->row_src = (int32_t *)(m + o_rs);
   s->recv_x = m + o_rx;
   s->g = m + o_g;
-  s->u = m + o_u;
+  s->u = w->wgmma ? NULL : m + o_u;
   s->a = m + o_a;
   s->out_rows = m + o_out;
   s->sg = m + o_sg;
@@ -105,5 +109,11 @@ mok_status mok_schedule_rows(mok_schedule *s, int64_t *rows) {
     e = cudaMemcpy(&v, s->expert_offset + s->ws->el, sizeof v, cudaMemcpyDeviceToHost);
   if (e != cudaSuccess) return mok_gpu_status(e);
   *rows = v;
+  return MOK_SUCCESS;
+}
+
+mok_status mok_schedule_bytes(const mok_schedule *s, int64_t *bytes) {
+  if (!s || !bytes) return MOK_ERR_INVALID_ARGUMENT;
+  *bytes = s->bytes;
   return MOK_SUCCESS;
 }

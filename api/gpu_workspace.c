@@ -6,6 +6,7 @@
 #include <string.h>
 #include <cuda_runtime_api.h>
 #include "api/gpu_internal.h"
+#include "schedule/pipeline.h"
 
 mok_status mok_gpu_status(cudaError_t e) {
   if (e == cudaSuccess) return MOK_SUCCESS;
@@ -129,6 +130,9 @@ static mok_status check_request(const mok_shape *s, const mok_config *c, int ep,
       return MOK_ERR_CUDA;
     if (c->fwd_comm_sms > sms / 2) return MOK_ERR_INVALID_ARGUMENT;
   }
+  /* the token ring runs on the wgmma kernels (their weight gradient leaves a view's other
+   * experts alone) */
+  if (c->ring_bytes > 0 && !wgmma_backend(c)) return MOK_ERR_NOT_SUPPORTED;
   if (c->schedule_capacity > 0) {
     *cap = c->schedule_capacity;
   } else {
@@ -164,6 +168,15 @@ mok_status mok_workspace_create(mok_group *g, const mok_shape *s, const mok_conf
   w->chunks_per_rank = cpr;
   w->chunk_tokens = ct;
   w->timeout_ns = (int64_t)c->timeout_ms * 1000000;
+  int64_t ring_bytes = 0;
+  st = mok_pipe_from_config(s, c, g->size, &w->pipe, &ring_bytes); /* validated above */
+  if (st != MOK_SUCCESS) {
+    free(w);
+    return st;
+  }
+  const int ring = w->pipe.ring_regions > 0;
+  const int64_t rows = ring ? mok_pipe_region_rows(&w->pipe) : cap; /* scratch rows */
+  w->scratch_rows = rows;
 
   const int64_t T = s->tokens, H = s->hidden, I = s->intermediate, k = s->top_k,
                 Is = s->shared_intermediate;
@@ -185,27 +198,33 @@ mok_status mok_workspace_create(mok_group *g, const mok_shape *s, const mok_conf
   }
   size_t loff = 0;
   size_t o_err, o_epoch, o_dense, o_ready, o_dout, o_da, o_dgu, o_ys, o_dsa, o_dsgu, o_peer, o_op_peer;
+  size_t o_vo = 0, o_vc = 0, o_vr = 0;
 #define LOC(var, bytes) do { var = loff; loff = align_up(loff + (size_t)(bytes), 256); } while (0)
   LOC(o_err, 4);
   LOC(o_epoch, 8);
   LOC(o_dense, 4 * 4);
-  LOC(o_ready, (cap + c->minibatch_rows - 1) / c->minibatch_rows * 4);
+  LOC(o_ready, (rows + c->minibatch_rows - 1) / c->minibatch_rows * 4);
   LOC(o_peer, (int64_t)w->ep * 8);
   LOC(o_op_peer, (int64_t)w->ep * 8);
-  LOC(o_dout, cap * H * 2);
-  LOC(o_da, cap * I * 2);
-  LOC(o_dgu, cap * 2 * I * 2);
+  if (ring) { /* a ring step's view of a schedule */
+    LOC(o_vo, ((int64_t)w->el + 1) * 4);
+    LOC(o_vc, (int64_t)w->el * 4);
+    LOC(o_vr, rows * 4);
+  }
+  LOC(o_dout, rows * H * 2);
+  LOC(o_da, rows * I * 2);
+  LOC(o_dgu, rows * 2 * I * 2);
   LOC(o_ys, T * H * 2);
   LOC(o_dsa, T * Is * 2);
   LOC(o_dsgu, T * 2 * Is * 2);
   const int fp8 = c->dtype == MOK_DTYPE_FP8_BLOCK128;
-  const int64_t cap_pad = (cap + 127) / 128 * 128; /* rows of a scale table */
+  const int64_t rows_pad = (rows + 127) / 128 * 128; /* rows of a scale table */
   size_t o_qx = 0, o_xs = 0, o_qa = 0, o_as = 0;
   if (fp8) { /* the quantized expert inputs and activations, and their 1x128 scales */
-    LOC(o_qx, cap * H);
-    LOC(o_xs, H / 128 * cap_pad * 4);
-    LOC(o_qa, cap * I);
-    LOC(o_as, I / 128 * cap_pad * 4);
+    LOC(o_qx, rows * H);
+    LOC(o_xs, H / 128 * rows_pad * 4);
+    LOC(o_qa, rows * I);
+    LOC(o_as, I / 128 * rows_pad * 4);
   }
 #undef LOC
   cudaError_t e = cudaMalloc(&w->local, loff);
@@ -233,8 +252,13 @@ mok_status mok_workspace_create(mok_group *g, const mok_shape *s, const mok_conf
     w->fp8_act = L + o_qa;
     w->fp8_act_scales = (float *)(L + o_as);
   }
+  if (ring) {
+    w->view_offset = (int32_t *)(L + o_vo);
+    w->view_count = (int32_t *)(L + o_vc);
+    w->view_row_src = (int32_t *)(L + o_vr);
+  }
   w->ready = (int32_t *)(L + o_ready);
-  w->ready_count = (cap + c->minibatch_rows - 1) / c->minibatch_rows;
+  w->ready_count = (rows + c->minibatch_rows - 1) / c->minibatch_rows;
   w->fused_dispatch = fused_path(c);
   w->wgmma = wgmma_backend(c);
   /* The parallel schedule kernels build the same table ~18x faster (docs/PERF.md); the serial
@@ -338,7 +362,7 @@ v1_route mok_gpu_route(const mok_schedule *s) {
   r.row_src = s->row_src;
   r.expert_offset = s->expert_offset;
   r.experts_local = w->el;
-  r.capacity = w->cap;
+  r.capacity = s->rows;
   r.err = w->err;
   return r;
 }

@@ -42,6 +42,8 @@ static void usage(FILE *f) {
           "  --warmup N             warm-up iterations on the GPU (default 3)\n"
           "  --samples N            gradient entries per tensor checked by finite differences (default 16)\n"
           "  --fwd-comm-sms N       --bwd-comm-sms N   --minibatch ROWS   --capacity ROWS\n"
+          "  --ring-mb MB           GPU: token ring of MB MiB per schedule (0: none, the default)\n"
+          "  --macrobatch N         GPU: minibatches per macrobatch (the ring's unit)\n"
           "  --gg-cluster N         GPU probe: grouped GEMM clusters forced to N (1 or 2; 0: default)\n"
           "  --gg-flags F           GPU probe: grouped GEMM tuning flags (BF16 8, 16: staggered\n"
           "                         warpgroups; FP8 16, 32: two, three warpgroups; 64: direct\n"
@@ -104,6 +106,8 @@ static int parse_run(int argc, char **argv, cli_options *o) {
     else if (strcmp(a, "--bwd-comm-sms") == 0) bad = parse_int(a, v, 1, 128, &n), o->config.bwd_comm_sms = (int)n;
     else if (strcmp(a, "--minibatch") == 0) bad = parse_int(a, v, 1, 1 << 20, &n), o->config.minibatch_rows = (int)n;
     else if (strcmp(a, "--capacity") == 0) bad = parse_int(a, v, 0, 1LL << 31, &n), o->config.schedule_capacity = n;
+    else if (strcmp(a, "--macrobatch") == 0) bad = parse_int(a, v, 1, 1 << 20, &n), o->config.macrobatch_minibatches = (int)n;
+    else if (strcmp(a, "--ring-mb") == 0) bad = parse_int(a, v, 0, 1LL << 30, &n), o->config.ring_bytes = n << 20;
     else if (strcmp(a, "--gg-cluster") == 0) bad = parse_int(a, v, 0, 2, &n), o->gg_cluster = (int)n;
     else if (strcmp(a, "--gg-flags") == 0) bad = parse_int(a, v, 0, 255, &n), o->gg_flags = (int)n;
     else if (strcmp(a, "--routing") == 0) {

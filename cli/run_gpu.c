@@ -173,7 +173,7 @@ static int launch(const cli_options *o, int n) {
          (long long)s.tokens, (long long)s.hidden, (long long)s.intermediate,
          (long long)s.num_experts, (long long)s.top_k, (long long)s.shared_intermediate,
          o->routing == CLI_ROUTING_ZIPF ? "zipf" : "uniform", (unsigned long long)o->seed);
-  printf("  workspace %.2f GiB/rank, busiest rank's schedule rows %lld; %d warm-up + %d timed iterations\n",
+  printf("  workspace + schedule %.2f GiB/rank, busiest rank's schedule rows %lld; %d warm-up + %d timed iterations\n",
          ws_bytes / 1073741824.0, rows_max, o->warmup, iters);
   printf("  %-28s %10s %14s\n", "stage (slowest rank, median)", "ms", "TFLOP/s/GPU");
   printf("  %-28s %10.3f %13.1f%%\n", fp8 ? "schedule build (of build+fwd)" : "schedule build (of fwd+bwd)",
@@ -483,6 +483,9 @@ static int worker(const cli_options *o, int rank, int n, const char *dir) {
   int64_t rows = 0, wbytes = 0;
   MK(mok_schedule_rows(sch, &rows));
   MK(mok_workspace_bytes(ws, &wbytes));
+  int64_t sbytes = 0;
+  MK(mok_schedule_bytes(sch, &sbytes));
+  wbytes += sbytes; /* what the layer holds: the workspace and the schedule (with its ring) */
 
   /* sampled check: a few tokens against the CPU reference, from only the weights they use */
   expert_gen gen = {seed, H, I, el, sw, sd, fp8};

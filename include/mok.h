@@ -109,9 +109,16 @@ typedef struct {
                                   reserved: the backward's moves are in the epilogues today      */
   int tile_m;                  /* rows per GEMM tile; each expert's rows are padded to it (64,128,256) */
   int minibatch_rows;          /* rows moved and computed as one unit; a multiple of tile_m      */
-  int macrobatch_minibatches;  /* minibatches per macrobatch (one ring-buffer region), >= 1      */
-  int64_t ring_bytes;          /* size of the fixed token ring buffer per rank, at least two
-                                  macrobatches of H bf16 rows; 0: four macrobatches              */
+  int macrobatch_minibatches;  /* minibatches per macrobatch, >= 1: the experts whose rows start
+                                  in the same minibatch_rows * macrobatch_minibatches rows of the
+                                  schedule form one macrobatch, the unit of the token ring      */
+  int64_t ring_bytes;          /* the token ring of each schedule: 0, none (every row the routing
+                                  can produce stays resident, as the capacity sizes it); else as
+                                  many regions of (macrobatch rows + EP*T) rows of H bf16 as fit,
+                                  at least one. Forward keeps the last regions' macrobatches for
+                                  backward, which pulls the others again and replays their
+                                  forward: memory then depends on this knob, not on the capacity
+                                  (path AUTO/FUSED/GROUPED on the wgmma kernels; BF16 or FP8)  */
   int64_t schedule_capacity;   /* padded rows the schedule may hold per rank; 0: the worst case
                                   for the shape (never overflows); smaller values save memory and
                                   report MOK_ERR_CAPACITY when a routing does not fit             */
@@ -124,7 +131,7 @@ typedef struct {
 } mok_config;
 
 /* Fills *config with the defaults: BF16, AUTO path, 4 forward and 4 backward comm SMs, tile_m
- * 128, minibatch 128 rows, 4 minibatches per macrobatch, ring_bytes 0, capacity 0 (worst case), no
+ * 128, minibatch 128 rows, 64 minibatches per macrobatch, ring_bytes 0, capacity 0 (worst case), no
  * SwiGLU limit, timeout 10000 ms, deterministic. */
 mok_status mok_config_init(mok_config *config);
 
@@ -210,6 +217,10 @@ mok_status mok_schedule_build(mok_schedule *schedule, const int32_t *topk_expert
 /* Padded rows this rank's experts got in the last build (host; synchronizes with the device, for
  * tests and diagnostics only). */
 mok_status mok_schedule_rows(mok_schedule *schedule, int64_t *rows);
+
+/* Device bytes the schedule holds on this rank (its table and what forward keeps for backward:
+ * the capacity's rows, or the token ring's regions) (host). */
+mok_status mok_schedule_bytes(const mok_schedule *schedule, int64_t *bytes);
 
 /* Routed-expert weights of this rank's E/EP experts and the shared expert's weights.
  * BF16: w_gate, w_up [E/EP, I, H] bf16; w_down [E/EP, H, I] bf16.

@@ -55,7 +55,8 @@ mok_status mok_gg_bf16_fwd_pushed(const void *a, const void *b, void *c,
                                   const mok_gg_move *push, cudaStream_t stream);
 
 /* mok_gg_fp8_fwd (kernels/grouped_gemm.h), and c's real rows pushed to their slots by the
- * epilogues (the 128-column kernel with its staged epilogue). */
+ * epilogues (the 128-column kernel with its staged epilogue). c NULL: the rows are only pushed,
+ * nothing is stored locally. */
 mok_status mok_gg_fp8_fwd_pushed(const void *a, const float *a_scales, const void *b,
                                  const float *b_scales, void *c, const int32_t *expert_offset,
                                  const int32_t *expert_count, int num_experts, int64_t m_total,

@@ -73,7 +73,8 @@ mok_status mok_gg_bf16_dgrad_pair(const void *dc, const void *w0, const void *w1
  *   dc: [m_total, n] bf16;  a: [m_total, k] bf16;
  *   dw: [num_experts, n, k], fp32 when out_fp32 != 0, else bf16.
  *   accumulate != 0 (fp32 only): dW[e] += the sum (an expert with no rows leaves dW[e] as is);
- *   otherwise dW[e] = the sum (zero for an expert with no rows). Padding rows are ignored. */
+ *   otherwise dW[e] = the sum (zero for an expert with no rows). Padding rows are ignored.
+ *   expert_count[e] == -1: dW[e] is left as it is (an expert outside a ring view's macrobatch). */
 mok_status mok_gg_bf16_wgrad(const void *dc, const void *a, void *dw, int out_fp32, int accumulate,
                              const int32_t *expert_offset, const int32_t *expert_count,
                              int num_experts, int64_t m_total, int64_t n, int64_t k,

@@ -247,8 +247,12 @@ __global__ void __launch_bounds__(GG_THREADS, 1)
       /* This warpgroup's 64 rows hold real rows? If not (the upper half of an expert's last
        * tile, or a pair's tile past the expert's end) it skips the math and the stores. */
       bool math = true;
-      if (MODE == GG_WGRAD) nkb = gg_ceil_div(cnt, GG_BK);
-      else math = cnt - m_tile * GG_BM > cwg * 64;
+      if (MODE == GG_WGRAD) { /* count -1: an expert this call leaves alone (a ring view's) */
+        nkb = gg_ceil_div(cnt, GG_BK);
+        math = p.count[t.expert] >= 0;
+      } else {
+        math = cnt - m_tile * GG_BM > cwg * 64;
+      }
 #pragma unroll
       for (int i = 0; i < 128; ++i) acc[i] = 0.0f;
       int prev = -1;

@@ -102,7 +102,8 @@ __device__ __forceinline__ void gg_release(uint32_t empty, int lane) {
 /* ---- epilogue: one pass stores 64 rows x 64 * NBOX columns of a consumer's accumulators ---- */
 /* Columns [N8B * 8, N8B * 8 + 64 * NBOX) of the warpgroup's 64-row fragment go through stmatrix
  * into NBOX swizzled 64x64 bf16 boxes (the staging buffer at stage), then one thread stores them
- * with TMA at (col0, row0); boxes from col_end on are not stored. clamp: round to bf16 without
+ * with TMA at (col0, row0) (map NULL: staged only, for a push); boxes from col_end on are not
+ * stored. clamp: round to bf16 without
  * crossing the SwiGLU limit (the pre-activations backward re-reads; bf16_clamp_round.h). */
 template <int N8B, int NBOX>
 __device__ __forceinline__ void gg_store_pass(const float *acc, uint32_t stage, int wtid,
@@ -129,7 +130,7 @@ __device__ __forceinline__ void gg_store_pass(const float *acc, uint32_t stage, 
   }
   fence_proxy_async_smem();
   named_bar_sync(bar_id, 128);
-  if (wtid == 0) {
+  if (wtid == 0 && map) {
     tma_store_2d(map, stage, col0, row0);
     if (NBOX > 1 && col0 + 64 < col_end) tma_store_2d(map, stage + 8192, col0 + 64, row0);
     bulk_commit();

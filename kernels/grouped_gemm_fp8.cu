@@ -254,7 +254,8 @@ __global__ void __launch_bounds__(F8_THREADS(NWG), 1)
       const int rows = min(cnt - (m_tile * BM + cwg * 64), 64);
       if (MODE == F8_FWD) {
         if (DIR) f8_store_direct<0, 16>(acc, p.c0, p.n_out, row0, t.n_tile * F8_BN, rows, wtid);
-        else gg_store_pass<0, 2>(acc, epi, wtid, &tm_c0, t.n_tile * F8_BN, p.n_out, row0, 2 + cwg);
+        else gg_store_pass<0, 2>(acc, epi, wtid, p.c0 ? &tm_c0 : nullptr, t.n_tile * F8_BN,
+                                 p.n_out, row0, 2 + cwg);
         if (!DIR && p.push)
           gg_push_pass(smem + F8_EPI_OFF(NWG, DIR) + cwg * 16384, wtid, p.move, p.move_m_total,
                        p.n_out, t.n_tile * F8_BN, p.n_out, row0);
@@ -480,13 +481,14 @@ static mok_status f8_fwd(const void *a, const float *a_scales, const void *b, co
                          void *c, const int32_t *expert_offset, const int32_t *expert_count,
                          int num_experts, int64_t m_total, int64_t n, int64_t k,
                          const mok_gg_move *push, cudaStream_t stream) {
-  if (!a || !a_scales || !b || !b_scales || !c) return MOK_ERR_INVALID_ARGUMENT;
+  if (!a || !a_scales || !b || !b_scales || (!c && !push)) return MOK_ERR_INVALID_ARGUMENT;
   GG_TRY(f8_check(expert_offset, expert_count, num_experts, m_total, n, k));
   if (((uintptr_t)a_scales & 15)) return MOK_ERR_MISALIGNED;
   CUtensorMap ta, tb, tc;
   GG_TRY(gg_make_tmap_2d(&ta, a, m_total, k, 1, F8_BM(f8_nwg(F8_FWD, m_total, num_experts)), 128));
   GG_TRY(gg_make_tmap_2d(&tb, b, (int64_t)num_experts * n, k, 1, 64, 128));
-  GG_TRY(gg_make_tmap_2d(&tc, c, m_total, n, 2, 64, 64));
+  if (c) GG_TRY(gg_make_tmap_2d(&tc, c, m_total, n, 2, 64, 64));
+  else tc = ta; /* push only: the epilogue stages the rows and stores nothing locally */
   f8_params p = {};
   p.offset = expert_offset;
   p.count = expert_count;

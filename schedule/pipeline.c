@@ -1,18 +1,29 @@
-/* pipeline.c — the ring plan's parameters from a shape and config (host). */
+/* pipeline.c — the ring plan's parameters from a shape, config and group size (host). */
 #include "schedule/pipeline.h"
 
-mok_status mok_pipe_from_config(const mok_shape *s, const mok_config *c, mok_pipe_params *p,
-                                int64_t *ring_bytes) {
-  if (!s || !c || !p || !ring_bytes || s->hidden <= 0) return MOK_ERR_INVALID_ARGUMENT;
-  mok_pipe_params q = {c->tile_m, c->minibatch_rows, c->macrobatch_minibatches, 2};
-  if (c->ring_bytes < 0 || q.tile_m <= 0 || q.minibatch_rows <= 0 || q.macro_minibatches <= 0)
+mok_status mok_pipe_from_config(const mok_shape *s, const mok_config *c, int ep,
+                                mok_pipe_params *p, int64_t *ring_bytes) {
+  if (!s || !c || !p || !ring_bytes || s->hidden <= 0 || ep <= 0) return MOK_ERR_INVALID_ARGUMENT;
+  if (c->ring_bytes < 0 || c->tile_m <= 0 || c->schedule_capacity < 0)
     return MOK_ERR_INVALID_ARGUMENT;
-  const int64_t region_bytes = mok_pipe_macro_rows(&q) * s->hidden * 2;
-  int64_t regions = c->ring_bytes == 0 ? MOK_PIPE_DEFAULT_REGIONS : c->ring_bytes / region_bytes;
-  if (regions > INT32_MAX) regions = INT32_MAX;
-  q.ring_regions = (int32_t)regions;
+  int64_t cap = c->schedule_capacity;
+  if (cap == 0) {
+    const mok_status st = mok_schedule_worst_case_rows(s, ep, c->tile_m, &cap);
+    if (st != MOK_SUCCESS) return st;
+  }
+  const int64_t every = (int64_t)ep * s->tokens; /* an expert gets each token at most once */
+  mok_pipe_params q = {c->tile_m, c->minibatch_rows, c->macrobatch_minibatches, 0,
+                       (every + c->tile_m - 1) / c->tile_m * c->tile_m, cap};
   if (mok_pipe_check(&q) != MOK_SCHED_OK) return MOK_ERR_INVALID_ARGUMENT;
+  *ring_bytes = 0;
+  if (c->ring_bytes > 0) {
+    const int64_t region_bytes = mok_pipe_region_rows(&q) * s->hidden * 2;
+    int64_t regions = region_bytes > 0 ? c->ring_bytes / region_bytes : 1;
+    if (regions > mok_pipe_steps(&q)) regions = mok_pipe_steps(&q); /* one per macrobatch at most */
+    if (regions < 1) return MOK_ERR_INVALID_ARGUMENT;
+    q.ring_regions = (int32_t)regions;
+    *ring_bytes = regions * region_bytes;
+  }
   *p = q;
-  *ring_bytes = mok_pipe_ring_rows(&q) * s->hidden * 2;
   return MOK_SUCCESS;
 }

@@ -19,6 +19,8 @@ mok_config lh_config(const lh_case *c) {
   if (c->tile_m) cfg.tile_m = c->tile_m;
   if (c->minibatch_rows) cfg.minibatch_rows = c->minibatch_rows;
   if (c->comm_sms) cfg.fwd_comm_sms = c->comm_sms;
+  if (c->macro_minibatches) cfg.macrobatch_minibatches = c->macro_minibatches;
+  cfg.ring_bytes = c->ring_bytes;
   cfg.dtype = c->dtype;
   if (cfg.minibatch_rows % cfg.tile_m) cfg.minibatch_rows = cfg.tile_m;
   cfg.schedule_capacity = c->capacity;

@@ -27,6 +27,8 @@ typedef struct {
   int comm_sms;           /* fwd_comm_sms; 0: default                                       */
   int minibatch_rows;     /* 0: default                                                     */
   mok_dtype dtype;        /* 0: BF16                                                        */
+  int64_t ring_bytes;     /* config.ring_bytes (0: no token ring)                           */
+  int macro_minibatches;  /* 0: default                                                     */
 } lh_case;
 
 /* All ranks' inputs on the host (float arrays holding bf16 values). */

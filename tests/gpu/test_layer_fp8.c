@@ -1,13 +1,14 @@
 /* test_layer_fp8.c — the FP8 (block-128) forward: weights quantized on the device by
  * mok_quantize_weight equal the host's quantization bit for bit; the layer's output matches the
  * reference's FP8 mode (inputs and activations quantized the same way, weights dequantized) on the
- * routing cases, and the ops path's (bf16 rows pulled, then quantized) bit for bit; backward says
- * MOK_ERR_NOT_SUPPORTED and writes nothing. */
+ * routing cases, the ops path's (bf16 rows pulled, then quantized) and a token ring's bit for bit;
+ * backward says MOK_ERR_NOT_SUPPORTED and writes nothing. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <cuda_runtime_api.h>
 #include "mok_reference.h"
+#include "schedule/pipeline.h"
 #include "tests/gpu/gpu_test.h"
 #include "tests/gpu/layer_harness.h"
 
@@ -121,6 +122,30 @@ static void fp8_case(lh_case c, const char *label) {
     printf("  %-28s r%d y of the layer and of the ops path: %s\n", label, rank,
            same_y ? "bitwise equal" : "DIFFER");
     CHECK(same_y);
+    /* with a one-region token ring and one-minibatch macrobatches: the same y, bit for bit */
+    lh_case rc2 = c;
+    rc2.macro_minibatches = 1;
+    mok_config rcfg = lh_config(&rc2);
+    rcfg.ring_bytes = (int64_t)1 << 50;
+    mok_pipe_params pp;
+    int64_t all = 0;
+    CHECK_STATUS(mok_pipe_from_config(&h.shape, &rcfg, ep, &pp, &all), MOK_SUCCESS);
+    h.c.macro_minibatches = 1;
+    h.c.ring_bytes = mok_pipe_region_rows(&pp) * H * 2;
+    lh_env er;
+    CHECK_STATUS(lh_env_open(gpu_ctx.group, &er, &h, 1), MOK_SUCCESS);
+    cudaMemset(y2, 0xFF, (size_t)(T * H * 2 + 16));
+    CHECK_STATUS(mok_schedule_build(er.s, d.topk, er.stream), MOK_SUCCESS);
+    CHECK_STATUS(mok_forward(er.s, &wt, d.x, d.rw, y2, er.stream), MOK_SUCCESS);
+    CHECK(cudaStreamSynchronize(er.stream) == cudaSuccess);
+    CHECK_STATUS(lh_device_error(er.ws), MOK_SUCCESS);
+    cudaMemcpy(yb2, y2, (size_t)(T * H) * 2, cudaMemcpyDeviceToHost);
+    const int same_ring = T == 0 || memcmp(yb, yb2, (size_t)(T * H) * 2) == 0;
+    printf("  %-28s r%d y with a one-region token ring: %s\n", label, rank,
+           same_ring ? "bitwise equal" : "DIFFER");
+    CHECK(same_ring);
+    lh_env_close(&er);
+    h.c = c;
     free(yb2);
     cudaFree(recv); cudaFree(out); cudaFree(y2);
     mok_sym_free(gpu_ctx.group, &xs);
