@@ -65,8 +65,10 @@ static cudaError_t wgrad_gemm(const mok_schedule *s, const int32_t *err, const v
   a.m = M;
   a.n = N;
   a.k = rows;
-  if (s) {
+  if (s) { /* the real rows of each expert: padding rows may hold anything (the fused pull
+            * leaves them as they were) */
     a.offsets = s->expert_offset;
+    a.counts = s->expert_count;
     a.groups = s->ws->el;
   }
   a.err = err;

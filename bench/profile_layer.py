@@ -42,6 +42,8 @@ def main():
     ap.add_argument("--routing", default="uniform", choices=("uniform", "zipf"))
     ap.add_argument("--path", default="auto", choices=("auto", "fused", "grouped", "v1"))
     ap.add_argument("--steps", type=int, default=5)
+    ap.add_argument("--ring-mb", type=int, default=0, help="token ring per layer, MiB (0: none)")
+    ap.add_argument("--macrobatch", type=int, default=0, help="minibatches per macrobatch (0: default)")
     ap.add_argument("--seed", type=int, default=1)
     args = ap.parse_args()
     os.environ.setdefault("NCCL_NVLS_ENABLE", "0")
@@ -53,7 +55,10 @@ def main():
     E = shape[2]
     x, topk, rw, w, dy = make_inputs(shape, args.tokens, args.routing, rank, ep, args.seed)
     wl = [w[n] for n in ("w_gate", "w_up", "w_down", "ws_gate", "ws_up", "ws_down")]
-    group = mf.Group(path=args.path)
+    knobs = {"ring_bytes": args.ring_mb << 20}
+    if args.macrobatch:
+        knobs["macrobatch_minibatches"] = args.macrobatch
+    group = mf.Group(path=args.path, **knobs)
 
     def step():
         mf.moe_forward(x, topk, rw, *wl, group.id, E, 0.0)
@@ -80,7 +85,8 @@ def main():
         per[label][1] += us
     total = sum(v[1] for v in per.values())
     if rank == 0:
-        print(f"{args.shape}, T {args.tokens}/rank, EP={ep}, {args.routing}, path {args.path}: "
+        print(f"{args.shape}, T {args.tokens}/rank, EP={ep}, {args.routing}, path {args.path}, "
+              f"ring {args.ring_mb} MiB: "
               f"GPU time per step (forward + backward), rank 0, {args.steps} steps")
         print(f"{'kernel':62s} {'calls/step':>10s} {'ms/step':>9s} {'share':>7s}")
         for label, (calls, us) in sorted(per.items(), key=lambda kv: -kv[1][1]):

@@ -151,11 +151,13 @@ __global__ void __launch_bounds__(GG_THREADS, 1)
     if (MODE != GG_WGRAD) tma_prefetch_desc(&tm_c0);
     if (MODE == GG_SWIGLU && p.has_preact) tma_prefetch_desc(&tm_c1);
   }
-  if (MODE != GG_WGRAD && tid >= 64 && tid < 96) /* unit prefix over experts */
-    gg_unit_prefix(p.count, E, GG_BM * CL, p.n_tiles, prefix, tid & 31);
+  if (tid >= 64 && tid < 96) { /* unit prefix over experts */
+    if (MODE == GG_WGRAD) gg_present_prefix(p.count, E, p.m_tiles * p.n_tiles, prefix, tid & 31);
+    else gg_unit_prefix(p.count, E, GG_BM * CL, p.n_tiles, prefix, tid & 31);
+  }
   if (CL > 1) cluster_sync(); /* barrier inits visible to the peer before any multicast */
   else __syncthreads();
-  const int total = MODE == GG_WGRAD ? E * p.m_tiles * p.n_tiles : prefix[E];
+  const int total = prefix[E];
   if (MODE == GG_SWIGLU && n_comm > 0 && (int)blockIdx.x >= n_compute) {
     /* ------------------------------ comm CTA ------------------------------ */
     cm_pull_minibatches(p.move, (int)blockIdx.x - n_compute, p.move_rows, p.move_hidden,
@@ -170,8 +172,7 @@ __global__ void __launch_bounds__(GG_THREADS, 1)
       int stage = 0;
       uint32_t phase = 0;
       for (int u = unit0; u < total; u += ustride) {
-        gg_tile t = MODE == GG_WGRAD ? gg_decode_k_grouped(u, p.m_tiles, p.n_tiles, p.group_m)
-                                     : gg_decode_m_grouped(u, prefix, E, p.n_tiles, p.group_m);
+        gg_tile t = gg_decode_m_grouped(u, prefix, E, p.n_tiles, p.group_m);
         const int m_tile = t.m_tile * CL + rank;
         const int row_base = p.offset[t.expert];
         int nkb = p.k_blocks;
@@ -240,8 +241,7 @@ __global__ void __launch_bounds__(GG_THREADS, 1)
     uint32_t zero_par = 0;                /* staggered WGRAD: zero_bars' phase bits per stage */
     if (stagger && cwg == 1) named_bar_sync(GG_BAR_STAGGER, 256);
     for (int u = unit0; u < total; u += ustride) {
-      gg_tile t = MODE == GG_WGRAD ? gg_decode_k_grouped(u, p.m_tiles, p.n_tiles, p.group_m)
-                                   : gg_decode_m_grouped(u, prefix, E, p.n_tiles, p.group_m);
+      gg_tile t = gg_decode_m_grouped(u, prefix, E, p.n_tiles, p.group_m);
       const int m_tile = t.m_tile * CL + rank;
       int nkb = p.k_blocks, cnt = max(p.count[t.expert], 0);
       /* This warpgroup's 64 rows hold real rows? If not (the upper half of an expert's last

@@ -45,6 +45,27 @@ __device__ __forceinline__ void gg_unit_prefix(const int32_t *count, int E, int 
   if (lane == 0) prefix[E] = run;
 }
 
+/* One warp, the weight gradient's tile space: prefix[l] = units of experts before l, each expert
+ * with a count >= 0 taking `each` units (its whole dW grid), one at count -1 (outside a ring
+ * view's macrobatch) none; prefix[E] = all units. */
+__device__ __forceinline__ void gg_present_prefix(const int32_t *count, int E, int each,
+                                                  int32_t *prefix, int lane) {
+  int run = 0;
+  for (int base = 0; base < E; base += 32) {
+    const int l = base + lane;
+    const int t = l < E && count[l] >= 0 ? each : 0;
+    int incl = t;
+#pragma unroll
+    for (int o = 1; o < 32; o <<= 1) {
+      int y = __shfl_up_sync(0xffffffffu, incl, o);
+      if (lane >= o) incl += y;
+    }
+    if (l < E) prefix[l] = run + incl - t;
+    run += __shfl_sync(0xffffffffu, incl, 31);
+  }
+  if (lane == 0) prefix[E] = run;
+}
+
 /* Thread 0 of a CTA: the stage ring's barriers, full (one arrival, the producer's expect_tx) and
  * empty (`releases` arrivals), after checking the 1024-byte base the swizzle atoms need. */
 __device__ __forceinline__ void gg_ring_init(uint32_t smem_base, uint32_t full0, uint32_t empty0,

@@ -244,6 +244,11 @@ __global__ void __launch_bounds__(THREADS) gemm_wgrad_kernel(v1_gemm_args p) {
   const int grp = blockIdx.z;
   int64_t r_lo = 0, r_hi = p.k;
   if (p.offsets) { r_lo = p.offsets[grp]; r_hi = p.offsets[grp + 1]; }
+  if (p.offsets && p.counts) {
+    const int32_t c = p.counts[grp];
+    if (c < 0) return; /* a group this call leaves alone */
+    if (r_lo + c < r_hi) r_hi = r_lo + c;
+  }
   void *C = p.out_mode == V1_OUT_F32 || p.out_mode == V1_OUT_F32_ADD
                 ? (void *)((float *)p.c + grp * p.c_group_stride)
                 : (void *)((bf16 *)p.c + grp * p.c_group_stride);

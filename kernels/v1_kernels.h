@@ -36,6 +36,8 @@ typedef struct {
   int out_mode;             /* v1_out_mode */
   int64_t m, n, k;
   const int32_t *offsets;   /* device [groups + 1], group row boundaries; NULL: one dense group */
+  const int32_t *counts;    /* wgrad, grouped: device [groups], the real rows at the start of each
+                               group (NULL: all of its rows); -1: the group's C is left alone   */
   int groups;
   int64_t max_rows;         /* rows launcher, grouped: bound on offsets[groups] */
   const int32_t *err;       /* sticky error word */
@@ -51,7 +53,8 @@ typedef struct {
 cudaError_t v1_gemm_rows(const v1_gemm_args *a, int b_trans, cudaStream_t stream);
 
 /* Weight gradient, per group g: C_g[m, n] = sum_{r in group g} A[r, m] * B[r, n], A [rows, M]
- * (lda), B [rows, N] (ldb). Grouped: rows [offsets[g], offsets[g+1]); dense: rows [0, a->k).
+ * (lda), B [rows, N] (ldb). Grouped: rows [offsets[g], offsets[g+1]), or [offsets[g], offsets[g]
+ * + counts[g]) (padding rows, whatever they hold, are never read); dense: rows [0, a->k).
  * Fixed summation order (deterministic). M a multiple of 64, N of 128. */
 cudaError_t v1_gemm_wgrad(const v1_gemm_args *a, cudaStream_t stream);
 

@@ -36,14 +36,18 @@ class Group:
     path: "auto" (the default: "fused" in BF16), "fused" (dispatch pulled by comm CTAs inside the
     gate+up kernel, combine and dx pushed by the GEMM epilogues), "grouped" (separate
     communication kernels, the same grouped GEMMs) or "v1" (the v1 mma.sync expert GEMMs, the
-    oracle), for every workspace of the group."""
+    oracle), for every workspace of the group. Other keyword arguments set mok_config knobs for
+    every workspace of the group, e.g. ring_bytes=1 << 30 (a token ring per layer: memory bounded
+    by the knob, backward replays the forward of macrobatches not kept) or
+    macrobatch_minibatches=32."""
 
     _PATHS = {"auto": 0, "fused": 1, "v1": 2, "grouped": 3}
 
-    def __init__(self, process_group=None, path="auto"):
+    def __init__(self, process_group=None, path="auto", **knobs):
         if path not in self._PATHS:
             raise ValueError(f"mok: path must be one of {sorted(self._PATHS)}, got {path!r}")
-        self.knobs = (("path", self._PATHS[path]),)
+        C.default_config(**knobs)  # unknown knob names fail here, before any collective
+        self.knobs = (("path", self._PATHS[path]),) + tuple(sorted(knobs.items()))
         import torch.distributed as dist
         if dist.is_available() and dist.is_initialized():
             self.rank = dist.get_rank(process_group)

@@ -289,7 +289,7 @@ static void gg_restore_tuning(void);
  * row (mok_gg_bf16_wgrad_ld), both bordered with NaN that must not be read. The second run (the
  * determinism check) uses the tuning flags second_flags: its bits must equal the first's. */
 static void run_wgrad(int E, int max_rows, int64_t n, int64_t k, int out_fp32, int accumulate,
-                      int strided = 0, int second_flags = 0) {
+                      int strided = 0, int second_flags = 0, int skip = 0) {
   gg_rng r = {test_seed() ^ 0x3a3a};
   gg_rows g = make_rows(&r, E, max_rows, 1);
   std::vector<uint16_t> dcv(g.m_total * n), a(g.m_total * k);
@@ -310,7 +310,10 @@ static void run_wgrad(int E, int max_rows, int64_t n, int64_t k, int out_fp32, i
   uint16_t *ddc_wide = to_dev(dc_wide), *da = to_dev(a_wide);
   uint16_t *ddc = ddc_wide ? ddc_wide + (ld_dc - n) : NULL;
   void *dw = out_fp32 ? (void *)to_dev(init) : (void *)to_dev(init16);
-  int32_t *doff = to_dev(g.offset), *dcnt = to_dev(g.count);
+  /* skip: every third expert at count -1 (outside a ring view): its dW must keep its bits */
+  std::vector<int32_t> cnt_dev(g.count);
+  for (int e = 1; skip && e < E; e += 3) cnt_dev[e] = -1;
+  int32_t *doff = to_dev(g.offset), *dcnt = to_dev(cnt_dev);
   CHECK(ddc && da && dw && doff && dcnt);
   if (!(ddc && da && dw && doff && dcnt)) return;
   CHECK_STATUS(mok_gg_bf16_wgrad_ld(ddc, ld_dc, da, ld_a, dw, out_fp32, accumulate, doff, dcnt, E,
@@ -325,7 +328,15 @@ static void run_wgrad(int E, int max_rows, int64_t n, int64_t k, int out_fp32, i
   /* Reference over the real rows only (padding rows hold NaN on both operands). */
   relerr re = {0, 0, 0};
   std::vector<double> acc(k);
+  int kept = 1;
   for (int e = 0; e < E; ++e) {
+    if (cnt_dev[e] < 0) { /* left alone: the initial bits */
+      const size_t b = out_fp32 ? 4 : 2, o = (size_t)e * n * k * b;
+      kept &= memcmp(raw1.data() + o, out_fp32 ? (const void *)((const char *)init.data() + o)
+                                               : (const void *)((const char *)init16.data() + o),
+                     (size_t)n * k * b) == 0;
+      continue;
+    }
     for (int64_t i = 0; i < n; ++i) {
       std::fill(acc.begin(), acc.end(), 0.0);
       for (int rr = 0; rr < g.count[e]; ++rr) {
@@ -341,9 +352,11 @@ static void run_wgrad(int E, int max_rows, int64_t n, int64_t k, int out_fp32, i
     }
   }
   char what[64];
-  snprintf(what, sizeof what, "wgrad %s%s%s E%d n%ld k%ld", out_fp32 ? "fp32" : "bf16",
-           accumulate ? "+acc" : "", strided ? " strided" : "", E, (long)n, (long)k);
+  snprintf(what, sizeof what, "wgrad %s%s%s%s E%d n%ld k%ld", out_fp32 ? "fp32" : "bf16",
+           accumulate ? "+acc" : "", strided ? " strided" : "", skip ? " skip" : "", E, (long)n,
+           (long)k);
   rel_check(what, re);
+  CHECK(kept);
   /* Determinism: a second run (with other tuning flags if asked) gives the same bits. */
   if (out_fp32) CUDA_OK(cudaMemcpy(dw, init.data(), nw * 4, cudaMemcpyHostToDevice));
   else CUDA_OK(cudaMemcpy(dw, init16.data(), nw * 2, cudaMemcpyHostToDevice));
@@ -850,6 +863,11 @@ static void test_gg_wgrad_strided(void) { run_wgrad(5, 300, 256, 320, 1, 0, 1); 
  * experts than one launch holds (the store's row coordinate carries the launch's first expert) */
 static void test_gg_wgrad_bf16_strided(void) { run_wgrad(6, 300, 192, 320, 0, 0, 1); }
 static void test_gg_wgrad_bf16_many_experts(void) { run_wgrad(300, 40, 192, 128, 0, 0); }
+/* experts at count -1 (a ring view's others) keep their gradient, in bf16 and fp32 accumulation */
+static void test_gg_wgrad_skip(void) {
+  run_wgrad(7, 300, 256, 256, 0, 0, 0, 0, 1);
+  run_wgrad(7, 300, 128, 320, 1, 1, 0, 0, 1);
+}
 /* Staggered warpgroups (tuning flags 8: 2 k-blocks of head start, 16: 3): the same bits as the
  * default, on odd row counts (warpgroup 0 zeroes the padding alone), empty experts, both outputs. */
 static void test_gg_wgrad_stagger(void) {
@@ -892,6 +910,7 @@ extern "C" const test_case gg_test_cases[] = {
     {"gg_wgrad_strided", test_gg_wgrad_strided},
     {"gg_wgrad_bf16_strided", test_gg_wgrad_bf16_strided},
     {"gg_wgrad_bf16_many_experts", test_gg_wgrad_bf16_many_experts},
+    {"gg_wgrad_skip", test_gg_wgrad_skip},
     {"gg_wgrad_stagger", test_gg_wgrad_stagger},
     {"gg_dgrad_pair", test_gg_dgrad_pair},
     {"gg_dgrad_pair_many", test_gg_dgrad_pair_many},

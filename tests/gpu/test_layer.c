@@ -102,6 +102,38 @@ GPU_TEST(layer_grad_bf16_accumulate) {
   lh_run_case(gpu_ctx.group, &c, "bf16 grads, accumulate", MOK_SUCCESS);
 }
 
+/* bf16 accumulation (the v1 weight-gradient kernel) on a schedule used before with another
+ * routing: the padding rows then hold earlier rows, which must not reach the gradients. */
+GPU_TEST(layer_grad_bf16_accumulate_reused) {
+  lh_case c1 = lh_base_case(), c2;
+  c1.route = MOK_ROUTE_ZIPF; c1.E = 16; c1.k = 4; c1.T = 333;
+  c2 = c1;
+  c2.route = MOK_ROUTE_UNIFORM; c2.accumulate = 1;
+  lh_host h1, h2;
+  lh_host_make(&h1, &c1, gpu_ctx.size, test_seed());
+  lh_host_make(&h2, &c2, gpu_ctx.size, test_seed() + 7);
+  lh_dev d1, d2;
+  CHECK(lh_dev_alloc(&d1, &h1) == 0);
+  CHECK(lh_dev_alloc(&d2, &h2) == 0);
+  lh_dev_upload(&d1, &h1, gpu_ctx.rank);
+  lh_dev_upload(&d2, &h2, gpu_ctx.rank);
+  lh_env e;
+  mok_status st = lh_env_open(gpu_ctx.group, &e, &h1, 1);
+  CHECK_STATUS(st, MOK_SUCCESS);
+  if (st == MOK_SUCCESS) {
+    CHECK_STATUS(lh_run(e.s, &d1, e.stream), MOK_SUCCESS);
+    CHECK_STATUS(lh_run(e.s, &d2, e.stream), MOK_SUCCESS);
+    CHECK(cudaStreamSynchronize(e.stream) == cudaSuccess);
+    CHECK_STATUS(lh_device_error(e.ws), MOK_SUCCESS);
+    lh_check_against_reference(&h2, &d2, gpu_ctx.rank, "bf16 accumulate, reused schedule");
+  }
+  lh_env_close(&e);
+  lh_dev_free(&d1);
+  lh_dev_free(&d2);
+  lh_host_free(&h1);
+  lh_host_free(&h2);
+}
+
 GPU_TEST(layer_larger) {
   lh_case c = lh_base_case();
   c.T = 160; c.H = 512; c.I = 384; c.E = 16; c.k = 4; c.Is = 256;

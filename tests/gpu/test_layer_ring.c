@@ -1,7 +1,7 @@
 /* test_layer_ring.c — the token ring (config.ring_bytes): build + forward + backward with one
  * region and one-minibatch macrobatches (almost every macrobatch replayed in backward), with two
  * regions, and with a region per macrobatch (nothing replayed) give, bit for bit, the outputs and
- * gradients of the same path without a ring, and match the reference; on the fused and the grouped
+ * gradients of the same path without a ring (which matches the reference); on the fused and the grouped
  * path, over the routing cases (uniform, Zipf, every token's first choice one expert, an empty
  * rank, top-1) and bf16-accumulated gradients; the schedule holds less memory; two layers in
  * flight keep their own rings; the ops layer refuses a ring. */
@@ -23,8 +23,9 @@ static int64_t ring_of(const lh_host *h, lh_case c, int regions) {
   return (int64_t)regions * mok_pipe_region_rows(&p) * h->shape.hidden * 2;
 }
 
-/* One run of h's case as it is configured; its outputs' snapshot and the schedule's bytes. */
-static void *run_snapshot(lh_host *h, lh_dev *d, const char *label, int64_t *bytes,
+/* One run of h's case as it is configured; its outputs' snapshot and the schedule's bytes;
+ * compared with the reference when check (the runs with a ring are compared bitwise instead). */
+static void *run_snapshot(lh_host *h, lh_dev *d, const char *label, int check, int64_t *bytes,
                           int64_t *sched_bytes) {
   lh_env e;
   void *snap = NULL;
@@ -35,7 +36,7 @@ static void *run_snapshot(lh_host *h, lh_dev *d, const char *label, int64_t *byt
     CHECK_STATUS(lh_run(e.s, d, e.stream), MOK_SUCCESS);
     CHECK(cudaStreamSynchronize(e.stream) == cudaSuccess);
     CHECK_STATUS(lh_device_error(e.ws), MOK_SUCCESS);
-    lh_check_against_reference(h, d, gpu_ctx.rank, label);
+    if (check) lh_check_against_reference(h, d, gpu_ctx.rank, label);
     lh_check_guards(d, h);
     CHECK_STATUS(mok_schedule_bytes(e.s, sched_bytes), MOK_SUCCESS);
     snap = lh_snapshot(d, h, bytes);
@@ -61,14 +62,14 @@ static void ring_case(lh_case c, const char *label) {
     int64_t bytes0 = 0, sched0 = 0;
     char name[160];
     snprintf(name, sizeof name, "%s, %s, no ring", label, pi ? "grouped" : "fused");
-    void *first = run_snapshot(&h, &d, name, &bytes0, &sched0);
+    void *first = run_snapshot(&h, &d, name, 1, &bytes0, &sched0);
     for (size_t i = 0; first && i < sizeof rings / sizeof rings[0]; ++i) {
       h.c.macro_minibatches = rings[i].macro;
       h.c.ring_bytes = ring_of(&h, h.c, rings[i].regions);
       CHECK(h.c.ring_bytes > 0);
       snprintf(name, sizeof name, "%s, %s, %s", label, pi ? "grouped" : "fused", rings[i].name);
       int64_t bytes = 0, sched = 0;
-      void *snap = run_snapshot(&h, &d, name, &bytes, &sched);
+      void *snap = run_snapshot(&h, &d, name, 0, &bytes, &sched);
       const int same = snap && bytes == bytes0 && memcmp(snap, first, (size_t)bytes) == 0;
       printf("  %-64s r%d bitwise %s the run without a ring; schedule %.2f MB (without: %.2f)\n",
              name, gpu_ctx.rank, same ? "equal to" : "DIFFERENT from", sched / 1e6, sched0 / 1e6);
