@@ -31,6 +31,12 @@ extern "C" {
 #define MOK_GG_TILE_M 128 /* expert_offset granularity (rows per GEMM tile)        */
 #define MOK_GG_ALIGN 64   /* n and k must be multiples of this (one 128-byte row)  */
 
+/* Launch-shape hint for the calls this host thread makes next: the rows one expert typically has
+ * (0, the default: m_total / num_experts, the capacity per expert, which a layer sizes for the
+ * worst case). The variant choices (clusters of 2 for short experts, FP8 consumer warpgroups)
+ * follow it; the results do not depend on it. Returns the previous value, to restore it. */
+int64_t mok_gg_set_rows_hint(int64_t rows_per_expert);
+
 /* C[r, :] = A[r, :] x B[e]^T for each real row r of expert e.
  *   a:  [m_total, k] bf16        b: [num_experts, n, k] bf16        c: [m_total, n] bf16
  * Used for the forward down projection (a = act [M, I], b = W_down [E, H, I], c = [M, H]). */

@@ -399,6 +399,16 @@ extern "C" void gg_set_tuning(int group_m, int cluster, int grid_ctas, int flags
 extern "C" int gg_last_grid(void) { return g_last_grid; }
 extern "C" int gg_tuning_flags(void) { return g_tune_flags; }
 
+static thread_local int64_t g_rows_hint = 0; /* mok_gg_set_rows_hint, per host thread */
+
+extern "C" int64_t mok_gg_set_rows_hint(int64_t rows_per_expert) {
+  const int64_t prev = g_rows_hint;
+  g_rows_hint = rows_per_expert > 0 ? rows_per_expert : 0;
+  return prev;
+}
+
+extern "C" int64_t gg_rows_hint(void) { return g_rows_hint; }
+
 template <int MODE, int CL>
 static mok_status gg_launch_cl(const CUtensorMap *a, const CUtensorMap *b0, const CUtensorMap *b1,
                                const CUtensorMap *c0, const CUtensorMap *c1, gg_params p,
@@ -429,8 +439,11 @@ static mok_status gg_launch(const CUtensorMap *a, const CUtensorMap *b0, const C
                             int max_tiles, cudaStream_t stream) {
   /* Clusters of 2 (B multicast) paid where the experts are short (few row tiles per expert, so
    * little reuse of a weight tile in L2: +6-10% on 448 rows per expert) and cost a few percent
-   * on long ones (1792 rows): decided from the capacity per expert, the one size the host has. */
-  int cl = MODE == GG_WGRAD ? 1 : (p.num_experts > 0 && max_tiles / p.n_tiles <= 4 * p.num_experts ? 2 : 1);
+   * on long ones (1792 rows): decided from the rows per expert the host has, the capacity's or
+   * the caller's hint (mok_gg_set_rows_hint). */
+  const int64_t hint = gg_rows_hint();
+  const int short_experts = hint > 0 ? hint <= 4 * GG_BM : max_tiles / p.n_tiles <= 4 * p.num_experts;
+  int cl = MODE == GG_WGRAD ? 1 : (p.num_experts > 0 && short_experts ? 2 : 1);
   if (g_tune_cluster == 1 || g_tune_cluster == 2) cl = g_tune_cluster;
   if (MODE == GG_WGRAD) cl = 1;
   p.group_m = g_tune_group_m > 0 ? g_tune_group_m : 16 / cl;

@@ -417,14 +417,15 @@ static int f8_wide(int mode) {
 /* Consumer warpgroups (the A tensor map's box is 64 rows per warpgroup). Three paid where the
  * experts are long (+7-13% at 448 and 1792 rows per expert) and cost where they are short (-20%
  * at 256 rows, where a 192-row tile leaves a 64-row tail tile that streams a whole B tile for a
- * third of the rows): decided from the capacity per expert, the one size the host has. Tuning
- * flags: 2 (two partials) exists with two warpgroups only; 16 forces two, 32 three; the 256-column
- * kernel has two. */
+ * third of the rows): decided from the rows per expert, the caller's hint (mok_gg_set_rows_hint)
+ * or the capacity's. Tuning flags: 2 (two partials) exists with two warpgroups only; 16 forces
+ * two, 32 three; the 256-column kernel has two. */
 static int f8_nwg(int mode, int64_t m_total, int num_experts) {
   const int flags = gg_tuning_flags();
   if (f8_wide(mode) || (flags & (2 | 16))) return 2; /* the wide kernel's A boxes: 128 rows too */
   if (flags & 32) return 3;
-  return m_total >= 384 * (int64_t)num_experts ? 3 : 2;
+  const int64_t hint = gg_rows_hint(); /* rows per expert, when the caller knows them */
+  return (hint > 0 ? hint >= 384 : m_total >= 384 * (int64_t)num_experts) ? 3 : 2;
 }
 
 /* Variant choice. Default: the 256-column kernel for gate+up (f8_wide); otherwise one partial, no

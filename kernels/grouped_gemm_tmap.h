@@ -38,6 +38,8 @@ extern "C" {
 void gg_set_tuning(int group_m, int cluster, int grid_ctas, int flags);
 int gg_last_grid(void);
 int gg_tuning_flags(void); /* the flags above */
+/* mok_gg_set_rows_hint's value on this host thread (0: none; the choices use the capacity). */
+int64_t gg_rows_hint(void);
 #ifdef __cplusplus
 }
 #endif
