@@ -442,7 +442,8 @@ static mok_status gg_launch(const CUtensorMap *a, const CUtensorMap *b0, const C
    * on long ones (1792 rows): decided from the rows per expert the host has, the capacity's or
    * the caller's hint (mok_gg_set_rows_hint). */
   const int64_t hint = gg_rows_hint();
-  const int short_experts = hint > 0 ? hint <= 4 * GG_BM : max_tiles / p.n_tiles <= 4 * p.num_experts;
+  const int short_experts =
+      hint > 0 ? hint <= 4 * GG_BM : max_tiles / p.n_tiles <= 4 * p.num_experts;
   int cl = MODE == GG_WGRAD ? 1 : (p.num_experts > 0 && short_experts ? 2 : 1);
   if (g_tune_cluster == 1 || g_tune_cluster == 2) cl = g_tune_cluster;
   if (MODE == GG_WGRAD) cl = 1;

@@ -7,8 +7,8 @@
  *
  * Terms. The schedule's padded rows [0, total) hold the local experts one after another, each
  * padded to tile_m (expert_offset[], ascending). An expert belongs to macrobatch
- * b = expert_offset[e] / macro_rows (the last macrobatch takes the rest), so a macrobatch is a run of
- * whole experts: each expert's rows are computed, and its weight gradient reduced, inside one
+ * b = expert_offset[e] / macro_rows (the last macrobatch takes the rest), so a macrobatch is a run
+ * of whole experts: each expert's rows are computed, and its weight gradient reduced, inside one
  * macrobatch, whatever the knobs, and the results are bitwise those of a walk without the ring.
  * A macrobatch spans fewer than macro_rows + expert_rows rows (expert_rows: the most padded rows
  * one expert can get, every token of every rank once), which is the size of a ring region.

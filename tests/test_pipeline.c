@@ -60,7 +60,8 @@ static int random_schedule(mok_rng *rng, const mok_pipe_params *p, int el, int32
   int64_t at = 0;
   for (int e = 0; e < el; ++e) {
     const int64_t most = p->expert_rows < p->capacity - at ? p->expert_rows : p->capacity - at;
-    const int64_t c = mok_rng_below(rng, 4) == 0 || most <= 0 ? 0 : mok_rng_below(rng, (int)most + 1);
+    const int64_t c =
+        mok_rng_below(rng, 4) == 0 || most <= 0 ? 0 : mok_rng_below(rng, (int)most + 1);
     offset[e] = (int32_t)at;
     count[e] = (int32_t)c;
     at += (c + p->tile_m - 1) / p->tile_m * p->tile_m;
@@ -124,7 +125,7 @@ void test_pipeline_walk(void) {
     mok_pipe_params p = {128, 128, 1 + mok_rng_below(&rng, 4), 1 + mok_rng_below(&rng, 6), 256, 0};
     p.capacity = 128 * (int64_t)(1 + mok_rng_below(&rng, 120));
     const int64_t steps = mok_pipe_steps(&p);
-    int64_t *fwd_step_of = malloc(sizeof(int64_t) * steps); /* the forward step of each macrobatch */
+    int64_t *fwd_step_of = malloc(sizeof(int64_t) * steps); /* each macrobatch's forward step */
     int64_t *last = malloc(sizeof(int64_t) * p.ring_regions); /* the macrobatch a region holds */
     for (int r = 0; r < p.ring_regions; ++r) last[r] = -1;
     int ok = 1;
@@ -152,5 +153,6 @@ void test_pipeline_walk(void) {
    * capacity (which the worst case of the routing sizes) */
   mok_pipe_params a = {128, 256, 4, 3, 2048, 100000}, b = a;
   b.capacity = 200000;
-  CHECK(mok_pipe_ring_rows(&a) == mok_pipe_ring_rows(&b) && mok_pipe_ring_rows(&a) == 3 * (1024 + 2048));
+  CHECK(mok_pipe_ring_rows(&a) == mok_pipe_ring_rows(&b));
+  CHECK(mok_pipe_ring_rows(&a) == 3 * (1024 + 2048));
 }

@@ -1,8 +1,8 @@
 /* test_layer_ring.c — the token ring (config.ring_bytes): build + forward + backward with one
  * region and one-minibatch macrobatches (almost every macrobatch replayed in backward), with two
  * regions, and with a region per macrobatch (nothing replayed) give, bit for bit, the outputs and
- * gradients of the same path without a ring (which matches the reference); on the fused and the grouped
- * path, over the routing cases (uniform, Zipf, every token's first choice one expert, an empty
+ * gradients of the same path without a ring (which matches the reference); on the fused and the
+ * grouped path, over the routing cases (uniform, Zipf, every token's first choice one expert, an empty
  * rank, top-1) and bf16-accumulated gradients; the schedule holds less memory; two layers in
  * flight keep their own rings; the ops layer refuses a ring. */
 #include <stdio.h>
@@ -74,7 +74,7 @@ static void ring_case(lh_case c, const char *label) {
       printf("  %-64s r%d bitwise %s the run without a ring; schedule %.2f MB (without: %.2f)\n",
              name, gpu_ctx.rank, same ? "equal to" : "DIFFERENT from", sched / 1e6, sched0 / 1e6);
       CHECK(same);
-      if (rings[i].regions == 1) CHECK(sched < sched0); /* one region holds less than the capacity */
+      if (rings[i].regions == 1) CHECK(sched < sched0); /* one region: less than the capacity */
       free(snap);
     }
     free(first);
