@@ -202,6 +202,8 @@ def main():
                          "(separate communication kernels), v1 (mma.sync expert GEMMs), fused (the "
                          "default's path by name)")
     ap.add_argument("--mok", default=os.path.join(HERE, "..", "build", "mok"), help="the mok command")
+    ap.add_argument("--ring-mb", type=int, default=0,
+                    help="mok's token ring per layer in MiB (config.ring_bytes; 0: none, the default)")
     args = ap.parse_args()
     if args.iters < 50:
         print("note: fewer than 50 timed iterations: figures are indicative only")
@@ -218,7 +220,7 @@ def main():
     if not grouped_mm_works():
         raise SystemExit("torch._grouped_mm does not run here: the baseline needs it")
     if rank == 0:
-        print(f"EP={ep}, seed {args.seed}; {deepep_note}")
+        print(f"EP={ep}, seed {args.seed}, mok token ring {args.ring_mb} MiB; {deepep_note}")
     rows = []
     for name in args.shapes.split(","):
         for T in [int(t) for t in args.tokens.split(",")]:
@@ -227,7 +229,8 @@ def main():
                     if rank == 0:
                         print(f"skip {name} T={T} EP={ep}: does not fit one GPU's memory with the baseline")
                     continue
-                group = mf.Group()  # a group per case: its workspaces go when the case ends
+                # a group per case: its workspaces go when the case ends
+                group = mf.Group(ring_bytes=args.ring_mb << 20)
                 try:
                     r = run_case(name, SHAPES[name], T, routing, group, args)
                 except torch.OutOfMemoryError:  # the same shapes on every rank: all of them land here
