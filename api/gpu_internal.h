@@ -73,6 +73,8 @@ struct mok_schedule {
                                 on the v1 backend)                                       */
   void *out_rows;            /* [rows, H] expert outputs                                 */
   void *sg, *su, *sa;        /* [T, Is]  shared expert's gate, up (fp32), activation     */
+  int ring_kept;             /* host: the ring's regions hold what the last forward left
+                                (cleared by a build, and by a backward that replayed)    */
 };
 
 /* Helpers (gpu_workspace.c). */

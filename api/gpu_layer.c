@@ -92,6 +92,7 @@ mok_status mok_forward(mok_schedule *s, const mok_weights *wt, const void *x,
                             stream));
       TRY(experts_forward_pass(&v, wt, stream));
     }
+    s->ring_kept = 1;
   } else {
     TRY(experts_forward_pass(s, wt, stream));
   }
@@ -169,13 +170,15 @@ mok_status mok_backward(mok_schedule *s, const mok_weights *wt, const void *x,
   TRY(mok_gpu_barrier(w, stream));
   if (ring) { /* macrobatches in order; those forward did not keep are replayed first */
     const int64_t steps = mok_pipe_steps(&w->pipe);
+    const int kept = s->ring_kept; /* a second backward after one forward replays everything */
     for (int64_t i = 0; i < steps; ++i) {
       mok_schedule v;
       TRY(mok_gpu_ring_view(s, mok_pipe_bwd_macro(i), mok_pipe_bwd_region(&w->pipe, steps, i), &v,
                             stream));
-      if (!mok_pipe_bwd_resident(&w->pipe, i)) TRY(experts_replay(&v, wt, stream));
+      if (!kept || !mok_pipe_bwd_resident(&w->pipe, i)) TRY(experts_replay(&v, wt, stream));
       TRY(experts_backward_pass(&v, wt, g, stream));
     }
+    if (steps > w->pipe.ring_regions) s->ring_kept = 0; /* replays reused regions */
   } else {
     TRY(experts_backward_pass(s, wt, g, stream));
   }

@@ -95,6 +95,7 @@ mok_status mok_schedule_build(mok_schedule *s, const int32_t *topk, cudaStream_t
   if (e != cudaSuccess) return mok_gpu_status(e);
   mok_status st = mok_gpu_barrier(w, stream);
   if (st != MOK_SUCCESS) return st;
+  s->ring_kept = 0; /* a new table: the ring holds nothing of it until a forward */
   v1_sched_args a = mok_gpu_sched_args(s);
   if ((e = v1_sched_count_scan(&a, stream)) != cudaSuccess) return mok_gpu_status(e);
   if ((e = v1_sched_fill_pad(&a, stream)) != cudaSuccess) return mok_gpu_status(e);
