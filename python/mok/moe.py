@@ -19,11 +19,12 @@ _slots = itertools.count(1)    # one mok schedule slot per module (see mok.funct
 _functional = None             # mok.functional, imported on first use (it loads libmok)
 
 
-def get_group(process_group=None, path="auto"):
+def get_group(process_group=None, path="auto", ring_bytes=0):
     """The mok Group over process_group (None: the default group, or a single process without
     torch.distributed) running the given kernels (path: "auto", "fused", "grouped" or "v1", see
-    mok.functional.Group), made on first use (collective over the group: its NCCL communicator is
-    created from a unique id broadcast through process_group) and cached."""
+    mok.functional.Group) with a token ring of ring_bytes per layer (0: none), made on first use
+    (collective over the group: its NCCL communicator is created from a unique id broadcast
+    through process_group) and cached."""
     import torch.distributed as dist
     global _functional
     from . import functional
@@ -31,9 +32,10 @@ def get_group(process_group=None, path="auto"):
     if process_group is not None and dist.is_available() and dist.is_initialized() \
             and process_group is dist.group.WORLD:
         process_group = None
-    key = (id(process_group), path)  # ProcessGroup objects need not be hashable
+    key = (id(process_group), path, ring_bytes)  # ProcessGroup objects need not be hashable
     if key not in _group_cache:
-        _group_cache[key] = (process_group, functional.Group(process_group, path=path))
+        _group_cache[key] = (process_group,
+                             functional.Group(process_group, path=path, ring_bytes=ring_bytes))
     return _group_cache[key][1]
 
 
@@ -71,13 +73,15 @@ class MoE(nn.Module):
     for its backward (one forward with autograd in flight per module; recompute=True lifts this at
     the cost of one more forward in backward). The Group is made at construction (collective).
     kernels ("auto", "fused", "grouped", "v1") picks mok's execution path (backend "mok" only).
+    ring_bytes > 0 bounds what mok keeps per layer for backward to a token ring of that size
+    (backward then replays the forward of the macrobatches not kept; results unchanged).
     """
 
     def __init__(self, hidden_size, intermediate_size, num_experts, top_k, *,
                  shared_intermediate_size=0, scoring="softmax", n_group=1, topk_group=1,
                  score_correction_bias=False, norm_topk_prob=False, routed_scaling_factor=1.0,
                  swiglu_limit=0.0, process_group=None, backend="mok", recompute=False,
-                 device=None, router_dtype=torch.float32, kernels="auto"):
+                 device=None, router_dtype=torch.float32, kernels="auto", ring_bytes=0):
         super().__init__()
         if backend not in BACKENDS:
             raise ValueError(f"backend must be one of {BACKENDS}, got {backend!r}")
@@ -122,7 +126,7 @@ class MoE(nn.Module):
         self.reset_parameters()
 
         self._slot = next(_slots)
-        self._group = get_group(process_group, kernels) if backend == "mok" else None
+        self._group = get_group(process_group, kernels, ring_bytes) if backend == "mok" else None
 
     def reset_parameters(self):
         """Like nn.Linear: uniform in +-1/sqrt(fan_in) for every weight (the router too)."""

@@ -195,9 +195,9 @@ def test_deterministic():
 
 def test_fused_path_matches_default():
     """The functional ops on the default Group (the fused path: dispatch inside the gate+up
-    kernel, pushes from the GEMM epilogues) and on Group(path="fused") give the grouped path's
-    outputs and gradients (separate communication kernels) bit for bit; v1 agrees within bf16
-    noise."""
+    kernel, pushes from the GEMM epilogues), on Group(path="fused") and on a Group with a
+    one-region token ring give the grouped path's outputs and gradients (separate communication
+    kernels) bit for bit; v1 agrees within bf16 noise."""
     import mok.functional as mf
     seed = shared_seed()
     ep, rank = dist.get_world_size(), dist.get_rank()
@@ -210,15 +210,17 @@ def test_fused_path_matches_default():
     w = [(torch.randn(*s, device="cuda", generator=g) * s[-1] ** -0.5).bfloat16()
          for s in ((E // ep, I, H), (E // ep, I, H), (E // ep, H, I), (I, H), (I, H), (H, I))]
     outs = {}
-    for path in ("auto", "fused", "grouped", "v1"):
-        grp = mf.Group(path=path)
+    region = (128 + (ep * T + 127) // 128 * 128) * H * 2  # one 128-row macrobatch + one expert's most
+    knobs = {"ring": dict(ring_bytes=region, macrobatch_minibatches=1)}
+    for path in ("auto", "fused", "grouped", "v1", "ring"):
+        grp = mf.Group(path="auto" if path == "ring" else path, **knobs.get(path, {}))
         y = mf.moe_forward(x, topk, rw, *w, grp.id, E, 0.0)
         grads = mf.moe_backward(dy, x, topk, rw, *w, grp.id, E, 0.0)
         torch.cuda.synchronize()
         outs[path] = [y] + [t for t in grads if t is not None]
         grp.destroy()
-    same = all(torch.equal(a, b) and torch.equal(a, c)
-               for a, b, c in zip(outs["grouped"], outs["fused"], outs["auto"]))
+    same = all(torch.equal(a, b) and torch.equal(a, c) and torch.equal(a, d)
+               for a, b, c, d in zip(outs["grouped"], outs["fused"], outs["auto"], outs["ring"]))
     worst_v1 = max(rel(a, b) for a, b in zip(outs["grouped"], outs["v1"]))
     report("fused_vs_default", ep=ep, rank=rank, bitwise=same, worst_v1_vs_default=f"{worst_v1:.2e}")
     assert agree(same and worst_v1 < TOL and finite(*outs["fused"]))
