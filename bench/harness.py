@@ -7,7 +7,8 @@ For each shape, token count and routing it checks mok's output and gradients aga
 then times forward and backward of each (warm-up, >= 50 iterations with CUDA events, median over
 iterations of the slowest rank) and prints TFLOP/s per GPU by the published convention
 (6*(T*Is/I + T*k)*H*I per forward, twice that per backward); the ratio column is baseline time over
-mok time. --also grouped,v1,fused adds mok's other paths on the same data. Writes a JSON file and a PNG chart."""
+mok time. --also grouped,v1,fused adds mok's other paths on the same data; --fp8 mok's FP8 forward
+against the same BF16 baseline; --ring-mb mok's token ring. Writes a JSON file and a PNG chart."""
 import argparse
 import json
 import os
@@ -141,6 +142,13 @@ def run_case(name, shape, T, routing, group, args):
     res.update(mok_fwd_ms=t_mok_f, mok_bwd_ms=t_mok_b, base_fwd_ms=t_base_f, base_bwd_ms=t_base_b,
                mok_fwd_tflops=flops / t_mok_f * 1e-9, mok_bwd_tflops=2 * flops / t_mok_b * 1e-9,
                base_fwd_tflops=flops / t_base_f * 1e-9, base_bwd_tflops=2 * flops / t_base_b * 1e-9)
+    if args.fp8:  # mok's FP8 (block-128) forward on the same data, weights quantized untimed
+        q = [mf.quantize_weight(t) for t in wl[:3]]
+        fp8_fwd = lambda: mf.moe_forward_fp8(x, topk, rw, *q[0], *q[1], *q[2], *wl[3:], group.id, E)  # noqa: E731
+        check["fp8_y"] = rel(fp8_fwd(), base_fwd())  # quantization error, not a fault, at ~1e-2
+        t_f8 = slowest_median(timed(fp8_fwd, args.iters, args.warmup))
+        res.update(fp8_fwd_ms=t_f8, fp8_fwd_tflops=flops / t_f8 * 1e-9)
+        del q
     for path in [a for a in args.also.split(",") if a]:  # other mok paths on the same data
         gp = mf.Group(path=path)
         p_fwd = lambda: mf.moe_forward(x, topk, rw, *wl, gp.id, E, 0.0)  # noqa: E731
@@ -202,6 +210,9 @@ def main():
                          "(separate communication kernels), v1 (mma.sync expert GEMMs), fused (the "
                          "default's path by name)")
     ap.add_argument("--mok", default=os.path.join(HERE, "..", "build", "mok"), help="the mok command")
+    ap.add_argument("--fp8", action="store_true",
+                    help="also time mok's FP8 (block-128) forward on every case, against the same "
+                         "PyTorch+NCCL BF16 forward (printed after the table)")
     ap.add_argument("--ring-mb", type=int, default=0,
                     help="mok's token ring per layer in MiB (config.ring_bytes; 0: none, the default)")
     args = ap.parse_args()
@@ -258,12 +269,18 @@ def main():
         print(f"\n{'shape':16s} {'EP':>2s} {'T':>5s} {'routing':8s} {'pass':4s} {'mok ms':>8s} {'TFLOP/s':>8s} "
               f"{'base ms':>8s} {'TFLOP/s':>8s} {'ratio':>6s} {'rel err':>8s} {extra}")
         for r in rows:
-            err = max(r["check"].values())
+            err = max(v for key, v in r["check"].items() if not key.startswith("fp8"))
             for p in ("fwd", "bwd"):
                 extra = " ".join(f"{r[f'{a}_{p}_ms']:9.3f} {r[f'{a}_{p}_tflops']:8.1f}" for a in also)
                 print(f"{r['shape']:16s} {r['ep']:2d} {r['tokens']:5d} {r['routing']:8s} {p:4s} "
                       f"{r[f'mok_{p}_ms']:8.3f} {r[f'mok_{p}_tflops']:8.1f} {r[f'base_{p}_ms']:8.3f} "
                       f"{r[f'base_{p}_tflops']:8.1f} {r[f'base_{p}_ms'] / r[f'mok_{p}_ms']:6.2f} {err:8.1e} {extra}")
+        for r in rows:
+            if "fp8_fwd_ms" in r:
+                print(f"{r['shape']:16s} {r['ep']:2d} {r['tokens']:5d} {r['routing']:8s} fwd  "
+                      f"mok FP8 {r['fp8_fwd_ms']:8.3f} ms {r['fp8_fwd_tflops']:7.1f} TFLOP/s (BF16 count), "
+                      f"{r['base_fwd_ms'] / r['fp8_fwd_ms']:5.2f}x PyTorch+NCCL BF16, "
+                      f"y vs baseline {r['check']['fp8_y']:.1e}")
     dist.barrier()
     dist.destroy_process_group()
     if args.breakdown and rank == 0 and rows:

@@ -252,6 +252,71 @@ def _backward(ctx, dy):
 torch.library.register_autograd("mok::moe_forward", _backward, setup_context=_setup_context)
 
 
+FP8_BLOCK128 = 1  # mok_dtype MOK_DTYPE_FP8_BLOCK128
+
+
+def quantize_weight(w):
+    """A bf16 [E, rows, cols] weight (rows, cols multiples of 128) as mok's FP8 block-128 format:
+    (E4M3 codes, uint8 of w's shape; fp32 scales [E, rows / 128, cols / 128]), quantized on w's
+    device and current stream by mok_quantize_weight."""
+    if w.dtype != torch.bfloat16 or w.dim() != 3 or not w.is_contiguous() or w.device.type != "cuda":
+        raise TypeError("mok: quantize_weight needs a contiguous bfloat16 [E, rows, cols] CUDA tensor")
+    E, rows, cols = w.shape
+    q = torch.empty(w.shape, dtype=torch.uint8, device=w.device)
+    scales = torch.empty(E, rows // 128, cols // 128, dtype=torch.float32, device=w.device)
+    stream = ctypes.c_void_p(torch.cuda.current_stream(w.device).cuda_stream)
+    C.call("mok_quantize_weight", FP8_BLOCK128, _ptr(w), E, rows, cols, _ptr(q), _ptr(scales), stream)
+    return q, scales
+
+
+def moe_forward_fp8(x, topk, rw, q_gate, s_gate, q_up, s_up, q_down, s_down, ws_gate, ws_up,
+                    ws_down, group_id, num_experts, swiglu_limit=0.0, slot=0):
+    """The layer's forward with FP8 (block-128) routed experts: q_* and s_* from quantize_weight
+    of w_gate, w_up, w_down; the shared expert (ws_*, or None) stays bf16. Forward only (no
+    autograd): mok has no FP8 backward yet. Uses its own workspace of the group (dtype FP8)."""
+    for q, sc in ((q_gate, s_gate), (q_up, s_up), (q_down, s_down)):
+        if q.dtype != torch.uint8 or sc.dtype != torch.float32 or not q.is_contiguous() \
+                or not sc.is_contiguous():
+            raise TypeError("mok: FP8 weights are (uint8 codes, float32 scales) from quantize_weight")
+        if sc.shape != (q.shape[0], q.shape[1] // 128, q.shape[2] // 128):
+            raise ValueError(f"mok: scales {tuple(sc.shape)} do not match codes {tuple(q.shape)}")
+    if x.dtype != torch.bfloat16 or topk.dtype != torch.int32 or rw.dtype != torch.float32:
+        raise TypeError("mok: x must be bfloat16, topk_experts int32, router_weights float32")
+    if not (x.is_contiguous() and topk.is_contiguous() and rw.is_contiguous()):
+        raise ValueError("mok: x, topk_experts and router_weights must be contiguous")
+    if not 0 <= group_id < len(_groups):
+        raise ValueError(f"mok: unknown group id {group_id}")
+    if x.dim() != 2 or topk.dim() != 2 or rw.shape != topk.shape or topk.shape[0] != x.shape[0]:
+        raise ValueError("mok: need x [T, H], topk_experts and router_weights [T, k]")
+    H, ep = x.shape[1], _groups[group_id].size
+    el, I = (q_gate.shape[0], q_gate.shape[1]) if q_gate.dim() == 3 else (-1, -1)
+    if q_gate.shape != (el, I, H) or q_up.shape != (el, I, H) or q_down.shape != (el, H, I) \
+            or el * ep != num_experts:
+        raise ValueError(f"mok: need FP8 w_gate, w_up [E/EP, I, {H}] and w_down [E/EP, {H}, I] with "
+                         f"E/EP * {ep} = {num_experts}")
+    shared = [w is not None and w.numel() > 0 for w in (ws_gate, ws_up, ws_down)]
+    if any(shared) and not all(shared):
+        raise ValueError("mok: pass all three shared-expert weights or none")
+    if all(shared):
+        Is = ws_gate.shape[0]
+        if ws_gate.shape != (Is, H) or ws_up.shape != (Is, H) or ws_down.shape != (H, Is) or any(
+                w.dtype != torch.bfloat16 or not w.is_contiguous() for w in (ws_gate, ws_up, ws_down)):
+            raise ValueError(f"mok: need contiguous bf16 ws_gate, ws_up [Is, {H}] and ws_down [{H}, Is]")
+    tensors = [x, topk, rw, q_gate, s_gate, q_up, s_up, q_down, s_down]
+    tensors += [w for w in (ws_gate, ws_up, ws_down) if w is not None and w.numel() > 0]
+    if any(t.device != x.device for t in tensors) or x.device.type != "cuda":
+        raise ValueError("mok: all tensors must be on the same CUDA device")
+    knobs = _knobs(swiglu_limit) + (("dtype", FP8_BLOCK128),)
+    ws, sched = _schedule(group_id, _shape(x, topk, num_experts, q_gate, ws_gate), knobs, slot)
+    w = _weights(q_gate, q_up, q_down, ws_gate, ws_up, ws_down)
+    w.w_gate_scale, w.w_up_scale, w.w_down_scale = _ptr(s_gate), _ptr(s_up), _ptr(s_down)
+    y = torch.empty_like(x)
+    stream = ctypes.c_void_p(torch.cuda.current_stream(x.device).cuda_stream)
+    C.call("mok_schedule_build", sched, _ptr(topk), stream)
+    C.call("mok_forward", sched, ctypes.byref(w), _ptr(x), _ptr(rw), _ptr(y), stream)
+    return y
+
+
 def moe(x, topk_experts, router_weights, w_gate, w_up, w_down, ws_gate=None, ws_up=None, ws_down=None,
         *, group: Group, num_experts: int, swiglu_limit: float = 0.0,
         slot: Optional[int] = None) -> torch.Tensor:
