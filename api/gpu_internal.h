@@ -22,9 +22,9 @@ struct mok_workspace {
   mok_config config;
   int ep, rank, el;          /* el = E / EP                                              */
   int64_t cap;               /* schedule rows per rank                                   */
-  mok_pipe_params pipe;      /* the token ring (pipe.ring_regions 0: none)               */
-  int64_t scratch_rows;      /* rows of the backward and FP8 scratch below: cap, or one
-                                ring region                                              */
+  mok_pipe_params pipe;      /* the token ring (pipe.ring_regions 0: none); pipe.capacity
+                                is cap. The backward and FP8 scratch below hold `rows`
+                                rows: cap, or one ring region                           */
   int32_t *view_offset, *view_count, *view_row_src; /* a ring step's view of a schedule  */
   int chunks_per_rank;       /* schedule build geometry                                  */
   int64_t chunk_tokens;
@@ -38,15 +38,15 @@ struct mok_workspace {
   void *local;
   int32_t *err;              /* sticky error word                                        */
   uint64_t *epoch;           /* barrier epoch counter                                    */
-  void *d_out;               /* [scratch_rows, H]  backward: rw * dy rows, later dx rows */
-  void *d_a;                 /* [scratch_rows, I]                                        */
-  void *dgu;                 /* [scratch_rows, 2I]                                       */
+  void *d_out;               /* [rows, H]  backward: rw * dy rows, later dx rows         */
+  void *d_a;                 /* [rows, I]                                                */
+  void *dgu;                 /* [rows, 2I]                                               */
   void *ys;                  /* [T, H]    shared expert output / its dx                  */
   void *ds_a;                /* [T, Is]                                                  */
   void *dsgu;                /* [T, 2Is]                                                 */
-  void *fp8_x, *fp8_act;     /* FP8: E4M3 expert inputs [scratch_rows, H], activations [.., I] */
-  float *fp8_x_scales;       /*      their 1x128 scales [H/128][scratch_rows rounded to 128]  */
-  float *fp8_act_scales;     /*      and [I/128][scratch_rows rounded up to 128]              */
+  void *fp8_x, *fp8_act;     /* FP8: E4M3 expert inputs [rows, H], activations [rows, I]     */
+  float *fp8_x_scales;       /*      their 1x128 scales [H/128][rows rounded up to 128]      */
+  float *fp8_act_scales;     /*      and [I/128][rows rounded up to 128]                      */
   int32_t *dense_table;      /* the shared expert as one grouped-GEMM expert: offset {0,
                                 T rounded up to 128}, count {T}                           */
   int64_t local_bytes;

@@ -35,6 +35,7 @@ static v1_route op_route(const mok_schedule *s) {
  * into `rows`; else push: `rows` into the (token, k) slots of `sym` on their source ranks. */
 static mok_status move_rows(mok_schedule *s, const mok_sym_buffer *sym, int64_t bytes, void *rows,
                             int pull, cudaStream_t st) {
+  if (mok_gpu_ring_on(s->ws)) return MOK_ERR_NOT_SUPPORTED;
   if (!mok_gpu_aligned(rows)) return MOK_ERR_MISALIGNED;
   mok_workspace *w = s->ws;
   TRY(use_buffer(w, sym, bytes, st));
@@ -49,7 +50,6 @@ static int64_t slot_bytes(const mok_schedule *s) { return token_bytes(s) * s->ws
 
 mok_status mok_op_dispatch(mok_schedule *s, const mok_sym_buffer *x, void *recv, cudaStream_t st) {
   if (!s || !x || !recv) return MOK_ERR_INVALID_ARGUMENT;
-  if (mok_gpu_ring_on(s->ws)) return MOK_ERR_NOT_SUPPORTED;
   return move_rows(s, x, token_bytes(s), recv, 1, st);
 }
 
@@ -69,7 +69,6 @@ mok_status mok_op_experts_forward(mok_schedule *s, const mok_weights *wt, const 
 mok_status mok_op_combine(mok_schedule *s, const void *out_rows, const mok_sym_buffer *combine,
                           cudaStream_t st) {
   if (!s || !out_rows || !combine) return MOK_ERR_INVALID_ARGUMENT;
-  if (mok_gpu_ring_on(s->ws)) return MOK_ERR_NOT_SUPPORTED;
   return move_rows(s, combine, slot_bytes(s), (void *)out_rows, 0, st);
 }
 
@@ -94,7 +93,6 @@ mok_status mok_op_combine_reduce(mok_schedule *s, const mok_weights *wt, const v
 mok_status mok_op_reverse_combine(mok_schedule *s, const mok_sym_buffer *dy, void *recv_dy,
                                   cudaStream_t st) {
   if (!s || !dy || !recv_dy) return MOK_ERR_INVALID_ARGUMENT;
-  if (mok_gpu_ring_on(s->ws)) return MOK_ERR_NOT_SUPPORTED;
   return move_rows(s, dy, token_bytes(s), recv_dy, 1, st);
 }
 
@@ -118,7 +116,6 @@ mok_status mok_op_experts_backward(mok_schedule *s, const mok_weights *wt, const
 mok_status mok_op_reverse_dispatch(mok_schedule *s, const void *dx_rows,
                                    const mok_sym_buffer *dx_parts, cudaStream_t st) {
   if (!s || !dx_rows || !dx_parts) return MOK_ERR_INVALID_ARGUMENT;
-  if (mok_gpu_ring_on(s->ws)) return MOK_ERR_NOT_SUPPORTED;
   return move_rows(s, dx_parts, slot_bytes(s), (void *)dx_rows, 0, st);
 }
 

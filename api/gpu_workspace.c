@@ -108,8 +108,8 @@ static int fused_path(const mok_config *c) {
 }
 
 /* Validation of one rank's request, before any collective. */
-static mok_status check_request(const mok_shape *s, const mok_config *c, int ep, int64_t *cap,
-                                int *cpr, int64_t *ct) {
+static mok_status check_request(const mok_shape *s, const mok_config *c, int ep,
+                                mok_pipe_params *pipe, int *cpr, int64_t *ct) {
   mok_status st = mok_validate(s, c, ep);
   if (st != MOK_SUCCESS) return st;
   /* FP8 (block-128, forward only) runs on the grouped wgmma kernels: sm_90, 128-row tiles, and
@@ -130,16 +130,13 @@ static mok_status check_request(const mok_shape *s, const mok_config *c, int ep,
       return MOK_ERR_CUDA;
     if (c->fwd_comm_sms > sms / 2) return MOK_ERR_INVALID_ARGUMENT;
   }
-  /* the token ring runs on the wgmma kernels (their weight gradient leaves a view's other
-   * experts alone) */
+  /* the token ring runs on the wgmma kernels (a ring view offsets their row buffers: g | u as
+   * bf16 in g, no fp32 u) */
   if (c->ring_bytes > 0 && !wgmma_backend(c)) return MOK_ERR_NOT_SUPPORTED;
-  if (c->schedule_capacity > 0) {
-    *cap = c->schedule_capacity;
-  } else {
-    st = mok_schedule_worst_case_rows(s, ep, c->tile_m, cap);
-    if (st != MOK_SUCCESS) return st;
-  }
-  if (*cap > INT32_MAX) return MOK_ERR_INVALID_SHAPE;
+  int64_t ring_bytes = 0; /* the capacity (the knob's or the worst case) and the ring */
+  st = mok_pipe_from_config(s, c, ep, pipe, &ring_bytes);
+  if (st != MOK_SUCCESS) return st;
+  if (pipe->capacity > INT32_MAX) return MOK_ERR_INVALID_SHAPE;
   return chunk_geometry(s, ep, cpr, ct);
 }
 
@@ -147,9 +144,11 @@ mok_status mok_workspace_create(mok_group *g, const mok_shape *s, const mok_conf
                                 mok_workspace **out) {
   if (!g || !s || !c || !out) return MOK_ERR_INVALID_ARGUMENT;
   *out = NULL;
-  int64_t cap = 0, ct = 1;
+  mok_pipe_params pipe;
+  memset(&pipe, 0, sizeof pipe);
+  int64_t ct = 1;
   int cpr = 1;
-  mok_status st = check_request(s, c, g->size, &cap, &cpr, &ct);
+  mok_status st = check_request(s, c, g->size, &pipe, &cpr, &ct);
   int64_t row[AGREE_N];
   agreement_row(st, s, c, row);
   mok_status ag = agree(g, row);
@@ -164,19 +163,14 @@ mok_status mok_workspace_create(mok_group *g, const mok_shape *s, const mok_conf
   w->ep = g->size;
   w->rank = g->rank;
   w->el = (int)(s->num_experts / g->size);
-  w->cap = cap;
+  w->pipe = pipe;
+  w->cap = pipe.capacity;
   w->chunks_per_rank = cpr;
   w->chunk_tokens = ct;
   w->timeout_ns = (int64_t)c->timeout_ms * 1000000;
-  int64_t ring_bytes = 0;
-  st = mok_pipe_from_config(s, c, g->size, &w->pipe, &ring_bytes); /* validated above */
-  if (st != MOK_SUCCESS) {
-    free(w);
-    return st;
-  }
-  const int ring = w->pipe.ring_regions > 0;
-  const int64_t rows = ring ? mok_pipe_region_rows(&w->pipe) : cap; /* scratch rows */
-  w->scratch_rows = rows;
+  const int64_t cap = w->cap;
+  const int ring = pipe.ring_regions > 0;
+  const int64_t rows = ring ? mok_pipe_region_rows(&pipe) : cap; /* the scratch's rows */
 
   const int64_t T = s->tokens, H = s->hidden, I = s->intermediate, k = s->top_k,
                 Is = s->shared_intermediate;

@@ -151,10 +151,9 @@ __global__ void __launch_bounds__(GG_THREADS, 1)
     if (MODE != GG_WGRAD) tma_prefetch_desc(&tm_c0);
     if (MODE == GG_SWIGLU && p.has_preact) tma_prefetch_desc(&tm_c1);
   }
-  if (tid >= 64 && tid < 96) { /* unit prefix over experts */
-    if (MODE == GG_WGRAD) gg_present_prefix(p.count, E, p.m_tiles * p.n_tiles, prefix, tid & 31);
-    else gg_unit_prefix(p.count, E, GG_BM * CL, p.n_tiles, prefix, tid & 31);
-  }
+  if (tid >= 64 && tid < 96) /* unit prefix over experts */
+    gg_unit_prefix(p.count, E, GG_BM * CL, p.n_tiles, MODE == GG_WGRAD ? p.m_tiles * p.n_tiles : 0,
+                   prefix, tid & 31);
   if (CL > 1) cluster_sync(); /* barrier inits visible to the peer before any multicast */
   else __syncthreads();
   const int total = prefix[E];

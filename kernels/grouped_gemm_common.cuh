@@ -22,38 +22,19 @@
     if (s_ != MOK_SUCCESS) return s_; \
   } while (0)
 
-/* One warp: prefix[l] = work units of experts before l (ceil(count / unit_rows) row units times
- * n_tiles each; negative counts count as 0), prefix[E] = all units. A warp scan, 32 experts at a
- * time. */
+/* One warp: prefix[l] = work units of experts before l, prefix[E] = all units; a warp scan, 32
+ * experts at a time. Row-grouped calls (whole 0): ceil(count / unit_rows) row units times n_tiles
+ * per expert (negative counts count as 0). The weight gradient (whole > 0): `whole` units (its dW
+ * grid) per expert with a count >= 0, none for one at count -1 (outside a ring view's
+ * macrobatch). */
 __device__ __forceinline__ void gg_unit_prefix(const int32_t *count, int E, int unit_rows,
-                                               int n_tiles, int32_t *prefix, int lane) {
+                                               int n_tiles, int whole, int32_t *prefix, int lane) {
   int run = 0;
   for (int base = 0; base < E; base += 32) {
     const int l = base + lane;
-    int c = l < E ? count[l] : 0;
-    c = c > 0 ? c : 0;
-    const int t = gg_ceil_div(c, unit_rows) * n_tiles;
-    int incl = t;
-#pragma unroll
-    for (int o = 1; o < 32; o <<= 1) {
-      int y = __shfl_up_sync(0xffffffffu, incl, o);
-      if (lane >= o) incl += y;
-    }
-    if (l < E) prefix[l] = run + incl - t;
-    run += __shfl_sync(0xffffffffu, incl, 31);
-  }
-  if (lane == 0) prefix[E] = run;
-}
-
-/* One warp, the weight gradient's tile space: prefix[l] = units of experts before l, each expert
- * with a count >= 0 taking `each` units (its whole dW grid), one at count -1 (outside a ring
- * view's macrobatch) none; prefix[E] = all units. */
-__device__ __forceinline__ void gg_present_prefix(const int32_t *count, int E, int each,
-                                                  int32_t *prefix, int lane) {
-  int run = 0;
-  for (int base = 0; base < E; base += 32) {
-    const int l = base + lane;
-    const int t = l < E && count[l] >= 0 ? each : 0;
+    const int c = l < E ? count[l] : 0;
+    const int t = whole > 0 ? (l < E && c >= 0 ? whole : 0)
+                            : gg_ceil_div(c > 0 ? c : 0, unit_rows) * n_tiles;
     int incl = t;
 #pragma unroll
     for (int o = 1; o < 32; o <<= 1) {

@@ -123,15 +123,17 @@ def _shape(x, topk, num_experts, w_gate, ws_gate):
     return (x.shape[0], x.shape[1], num_experts, w_gate.shape[1], topk.shape[1], shared)
 
 
-def _check(x, topk, rw, weights, group_id, num_experts):
+def _check(x, topk, rw, weights, group_id, num_experts, routed_dtype=torch.bfloat16):
     """Shapes, dtypes, layout and device of the op's tensors: the C API sees only pointers, so a
-    wrong shape must be caught here."""
+    wrong shape must be caught here. routed_dtype: the routed weights' (uint8: FP8 codes); the
+    shared expert's are bfloat16."""
     if x.dtype != torch.bfloat16 or topk.dtype != torch.int32 or rw.dtype != torch.float32:
         raise TypeError("mok: x must be bfloat16, topk_experts int32, router_weights float32 (got "
                         f"{x.dtype}, {topk.dtype}, {rw.dtype})")
-    for w in weights:
-        if w is not None and w.numel() > 0 and (w.dtype != torch.bfloat16 or not w.is_contiguous()):
-            raise TypeError("mok: weights must be contiguous bfloat16")
+    for i, w in enumerate(weights):
+        want = routed_dtype if i < 3 else torch.bfloat16
+        if w is not None and w.numel() > 0 and (w.dtype != want or not w.is_contiguous()):
+            raise TypeError(f"mok: weights must be contiguous, routed {routed_dtype}, shared bfloat16")
     if not (x.is_contiguous() and topk.is_contiguous() and rw.is_contiguous()):
         raise ValueError("mok: x, topk_experts and router_weights must be contiguous")
     if not 0 <= group_id < len(_groups):
@@ -274,38 +276,15 @@ def moe_forward_fp8(x, topk, rw, q_gate, s_gate, q_up, s_up, q_down, s_down, ws_
     """The layer's forward with FP8 (block-128) routed experts: q_* and s_* from quantize_weight
     of w_gate, w_up, w_down; the shared expert (ws_*, or None) stays bf16. Forward only (no
     autograd): mok has no FP8 backward yet. Uses its own workspace of the group (dtype FP8)."""
-    for q, sc in ((q_gate, s_gate), (q_up, s_up), (q_down, s_down)):
-        if q.dtype != torch.uint8 or sc.dtype != torch.float32 or not q.is_contiguous() \
-                or not sc.is_contiguous():
-            raise TypeError("mok: FP8 weights are (uint8 codes, float32 scales) from quantize_weight")
-        if sc.shape != (q.shape[0], q.shape[1] // 128, q.shape[2] // 128):
-            raise ValueError(f"mok: scales {tuple(sc.shape)} do not match codes {tuple(q.shape)}")
-    if x.dtype != torch.bfloat16 or topk.dtype != torch.int32 or rw.dtype != torch.float32:
-        raise TypeError("mok: x must be bfloat16, topk_experts int32, router_weights float32")
-    if not (x.is_contiguous() and topk.is_contiguous() and rw.is_contiguous()):
-        raise ValueError("mok: x, topk_experts and router_weights must be contiguous")
-    if not 0 <= group_id < len(_groups):
-        raise ValueError(f"mok: unknown group id {group_id}")
-    if x.dim() != 2 or topk.dim() != 2 or rw.shape != topk.shape or topk.shape[0] != x.shape[0]:
-        raise ValueError("mok: need x [T, H], topk_experts and router_weights [T, k]")
-    H, ep = x.shape[1], _groups[group_id].size
-    el, I = (q_gate.shape[0], q_gate.shape[1]) if q_gate.dim() == 3 else (-1, -1)
-    if q_gate.shape != (el, I, H) or q_up.shape != (el, I, H) or q_down.shape != (el, H, I) \
-            or el * ep != num_experts:
-        raise ValueError(f"mok: need FP8 w_gate, w_up [E/EP, I, {H}] and w_down [E/EP, {H}, I] with "
-                         f"E/EP * {ep} = {num_experts}")
-    shared = [w is not None and w.numel() > 0 for w in (ws_gate, ws_up, ws_down)]
-    if any(shared) and not all(shared):
-        raise ValueError("mok: pass all three shared-expert weights or none")
-    if all(shared):
-        Is = ws_gate.shape[0]
-        if ws_gate.shape != (Is, H) or ws_up.shape != (Is, H) or ws_down.shape != (H, Is) or any(
-                w.dtype != torch.bfloat16 or not w.is_contiguous() for w in (ws_gate, ws_up, ws_down)):
-            raise ValueError(f"mok: need contiguous bf16 ws_gate, ws_up [Is, {H}] and ws_down [{H}, Is]")
-    tensors = [x, topk, rw, q_gate, s_gate, q_up, s_up, q_down, s_down]
-    tensors += [w for w in (ws_gate, ws_up, ws_down) if w is not None and w.numel() > 0]
-    if any(t.device != x.device for t in tensors) or x.device.type != "cuda":
+    _check(x, topk, rw, (q_gate, q_up, q_down, ws_gate, ws_up, ws_down), group_id, num_experts,
+           routed_dtype=torch.uint8)
+    if any(t.device != x.device for t in (s_gate, s_up, s_down)):
         raise ValueError("mok: all tensors must be on the same CUDA device")
+    for q, sc in ((q_gate, s_gate), (q_up, s_up), (q_down, s_down)):
+        if sc.dtype != torch.float32 or not sc.is_contiguous() or \
+                sc.shape != (q.shape[0], q.shape[1] // 128, q.shape[2] // 128):
+            raise ValueError(f"mok: scales {tuple(sc.shape)} ({sc.dtype}) are not those of codes "
+                             f"{tuple(q.shape)} from quantize_weight")
     knobs = _knobs(swiglu_limit) + (("dtype", FP8_BLOCK128),)
     ws, sched = _schedule(group_id, _shape(x, topk, num_experts, q_gate, ws_gate), knobs, slot)
     w = _weights(q_gate, q_up, q_down, ws_gate, ws_up, ws_down)

@@ -6,6 +6,7 @@
 #include <string.h>
 #include <cuda_runtime_api.h>
 #include "mok_reference.h"
+#include "schedule/pipeline.h"
 #include "tests/gpu/gpu_test.h"
 #include "tests/gpu/layer_harness.h"
 
@@ -383,3 +384,57 @@ void lh_run_case(mok_group *g, const lh_case *c, const char *label, mok_status e
   lh_host_free(&h);
 }
 
+
+int64_t lh_ring_bytes(const lh_case *c, int ep, int regions) {
+  mok_config cfg = lh_config(c);
+  cfg.ring_bytes = (int64_t)1 << 50; /* as many regions as there are macrobatches */
+  const mok_shape s = {c->T, c->H, c->E, c->I, c->k, c->Is};
+  mok_pipe_params p;
+  int64_t all = 0;
+  if (mok_pipe_from_config(&s, &cfg, ep, &p, &all) != MOK_SUCCESS) return 0;
+  return (int64_t)regions * mok_pipe_region_rows(&p) * c->H * 2;
+}
+
+void lh_pair_open(mok_group *g, lh_pair *p, const lh_case *c1, const lh_case *c2, uint64_t seed2) {
+  memset(p, 0, sizeof *p);
+  lh_host_make(&p->h[0], c1, gpu_ctx.size, test_seed());
+  lh_host_make(&p->h[1], c2, gpu_ctx.size, seed2);
+  for (int i = 0; i < 2; ++i) {
+    CHECK(lh_dev_alloc(&p->d[i], &p->h[i]) == 0);
+    lh_dev_upload(&p->d[i], &p->h[i], gpu_ctx.rank);
+  }
+  const mok_status st = lh_env_open(g, &p->e, &p->h[0], 1);
+  CHECK_STATUS(st, MOK_SUCCESS);
+  p->ok = st == MOK_SUCCESS;
+}
+
+void lh_pair_close(lh_pair *p) {
+  lh_env_close(&p->e);
+  for (int i = 0; i < 2; ++i) {
+    lh_dev_free(&p->d[i]);
+    lh_host_free(&p->h[i]);
+  }
+}
+
+void lh_two_in_flight(lh_pair *p, const char *label) {
+  if (!p->ok) return;
+  lh_dev *d1 = &p->d[0], *d2 = &p->d[1];
+  mok_schedule *s2 = NULL;
+  CHECK_STATUS(mok_schedule_create(p->e.ws, &s2), MOK_SUCCESS);
+  cudaStream_t q = p->e.stream;
+  CHECK_STATUS(mok_schedule_build(p->e.s, d1->topk, q), MOK_SUCCESS);
+  CHECK_STATUS(mok_forward(p->e.s, &d1->weights, d1->x, d1->rw, d1->y, q), MOK_SUCCESS);
+  CHECK_STATUS(mok_schedule_build(s2, d2->topk, q), MOK_SUCCESS);
+  CHECK_STATUS(mok_forward(s2, &d2->weights, d2->x, d2->rw, d2->y, q), MOK_SUCCESS);
+  CHECK_STATUS(mok_backward(s2, &d2->weights, d2->x, d2->rw, d2->dy, &d2->grads, q), MOK_SUCCESS);
+  CHECK_STATUS(mok_backward(p->e.s, &d1->weights, d1->x, d1->rw, d1->dy, &d1->grads, q),
+               MOK_SUCCESS);
+  CHECK(cudaStreamSynchronize(q) == cudaSuccess);
+  CHECK_STATUS(lh_device_error(p->e.ws), MOK_SUCCESS);
+  char name[128];
+  for (int i = 0; i < 2; ++i) {
+    snprintf(name, sizeof name, "%s, layer %d", label, i + 1);
+    lh_check_against_reference(&p->h[i], &p->d[i], gpu_ctx.rank, name);
+  }
+  mok_schedule_destroy(s2);
+}

@@ -99,4 +99,23 @@ mok_status lh_device_error(mok_workspace *ws);
  * fault, check that every rank reports it and every output is NaN). */
 void lh_run_case(mok_group *g, const lh_case *c, const char *label, mok_status expect);
 
+/* config.ring_bytes of `regions` token-ring regions for case c (its shape and macrobatch knob) on
+ * a group of ep ranks. */
+int64_t lh_ring_bytes(const lh_case *c, int ep, int regions);
+
+/* Two input sets on this rank, uploaded: c1 with the test seed, c2 (the same shape and config,
+ * another routing or gradient mode) with seed2; one workspace (c1's config) and schedule. ok: the
+ * workspace opened. */
+typedef struct {
+  lh_host h[2];
+  lh_dev d[2];
+  lh_env e;
+  int ok;
+} lh_pair;
+void lh_pair_open(mok_group *g, lh_pair *p, const lh_case *c1, const lh_case *c2, uint64_t seed2);
+void lh_pair_close(lh_pair *p);
+/* Two layers in flight on the pair's workspace: forward 1, forward 2 (on a second schedule),
+ * backward 2, backward 1; both compared with the reference. */
+void lh_two_in_flight(lh_pair *p, const char *label);
+
 #endif

@@ -109,29 +109,16 @@ GPU_TEST(layer_grad_bf16_accumulate_reused) {
   c1.route = MOK_ROUTE_ZIPF; c1.E = 16; c1.k = 4; c1.T = 333;
   c2 = c1;
   c2.route = MOK_ROUTE_UNIFORM; c2.accumulate = 1;
-  lh_host h1, h2;
-  lh_host_make(&h1, &c1, gpu_ctx.size, test_seed());
-  lh_host_make(&h2, &c2, gpu_ctx.size, test_seed() + 7);
-  lh_dev d1, d2;
-  CHECK(lh_dev_alloc(&d1, &h1) == 0);
-  CHECK(lh_dev_alloc(&d2, &h2) == 0);
-  lh_dev_upload(&d1, &h1, gpu_ctx.rank);
-  lh_dev_upload(&d2, &h2, gpu_ctx.rank);
-  lh_env e;
-  mok_status st = lh_env_open(gpu_ctx.group, &e, &h1, 1);
-  CHECK_STATUS(st, MOK_SUCCESS);
-  if (st == MOK_SUCCESS) {
-    CHECK_STATUS(lh_run(e.s, &d1, e.stream), MOK_SUCCESS);
-    CHECK_STATUS(lh_run(e.s, &d2, e.stream), MOK_SUCCESS);
-    CHECK(cudaStreamSynchronize(e.stream) == cudaSuccess);
-    CHECK_STATUS(lh_device_error(e.ws), MOK_SUCCESS);
-    lh_check_against_reference(&h2, &d2, gpu_ctx.rank, "bf16 accumulate, reused schedule");
+  lh_pair p;
+  lh_pair_open(gpu_ctx.group, &p, &c1, &c2, test_seed() + 7);
+  if (p.ok) {
+    CHECK_STATUS(lh_run(p.e.s, &p.d[0], p.e.stream), MOK_SUCCESS);
+    CHECK_STATUS(lh_run(p.e.s, &p.d[1], p.e.stream), MOK_SUCCESS);
+    CHECK(cudaStreamSynchronize(p.e.stream) == cudaSuccess);
+    CHECK_STATUS(lh_device_error(p.e.ws), MOK_SUCCESS);
+    lh_check_against_reference(&p.h[1], &p.d[1], gpu_ctx.rank, "bf16 accumulate, reused schedule");
   }
-  lh_env_close(&e);
-  lh_dev_free(&d1);
-  lh_dev_free(&d2);
-  lh_host_free(&h1);
-  lh_host_free(&h2);
+  lh_pair_close(&p);
 }
 
 GPU_TEST(layer_larger) {
@@ -288,38 +275,10 @@ GPU_TEST(layer_fused_knobs_bitwise) {
 GPU_TEST(layer_two_in_flight) {
   lh_case c = lh_base_case();
   c.Is = 128; c.T = 120; c.k = 2;
-  lh_host h1, h2;
-  lh_host_make(&h1, &c, gpu_ctx.size, test_seed());
-  lh_host_make(&h2, &c, gpu_ctx.size, test_seed() + 99);
-  lh_dev d1, d2;
-  CHECK(lh_dev_alloc(&d1, &h1) == 0);
-  CHECK(lh_dev_alloc(&d2, &h2) == 0);
-  lh_dev_upload(&d1, &h1, gpu_ctx.rank);
-  lh_dev_upload(&d2, &h2, gpu_ctx.rank);
-  lh_env e;
-  mok_status st = lh_env_open(gpu_ctx.group, &e, &h1, 1);
-  CHECK_STATUS(st, MOK_SUCCESS);
-  if (st == MOK_SUCCESS) {
-    mok_schedule *s2 = NULL;
-    CHECK_STATUS(mok_schedule_create(e.ws, &s2), MOK_SUCCESS);
-    cudaStream_t q = e.stream;
-    CHECK_STATUS(mok_schedule_build(e.s, d1.topk, q), MOK_SUCCESS);
-    CHECK_STATUS(mok_forward(e.s, &d1.weights, d1.x, d1.rw, d1.y, q), MOK_SUCCESS);
-    CHECK_STATUS(mok_schedule_build(s2, d2.topk, q), MOK_SUCCESS);
-    CHECK_STATUS(mok_forward(s2, &d2.weights, d2.x, d2.rw, d2.y, q), MOK_SUCCESS);
-    CHECK_STATUS(mok_backward(s2, &d2.weights, d2.x, d2.rw, d2.dy, &d2.grads, q), MOK_SUCCESS);
-    CHECK_STATUS(mok_backward(e.s, &d1.weights, d1.x, d1.rw, d1.dy, &d1.grads, q), MOK_SUCCESS);
-    CHECK(cudaStreamSynchronize(q) == cudaSuccess);
-    CHECK_STATUS(lh_device_error(e.ws), MOK_SUCCESS);
-    lh_check_against_reference(&h1, &d1, gpu_ctx.rank, "two in flight, layer 1");
-    lh_check_against_reference(&h2, &d2, gpu_ctx.rank, "two in flight, layer 2");
-    mok_schedule_destroy(s2);
-  }
-  lh_env_close(&e);
-  lh_dev_free(&d1);
-  lh_dev_free(&d2);
-  lh_host_free(&h1);
-  lh_host_free(&h2);
+  lh_pair p;
+  lh_pair_open(gpu_ctx.group, &p, &c, &c, test_seed() + 99);
+  lh_two_in_flight(&p, "two in flight");
+  lh_pair_close(&p);
 }
 
 /* Device-detected faults: the error word on every rank, NaN outputs, nothing out of bounds. */

@@ -8,7 +8,6 @@
 #include <string.h>
 #include <cuda_runtime_api.h>
 #include "mok_reference.h"
-#include "schedule/pipeline.h"
 #include "tests/gpu/gpu_test.h"
 #include "tests/gpu/layer_harness.h"
 
@@ -123,15 +122,9 @@ static void fp8_case(lh_case c, const char *label) {
            same_y ? "bitwise equal" : "DIFFER");
     CHECK(same_y);
     /* with a one-region token ring and one-minibatch macrobatches: the same y, bit for bit */
-    lh_case rc2 = c;
-    rc2.macro_minibatches = 1;
-    mok_config rcfg = lh_config(&rc2);
-    rcfg.ring_bytes = (int64_t)1 << 50;
-    mok_pipe_params pp;
-    int64_t all = 0;
-    CHECK_STATUS(mok_pipe_from_config(&h.shape, &rcfg, ep, &pp, &all), MOK_SUCCESS);
     h.c.macro_minibatches = 1;
-    h.c.ring_bytes = mok_pipe_region_rows(&pp) * H * 2;
+    h.c.ring_bytes = lh_ring_bytes(&h.c, ep, 1);
+    CHECK(h.c.ring_bytes > 0);
     lh_env er;
     CHECK_STATUS(lh_env_open(gpu_ctx.group, &er, &h, 1), MOK_SUCCESS);
     cudaMemset(y2, 0xFF, (size_t)(T * H * 2 + 16));

@@ -9,19 +9,8 @@
 #include <stdlib.h>
 #include <string.h>
 #include <cuda_runtime_api.h>
-#include "schedule/pipeline.h"
 #include "tests/gpu/gpu_test.h"
 #include "tests/gpu/layer_harness.h"
-
-/* Bytes of `regions` ring regions for case c (its macrobatch knob) on this group. */
-static int64_t ring_of(const lh_host *h, lh_case c, int regions) {
-  mok_config cfg = lh_config(&c);
-  cfg.ring_bytes = (int64_t)1 << 50;
-  mok_pipe_params p;
-  int64_t all = 0;
-  if (mok_pipe_from_config(&h->shape, &cfg, gpu_ctx.size, &p, &all) != MOK_SUCCESS) return 0;
-  return (int64_t)regions * mok_pipe_region_rows(&p) * h->shape.hidden * 2;
-}
 
 /* One run of h's case as it is configured; its outputs' snapshot and the schedule's bytes;
  * compared with the reference when check (the runs with a ring are compared bitwise instead). */
@@ -65,7 +54,7 @@ static void ring_case(lh_case c, const char *label) {
     void *first = run_snapshot(&h, &d, name, 1, &bytes0, &sched0);
     for (size_t i = 0; first && i < sizeof rings / sizeof rings[0]; ++i) {
       h.c.macro_minibatches = rings[i].macro;
-      h.c.ring_bytes = ring_of(&h, h.c, rings[i].regions);
+      h.c.ring_bytes = lh_ring_bytes(&h.c, gpu_ctx.size, rings[i].regions);
       CHECK(h.c.ring_bytes > 0);
       snprintf(name, sizeof name, "%s, %s, %s", label, pi ? "grouped" : "fused", rings[i].name);
       int64_t bytes = 0, sched = 0;
@@ -123,41 +112,16 @@ GPU_TEST(layer_ring_two_in_flight) {
   lh_case c = ring_base();
   c.T = 240; c.k = 2;
   c.macro_minibatches = 1;
-  lh_host h1, h2;
-  lh_host_make(&h1, &c, gpu_ctx.size, test_seed());
-  lh_host_make(&h2, &c, gpu_ctx.size, test_seed() + 99);
-  h1.c.ring_bytes = h2.c.ring_bytes = ring_of(&h1, c, 1);
-  lh_dev d1, d2;
-  CHECK(lh_dev_alloc(&d1, &h1) == 0);
-  CHECK(lh_dev_alloc(&d2, &h2) == 0);
-  lh_dev_upload(&d1, &h1, gpu_ctx.rank);
-  lh_dev_upload(&d2, &h2, gpu_ctx.rank);
-  lh_env e;
-  mok_status st = lh_env_open(gpu_ctx.group, &e, &h1, 1);
-  CHECK_STATUS(st, MOK_SUCCESS);
-  if (st == MOK_SUCCESS) {
-    mok_schedule *s2 = NULL;
-    CHECK_STATUS(mok_schedule_create(e.ws, &s2), MOK_SUCCESS);
-    cudaStream_t q = e.stream;
-    CHECK_STATUS(mok_schedule_build(e.s, d1.topk, q), MOK_SUCCESS);
-    CHECK_STATUS(mok_forward(e.s, &d1.weights, d1.x, d1.rw, d1.y, q), MOK_SUCCESS);
-    CHECK_STATUS(mok_schedule_build(s2, d2.topk, q), MOK_SUCCESS);
-    CHECK_STATUS(mok_forward(s2, &d2.weights, d2.x, d2.rw, d2.y, q), MOK_SUCCESS);
-    CHECK_STATUS(mok_backward(s2, &d2.weights, d2.x, d2.rw, d2.dy, &d2.grads, q), MOK_SUCCESS);
-    CHECK_STATUS(mok_backward(e.s, &d1.weights, d1.x, d1.rw, d1.dy, &d1.grads, q), MOK_SUCCESS);
-    CHECK(cudaStreamSynchronize(q) == cudaSuccess);
-    CHECK_STATUS(lh_device_error(e.ws), MOK_SUCCESS);
-    lh_check_against_reference(&h1, &d1, gpu_ctx.rank, "ring, two in flight, layer 1");
-    lh_check_against_reference(&h2, &d2, gpu_ctx.rank, "ring, two in flight, layer 2");
+  c.ring_bytes = lh_ring_bytes(&c, gpu_ctx.size, 1);
+  lh_pair p;
+  lh_pair_open(gpu_ctx.group, &p, &c, &c, test_seed() + 99);
+  lh_two_in_flight(&p, "ring, two in flight");
+  if (p.ok) {
     char dummy[16];
-    CHECK_STATUS(mok_op_experts_forward(e.s, &d1.weights, dummy, dummy, q), MOK_ERR_NOT_SUPPORTED);
-    mok_schedule_destroy(s2);
+    CHECK_STATUS(mok_op_experts_forward(p.e.s, &p.d[0].weights, dummy, dummy, p.e.stream),
+                 MOK_ERR_NOT_SUPPORTED);
   }
-  lh_env_close(&e);
-  lh_dev_free(&d1);
-  lh_dev_free(&d2);
-  lh_host_free(&h1);
-  lh_host_free(&h2);
+  lh_pair_close(&p);
 }
 
 /* Two backwards after one forward with a one-region ring: the first replays into the region
@@ -167,9 +131,9 @@ GPU_TEST(layer_ring_backward_twice) {
   lh_case c = ring_base();
   c.route = MOK_ROUTE_ZIPF;
   c.macro_minibatches = 1;
+  c.ring_bytes = lh_ring_bytes(&c, gpu_ctx.size, 1);
   lh_host h;
   lh_host_make(&h, &c, gpu_ctx.size, test_seed());
-  h.c.ring_bytes = ring_of(&h, c, 1);
   lh_dev d;
   CHECK(lh_dev_alloc(&d, &h) == 0);
   lh_dev_upload(&d, &h, gpu_ctx.rank);
