@@ -177,28 +177,58 @@ static mok_gg_move fused_move(const mok_schedule *s, int push, int ctas) {
 
 /* ---- the stages ------------------------------------------------------------------------------ */
 
-/* FP8 forward from the quantized rows in w->fp8_x / fp8_x_scales: inputs and activations are
- * E4M3 in 1x128 blocks, weights E4M3 with 128x128 block scales (mok_quantize_weight); no
- * pre-activations kept (forward only). push: the down epilogues also push out_rows into the
- * source ranks' slots (the combine). */
-static mok_status routed_experts_forward_fp8(mok_schedule *s, const mok_weights *wt,
-                                             void *out_rows, int push, cudaStream_t stream) {
+/* FP8 forward from the quantized rows the schedule keeps in recv_x (codes, then scales:
+ * mok_fp8_scales_of): inputs and activations are E4M3 in 1x128 blocks, weights E4M3 with 128x128
+ * block scales (mok_quantize_weight). Kept for backward, as the BF16 path keeps its own: the
+ * quantized activations (in a), the bf16 pre-activations (g | u in g) and the outputs (out_rows).
+ * push: the down epilogues also push the outputs into the source ranks' slots (the combine). */
+static mok_status routed_experts_forward_fp8(mok_schedule *s, const mok_weights *wt, int push,
+                                             cudaStream_t stream) {
   mok_workspace *w = s->ws;
-  const int64_t H = w->shape.hidden, I = w->shape.intermediate;
-  /* the activations come out of gate+up already quantized for down (s->a: bf16 scratch) */
-  TRY(mok_gg_fp8_gate_up_swiglu_quantized(w->fp8_x, w->fp8_x_scales, wt->w_gate, wt->w_gate_scale,
-                                          wt->w_up, wt->w_up_scale, s->a, w->fp8_act,
-                                          w->fp8_act_scales, s->expert_offset, s->expert_count,
-                                          w->el, s->rows, I, H, w->config.use_swiglu_limit,
-                                          w->config.swiglu_limit, stream));
+  const int64_t H = w->shape.hidden, I = w->shape.intermediate, rows = s->rows;
+  float *x_scales = mok_fp8_scales_of(s->recv_x, rows, H), *a_scales = mok_fp8_scales_of(s->a, rows, I);
+  /* the activations come out of gate+up already quantized for down (w->d_a: the bf16 scratch of
+   * the 128-column variants, which quantize after) */
+  TRY(mok_gg_fp8_gate_up_swiglu_quantized(s->recv_x, x_scales, wt->w_gate, wt->w_gate_scale,
+                                          wt->w_up, wt->w_up_scale, w->d_a, s->g, s->a, a_scales,
+                                          s->expert_offset, s->expert_count, w->el, rows, I, H,
+                                          w->config.use_swiglu_limit, w->config.swiglu_limit,
+                                          stream));
   if (push) {
     const mok_gg_move q = fused_move(s, 1, 0);
-    return mok_gg_fp8_fwd_pushed(w->fp8_act, w->fp8_act_scales, wt->w_down, wt->w_down_scale,
-                                 out_rows, s->expert_offset, s->expert_count, w->el, s->rows, H, I,
-                                 &q, stream);
+    return mok_gg_fp8_fwd_pushed(s->a, a_scales, wt->w_down, wt->w_down_scale, s->out_rows,
+                                 s->expert_offset, s->expert_count, w->el, rows, H, I, &q, stream);
   }
-  return mok_gg_fp8_fwd(w->fp8_act, w->fp8_act_scales, wt->w_down, wt->w_down_scale, out_rows,
-                        s->expert_offset, s->expert_count, w->el, s->rows, H, I, stream);
+  return mok_gg_fp8_fwd(s->a, a_scales, wt->w_down, wt->w_down_scale, s->out_rows,
+                        s->expert_offset, s->expert_count, w->el, rows, H, I, stream);
+}
+
+/* FP8 backward (see gpu_internal.h). Scratch reuse, in order: d_out (rw * dy) is quantized into
+ * fp8_q for d_act = dout W_down (FP8); SwiGLU backward gives dgu; the activations, dequantized into
+ * d_a, give dW_down with dout; x, dequantized into d_out, gives dW_gate and dW_up with dgu; dgu,
+ * quantized into fp8_q, gives dx = dgu [W_gate; W_up] (FP8), pushed to the source ranks. */
+static mok_status routed_experts_backward_fp8(mok_schedule *s, const mok_weights *wt,
+                                              const mok_grads *g, cudaStream_t stream) {
+  mok_workspace *w = s->ws;
+  const int64_t H = w->shape.hidden, I = w->shape.intermediate, rows = s->rows;
+  const gg_rows r = routed_rows(s);
+  const int32_t *off = s->expert_offset, *cnt = s->expert_count;
+  TRY(mok_gg_fp8_quantize_act(w->d_out, w->fp8_q, w->fp8_q_scales, rows, H, stream));
+  TRY(mok_gg_fp8_fwd(w->fp8_q, w->fp8_q_scales, wt->w_down_t, wt->w_down_t_scale, w->d_a, off, cnt,
+                     w->el, rows, I, H, stream));
+  TRY_CUDA(v1_swiglu_backward_packed(w->d_a, s->g, w->dgu, rows, off + w->el, I,
+                                     w->config.use_swiglu_limit, w->config.swiglu_limit, w->err,
+                                     stream));
+  TRY(mok_gg_fp8_dequantize_act(s->a, mok_fp8_scales_of(s->a, rows, I), w->d_a, rows, I, stream));
+  TRY(gg_wgrad(w, r, w->d_out, H, w->d_a, I, g->dw_down, H, I, g, stream));
+  TRY(mok_gg_fp8_dequantize_act(s->recv_x, mok_fp8_scales_of(s->recv_x, rows, H), w->d_out, rows,
+                                H, stream));
+  TRY(gg_wgrad(w, r, w->dgu, 2 * I, w->d_out, H, g->dw_gate, I, H, g, stream));
+  TRY(gg_wgrad(w, r, (const char *)w->dgu + I * 2, 2 * I, w->d_out, H, g->dw_up, I, H, g, stream));
+  TRY(mok_gg_fp8_quantize_act(w->dgu, w->fp8_q, w->fp8_q_scales, rows, 2 * I, stream));
+  const mok_gg_move push = fused_move(s, 1, 0);
+  return mok_gg_fp8_fwd_pushed(w->fp8_q, w->fp8_q_scales, wt->w_gate_up_t, wt->w_gate_up_t_scale,
+                               NULL, off, cnt, w->el, rows, H, 2 * I, &push, stream);
 }
 
 static mok_status routed_experts_forward(mok_schedule *s, const mok_weights *wt,
@@ -207,9 +237,14 @@ static mok_status routed_experts_forward(mok_schedule *s, const mok_weights *wt,
   const int64_t H = w->shape.hidden, I = w->shape.intermediate;
   const int32_t *err = w->err;
   const int32_t *rows_dev = s->expert_offset + w->el;
-  if (w->config.dtype == MOK_DTYPE_FP8_BLOCK128) {
-    TRY(mok_gg_fp8_quantize_act(recv, w->fp8_x, w->fp8_x_scales, s->rows, H, stream));
-    return routed_experts_forward_fp8(s, wt, out_rows, 0, stream);
+  if (w->config.dtype == MOK_DTYPE_FP8_BLOCK128) { /* the ops layer: bf16 rows, quantized here */
+    TRY(mok_gg_fp8_quantize_act(recv, s->recv_x, mok_fp8_scales_of(s->recv_x, s->rows, H), s->rows,
+                                H, stream));
+    TRY(routed_experts_forward_fp8(s, wt, 0, stream));
+    if (out_rows != s->out_rows)
+      TRY_CUDA(cudaMemcpyAsync(out_rows, s->out_rows, (size_t)(s->rows * H * 2),
+                               cudaMemcpyDeviceToDevice, stream));
+    return MOK_SUCCESS;
   }
   if (w->wgmma)
     return gg_mlp_forward(w, routed_rows(s), recv, wt->w_gate, wt->w_up, wt->w_down, s->g, s->a,
@@ -336,9 +371,14 @@ static int64_t routed_rows_hint(const mok_workspace *w) {
     return st_;                                                      \
   } while (0)
 
-mok_status mok_gpu_experts_forward_fp8(mok_schedule *s, const mok_weights *wt, void *out_rows,
-                                       int push, cudaStream_t stream) {
-  WITH_ROWS_HINT(s->ws, routed_experts_forward_fp8(s, wt, out_rows, push, stream));
+mok_status mok_gpu_experts_forward_fp8(mok_schedule *s, const mok_weights *wt, int push,
+                                       cudaStream_t stream) {
+  WITH_ROWS_HINT(s->ws, routed_experts_forward_fp8(s, wt, push, stream));
+}
+
+mok_status mok_gpu_experts_backward_fp8(mok_schedule *s, const mok_weights *wt,
+                                        const mok_grads *g, cudaStream_t stream) {
+  WITH_ROWS_HINT(s->ws, routed_experts_backward_fp8(s, wt, g, stream));
 }
 
 mok_status mok_gpu_experts_forward(mok_schedule *s, const mok_weights *wt, const void *recv,

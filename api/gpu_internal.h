@@ -44,9 +44,9 @@ struct mok_workspace {
   void *ys;                  /* [T, H]    shared expert output / its dx                  */
   void *ds_a;                /* [T, Is]                                                  */
   void *dsgu;                /* [T, 2Is]                                                 */
-  void *fp8_x, *fp8_act;     /* FP8: E4M3 expert inputs [rows, H], activations [rows, I]     */
-  float *fp8_x_scales;       /*      their 1x128 scales [H/128][rows rounded up to 128]      */
-  float *fp8_act_scales;     /*      and [I/128][rows rounded up to 128]                      */
+  void *fp8_q;               /* FP8 backward: the E4M3 A operand of a data gradient (rw * dy
+                                rows [rows, H], then the gate / up gradients [rows, 2I])   */
+  float *fp8_q_scales;       /*      its 1x128 scales [max(H, 2I)/128][rows rounded up to 128] */
   int32_t *dense_table;      /* the shared expert as one grouped-GEMM expert: offset {0,
                                 T rounded up to 128}, count {T}                           */
   int64_t local_bytes;
@@ -67,15 +67,27 @@ struct mok_schedule {
   int64_t bytes;
   int32_t *topk_all, *counts, *chunk_status, *expert_count, *expert_offset, *row_src;
   int64_t rows;              /* rows of the per-row buffers: cap, the ring's, or a region's */
-  void *recv_x;              /* [rows, H] tokens pulled to this rank's experts           */
+  void *recv_x;              /* [rows, H] tokens pulled to this rank's experts (FP8: their
+                                E4M3 codes, then the scales: mok_fp8_scales_of)           */
   void *g, *u, *a;           /* [rows, I] gate, up (fp32), SwiGLU output (bf16); for backward
                                 (wgmma: g is [rows, 2I] bf16 g | u, the same bytes; u only
-                                on the v1 backend)                                       */
+                                on the v1 backend; FP8: a holds the activations' codes and
+                                scales)                                                   */
   void *out_rows;            /* [rows, H] expert outputs                                 */
   void *sg, *su, *sa;        /* [T, Is]  shared expert's gate, up (fp32), activation     */
   int ring_kept;             /* host: the ring's regions hold what the last forward left
                                 (cleared by a build, and by a backward that replayed)    */
 };
+
+/* FP8: a schedule keeps the forward's quantized rows as E4M3 codes [rows, cols] followed by their
+ * 1x128 scales [cols/128][rows rounded up to 128] (the layout the FP8 GEMMs read), in the buffer
+ * the BF16 path keeps its rows in (recv_x: cols H; a: cols I). */
+static inline float *mok_fp8_scales_of(void *codes, int64_t rows, int64_t cols) {
+  return (float *)((char *)codes + rows * cols);
+}
+static inline int64_t mok_fp8_rows_bytes(int64_t rows, int64_t cols) {
+  return rows * cols + cols / 128 * ((rows + 127) / 128 * 128) * 4;
+}
 
 /* Helpers (gpu_workspace.c). */
 mok_status mok_gpu_barrier(mok_workspace *w, cudaStream_t stream);
@@ -95,18 +107,23 @@ mok_status mok_gpu_check_weights(const mok_workspace *w, const mok_weights *wt);
 mok_status mok_gpu_check_grads(const mok_workspace *w, const mok_grads *g, int need_dx);
 mok_status mok_gpu_experts_forward(mok_schedule *s, const mok_weights *wt, const void *recv,
                                    void *out_rows, cudaStream_t stream);
-/* FP8: the forward experts from rows already quantized into fp8_x / fp8_x_scales (by
- * v1_dispatch_pull_fp8, or by mok_gpu_experts_forward from bf16 rows); push: the down epilogues
- * also push the rows into the source ranks' slots (the combine's move); out_rows NULL (push
- * only): they are not stored locally. */
-mok_status mok_gpu_experts_forward_fp8(mok_schedule *s, const mok_weights *wt, void *out_rows,
-                                       int push, cudaStream_t stream);
+/* FP8: the forward experts from rows already quantized into the schedule's recv_x (by
+ * v1_dispatch_pull_fp8, or by mok_gpu_experts_forward from bf16 rows), the outputs in out_rows;
+ * push: the down epilogues also push them into the source ranks' slots (the combine's move). */
+mok_status mok_gpu_experts_forward_fp8(mok_schedule *s, const mok_weights *wt, int push,
+                                       cudaStream_t stream);
 /* MOK_PATH_FUSED: the forward experts with the dispatch inside gate+up (recv_x filled from the
  * peers' staged x by the kernel's comm CTAs, x staged on every rank before; w->ready is zeroed
  * here) and, when push, the combine push in down's epilogues (out_rows also in the source ranks'
  * slots; push 0: a backward replay). */
 mok_status mok_gpu_experts_forward_fused(mok_schedule *s, const mok_weights *wt, int push,
                                          cudaStream_t stream);
+/* FP8: the experts backward from w->d_out (rw * dy rows) and what the FP8 forward kept (the
+ * quantized inputs and activations, the bf16 pre-activations): the data gradients on the FP8
+ * kernels with the transposed weights, the weight gradients in bf16 from the dequantized rows;
+ * the dx rows pushed into the source ranks' slots by the last data gradient's epilogues. */
+mok_status mok_gpu_experts_backward_fp8(mok_schedule *s, const mok_weights *wt,
+                                        const mok_grads *g, cudaStream_t stream);
 /* MOK_PATH_FUSED: the experts backward from w->d_out, the dx rows also pushed into the source
  * ranks' slots by the last data gradient's epilogues. */
 mok_status mok_gpu_experts_backward_fused(mok_schedule *s, const mok_weights *wt,

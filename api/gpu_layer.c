@@ -10,7 +10,8 @@
  * The fused path (default in BF16) has no separate pull and push kernels: the pull runs on comm
  * CTAs inside the gate+up kernel, the combine and dx pushes in the down and last data-gradient
  * epilogues. The FP8 forward stages x quantized (e4m3 codes and 1x128 scales), pulls those, and
- * pushes the combine from the down epilogues. With a token ring (gpu_ring.c) the routed experts'
+ * pushes the combine from the down epilogues; its backward runs the data gradients in FP8 on the
+ * transposed weights and pushes dx from the last one's epilogues. With a token ring (gpu_ring.c) the routed experts'
  * stages run once per macrobatch on a view of the schedule: forward in reverse order, backward in
  * order, replaying the forward of the macrobatches forward did not keep (x is staged again). */
 #include <string.h>
@@ -43,18 +44,41 @@ mok_status mok_gpu_check_weights(const mok_workspace *w, const mok_weights *wt) 
   return check_weights(w, wt);
 }
 
+/* FP8: the dispatch pulls the staged E4M3 codes and scales into the schedule's recv_x. */
+static mok_status pull_fp8(mok_schedule *v, cudaStream_t stream) {
+  mok_workspace *w = v->ws;
+  const int64_t T = w->shape.tokens, H = w->shape.hidden;
+  v1_route r = mok_gpu_route(v);
+  TRY_CUDA(v1_dispatch_pull_fp8(&r, w->off_x, w->off_x + (size_t)(T * H), v->recv_x,
+                                mok_fp8_scales_of(v->recv_x, v->rows, H),
+                                MOK_GG_FP8_SCALE_ROWS(v->rows), stream));
+  return MOK_SUCCESS;
+}
+
+/* x staged in the symmetric buffer for the peers' pulls: bf16, or, in FP8, quantized once per
+ * token (e4m3 codes [T, H], then the scales [T, H / 128]), so that the dispatch moves half the
+ * bytes and the k-fold larger received rows need no quantization. */
+static mok_status stage_x(mok_workspace *w, const void *x, cudaStream_t stream) {
+  const int64_t T = w->shape.tokens, H = w->shape.hidden;
+  char *sym = (char *)w->sym.ptr;
+  if (T == 0) return MOK_SUCCESS;
+  if (w->config.dtype == MOK_DTYPE_FP8_BLOCK128)
+    return mok_gg_fp8_quantize_act_rows(x, sym + w->off_x, (float *)(sym + w->off_x + T * H), T, H,
+                                        stream);
+  TRY_CUDA(cudaMemcpyAsync(sym + w->off_x, x, (size_t)(T * H * 2), cudaMemcpyDeviceToDevice, stream));
+  return MOK_SUCCESS;
+}
+
 /* The routed experts of one schedule, or of one ring step's view of it (the rows that move and
  * compute), after x is staged on every rank: pull dispatch, expert MLPs, push combine. */
 static mok_status experts_forward_pass(mok_schedule *v, const mok_weights *wt, cudaStream_t stream) {
   mok_workspace *w = v->ws;
-  const int64_t T = w->shape.tokens, H = w->shape.hidden;
   v1_route r = mok_gpu_route(v);
   if (w->fused_dispatch) /* pull and combine push inside the GEMMs */
     return mok_gpu_experts_forward_fused(v, wt, 1, stream);
-  if (w->config.dtype == MOK_DTYPE_FP8_BLOCK128) {
-    TRY_CUDA(v1_dispatch_pull_fp8(&r, w->off_x, w->off_x + (size_t)(T * H), w->fp8_x,
-                                  w->fp8_x_scales, MOK_GG_FP8_SCALE_ROWS(v->rows), stream));
-    return mok_gpu_experts_forward_fp8(v, wt, NULL, 1, stream); /* pushes the combine only */
+  if (w->config.dtype == MOK_DTYPE_FP8_BLOCK128) { /* the combine pushed by down's epilogues */
+    TRY(pull_fp8(v, stream));
+    return mok_gpu_experts_forward_fp8(v, wt, 1, stream);
   }
   TRY_CUDA(v1_dispatch_pull(&r, w->off_x, v->recv_x, stream));
   TRY(mok_gpu_experts_forward(v, wt, v->recv_x, v->out_rows, stream));
@@ -74,15 +98,7 @@ mok_status mok_forward(mok_schedule *s, const mok_weights *wt, const void *x,
   TRY(check_weights(w, wt));
   char *sym = (char *)w->sym.ptr;
 
-  /* FP8: x is quantized here, once per token, and the dispatch moves e4m3 codes and scales (half
-   * the bytes, and no quantization of the k-fold larger received rows); the x region holds the
-   * codes [T, H] and then the scales [T, H / 128]. */
-  const int fp8 = w->config.dtype == MOK_DTYPE_FP8_BLOCK128;
-  if (T > 0 && fp8)
-    TRY(mok_gg_fp8_quantize_act_rows(x, sym + w->off_x, (float *)(sym + w->off_x + T * H), T, H,
-                                     stream));
-  else if (T > 0)
-    TRY_CUDA(cudaMemcpyAsync(sym + w->off_x, x, (size_t)(T * H * 2), cudaMemcpyDeviceToDevice, stream));
+  TRY(stage_x(w, x, stream));
   TRY(mok_gpu_barrier(w, stream));
   if (mok_gpu_ring_on(w)) { /* macrobatches in reverse: the last steps stay for backward */
     const int64_t steps = mok_pipe_steps(&w->pipe);
@@ -105,7 +121,6 @@ mok_status mok_forward(mok_schedule *s, const mok_weights *wt, const void *x,
 
 mok_status mok_gpu_check_grads(const mok_workspace *w, const mok_grads *g, int need_dx) {
   const int64_t T = w->shape.tokens, Is = w->shape.shared_intermediate;
-  if (w->config.dtype != MOK_DTYPE_BF16) return MOK_ERR_NOT_SUPPORTED; /* FP8: forward only */
   if (need_dx && T > 0 && (!g->dx || !g->d_router_weights)) return MOK_ERR_INVALID_ARGUMENT;
   if (!g->dw_gate || !g->dw_up || !g->dw_down) return MOK_ERR_INVALID_ARGUMENT;
   if (Is > 0 && (!g->dws_gate || !g->dws_up || !g->dws_down)) return MOK_ERR_INVALID_ARGUMENT;
@@ -118,12 +133,27 @@ mok_status mok_gpu_check_grads(const mok_workspace *w, const mok_grads *g, int n
   return MOK_SUCCESS;
 }
 
+/* FP8 backward: the transposed weights mok_fp8_transpose_weights makes. */
+static mok_status check_backward_weights(const mok_workspace *w, const mok_weights *wt) {
+  if (w->config.dtype != MOK_DTYPE_FP8_BLOCK128) return MOK_SUCCESS;
+  if (!wt->w_gate_up_t || !wt->w_gate_up_t_scale || !wt->w_down_t || !wt->w_down_t_scale)
+    return MOK_ERR_INVALID_ARGUMENT;
+  if (!mok_gpu_aligned(wt->w_gate_up_t) || !mok_gpu_aligned(wt->w_gate_up_t_scale) ||
+      !mok_gpu_aligned(wt->w_down_t) || !mok_gpu_aligned(wt->w_down_t_scale))
+    return MOK_ERR_MISALIGNED;
+  return MOK_SUCCESS;
+}
+
 /* A ring step's forward again, for backward: x rows pulled into the region, gate+up (the
  * pre-activations and activations) and down (the outputs d_router_weights needs), nothing pushed;
  * the same bits as the forward's. */
 static mok_status experts_replay(mok_schedule *v, const mok_weights *wt, cudaStream_t stream) {
   mok_workspace *w = v->ws;
   if (w->fused_dispatch) return mok_gpu_experts_forward_fused(v, wt, 0, stream);
+  if (w->config.dtype == MOK_DTYPE_FP8_BLOCK128) {
+    TRY(pull_fp8(v, stream));
+    return mok_gpu_experts_forward_fp8(v, wt, 0, stream);
+  }
   v1_route r = mok_gpu_route(v);
   TRY_CUDA(v1_dispatch_pull(&r, w->off_x, v->recv_x, stream));
   return mok_gpu_experts_forward(v, wt, v->recv_x, v->out_rows, stream);
@@ -139,6 +169,8 @@ static mok_status experts_backward_pass(mok_schedule *v, const mok_weights *wt, 
   TRY_CUDA(v1_reverse_combine(&r, w->off_dy, w->off_rw, w->off_drw, v->out_rows, w->d_out, stream));
   if (w->fused_dispatch) /* the dx push inside the last data gradient */
     return mok_gpu_experts_backward_fused(v, wt, g, stream);
+  if (w->config.dtype == MOK_DTYPE_FP8_BLOCK128) /* likewise */
+    return mok_gpu_experts_backward_fp8(v, wt, g, stream);
   TRY(mok_gpu_experts_backward(v, wt, v->recv_x, w->d_out, w->d_out, g, stream));
   TRY_CUDA(v1_push_rows(&r, w->d_out, w->off_slots, stream));
   return MOK_SUCCESS;
@@ -156,6 +188,7 @@ mok_status mok_backward(mok_schedule *s, const mok_weights *wt, const void *x,
   if (!mok_gpu_aligned(x) || !mok_gpu_aligned(dy) || ((uintptr_t)router_weights & 3u))
     return MOK_ERR_MISALIGNED;
   TRY(check_weights(w, wt));
+  TRY(check_backward_weights(w, wt));
   char *sym = (char *)w->sym.ptr;
   const int ring = mok_gpu_ring_on(w);
 
@@ -163,9 +196,7 @@ mok_status mok_backward(mok_schedule *s, const mok_weights *wt, const void *x,
     TRY_CUDA(cudaMemcpyAsync(sym + w->off_dy, dy, (size_t)(T * H * 2), cudaMemcpyDeviceToDevice, stream));
     TRY_CUDA(cudaMemcpyAsync(sym + w->off_rw, router_weights, (size_t)(T * k) * 4,
                              cudaMemcpyDeviceToDevice, stream));
-    if (ring) /* macrobatches not kept pull their x rows again */
-      TRY_CUDA(cudaMemcpyAsync(sym + w->off_x, x, (size_t)(T * H * 2), cudaMemcpyDeviceToDevice,
-                               stream));
+    if (ring) TRY(stage_x(w, x, stream)); /* macrobatches not kept pull their x rows again */
   }
   TRY(mok_gpu_barrier(w, stream));
   if (ring) { /* macrobatches in order; those forward did not keep are replayed first */

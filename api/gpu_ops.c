@@ -104,6 +104,7 @@ mok_status mok_op_experts_backward(mok_schedule *s, const mok_weights *wt, const
   if (!mok_gpu_aligned(recv) || !mok_gpu_aligned(recv_dy) || !mok_gpu_aligned(dx_rows))
     return MOK_ERR_MISALIGNED;
   mok_workspace *w = s->ws;
+  if (w->config.dtype != MOK_DTYPE_BF16) return MOK_ERR_NOT_SUPPORTED; /* FP8: functional layer */
   TRY(mok_gpu_check_weights(w, wt));
   TRY(mok_gpu_check_grads(w, g, 0));
   TRY(use_buffer(w, rw, w->shape.tokens * w->shape.top_k * 4, st));
@@ -127,6 +128,7 @@ mok_status mok_op_reverse_dispatch_reduce(mok_schedule *s, const mok_weights *wt
   const int64_t T = w->shape.tokens, H = w->shape.hidden, k = w->shape.top_k;
   if (T > 0 && (!x || !dy || !dx_parts->ptr)) return MOK_ERR_INVALID_ARGUMENT;
   if ((int64_t)dx_parts->bytes < T * k * H * 2) return MOK_ERR_INVALID_ARGUMENT;
+  if (w->config.dtype != MOK_DTYPE_BF16) return MOK_ERR_NOT_SUPPORTED; /* FP8: functional layer */
   if (!mok_gpu_aligned(x) || !mok_gpu_aligned(dy) || !mok_gpu_aligned(dx_parts->ptr))
     return MOK_ERR_MISALIGNED;
   TRY(mok_gpu_check_weights(w, wt));

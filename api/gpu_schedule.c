@@ -29,10 +29,17 @@ mok_status mok_schedule_create(mok_workspace *w, mok_schedule **out) {
   LOC(o_counts, nchunks * w->el * 4);
   LOC(o_cs, nchunks * 4);
   LOC(o_rs, cap * 4);
-  LOC(o_rx, rows * H * 2);
+  /* FP8: recv_x and a hold codes and scales (mok_fp8_scales_of); with the ring, each region's
+   * share (its rows a multiple of 128) holds its own */
+  const int fp8 = w->config.dtype == MOK_DTYPE_FP8_BLOCK128;
+  const int64_t rx = fp8 && mok_fp8_rows_bytes(rows, H) > rows * H * 2 ? mok_fp8_rows_bytes(rows, H)
+                                                                        : rows * H * 2;
+  const int64_t ra = fp8 && mok_fp8_rows_bytes(rows, I) > rows * I * 2 ? mok_fp8_rows_bytes(rows, I)
+                                                                        : rows * I * 2;
+  LOC(o_rx, rx);
   LOC(o_g, rows * I * 4);
   LOC(o_u, w->wgmma ? 0 : rows * I * 4); /* wgmma: g holds g | u as bf16 */
-  LOC(o_a, rows * I * 2);
+  LOC(o_a, ra);
   LOC(o_out, rows * H * 2);
   LOC(o_sg, T * Is * 4);
   LOC(o_su, T * Is * 4);

@@ -112,8 +112,8 @@ static mok_status check_request(const mok_shape *s, const mok_config *c, int ep,
                                 mok_pipe_params *pipe, int *cpr, int64_t *ct) {
   mok_status st = mok_validate(s, c, ep);
   if (st != MOK_SUCCESS) return st;
-  /* FP8 (block-128, forward only) runs on the grouped wgmma kernels: sm_90, 128-row tiles, and
-   * not yet inside the fused path; MXFP8 weights convert to it (mok_gg_mxfp8_weight_to_block128) */
+  /* FP8 (block-128) runs on the grouped wgmma kernels: sm_90, 128-row tiles, and not yet inside
+   * the fused path; MXFP8 weights convert to it (mok_gg_mxfp8_weight_to_block128) */
   if (c->dtype == MOK_DTYPE_MXFP8) return MOK_ERR_NOT_SUPPORTED;
   if (c->dtype == MOK_DTYPE_FP8_BLOCK128 &&
       ((c->path != MOK_PATH_AUTO && c->path != MOK_PATH_GROUPED) || c->tile_m % 128 ||
@@ -213,12 +213,11 @@ mok_status mok_workspace_create(mok_group *g, const mok_shape *s, const mok_conf
   LOC(o_dsgu, T * 2 * Is * 2);
   const int fp8 = c->dtype == MOK_DTYPE_FP8_BLOCK128;
   const int64_t rows_pad = (rows + 127) / 128 * 128; /* rows of a scale table */
-  size_t o_qx = 0, o_xs = 0, o_qa = 0, o_as = 0;
-  if (fp8) { /* the quantized expert inputs and activations, and their 1x128 scales */
-    LOC(o_qx, rows * H);
-    LOC(o_xs, H / 128 * rows_pad * 4);
-    LOC(o_qa, rows * I);
-    LOC(o_as, I / 128 * rows_pad * 4);
+  const int64_t q_cols = H > 2 * I ? H : 2 * I;
+  size_t o_q = 0, o_qs = 0;
+  if (fp8) { /* the backward's quantized data-gradient operand and its 1x128 scales */
+    LOC(o_q, rows * q_cols);
+    LOC(o_qs, q_cols / 128 * rows_pad * 4);
   }
 #undef LOC
   cudaError_t e = cudaMalloc(&w->local, loff);
@@ -241,10 +240,8 @@ mok_status mok_workspace_create(mok_group *g, const mok_shape *s, const mok_conf
   w->dsgu = L + o_dsgu;
   w->dense_table = (int32_t *)(L + o_dense);
   if (fp8) {
-    w->fp8_x = L + o_qx;
-    w->fp8_x_scales = (float *)(L + o_xs);
-    w->fp8_act = L + o_qa;
-    w->fp8_act_scales = (float *)(L + o_as);
+    w->fp8_q = L + o_q;
+    w->fp8_q_scales = (float *)(L + o_qs);
   }
   if (ring) {
     w->view_offset = (int32_t *)(L + o_vo);

@@ -1,6 +1,7 @@
 /* quantize.c — mok_quantize_weight: routed-expert weights to FP8 ahead of time. The Hopper-native
  * 128x128-block recipe runs the grouped GEMM's quantization kernel; quantizing bf16 straight to
- * MXFP8 is not in this build (MX checkpoints come already quantized). */
+ * MXFP8 is not in this build (MX checkpoints come already quantized). mok_fp8_transpose_weights:
+ * the FP8 backward's transposed copies of the quantized weights. */
 #include "kernels/grouped_gemm.h"
 #include "mok.h"
 
@@ -18,4 +19,32 @@ mok_status mok_quantize_weight(mok_dtype dtype, const void *w, int64_t experts, 
     default:
       return MOK_ERR_INVALID_ARGUMENT;
   }
+}
+
+mok_status mok_fp8_transpose_weights(mok_dtype dtype, const mok_weights *w, int64_t experts,
+                                     int64_t inter, int64_t hidden, void *gate_up_t,
+                                     void *gate_up_t_scales, void *down_t, void *down_t_scales,
+                                     cudaStream_t stream) {
+  if (!w || !gate_up_t || !gate_up_t_scales || !down_t || !down_t_scales)
+    return MOK_ERR_INVALID_ARGUMENT;
+  if (dtype != MOK_DTYPE_FP8_BLOCK128) {
+    if (dtype == MOK_DTYPE_BF16 || dtype == MOK_DTYPE_MXFP8) return MOK_ERR_NOT_SUPPORTED;
+    return MOK_ERR_INVALID_ARGUMENT;
+  }
+  if (!w->w_gate || !w->w_up || !w->w_down || !w->w_gate_scale || !w->w_up_scale ||
+      !w->w_down_scale)
+    return MOK_ERR_INVALID_ARGUMENT;
+  if (experts < 0 || inter < 0 || hidden < 0) return MOK_ERR_INVALID_SHAPE;
+  if (inter % 128 || hidden % 128) return MOK_ERR_MISALIGNED;
+  if (experts == 0 || inter == 0 || hidden == 0) return MOK_SUCCESS;
+  mok_status st = mok_gg_fp8_transpose_weight(w->w_gate, (const float *)w->w_gate_scale, experts,
+                                              inter, hidden, gate_up_t, (float *)gate_up_t_scales,
+                                              2 * inter, 0, stream);
+  if (st == MOK_SUCCESS)
+    st = mok_gg_fp8_transpose_weight(w->w_up, (const float *)w->w_up_scale, experts, inter, hidden,
+                                     gate_up_t, (float *)gate_up_t_scales, 2 * inter, inter, stream);
+  if (st == MOK_SUCCESS)
+    st = mok_gg_fp8_transpose_weight(w->w_down, (const float *)w->w_down_scale, experts, hidden,
+                                     inter, down_t, (float *)down_t_scales, hidden, 0, stream);
+  return st;
 }

@@ -7,7 +7,7 @@ For each shape, token count and routing it checks mok's output and gradients aga
 then times forward and backward of each (warm-up, >= 50 iterations with CUDA events, median over
 iterations of the slowest rank) and prints TFLOP/s per GPU by the published convention
 (6*(T*Is/I + T*k)*H*I per forward, twice that per backward); the ratio column is baseline time over
-mok time. --also grouped,v1,fused adds mok's other paths on the same data; --fp8 mok's FP8 forward
+mok time. --also grouped,v1,fused adds mok's other paths on the same data; --fp8 mok's FP8 forward and backward
 against the same BF16 baseline; --ring-mb mok's token ring. Writes a JSON file and a PNG chart."""
 import argparse
 import json
@@ -145,10 +145,18 @@ def run_case(name, shape, T, routing, group, args):
     if args.fp8:  # mok's FP8 (block-128) forward on the same data, weights quantized untimed
         q = [mf.quantize_weight(t) for t in wl[:3]]
         fp8_fwd = lambda: mf.moe_forward_fp8(x, topk, rw, *q[0], *q[1], *q[2], *wl[3:], group.id, E)  # noqa: E731
+        t8 = mf.transpose_weights_fp8(*q[0], *q[1], *q[2])
+        fp8_bwd = lambda: mf.moe_backward_fp8(dy, x, topk, rw, *q[0], *q[1], *q[2], t8, *wl[3:],  # noqa: E731
+                                              group.id, E)
         check["fp8_y"] = rel(fp8_fwd(), base_fwd())  # quantization error, not a fault, at ~1e-2
+        g8, g_base = fp8_bwd(), base_fwd_bwd()  # backward on what the forward just kept
+        check["fp8_dx"], check["fp8_drw"] = rel(g8[0], g_base[0]), rel(g8[1], g_base[1])
+        del g8, g_base
         t_f8 = slowest_median(timed(fp8_fwd, args.iters, args.warmup))
-        res.update(fp8_fwd_ms=t_f8, fp8_fwd_tflops=flops / t_f8 * 1e-9)
-        del q
+        t_b8 = slowest_median(timed(fp8_bwd, args.iters, args.warmup))  # repeats on the kept state
+        res.update(fp8_fwd_ms=t_f8, fp8_fwd_tflops=flops / t_f8 * 1e-9, fp8_bwd_ms=t_b8,
+                   fp8_bwd_tflops=2 * flops / t_b8 * 1e-9)
+        del q, t8
     for path in [a for a in args.also.split(",") if a]:  # other mok paths on the same data
         gp = mf.Group(path=path)
         p_fwd = lambda: mf.moe_forward(x, topk, rw, *wl, gp.id, E, 0.0)  # noqa: E731
@@ -211,8 +219,8 @@ def main():
                          "default's path by name)")
     ap.add_argument("--mok", default=os.path.join(HERE, "..", "build", "mok"), help="the mok command")
     ap.add_argument("--fp8", action="store_true",
-                    help="also time mok's FP8 (block-128) forward on every case, against the same "
-                         "PyTorch+NCCL BF16 forward (printed after the table)")
+                    help="also time mok's FP8 (block-128) forward and backward on every case, against "
+                         "the same PyTorch+NCCL BF16 passes (printed after the table)")
     ap.add_argument("--ring-mb", type=int, default=0,
                     help="mok's token ring per layer in MiB (config.ring_bytes; 0: none, the default)")
     args = ap.parse_args()
@@ -281,6 +289,10 @@ def main():
                       f"mok FP8 {r['fp8_fwd_ms']:8.3f} ms {r['fp8_fwd_tflops']:7.1f} TFLOP/s (BF16 count), "
                       f"{r['base_fwd_ms'] / r['fp8_fwd_ms']:5.2f}x PyTorch+NCCL BF16, "
                       f"y vs baseline {r['check']['fp8_y']:.1e}")
+                print(f"{r['shape']:16s} {r['ep']:2d} {r['tokens']:5d} {r['routing']:8s} bwd  "
+                      f"mok FP8 {r['fp8_bwd_ms']:8.3f} ms {r['fp8_bwd_tflops']:7.1f} TFLOP/s (BF16 count), "
+                      f"{r['base_bwd_ms'] / r['fp8_bwd_ms']:5.2f}x PyTorch+NCCL BF16, "
+                      f"dx, d_rw vs baseline {r['check']['fp8_dx']:.1e}, {r['check']['fp8_drw']:.1e}")
     dist.barrier()
     dist.destroy_process_group()
     if args.breakdown and rank == 0 and rows:

@@ -30,6 +30,10 @@ def kernel_label(name):
     m = re.search(r"gg_bf16_kernel<(\d+), (\d+)>", name)
     if m:
         return f"{GG_MODES.get(m.group(1), 'grouped GEMM ' + m.group(1))} (cluster {m.group(2)})"
+    m = re.search(r"gg_fp8(_wide)?_kernel<([^>]*)>", name)
+    if m:  # template arguments: the mode first (1: gate+up SwiGLU), then the variant's
+        mode = "gate+up SwiGLU" if m.group(2).split(",")[0].strip() == "1" else "fwd"
+        return f"FP8 grouped GEMM {mode}{' 256-col' if m.group(1) else ''} <{m.group(2)}>"
     base = re.sub(r"\(.*", "", name)
     base = re.sub(r"^void ", "", base)
     return base[:60]
@@ -45,6 +49,7 @@ def main():
     ap.add_argument("--ring-mb", type=int, default=0, help="token ring per layer, MiB (0: none)")
     ap.add_argument("--macrobatch", type=int, default=0, help="minibatches per macrobatch (0: default)")
     ap.add_argument("--seed", type=int, default=1)
+    ap.add_argument("--fp8", action="store_true", help="the FP8 (block-128) forward and backward")
     args = ap.parse_args()
     os.environ.setdefault("NCCL_NVLS_ENABLE", "0")
     local = int(os.environ.get("LOCAL_RANK", "0"))
@@ -59,10 +64,17 @@ def main():
     if args.macrobatch:
         knobs["macrobatch_minibatches"] = args.macrobatch
     group = mf.Group(path=args.path, **knobs)
+    if args.fp8:  # FP8 (block-128) routed experts, weights quantized and transposed untimed
+        q = [mf.quantize_weight(t) for t in wl[:3]]
+        t8 = mf.transpose_weights_fp8(*q[0], *q[1], *q[2])
 
-    def step():
-        mf.moe_forward(x, topk, rw, *wl, group.id, E, 0.0)
-        mf.moe_backward(dy, x, topk, rw, *wl, group.id, E, 0.0)
+        def step():
+            mf.moe_forward_fp8(x, topk, rw, *q[0], *q[1], *q[2], *wl[3:], group.id, E)
+            mf.moe_backward_fp8(dy, x, topk, rw, *q[0], *q[1], *q[2], t8, *wl[3:], group.id, E)
+    else:
+        def step():
+            mf.moe_forward(x, topk, rw, *wl, group.id, E, 0.0)
+            mf.moe_backward(dy, x, topk, rw, *wl, group.id, E, 0.0)
 
     for _ in range(3):
         step()
@@ -86,6 +98,7 @@ def main():
     total = sum(v[1] for v in per.values())
     if rank == 0:
         print(f"{args.shape}, T {args.tokens}/rank, EP={ep}, {args.routing}, path {args.path}, "
+              f"{'FP8' if args.fp8 else 'BF16'}, "
               f"ring {args.ring_mb} MiB: "
               f"GPU time per step (forward + backward), rank 0, {args.steps} steps")
         print(f"{'kernel':62s} {'calls/step':>10s} {'ms/step':>9s} {'share':>7s}")

@@ -32,7 +32,7 @@ static void usage(FILE *f) {
           "  --ranks N              simulated ranks on the CPU path (default 2)\n"
           "  --routing uniform|zipf token routing (default uniform)\n"
           "  --clamp L              SwiGLU limit L > 0\n"
-          "  --dtype bf16|fp8       GPU: routed-expert precision; fp8 (block-128) is forward only\n"
+          "  --dtype bf16|fp8       GPU: routed-expert precision (fp8: block-128 E4M3)\n"
           "  --path auto|fused|grouped|v1\n"
           "                         GPU: the default (fused in BF16, grouped in FP8), fused\n"
           "                         (communication inside the grouped GEMM kernels), grouped\n"

@@ -226,6 +226,9 @@ mok_status mok_schedule_bytes(const mok_schedule *schedule, int64_t *bytes);
  * BF16: w_gate, w_up [E/EP, I, H] bf16; w_down [E/EP, H, I] bf16.
  * FP8 dtypes: w_gate, w_up, w_down point to E4M3 data of the same shapes, made by
  *   mok_quantize_weight(), and the *_scale pointers to its scales; ignored for BF16.
+ *   mok_backward also reads the transposed copies mok_fp8_transpose_weights() makes from them
+ *   (w_gate_up_t, w_down_t and their scales; forward ignores them, and they may be NULL when
+ *   there is no backward).
  * Shared expert (bf16 always; NULL when Is == 0): ws_gate, ws_up [Is, H]; ws_down [H, Is]. */
 typedef struct {
   const void *w_gate;
@@ -237,6 +240,10 @@ typedef struct {
   const void *ws_gate;
   const void *ws_up;
   const void *ws_down;
+  const void *w_gate_up_t;       /* FP8 backward: [E/EP, H, 2I] e4m3 (W_gate^T | W_up^T)        */
+  const void *w_gate_up_t_scale; /*   its scales [E/EP, H/128, 2I/128] fp32                     */
+  const void *w_down_t;          /*   [E/EP, I, H] e4m3 (W_down^T)                              */
+  const void *w_down_t_scale;    /*   its scales [E/EP, I/128, H/128] fp32                      */
 } mok_weights;
 
 /* Collective, enqueued on stream. y[t] = shared(x[t]) + sum_j router_weights[t,j] *
@@ -285,6 +292,19 @@ mok_status mok_fp8_scale_count(mok_dtype dtype, int64_t experts, int64_t rows, i
  * MOK_ERR_NOT_SUPPORTED in this build. */
 mok_status mok_quantize_weight(mok_dtype dtype, const void *w, int64_t experts, int64_t rows,
                                int64_t cols, void *data, void *scales, cudaStream_t stream);
+
+/* Enqueued on stream. The FP8 backward's weights from the forward's (w->w_gate, w_up, w_down and
+ * their scales, as mok_quantize_weight made them for `experts` experts of intermediate size inter
+ * and hidden size hidden): gate_up_t [experts, hidden, 2 inter] e4m3 holding W_gate^T beside
+ * W_up^T, with scales [experts, hidden/128, 2 inter/128]; down_t [experts, inter, hidden] e4m3
+ * (W_down^T), with scales [experts, inter/128, hidden/128]. Codes and scales are moved, not
+ * quantized again, so the backward's GEMMs see exactly the forward's weights. Only
+ * MOK_DTYPE_FP8_BLOCK128 (MOK_ERR_NOT_SUPPORTED otherwise); sizes multiples of 128, data 16-byte
+ * aligned. Make them again whenever the weights change. */
+mok_status mok_fp8_transpose_weights(mok_dtype dtype, const mok_weights *w, int64_t experts,
+                                     int64_t inter, int64_t hidden, void *gate_up_t,
+                                     void *gate_up_t_scales, void *down_t, void *down_t_scales,
+                                     cudaStream_t stream);
 
 /* ---------------------------------------------------------------------------------------------
  * Ops layer: the stages one by one, on buffers the caller manages

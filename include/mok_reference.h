@@ -57,8 +57,13 @@ typedef struct {
   int fp8_block128;      /* nonzero: the routed experts' inputs and SwiGLU activations are
                             quantized to E4M3 in 1x128 blocks (mok_fp8_fake_quantize_row), as
                             the GPU's FP8 forward does; the weights are given as dequantized
-                            values. H and I multiples of 128; forward only (backward:
-                            MOK_ERR_NOT_SUPPORTED). The shared expert stays as is.            */
+                            values. H and I multiples of 128. Backward, as the GPU's FP8
+                            backward: the routed data gradients see the output gradient and
+                            the gate / up gradients quantized the same way; the weight
+                            gradients take them unquantized, times the quantized inputs and
+                            activations; with round_bf16 the kept pre-activations and d_act
+                            are rounded to bf16 as the GPU stores them. The shared expert
+                            stays as is.                                                      */
 } mok_ref_config;
 
 /* One rank's inputs (host). Shared weights are NULL when shape.shared_intermediate == 0. */

@@ -140,7 +140,8 @@ mok_status mok_gg_fp8_gate_up_swiglu(const void *x, const float *x_scales, const
                                      int64_t hidden, int use_limit, float limit,
                                      cudaStream_t stream);
 
-/* mok_gg_fp8_gate_up_swiglu with the activations quantized for the down projection: q_act
+/* mok_gg_fp8_gate_up_swiglu with the activations quantized for the down projection (preact as
+ * there: NULL, or the bf16 pre-activations for backward): q_act
  * [m_total, inter] e4m3 and q_scales [inter / 128][MOK_GG_FP8_SCALE_ROWS(m_total)], bit for bit
  * what mok_gg_fp8_quantize_act gives on the bf16 activations, for the real rows (padding rows:
  * unspecified, as act's are). On the default kernel the epilogue quantizes and act (bf16 [m_total, inter])
@@ -149,11 +150,27 @@ mok_status mok_gg_fp8_gate_up_swiglu(const void *x, const float *x_scales, const
 mok_status mok_gg_fp8_gate_up_swiglu_quantized(const void *x, const float *x_scales,
                                                const void *w_gate, const float *w_gate_scales,
                                                const void *w_up, const float *w_up_scales,
-                                               void *act, void *q_act, float *q_scales,
+                                               void *act, void *preact, void *q_act,
+                                               float *q_scales,
                                                const int32_t *expert_offset,
                                                const int32_t *expert_count, int num_experts,
                                                int64_t m_total, int64_t inter, int64_t hidden,
                                                int use_limit, float limit, cudaStream_t stream);
+
+/* The FP8 backward's weights: q [experts, n, k] e4m3 with scales [experts, n / 128, k / 128] (as
+ * from mok_gg_fp8_quantize_weight) transposed into q_t[e][kk][col_off + nn], rows of ld_t bytes
+ * (experts * k rows in all), and scales_t [experts, k / 128, ld_t / 128] at column col_off / 128.
+ * Codes and scales move unchanged (exact). Two calls with col_off 0 and n build the gate / up
+ * pair's [E, H, 2I]. n, k, ld_t and col_off multiples of 128. */
+mok_status mok_gg_fp8_transpose_weight(const void *q, const float *scales, int64_t experts,
+                                       int64_t n, int64_t k, void *q_t, float *scales_t,
+                                       int64_t ld_t, int64_t col_off, cudaStream_t stream);
+
+/* q [m_total, k] e4m3 with scales as mok_gg_fp8_quantize_act writes them -> x [m_total, k] bf16,
+ * each value e4m3 * scale rounded to bf16 (the inputs the FP8 GEMMs saw, for the bf16 weight
+ * gradients). */
+mok_status mok_gg_fp8_dequantize_act(const void *q, const float *scales, void *x, int64_t m_total,
+                                     int64_t k, cudaStream_t stream);
 
 /* ---- MXFP8 input (E4M3 data, one E8M0 scale byte per 1x32 block along the last dimension) ----
  * Converted once to the 128-block recipe above, which the FP8 GEMMs run: each 128-block's scale

@@ -594,11 +594,12 @@ extern "C" mok_status mok_gg_fp8_gate_up_swiglu(const void *x, const float *x_sc
 
 extern "C" mok_status mok_gg_fp8_gate_up_swiglu_quantized(
     const void *x, const float *x_scales, const void *w_gate, const float *w_gate_scales,
-    const void *w_up, const float *w_up_scales, void *act, void *q_act, float *q_scales,
-    const int32_t *expert_offset, const int32_t *expert_count, int num_experts, int64_t m_total,
-    int64_t inter, int64_t hidden, int use_limit, float limit, cudaStream_t stream) {
+    const void *w_up, const float *w_up_scales, void *act, void *preact, void *q_act,
+    float *q_scales, const int32_t *expert_offset, const int32_t *expert_count, int num_experts,
+    int64_t m_total, int64_t inter, int64_t hidden, int use_limit, float limit,
+    cudaStream_t stream) {
   if (!q_act || !q_scales) return MOK_ERR_INVALID_ARGUMENT;
-  return f8_gate_up(x, x_scales, w_gate, w_gate_scales, w_up, w_up_scales, act, NULL, q_act,
+  return f8_gate_up(x, x_scales, w_gate, w_gate_scales, w_up, w_up_scales, act, preact, q_act,
                     q_scales, expert_offset, expert_count, num_experts, m_total, inter, hidden,
                     use_limit, limit, stream);
 }

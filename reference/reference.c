@@ -78,8 +78,10 @@ static double sigmoid(double z) { return 1.0 / (1.0 + exp(-z)); }
 
 /* Scratch of one MLP evaluation, sized for max(I, Is) and H. */
 typedef struct {
-  double *g, *u, *a, *o, *da;
+  double *g, *u, *a, *o, *da, *dg, *du;
   float *qv, *qa; /* fp8: the quantized input row [H] and activations [max(I, Is)] */
+  float *qd;      /* fp8 backward: the quantized output gradient [H]               */
+  float *qg, *qu; /*               and gate / up gradients [max(I, Is)]            */
 } mlp_scratch;
 
 /* g = gate v, u = up v, a = swiglu(g, u), o = down a (with the GPU's bf16 roundings if asked;
@@ -100,8 +102,10 @@ static void mlp_forward(const mok_ref_config *c, dims d, mlp m, const float *v, 
     }
     double gc = c->use_swiglu_limit ? fmin(g, L) : g;
     double uc = c->use_swiglu_limit ? fmax(-L, fmin(u, L)) : u;
-    s->g[i] = g;
-    s->u[i] = u;
+    /* fp8: kept for backward as the FP8 path keeps them, in bf16 (the quantization of the
+     * gradients below turns the smallest differences into whole E4M3 steps) */
+    s->g[i] = fp8 ? rnd(c, g) : g;
+    s->u[i] = fp8 ? rnd(c, u) : u;
     s->a[i] = rnd(c, gc * sigmoid(gc) * uc);
   }
   if (fp8) {
@@ -117,19 +121,32 @@ static void mlp_forward(const mok_ref_config *c, dims d, mlp m, const float *v, 
   }
 }
 
-/* Backward of one MLP for output gradient dout [H] (after mlp_forward on the same v filled s):
- * adds this MLP's part of dx into dx [H] and its weight gradients into dgate, dup [n, H] and
- * ddown [H, n] (double accumulators; all three NULL: no weight gradients). */
+/* Backward of one MLP for output gradient dout [H] (after mlp_forward on the same v and fp8 filled
+ * s): adds this MLP's part of dx into dx [H] and its weight gradients into dgate, dup [n, H] and
+ * ddown [H, n] (double accumulators; all three NULL: no weight gradients).
+ * fp8 (the GPU's FP8 backward): the data gradients see dout and the gate / up gradients quantized
+ * to E4M3 in 1x128 blocks (the FP8 GEMMs' A operands); the weight gradients take them unquantized,
+ * times what the FP8 forward's GEMMs saw (the quantized v and activations); the pre-activations
+ * (mlp_forward) and d_act are rounded as the FP8 path stores them. */
 static void mlp_backward(const mok_ref_config *c, dims d, mlp m, const float *v, const double *dout,
-                         mlp_scratch *s, double *dx, double *dgate, double *dup, double *ddown) {
+                         mlp_scratch *s, double *dx, double *dgate, double *dup, double *ddown,
+                         int fp8) {
   const double L = c->swiglu_limit;
+  if (fp8) {
+    for (int64_t h = 0; h < d.H; ++h) s->qd[h] = (float)dout[h];
+    mok_fp8_fake_quantize_row(s->qd, d.H, s->qd);
+    v = s->qv;
+  }
   for (int64_t i = 0; i < m.n; ++i) s->da[i] = 0;
   for (int64_t h = 0; h < d.H; ++h) {
     const float *wd = m.down + h * m.n;
-    for (int64_t i = 0; i < m.n; ++i) s->da[i] += (double)wd[i] * dout[h];
+    const double dq = fp8 ? (double)s->qd[h] : dout[h];
+    for (int64_t i = 0; i < m.n; ++i) s->da[i] += (double)wd[i] * dq;
     if (ddown)
       for (int64_t i = 0; i < m.n; ++i) ddown[h * m.n + i] += dout[h] * s->a[i];
   }
+  if (fp8) /* d_act as the FP8 path stores it */
+    for (int64_t i = 0; i < m.n; ++i) s->da[i] = rnd(c, s->da[i]);
   for (int64_t i = 0; i < m.n; ++i) {
     double g = s->g[i], u = s->u[i];
     int clamp = c->use_swiglu_limit;
@@ -139,10 +156,20 @@ static void mlp_backward(const mok_ref_config *c, dims d, mlp m, const float *v,
     double dsilu = sg * (1.0 + gc * (1.0 - sg));
     double pass_g = (clamp && g > L) ? 0.0 : 1.0;
     double pass_u = (clamp && (u < -L || u > L)) ? 0.0 : 1.0;
-    double dg = rnd(c, s->da[i] * uc * dsilu * pass_g);
-    double du = rnd(c, s->da[i] * gc * sg * pass_u);
+    s->dg[i] = rnd(c, s->da[i] * uc * dsilu * pass_g);
+    s->du[i] = rnd(c, s->da[i] * gc * sg * pass_u);
+    s->qg[i] = (float)s->dg[i];
+    s->qu[i] = (float)s->du[i];
+  }
+  if (fp8) {
+    mok_fp8_fake_quantize_row(s->qg, m.n, s->qg);
+    mok_fp8_fake_quantize_row(s->qu, m.n, s->qu);
+  }
+  for (int64_t i = 0; i < m.n; ++i) {
+    const double dg = s->dg[i], du = s->du[i];
+    const double dgx = fp8 ? (double)s->qg[i] : dg, dux = fp8 ? (double)s->qu[i] : du;
     const float *wg = m.gate + i * d.H, *wu = m.up + i * d.H;
-    for (int64_t h = 0; h < d.H; ++h) dx[h] += (double)wg[h] * dg + (double)wu[h] * du;
+    for (int64_t h = 0; h < d.H; ++h) dx[h] += (double)wg[h] * dgx + (double)wu[h] * dux;
     if (dgate)
       for (int64_t h = 0; h < d.H; ++h) {
         dgate[i * d.H + h] += dg * v[h];
@@ -160,7 +187,13 @@ static int scratch_alloc(mlp_scratch *s, dims d) {
   s->o = calloc((size_t)d.H, sizeof(double));
   s->qv = calloc((size_t)d.H, sizeof(float));
   s->qa = calloc((size_t)n, sizeof(float));
-  return s->g && s->u && s->a && s->da && s->o && s->qv && s->qa;
+  s->dg = calloc((size_t)n, sizeof(double));
+  s->du = calloc((size_t)n, sizeof(double));
+  s->qd = calloc((size_t)d.H, sizeof(float));
+  s->qg = calloc((size_t)n, sizeof(float));
+  s->qu = calloc((size_t)n, sizeof(float));
+  return s->g && s->u && s->a && s->da && s->o && s->qv && s->qa && s->dg && s->du && s->qd &&
+         s->qg && s->qu;
 }
 
 static void scratch_free(mlp_scratch *s) {
@@ -171,6 +204,11 @@ static void scratch_free(mlp_scratch *s) {
   free(s->o);
   free(s->qv);
   free(s->qa);
+  free(s->dg);
+  free(s->du);
+  free(s->qd);
+  free(s->qg);
+  free(s->qu);
 }
 
 /* ---- forward --------------------------------------------------------------------------------- */
@@ -244,8 +282,8 @@ mok_status mok_ref_backward(const mok_ref_config *c, const mok_ref_rank *ranks,
   mok_status st = mok_ref_check(c, ranks);
   if (st != MOK_SUCCESS) return st;
   if (!dy || !grads) return MOK_ERR_INVALID_ARGUMENT;
-  if (c->fp8_block128) return MOK_ERR_NOT_SUPPORTED; /* the FP8 path is forward only */
   dims d = dims_of(c);
+  const int fp8 = c->fp8_block128;
   /* weight gradients: all three of a kind on every rank, or none anywhere (skipped) */
   const int want_w = grads[0].dw_gate != NULL, want_ws = d.Is > 0 && grads[0].dws_gate != NULL;
   for (int r = 0; r < d.ep; ++r) {
@@ -280,15 +318,16 @@ mok_status mok_ref_backward(const mok_ref_config *c, const mok_ref_rank *ranks,
         for (int64_t h = 0; h < d.H; ++h) dout[h] = dyt[h];
         mlp_forward(c, d, m, v, &s, 0);
         if (want_ws)
-          mlp_backward(c, d, m, v, dout, &s, dx, acc_ws, acc_ws + ws_elems, acc_ws + 2 * ws_elems);
+          mlp_backward(c, d, m, v, dout, &s, dx, acc_ws, acc_ws + ws_elems, acc_ws + 2 * ws_elems,
+                       0);
         else
-          mlp_backward(c, d, m, v, dout, &s, dx, NULL, NULL, NULL);
+          mlp_backward(c, d, m, v, dout, &s, dx, NULL, NULL, NULL, 0);
       }
       for (int64_t j = 0; j < d.k; ++j) {
         int e = in->topk_experts[t * d.k + j];
         double w = in->router_weights[t * d.k + j];
         mlp m = routed_mlp(ranks, d, e);
-        mlp_forward(c, d, m, v, &s, 0);
+        mlp_forward(c, d, m, v, &s, fp8);
         double drw = 0;
         for (int64_t h = 0; h < d.H; ++h) {
           drw += (double)dyt[h] * s.o[h];
@@ -297,9 +336,9 @@ mok_status mok_ref_backward(const mok_ref_config *c, const mok_ref_rank *ranks,
         grads[r].d_router_weights[t * d.k + j] = (float)drw;
         int64_t off = (int64_t)e * d.I * d.H; /* e = owner * EL + l, so this is owner's slab + l */
         if (want_w)
-          mlp_backward(c, d, m, v, dout, &s, dx, acc_gate + off, acc_up + off, acc_down + off);
+          mlp_backward(c, d, m, v, dout, &s, dx, acc_gate + off, acc_up + off, acc_down + off, fp8);
         else
-          mlp_backward(c, d, m, v, dout, &s, dx, NULL, NULL, NULL);
+          mlp_backward(c, d, m, v, dout, &s, dx, NULL, NULL, NULL, fp8);
       }
       store(grads[r].dx + t * d.H, dx, d.H);
     }

@@ -90,7 +90,7 @@ void test_fp8_block_quantization(void) {
 }
 
 /* The reference's FP8 forward: close to BF16 (within E4M3's precision), not equal (the
- * quantization happens), forward only. */
+ * quantization happens). */
 void test_fp8_reference_forward(void) {
   mok_shape s = {6, 128, 4, 128, 2, 128};
   ref_problem p;
@@ -111,10 +111,44 @@ void test_fp8_reference_forward(void) {
     CHECK(e > 1e-4 && e < 0.1);
     free(bf[r]);
   }
-  CHECK_STATUS(mok_ref_backward(&p.cfg, p.ranks, (const float *const *)p.dy, p.grads),
-               MOK_ERR_NOT_SUPPORTED);
   p.cfg.shape.hidden = 64; /* FP8 blocks need multiples of 128 */
   CHECK_STATUS(mok_ref_forward(&p.cfg, p.ranks, p.y), MOK_ERR_MISALIGNED);
   p.cfg.shape.hidden = 128;
+  problem_free(&p);
+}
+
+/* The reference's FP8 backward: every routed gradient close to BF16's (within E4M3's precision)
+ * and not equal to it; the shared expert's weight gradients (the shared expert stays BF16) equal
+ * BF16's bit for bit. */
+void test_fp8_reference_backward(void) {
+  mok_shape s = {6, 256, 4, 128, 2, 128};
+  ref_problem p;
+  CHECK_STATUS(problem_make(&p, &s, 2, MOK_ROUTE_UNIFORM, test_seed()), MOK_SUCCESS);
+  p.cfg.round_bf16 = 1;
+  const int64_t T = s.tokens, H = s.hidden, I = s.intermediate, Is = s.shared_intermediate;
+  const int64_t el = s.num_experts / 2;
+  const int64_t n[8] = {T * H, T * s.top_k, el * I * H, el * I * H, el * H * I, Is * H, Is * H, H * Is};
+  float *bf[2][8];
+  mok_ref_grads g[2];
+  for (int r = 0; r < 2; ++r) {
+    for (int i = 0; i < 8; ++i) bf[r][i] = malloc(sizeof(float) * (size_t)n[i]);
+    mok_ref_grads t = {bf[r][0], bf[r][1], bf[r][2], bf[r][3], bf[r][4], bf[r][5], bf[r][6], bf[r][7]};
+    g[r] = t;
+  }
+  CHECK_STATUS(mok_ref_backward(&p.cfg, p.ranks, (const float *const *)p.dy, g), MOK_SUCCESS);
+  p.cfg.fp8_block128 = 1;
+  CHECK_STATUS(mok_ref_backward(&p.cfg, p.ranks, (const float *const *)p.dy, p.grads), MOK_SUCCESS);
+  for (int r = 0; r < 2; ++r) {
+    const mok_ref_grads *f = &p.grads[r];
+    const float *fp[8] = {f->dx, f->d_router_weights, f->dw_gate, f->dw_up, f->dw_down,
+                          f->dws_gate, f->dws_up, f->dws_down};
+    for (int i = 0; i < 5; ++i) {
+      const double e = rel_error(fp[i], bf[r][i], n[i]);
+      CHECK(e > 1e-4 && e < 0.1);
+    }
+    for (int i = 5; i < 8; ++i)
+      CHECK(memcmp(fp[i], bf[r][i], sizeof(float) * (size_t)n[i]) == 0);
+    for (int i = 0; i < 8; ++i) free(bf[r][i]);
+  }
   problem_free(&p);
 }

@@ -8,6 +8,7 @@ static const test_case cases[] = {
     {"fp8_e4m3", test_fp8_e4m3},
     {"fp8_block_quantization", test_fp8_block_quantization},
     {"fp8_reference_forward", test_fp8_reference_forward},
+    {"fp8_reference_backward", test_fp8_reference_backward},
     {"reference_hand_single", test_reference_hand_single},
     {"reference_hand_topk_shared", test_reference_hand_topk_shared},
     {"reference_hand_clamp", test_reference_hand_clamp},

@@ -8,6 +8,7 @@ void test_bf16_clamp_round(void);
 void test_fp8_e4m3(void);
 void test_fp8_block_quantization(void);
 void test_fp8_reference_forward(void);
+void test_fp8_reference_backward(void);
 void test_reference_hand_single(void);
 void test_reference_hand_topk_shared(void);
 void test_reference_hand_clamp(void);

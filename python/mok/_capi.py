@@ -44,7 +44,8 @@ class UniqueId(ctypes.Structure):
 class Weights(ctypes.Structure):
     _fields_ = [(n, ctypes.c_void_p) for n in (
         "w_gate", "w_up", "w_down", "w_gate_scale", "w_up_scale", "w_down_scale",
-        "ws_gate", "ws_up", "ws_down")]
+        "ws_gate", "ws_up", "ws_down", "w_gate_up_t", "w_gate_up_t_scale", "w_down_t",
+        "w_down_t_scale")]
 
 
 class Grads(ctypes.Structure):
@@ -95,6 +96,7 @@ _SIGNATURES = {
     "mok_backward": (ctypes.c_int, [_P, ctypes.POINTER(Weights), _P, _P, _P, ctypes.POINTER(Grads), _P]),
     "mok_fp8_scale_count": (ctypes.c_int, [ctypes.c_int, ctypes.c_int64, ctypes.c_int64, ctypes.c_int64, _I64P]),
     "mok_quantize_weight": (ctypes.c_int, [ctypes.c_int, _P, ctypes.c_int64, ctypes.c_int64, ctypes.c_int64, _P, _P, _P]),
+    "mok_fp8_transpose_weights": (ctypes.c_int, [ctypes.c_int, _P, ctypes.c_int64, ctypes.c_int64, ctypes.c_int64, _P, _P, _P, _P, _P]),
 }
 for _name, (_res, _args) in _SIGNATURES.items():
     _fn = getattr(lib, _name)

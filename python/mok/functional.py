@@ -271,11 +271,64 @@ def quantize_weight(w):
     return q, scales
 
 
+def transpose_weights_fp8(q_gate, s_gate, q_up, s_up, q_down, s_down):
+    """The FP8 backward's weights from quantize_weight's (mok_fp8_transpose_weights): gate | up
+    [E, H, 2I] codes with scales [E, H/128, 2I/128], and down [E, I, H] codes with scales
+    [E, I/128, H/128]; codes and scales moved, not quantized again. Make them again whenever the
+    weights change."""
+    E, inter, hidden = q_gate.shape
+    dev = q_gate.device
+    gu_t = torch.empty(E, hidden, 2 * inter, dtype=torch.uint8, device=dev)
+    gu_s = torch.empty(E, hidden // 128, 2 * inter // 128, dtype=torch.float32, device=dev)
+    d_t = torch.empty(E, inter, hidden, dtype=torch.uint8, device=dev)
+    d_s = torch.empty(E, inter // 128, hidden // 128, dtype=torch.float32, device=dev)
+    w = _fp8_weights(q_gate, s_gate, q_up, s_up, q_down, s_down, None, None, None)
+    stream = ctypes.c_void_p(torch.cuda.current_stream(dev).cuda_stream)
+    C.call("mok_fp8_transpose_weights", FP8_BLOCK128, ctypes.byref(w), E, inter, hidden, _ptr(gu_t),
+           _ptr(gu_s), _ptr(d_t), _ptr(d_s), stream)
+    return gu_t, gu_s, d_t, d_s
+
+
+def _fp8_weights(q_gate, s_gate, q_up, s_up, q_down, s_down, ws_gate, ws_up, ws_down, t=None):
+    w = _weights(q_gate, q_up, q_down, ws_gate, ws_up, ws_down)
+    w.w_gate_scale, w.w_up_scale, w.w_down_scale = _ptr(s_gate), _ptr(s_up), _ptr(s_down)
+    if t is not None:
+        w.w_gate_up_t, w.w_gate_up_t_scale, w.w_down_t, w.w_down_t_scale = [_ptr(v) for v in t]
+    return w
+
+
+def moe_backward_fp8(dy, x, topk, rw, q_gate, s_gate, q_up, s_up, q_down, s_down, t, ws_gate,
+                     ws_up, ws_down, group_id, num_experts, swiglu_limit=0.0, slot=0):
+    """The backward of moe_forward_fp8 with the same arguments and slot (on the schedule its
+    forward kept), t the four tensors of transpose_weights_fp8: the data gradients run in FP8 on
+    them, the weight gradients in bf16. Returns dx, d_router_weights and the bf16 gradients of
+    w_gate, w_up, w_down (the dequantized weights the forward saw) and of the shared expert."""
+    _check(x, topk, rw, (q_gate, q_up, q_down, ws_gate, ws_up, ws_down), group_id, num_experts,
+           routed_dtype=torch.uint8)
+    if dy.dtype != torch.bfloat16 or dy.shape != x.shape:
+        raise TypeError(f"mok: dy must be bfloat16 of x's shape {tuple(x.shape)}")
+    knobs = _knobs(swiglu_limit) + (("dtype", FP8_BLOCK128),)
+    ws, sched = _schedule(group_id, _shape(x, topk, num_experts, q_gate, ws_gate), knobs, slot)
+    w = _fp8_weights(q_gate, s_gate, q_up, s_up, q_down, s_down, ws_gate, ws_up, ws_down, t)
+    bf = lambda q: torch.empty(q.shape, dtype=torch.bfloat16, device=q.device)  # noqa: E731
+    out = [torch.empty_like(x), torch.empty_like(rw), bf(q_gate), bf(q_up), bf(q_down)]
+    out += [torch.empty_like(v) if v is not None and v.numel() > 0 else x.new_empty(0)
+            for v in (ws_gate, ws_up, ws_down)]
+    g = C.Grads()
+    g.dx, g.d_router_weights, g.dw_gate, g.dw_up, g.dw_down, g.dws_gate, g.dws_up, g.dws_down = [_ptr(v) for v in out]
+    g.grad_fp32, g.accumulate = 0, 0
+    stream = ctypes.c_void_p(torch.cuda.current_stream(x.device).cuda_stream)
+    C.call("mok_backward", sched, ctypes.byref(w), _ptr(x), _ptr(rw), _ptr(dy), ctypes.byref(g),
+           stream)
+    return out
+
+
 def moe_forward_fp8(x, topk, rw, q_gate, s_gate, q_up, s_up, q_down, s_down, ws_gate, ws_up,
                     ws_down, group_id, num_experts, swiglu_limit=0.0, slot=0):
     """The layer's forward with FP8 (block-128) routed experts: q_* and s_* from quantize_weight
-    of w_gate, w_up, w_down; the shared expert (ws_*, or None) stays bf16. Forward only (no
-    autograd): mok has no FP8 backward yet. Uses its own workspace of the group (dtype FP8)."""
+    of w_gate, w_up, w_down; the shared expert (ws_*, or None) stays bf16. No autograd: its
+    backward is moe_backward_fp8, on the same slot. Uses its own workspace of the group (dtype
+    FP8)."""
     _check(x, topk, rw, (q_gate, q_up, q_down, ws_gate, ws_up, ws_down), group_id, num_experts,
            routed_dtype=torch.uint8)
     if any(t.device != x.device for t in (s_gate, s_up, s_down)):
@@ -287,8 +340,7 @@ def moe_forward_fp8(x, topk, rw, q_gate, s_gate, q_up, s_up, q_down, s_down, ws_
                              f"{tuple(q.shape)} from quantize_weight")
     knobs = _knobs(swiglu_limit) + (("dtype", FP8_BLOCK128),)
     ws, sched = _schedule(group_id, _shape(x, topk, num_experts, q_gate, ws_gate), knobs, slot)
-    w = _weights(q_gate, q_up, q_down, ws_gate, ws_up, ws_down)
-    w.w_gate_scale, w.w_up_scale, w.w_down_scale = _ptr(s_gate), _ptr(s_up), _ptr(s_down)
+    w = _fp8_weights(q_gate, s_gate, q_up, s_up, q_down, s_down, ws_gate, ws_up, ws_down)
     y = torch.empty_like(x)
     stream = ctypes.c_void_p(torch.cuda.current_stream(x.device).cuda_stream)
     C.call("mok_schedule_build", sched, _ptr(topk), stream)

@@ -125,7 +125,8 @@ int lh_dev_alloc(lh_dev *d, const lh_host *h) {
     ok = ok && d->w[i] && d->g[i];
   }
   mok_weights w = {d->w[0], d->w[1], d->w[2], NULL, NULL, NULL,
-                   Is ? d->w[3] : NULL, Is ? d->w[4] : NULL, Is ? d->w[5] : NULL};
+                   Is ? d->w[3] : NULL, Is ? d->w[4] : NULL, Is ? d->w[5] : NULL,
+                   NULL, NULL, NULL, NULL};
   d->weights = w;
   mok_grads g = {d->dx, d->drw, d->g[0], d->g[1], d->g[2], d->g[3], d->g[4], d->g[5],
                  c->grad_fp32, c->accumulate};
@@ -226,7 +227,9 @@ static const char *g_names[6] = {"dWg", "dWu", "dWd", "dWsg", "dWsu", "dWsd"};
 void lh_check_against_reference(const lh_host *h, const lh_dev *d, int rank, const char *label) {
   const lh_case *c = &h->c;
   const int64_t T = c->T, H = c->H, I = c->I, k = c->k, Is = c->Is, el = c->E / h->ep;
-  mok_ref_config rc = {h->shape, h->ep, c->use_limit, c->use_limit ? c->limit : 0.0f, 1, 0};
+  /* FP8: the reference's FP8 mode (h holds the weights' dequantized values) */
+  mok_ref_config rc = {h->shape, h->ep, c->use_limit, c->use_limit ? c->limit : 0.0f, 1,
+                       c->dtype == MOK_DTYPE_FP8_BLOCK128};
   mok_ref_rank ranks[LH_MAX_RANKS];
   float *y[LH_MAX_RANKS];
   mok_ref_grads gr[LH_MAX_RANKS];

@@ -71,8 +71,8 @@ mok_config lh_config(const lh_case *c);
 /* build + forward + backward on stream (no synchronization). */
 mok_status lh_run(mok_schedule *s, lh_dev *d, cudaStream_t stream);
 
-/* Compares this rank's outputs and gradients with the reference of h; prints one line; counts
- * failed checks into the running test. */
+/* Compares this rank's outputs and gradients with the reference of h (in its FP8 mode when the
+ * case's dtype is FP8); prints one line; counts failed checks into the running test. */
 void lh_check_against_reference(const lh_host *h, const lh_dev *d, int rank, const char *label);
 /* Every output NaN (the device error path) and guard tails intact. */
 void lh_check_all_nan(const lh_host *h, const lh_dev *d, const char *label);

@@ -97,7 +97,8 @@ GPU_TEST(bad_call_arguments) {
   void *x = buf, *y = buf + T * H * 2;
   float *rw = (float *)(buf + 2 * T * H * 2);
   char *wb = buf + 4 * T * H * 2;
-  mok_weights wt = {wb, wb + el * I * H * 2, wb + 2 * el * I * H * 2, NULL, NULL, NULL, NULL, NULL, NULL};
+  mok_weights wt = {wb, wb + el * I * H * 2, wb + 2 * el * I * H * 2, NULL, NULL, NULL, NULL, NULL,
+                    NULL, NULL, NULL, NULL, NULL};
   cudaStream_t q;
   cudaStreamCreateWithFlags(&q, cudaStreamNonBlocking);
   CHECK_STATUS(mok_forward(sch, &wt, (char *)x + 2, rw, y, q), MOK_ERR_MISALIGNED);

@@ -675,29 +675,36 @@ static void test_gg_fp8_swiglu_quantized(void) {
   cudaMalloc((void **)&q1, g.m_total * inter);
   cudaMalloc((void **)&s0, kbs * mp * 4);
   cudaMalloc((void **)&s1, kbs * mp * 4);
+  uint16_t *p0 = NULL, *p1 = NULL; /* the pre-activations kept for backward, written alongside */
+  cudaMalloc((void **)&p0, g.m_total * 2 * inter * 2);
+  cudaMalloc((void **)&p1, g.m_total * 2 * inter * 2);
   const int flags[] = {0, 16};
   for (int f : flags)
     for (int lim = 0; lim < 2; ++lim) {
       gg_set_tuning(0, 0, 0, f);
       cudaMemset(q1, 0x7f, g.m_total * inter); /* e4m3 NaN codes and NaN scales where unwritten */
       cudaMemset(s1, 0xff, kbs * mp * 4);
-      CHECK_STATUS(mok_gg_fp8_gate_up_swiglu(qx, sx, qg, sg, qu, su, act, NULL, doff, dcnt, E,
+      cudaMemset(p1, 0xff, g.m_total * 2 * inter * 2);
+      CHECK_STATUS(mok_gg_fp8_gate_up_swiglu(qx, sx, qg, sg, qu, su, act, p0, doff, dcnt, E,
                                              g.m_total, inter, hidden, lim, 0.75f, 0),
                    MOK_SUCCESS);
       CHECK_STATUS(mok_gg_fp8_quantize_act(act, q0, s0, g.m_total, inter, 0), MOK_SUCCESS);
-      CHECK_STATUS(mok_gg_fp8_gate_up_swiglu_quantized(qx, sx, qg, sg, qu, su, act, q1, s1, doff,
+      CHECK_STATUS(mok_gg_fp8_gate_up_swiglu_quantized(qx, sx, qg, sg, qu, su, act, p1, q1, s1, doff,
                                                        dcnt, E, g.m_total, inter, hidden, lim,
                                                        0.75f, 0),
                    MOK_SUCCESS);
       CUDA_OK(cudaDeviceSynchronize());
       std::vector<uint8_t> c0 = from_dev(q0, g.m_total * inter), c1 = from_dev(q1, g.m_total * inter);
       std::vector<float> a0 = from_dev(s0, kbs * mp), a1 = from_dev(s1, kbs * mp);
+      std::vector<uint16_t> pre0 = from_dev(p0, g.m_total * 2 * inter),
+                            pre1 = from_dev(p1, g.m_total * 2 * inter);
       int64_t bad = 0, real = 0;
       for (int e = 0; e < E; ++e)
         for (int i = 0; i < g.count[e]; ++i) {
           const int64_t row = g.offset[e] + i;
           ++real;
           bad += memcmp(&c0[row * inter], &c1[row * inter], inter) != 0;
+          bad += memcmp(&pre0[row * 2 * inter], &pre1[row * 2 * inter], 2 * inter * 2) != 0;
           for (int64_t kb = 0; kb < kbs; ++kb) bad += memcmp(&a0[kb * mp + row], &a1[kb * mp + row], 4) != 0;
         }
       printf("    flags %d limit %d: %lld real rows, %lld codes or scales differ\n", f, lim,
@@ -705,12 +712,12 @@ static void test_gg_fp8_swiglu_quantized(void) {
       CHECK(real > 0 && bad == 0);
     }
   gg_restore_tuning();
-  CHECK_STATUS(mok_gg_fp8_gate_up_swiglu_quantized(qx, sx, qg, sg, qu, su, act, NULL, s1, doff, dcnt,
+  CHECK_STATUS(mok_gg_fp8_gate_up_swiglu_quantized(qx, sx, qg, sg, qu, su, act, NULL, NULL, s1, doff, dcnt,
                                                    E, g.m_total, inter, hidden, 0, 0.f, 0),
                MOK_ERR_INVALID_ARGUMENT);
   cudaFree(qx); cudaFree(qg); cudaFree(qu); cudaFree(sx); cudaFree(sg); cudaFree(su);
   cudaFree(doff); cudaFree(dcnt); cudaFree(act); cudaFree(q0); cudaFree(q1); cudaFree(s0);
-  cudaFree(s1);
+  cudaFree(s1); cudaFree(p0); cudaFree(p1);
 }
 
 /* The row-major scale layout (mok_gg_fp8_quantize_act_rows, what the FP8 forward's dispatch moves):
@@ -746,6 +753,76 @@ static void test_gg_fp8_quantize_rows(void) {
   CHECK(bad == 0);
   CHECK(a1[5 * kbs + 1] == 1.0f);
   cudaFree(dx); cudaFree(q0); cudaFree(q1); cudaFree(s0); cudaFree(s1);
+}
+
+/* The FP8 backward's layout conversions: two weights transposed side by side into [E, k, 2n]
+ * (mok_gg_fp8_transpose_weight with col_off 0 and n) equal the host's transposition of their
+ * codes and scales byte for byte; dequantized rows (mok_gg_fp8_dequantize_act) equal e4m3 * scale
+ * rounded to bf16 on the host, bit for bit; bad arguments are refused. */
+static void test_gg_fp8_layout(void) {
+  gg_rng r = {test_seed() ^ 0xf8b1};
+  const int64_t E = 3, n = 256, k = 384, nb = n / 128, kbs = k / 128, ld = 2 * n;
+  std::vector<uint16_t> w0((size_t)(E * n * k)), w1((size_t)(E * n * k));
+  fill_bf16(&r, w0, 0.3f);
+  fill_bf16(&r, w1, 2.0f);
+  uint8_t *q0, *q1, *qt = NULL;
+  float *s0, *s1, *st = NULL;
+  quant_weight(w0, E, n, k, &q0, &s0);
+  quant_weight(w1, E, n, k, &q1, &s1);
+  cudaMalloc((void **)&qt, E * k * ld);
+  cudaMalloc((void **)&st, E * kbs * (ld / 128) * 4);
+  cudaMemset(qt, 0x7f, E * k * ld);
+  cudaMemset(st, 0xff, E * kbs * (ld / 128) * 4);
+  CHECK_STATUS(mok_gg_fp8_transpose_weight(q0, s0, E, n, k, qt, st, ld, 0, 0), MOK_SUCCESS);
+  CHECK_STATUS(mok_gg_fp8_transpose_weight(q1, s1, E, n, k, qt, st, ld, n, 0), MOK_SUCCESS);
+  CHECK_STATUS(mok_gg_fp8_transpose_weight(q1, s1, E, n, k, qt, st, ld, n + 128, 0),
+               MOK_ERR_INVALID_SHAPE);
+  CHECK_STATUS(mok_gg_fp8_transpose_weight(q1, s1, E, n, k, qt, st, ld, 64, 0), MOK_ERR_MISALIGNED);
+  CHECK_STATUS(mok_gg_fp8_transpose_weight(NULL, s1, E, n, k, qt, st, ld, 0, 0),
+               MOK_ERR_INVALID_ARGUMENT);
+  CUDA_OK(cudaDeviceSynchronize());
+  std::vector<uint8_t> c[2] = {from_dev(q0, E * n * k), from_dev(q1, E * n * k)};
+  std::vector<float> sc[2] = {from_dev(s0, E * nb * kbs), from_dev(s1, E * nb * kbs)};
+  std::vector<uint8_t> ct = from_dev(qt, E * k * ld);
+  std::vector<float> sct = from_dev(st, E * kbs * (ld / 128));
+  int64_t bad = 0;
+  for (int h = 0; h < 2; ++h)
+    for (int64_t e = 0; e < E; ++e) {
+      for (int64_t i = 0; i < n; ++i)
+        for (int64_t j = 0; j < k; ++j)
+          bad += ct[(e * k + j) * ld + h * n + i] != c[h][(e * n + i) * k + j];
+      for (int64_t ib = 0; ib < nb; ++ib)
+        for (int64_t jb = 0; jb < kbs; ++jb)
+          bad += memcmp(&sct[(e * kbs + jb) * (ld / 128) + h * nb + ib],
+                        &sc[h][(e * nb + ib) * kbs + jb], 4) != 0;
+    }
+  printf("    transpose: %lld codes or scales differ\n", (long long)bad);
+  CHECK(bad == 0);
+
+  gg_rows g = make_rows(&r, 4, 300, 1);
+  const int64_t m = g.m_total, ka = 640, kba = ka / 128, mp = MOK_GG_FP8_SCALE_ROWS(m);
+  std::vector<uint16_t> x(m * ka);
+  fill_bf16(&r, x, 5.0f);
+  uint8_t *qx;
+  float *sx;
+  quant_act(g, x, ka, &qx, &sx);
+  uint16_t *dx = NULL;
+  cudaMalloc((void **)&dx, m * ka * 2);
+  cudaMemset(dx, 0xff, m * ka * 2);
+  CHECK_STATUS(mok_gg_fp8_dequantize_act(qx, sx, dx, m, ka, 0), MOK_SUCCESS);
+  CHECK_STATUS(mok_gg_fp8_dequantize_act(qx, sx, dx, m, 100, 0), MOK_ERR_MISALIGNED);
+  CUDA_OK(cudaDeviceSynchronize());
+  std::vector<uint8_t> cq = from_dev(qx, m * ka);
+  std::vector<float> cs = from_dev(sx, kba * mp);
+  std::vector<uint16_t> back = from_dev(dx, m * ka);
+  bad = 0;
+  for (int64_t row = 0; row < m; ++row)
+    for (int64_t j = 0; j < ka; ++j)
+      bad += back[row * ka + j] != f2bf((float)e4m3_to_d(cq[row * ka + j]) * cs[(j / 128) * mp + row]);
+  printf("    dequantize: %lld of %lld values differ\n", (long long)bad, (long long)(m * ka));
+  CHECK(bad == 0);
+  cudaFree(q0); cudaFree(q1); cudaFree(s0); cudaFree(s1); cudaFree(qt); cudaFree(st);
+  cudaFree(qx); cudaFree(sx); cudaFree(dx);
 }
 
 /* ---- MXFP8 input: conversion to the 128-block recipe, then the FP8 GEMM -------------------- */
@@ -903,6 +980,7 @@ extern "C" const test_case gg_test_cases[] = {
     {"gg_fp8_extreme_scales", test_gg_fp8_extreme_scales},
     {"gg_fp8_quantize_rows", test_gg_fp8_quantize_rows},
     {"gg_fp8_swiglu_quantized", test_gg_fp8_swiglu_quantized},
+    {"gg_fp8_layout", test_gg_fp8_layout},
     {"gg_mxfp8_fwd", test_gg_mxfp8_fwd},
     {"gg_wgrad_fp32", test_gg_wgrad_fp32},
     {"gg_wgrad_bf16", test_gg_wgrad_bf16},

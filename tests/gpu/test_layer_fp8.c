@@ -1,8 +1,10 @@
-/* test_layer_fp8.c — the FP8 (block-128) forward: weights quantized on the device by
+/* test_layer_fp8.c — the FP8 (block-128) layer: weights quantized on the device by
  * mok_quantize_weight equal the host's quantization bit for bit; the layer's output matches the
  * reference's FP8 mode (inputs and activations quantized the same way, weights dequantized) on the
- * routing cases, the ops path's (bf16 rows pulled, then quantized) and a token ring's bit for bit;
- * backward says MOK_ERR_NOT_SUPPORTED and writes nothing. */
+ * routing cases, the ops path's (bf16 rows pulled, then quantized) and a token ring's bit for bit.
+ * Backward (data gradients in FP8 on mok_fp8_transpose_weights' copies): refused without them;
+ * with them, every gradient matches the reference's FP8 backward, a second backward is bitwise the
+ * same, and so is a one-region ring's (which replays the forward); the ops layer refuses it. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -32,6 +34,13 @@ static void fp8_case(lh_case c, const char *label) {
     CHECK_STATUS(mok_quantize_weight(MOK_DTYPE_FP8_BLOCK128, d.w[i], el, rows[i], cols[i], q[i], sc[i], 0),
                  MOK_SUCCESS);
   }
+  /* the backward's transposed copies: gate | up [el, H, 2I], down [el, I, H] */
+  void *qt[2] = {NULL, NULL};
+  float *tsc[2] = {NULL, NULL};
+  CHECK(cudaMalloc(&qt[0], (size_t)(el * H * 2 * I)) == cudaSuccess);
+  CHECK(cudaMalloc((void **)&tsc[0], (size_t)(el * (H / 128) * (2 * I / 128)) * 4) == cudaSuccess);
+  CHECK(cudaMalloc(&qt[1], (size_t)(el * I * H)) == cudaSuccess);
+  CHECK(cudaMalloc((void **)&tsc[1], (size_t)(el * (I / 128) * (H / 128)) * 4) == cudaSuccess);
   CHECK(cudaDeviceSynchronize() == cudaSuccess);
   /* every rank's weights quantized on the host, compared with this rank's device codes, then
    * replaced by their dequantized values for the reference */
@@ -67,7 +76,22 @@ static void fp8_case(lh_case c, const char *label) {
     mok_weights no_scales = wt;
     no_scales.w_up_scale = NULL;
     CHECK_STATUS(mok_forward(e.s, &no_scales, d.x, d.rw, d.y, e.stream), MOK_ERR_INVALID_ARGUMENT);
-    CHECK_STATUS(mok_backward(e.s, &wt, d.x, d.rw, d.dy, &d.grads, e.stream), MOK_ERR_NOT_SUPPORTED);
+    /* backward needs the transposed weights: refused without them, before anything runs */
+    CHECK_STATUS(mok_backward(e.s, &wt, d.x, d.rw, d.dy, &d.grads, e.stream),
+                 MOK_ERR_INVALID_ARGUMENT);
+    CHECK(cudaStreamSynchronize(e.stream) == cudaSuccess);
+    uint16_t first = 0;
+    if (T > 0) cudaMemcpy(&first, d.dx, 2, cudaMemcpyDeviceToHost);
+    CHECK(T == 0 || first == 0xFFFF); /* dx still poisoned */
+    CHECK_STATUS(mok_fp8_transpose_weights(MOK_DTYPE_FP8_BLOCK128, &wt, el, I, H, qt[0], tsc[0],
+                                           qt[1], tsc[1], e.stream),
+                 MOK_SUCCESS);
+    CHECK_STATUS(mok_fp8_transpose_weights(MOK_DTYPE_BF16, &wt, el, I, H, qt[0], tsc[0], qt[1], tsc[1],
+                                           e.stream),
+                 MOK_ERR_NOT_SUPPORTED);
+    wt.w_gate_up_t = qt[0]; wt.w_gate_up_t_scale = tsc[0];
+    wt.w_down_t = qt[1]; wt.w_down_t_scale = tsc[1];
+    CHECK_STATUS(mok_backward(e.s, &wt, d.x, d.rw, d.dy, &d.grads, e.stream), MOK_SUCCESS);
     CHECK(cudaStreamSynchronize(e.stream) == cudaSuccess);
     CHECK_STATUS(lh_device_error(e.ws), MOK_SUCCESS);
     /* the reference in FP8 mode over every rank */
@@ -86,12 +110,20 @@ static void fp8_case(lh_case c, const char *label) {
     cudaMemcpy(yb, d.y, (size_t)(T * H) * 2, cudaMemcpyDeviceToHost);
     mok_bf16_to_float_array(yb, got, T * H);
     const double err = T > 0 ? lh_rel_err(got, y[rank], T * H) : 0.0;
-    /* the dx buffer was poisoned and backward refused: still poisoned */
-    uint16_t first = 0;
-    if (T > 0) cudaMemcpy(&first, d.dx, 2, cudaMemcpyDeviceToHost);
     printf("  %-28s r%d y vs the FP8 reference %.2e\n", label, rank, err);
     CHECK(err < LH_TOL);
-    CHECK(T == 0 || first == 0xFFFF);
+    /* backward: every gradient against the reference's FP8 backward; then again, bitwise */
+    lh_check_against_reference(&h, &d, rank, label);
+    int64_t b1 = 0, b2 = 0;
+    void *snap1 = lh_snapshot(&d, &h, &b1);
+    cudaMemset(d.dx, 0xFF, (size_t)(T * H * 2));
+    CHECK_STATUS(mok_backward(e.s, &wt, d.x, d.rw, d.dy, &d.grads, e.stream), MOK_SUCCESS);
+    CHECK(cudaStreamSynchronize(e.stream) == cudaSuccess);
+    void *snap2 = lh_snapshot(&d, &h, &b2);
+    const int same_bwd = b1 == b2 && memcmp(snap1, snap2, (size_t)b1) == 0;
+    printf("  %-28s r%d second backward: %s\n", label, rank, same_bwd ? "bitwise equal" : "DIFFERS");
+    CHECK(same_bwd);
+    free(snap2);
     /* the ops path (bf16 rows pulled, quantized after the pull) gives the same y bit for bit as
      * the layer's dispatch of rows quantized at their source */
     const int64_t k = c.k, big = T * k * H * 2 > 256 ? T * k * H * 2 : 256;
@@ -113,6 +145,8 @@ static void fp8_case(lh_case c, const char *label) {
     CHECK_STATUS(mok_op_experts_forward(e.s, &wt, recv, out, e.stream), MOK_SUCCESS);
     CHECK_STATUS(mok_op_combine(e.s, out, &cb, e.stream), MOK_SUCCESS);
     CHECK_STATUS(mok_op_combine_reduce(e.s, &wt, d.x, &cb, d.rw, y2, e.stream), MOK_SUCCESS);
+    CHECK_STATUS(mok_op_experts_backward(e.s, &wt, recv, out, &cb, out, &d.grads, e.stream),
+                 MOK_ERR_NOT_SUPPORTED); /* the FP8 backward is the functional layer's */
     CHECK(cudaStreamSynchronize(e.stream) == cudaSuccess);
     CHECK_STATUS(lh_device_error(e.ws), MOK_SUCCESS);
     uint16_t *yb2 = malloc((size_t)(T * H + 1) * 2);
@@ -130,13 +164,24 @@ static void fp8_case(lh_case c, const char *label) {
     cudaMemset(y2, 0xFF, (size_t)(T * H * 2 + 16));
     CHECK_STATUS(mok_schedule_build(er.s, d.topk, er.stream), MOK_SUCCESS);
     CHECK_STATUS(mok_forward(er.s, &wt, d.x, d.rw, y2, er.stream), MOK_SUCCESS);
+    cudaMemset(d.dx, 0xFF, (size_t)(T * H * 2));
+    CHECK_STATUS(mok_backward(er.s, &wt, d.x, d.rw, d.dy, &d.grads, er.stream), MOK_SUCCESS);
     CHECK(cudaStreamSynchronize(er.stream) == cudaSuccess);
     CHECK_STATUS(lh_device_error(er.ws), MOK_SUCCESS);
     cudaMemcpy(yb2, y2, (size_t)(T * H) * 2, cudaMemcpyDeviceToHost);
     const int same_ring = T == 0 || memcmp(yb, yb2, (size_t)(T * H) * 2) == 0;
-    printf("  %-28s r%d y with a one-region token ring: %s\n", label, rank,
-           same_ring ? "bitwise equal" : "DIFFER");
+    int64_t b3 = 0;
+    void *snap3 = lh_snapshot(&d, &h, &b3);
+    /* the snapshot's y is the first workspace's; compare the gradients after it */
+    const size_t ylen = (size_t)(T * H * 2);
+    const int same_ring_bwd = b1 == b3 && memcmp((char *)snap1 + ylen, (char *)snap3 + ylen,
+                                                 (size_t)b1 - ylen) == 0;
+    printf("  %-28s r%d with a one-region token ring: y %s, gradients %s\n", label, rank,
+           same_ring ? "bitwise equal" : "DIFFER", same_ring_bwd ? "bitwise equal" : "DIFFER");
     CHECK(same_ring);
+    CHECK(same_ring_bwd);
+    free(snap1);
+    free(snap3);
     lh_env_close(&er);
     h.c = c;
     free(yb2);
@@ -148,6 +193,7 @@ static void fp8_case(lh_case c, const char *label) {
   }
   lh_env_close(&e);
   for (int i = 0; i < 3; ++i) { cudaFree(q[i]); cudaFree(sc[i]); }
+  for (int i = 0; i < 2; ++i) { cudaFree(qt[i]); cudaFree(tsc[i]); }
   lh_dev_free(&d);
   lh_host_free(&h);
 }

@@ -56,7 +56,7 @@ def main():
     for s in range(len(c.STATUS_NAMES)):
         assert c.lib.mok_status_string(s) not in (None, b"unknown status")
     assert c.lib.mok_status_string(99) == b"unknown status"
-    assert ctypes.sizeof(c.Grads) == 8 * 8 + 8 and ctypes.sizeof(c.Weights) == 9 * 8
+    assert ctypes.sizeof(c.Grads) == 8 * 8 + 8 and ctypes.sizeof(c.Weights) == 13 * 8
     print("python capi: ok")
 
 

@@ -227,6 +227,47 @@ def test_fused_path_matches_default():
     check_no_device_fault()
 
 
+def test_fp8_functional():
+    """FP8 (block-128) routed experts from PyTorch: quantize_weight, transpose_weights_fp8,
+    moe_forward_fp8 and moe_backward_fp8 against the BF16 functional path on the weights the FP8
+    path sees (dequantized), within E4M3's precision (the inputs, activations and gradients are
+    quantized too); a second backward is bitwise the first."""
+    import mok.functional as mf
+    seed = shared_seed()
+    ep, rank = dist.get_world_size(), dist.get_rank()
+    E, k, T, Hf, If = 8 * ep, 4, 300, 256, 256
+    g = torch.Generator(device="cuda").manual_seed(seed + rank)
+    x = torch.randn(T, Hf, device="cuda", generator=g).bfloat16()
+    dy = torch.randn(T, Hf, device="cuda", generator=g).bfloat16()
+    topk = torch.rand(T, E, device="cuda", generator=g).topk(k, dim=1).indices.int()
+    rw = torch.softmax(torch.randn(T, k, device="cuda", generator=g), dim=1)
+    w = [(torch.randn(*s, device="cuda", generator=g) * s[-1] ** -0.5).bfloat16()
+         for s in ((E // ep, If, Hf), (E // ep, If, Hf), (E // ep, Hf, If), (If, Hf), (If, Hf), (Hf, If))]
+    q = [mf.quantize_weight(t) for t in w[:3]]
+    t8 = mf.transpose_weights_fp8(*q[0], *q[1], *q[2])
+
+    def dequant(codes, scales):
+        blocks = scales.repeat_interleave(128, dim=1).repeat_interleave(128, dim=2)
+        return (codes.view(torch.float8_e4m3fn).float() * blocks).bfloat16()
+
+    wd = [dequant(*qs) for qs in q] + w[3:]
+    grp = mf.Group()
+    y8 = mf.moe_forward_fp8(x, topk, rw, *q[0], *q[1], *q[2], *w[3:], grp.id, E)
+    g8 = mf.moe_backward_fp8(dy, x, topk, rw, *q[0], *q[1], *q[2], t8, *w[3:], grp.id, E)
+    g8b = mf.moe_backward_fp8(dy, x, topk, rw, *q[0], *q[1], *q[2], t8, *w[3:], grp.id, E)
+    yb = mf.moe_forward(x, topk, rw, *wd, grp.id, E, 0.0)
+    gb = mf.moe_backward(dy, x, topk, rw, *wd, grp.id, E, 0.0)
+    torch.cuda.synchronize()
+    names = ("dx", "d_rw", "w_gate", "w_up", "w_down", "shared_gate", "shared_up", "shared_down")
+    errs = {"y": rel(y8, yb)}
+    errs.update({n: rel(a, b) for n, a, b in zip(names, g8, gb)})
+    same = all(torch.equal(a, b) for a, b in zip(g8, g8b))
+    report("fp8_functional", bitwise_second_backward=same, worst=max(errs.values()), **errs)
+    assert agree(same and finite(y8, *g8) and max(errs.values()) < 0.15), errs
+    grp.destroy()
+    check_no_device_fault()
+
+
 def test_torch_compile_fullgraph():
     seed = shared_seed()
     a, b = make_pair(seed, **CASES["deepseek_v3"])

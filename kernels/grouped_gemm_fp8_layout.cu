@@ -1,0 +1,87 @@
+/* grouped_gemm_fp8_layout.cu — the FP8 backward's layout conversions (see grouped_gemm.h): block-
+ * scaled E4M3 weights transposed (codes moved, scales moved, nothing re-quantized, so exact), and
+ * 1x128-quantized rows dequantized back to bf16 for the weight gradients. */
+#include <cuda_fp16.h>
+#include <cuda_runtime.h>
+#include <stdint.h>
+#include "kernels/grouped_gemm.h"
+#include "kernels/hopper_ptx.cuh"
+
+/* One CTA (256 threads) per 128x128 block of q [E, n, k]: the block through shared memory, out
+ * transposed at q_t[e][kk][col_off + nn] (row length ld_t); thread 0 moves the block's scale. */
+__global__ void gg_fp8_transpose_kernel(const uint8_t *q, const float *scales, uint8_t *q_t,
+                                        float *scales_t, int64_t n, int64_t k, int64_t ld_t,
+                                        int64_t col_off) {
+  __shared__ uint32_t tile[128][33]; /* 128 rows of 128 bytes; +1 word against bank conflicts */
+  const int64_t nb = n / 128, kbs = k / 128;
+  const int64_t blk = blockIdx.x; /* (expert, row block, col block) */
+  const int64_t e = blk / (nb * kbs), rb = (blk / kbs) % nb, cb = blk % kbs;
+  const uint8_t *src = q + (e * n + rb * 128) * k + cb * 128;
+  for (int i = threadIdx.x; i < 128 * 32; i += 256) { /* word i%32 of row i/32 */
+    const int r = i >> 5, w = i & 31;
+    tile[r][w] = *(const uint32_t *)(src + (int64_t)r * k + 4 * w);
+  }
+  __syncthreads();
+  /* output row c (a column of the block) gathers byte c of each of the 128 rows */
+  uint8_t *dst = q_t + (e * k + cb * 128) * ld_t + col_off + rb * 128;
+  for (int i = threadIdx.x; i < 128 * 32; i += 256) {
+    const int c = i >> 5, w = i & 31; /* output row c, bytes 4w .. 4w + 3 (input rows) */
+    uint32_t out = 0;
+#pragma unroll
+    for (int b = 0; b < 4; ++b) {
+      const uint32_t word = tile[4 * w + b][c >> 2];
+      out |= ((word >> (8 * (c & 3))) & 0xffu) << (8 * b);
+    }
+    *(uint32_t *)(dst + (int64_t)c * ld_t + 4 * w) = out;
+  }
+  if (threadIdx.x == 0)
+    scales_t[(e * kbs + cb) * (ld_t / 128) + col_off / 128 + rb] = scales[blk];
+}
+
+/* One warp per 1x128 block of a row, lanes holding 4 consecutive values: value = e4m3 * scale,
+ * rounded to bf16. Scales K-block-major, [k / 128][m_pad]. */
+__global__ void gg_fp8_dequant_act_kernel(const uint8_t *q, const float *scales, uint16_t *x,
+                                          int64_t m_total, int64_t k, int64_t m_pad) {
+  const int64_t kbs = k / 128;
+  const int64_t warp = ((int64_t)blockIdx.x * blockDim.x + threadIdx.x) >> 5;
+  const int lane = threadIdx.x & 31;
+  if (warp >= m_total * kbs) return;
+  const int64_t row = warp / kbs, kb = warp % kbs;
+  const float s = scales[kb * m_pad + row];
+  const uint32_t codes = *(const uint32_t *)(q + row * k + kb * 128 + lane * 4);
+  uint32_t h01, h23; /* the four codes as two f16x2 pairs (exact: E4M3 is a subset of f16) */
+  asm("cvt.rn.f16x2.e4m3x2 %0, %1;" : "=r"(h01) : "h"((uint16_t)(codes & 0xffff)));
+  asm("cvt.rn.f16x2.e4m3x2 %0, %1;" : "=r"(h23) : "h"((uint16_t)(codes >> 16)));
+  const float2 f01 = __half22float2(*(const __half2 *)&h01);
+  const float2 f23 = __half22float2(*(const __half2 *)&h23);
+  const uint2 out = make_uint2(pack_bf16x2(f01.x * s, f01.y * s), pack_bf16x2(f23.x * s, f23.y * s));
+  *(uint2 *)(x + row * k + kb * 128 + lane * 4) = out;
+}
+
+extern "C" mok_status mok_gg_fp8_transpose_weight(const void *q, const float *scales,
+                                                  int64_t experts, int64_t n, int64_t k, void *q_t,
+                                                  float *scales_t, int64_t ld_t, int64_t col_off,
+                                                  cudaStream_t stream) {
+  if (!q || !scales || !q_t || !scales_t) return MOK_ERR_INVALID_ARGUMENT;
+  if (experts <= 0 || n <= 0 || k <= 0 || col_off < 0 || ld_t < col_off + n)
+    return MOK_ERR_INVALID_SHAPE;
+  if (n % 128 || k % 128 || ld_t % 128 || col_off % 128 || ((uintptr_t)q & 15) ||
+      ((uintptr_t)q_t & 15))
+    return MOK_ERR_MISALIGNED;
+  const int64_t blocks = experts * (n / 128) * (k / 128);
+  gg_fp8_transpose_kernel<<<(unsigned)blocks, 256, 0, stream>>>(
+      (const uint8_t *)q, scales, (uint8_t *)q_t, scales_t, n, k, ld_t, col_off);
+  return cudaGetLastError() == cudaSuccess ? MOK_SUCCESS : MOK_ERR_CUDA;
+}
+
+extern "C" mok_status mok_gg_fp8_dequantize_act(const void *q, const float *scales, void *x,
+                                                int64_t m_total, int64_t k, cudaStream_t stream) {
+  if (!q || !scales || !x) return MOK_ERR_INVALID_ARGUMENT;
+  if (m_total <= 0 || k <= 0) return MOK_ERR_INVALID_SHAPE;
+  if (k % 128 || ((uintptr_t)q & 15) || ((uintptr_t)x & 15)) return MOK_ERR_MISALIGNED;
+  const int64_t warps = m_total * (k / 128);
+  const int64_t blocks = (warps * 32 + 255) / 256;
+  gg_fp8_dequant_act_kernel<<<(unsigned)blocks, 256, 0, stream>>>(
+      (const uint8_t *)q, scales, (uint16_t *)x, m_total, k, MOK_GG_FP8_SCALE_ROWS(m_total));
+  return cudaGetLastError() == cudaSuccess ? MOK_SUCCESS : MOK_ERR_CUDA;
+}
