@@ -213,19 +213,21 @@ static mok_status routed_experts_backward_fp8(mok_schedule *s, const mok_weights
   const int64_t H = w->shape.hidden, I = w->shape.intermediate, rows = s->rows;
   const gg_rows r = routed_rows(s);
   const int32_t *off = s->expert_offset, *cnt = s->expert_count;
-  TRY(mok_gg_fp8_quantize_act(w->d_out, w->fp8_q, w->fp8_q_scales, rows, H, stream));
+  const int32_t *used = off + w->el; /* the padded rows of this schedule or view (device) */
+  TRY(mok_gg_fp8_quantize_act_upto(w->d_out, w->fp8_q, w->fp8_q_scales, rows, H, used, stream));
   TRY(mok_gg_fp8_fwd(w->fp8_q, w->fp8_q_scales, wt->w_down_t, wt->w_down_t_scale, w->d_a, off, cnt,
                      w->el, rows, I, H, stream));
-  TRY_CUDA(v1_swiglu_backward_packed(w->d_a, s->g, w->dgu, rows, off + w->el, I,
+  TRY_CUDA(v1_swiglu_backward_packed(w->d_a, s->g, w->dgu, rows, used, I,
                                      w->config.use_swiglu_limit, w->config.swiglu_limit, w->err,
                                      stream));
-  TRY(mok_gg_fp8_dequantize_act(s->a, mok_fp8_scales_of(s->a, rows, I), w->d_a, rows, I, stream));
+  TRY(mok_gg_fp8_dequantize_act(s->a, mok_fp8_scales_of(s->a, rows, I), w->d_a, rows, I, used,
+                                stream));
   TRY(gg_wgrad(w, r, w->d_out, H, w->d_a, I, g->dw_down, H, I, g, stream));
   TRY(mok_gg_fp8_dequantize_act(s->recv_x, mok_fp8_scales_of(s->recv_x, rows, H), w->d_out, rows,
-                                H, stream));
+                                H, used, stream));
   TRY(gg_wgrad(w, r, w->dgu, 2 * I, w->d_out, H, g->dw_gate, I, H, g, stream));
   TRY(gg_wgrad(w, r, (const char *)w->dgu + I * 2, 2 * I, w->d_out, H, g->dw_up, I, H, g, stream));
-  TRY(mok_gg_fp8_quantize_act(w->dgu, w->fp8_q, w->fp8_q_scales, rows, 2 * I, stream));
+  TRY(mok_gg_fp8_quantize_act_upto(w->dgu, w->fp8_q, w->fp8_q_scales, rows, 2 * I, used, stream));
   const mok_gg_move push = fused_move(s, 1, 0);
   return mok_gg_fp8_fwd_pushed(w->fp8_q, w->fp8_q_scales, wt->w_gate_up_t, wt->w_gate_up_t_scale,
                                NULL, off, cnt, w->el, rows, H, 2 * I, &push, stream);

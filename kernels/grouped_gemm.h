@@ -111,6 +111,11 @@ mok_status mok_gg_bf16_wgrad_ld(const void *dc, int64_t ld_dc, const void *a, in
 mok_status mok_gg_fp8_quantize_act(const void *x, void *q, float *scales, int64_t m_total,
                                    int64_t k, cudaStream_t stream);
 
+/* mok_gg_fp8_quantize_act on the first *rows_dev rows only (a device count: a schedule's padded
+ * rows, expert_offset[E]); the rows after them are left as they are. */
+mok_status mok_gg_fp8_quantize_act_upto(const void *x, void *q, float *scales, int64_t m_total,
+                                        int64_t k, const int32_t *rows_dev, cudaStream_t stream);
+
 /* The same codes and scales, the scales row-major: [m_total][k / 128] (a row's scales contiguous,
  * so that a row moves with its scales, as the FP8 forward's dispatch does). */
 mok_status mok_gg_fp8_quantize_act_rows(const void *x, void *q, float *scales, int64_t m_total,
@@ -168,9 +173,9 @@ mok_status mok_gg_fp8_transpose_weight(const void *q, const float *scales, int64
 
 /* q [m_total, k] e4m3 with scales as mok_gg_fp8_quantize_act writes them -> x [m_total, k] bf16,
  * each value e4m3 * scale rounded to bf16 (the inputs the FP8 GEMMs saw, for the bf16 weight
- * gradients). */
+ * gradients). rows_dev: NULL, or a device count; rows from *rows_dev on are left as they are. */
 mok_status mok_gg_fp8_dequantize_act(const void *q, const float *scales, void *x, int64_t m_total,
-                                     int64_t k, cudaStream_t stream);
+                                     int64_t k, const int32_t *rows_dev, cudaStream_t stream);
 
 /* ---- MXFP8 input (E4M3 data, one E8M0 scale byte per 1x32 block along the last dimension) ----
  * Converted once to the 128-block recipe above, which the FP8 GEMMs run: each 128-block's scale

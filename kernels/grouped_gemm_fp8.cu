@@ -283,14 +283,17 @@ __global__ void __launch_bounds__(F8_THREADS(NWG), 1)
 __device__ __forceinline__ float bf16_to_f(uint16_t h) { return __uint_as_float((uint32_t)h << 16); }
 
 /* One warp per 1x128 block: lanes hold 4 consecutive values. The scale of (row, kb) goes to
- * scales[kb * s_kb + row * s_row]. */
+ * scales[kb * s_kb + row * s_row]. rows_dev (device, or NULL): rows from *rows_dev on are left
+ * as they are. */
 __global__ void gg_quant_act_kernel(const uint16_t *x, uint8_t *q, float *scales, int64_t m_total,
-                                    int64_t k, int64_t s_kb, int64_t s_row) {
+                                    int64_t k, int64_t s_kb, int64_t s_row,
+                                    const int32_t *rows_dev) {
   const int64_t kbs = k / 128;
   const int64_t warp = (blockIdx.x * (int64_t)blockDim.x + threadIdx.x) >> 5;
   const int lane = threadIdx.x & 31;
   if (warp >= m_total * kbs) return;
   const int64_t row = warp / kbs, kb = warp - row * kbs;
+  if (rows_dev && row >= *rows_dev) return;
   const uint2 raw = *(const uint2 *)(x + row * k + kb * 128 + lane * 4);
   float v[4] = {bf16_to_f(raw.x & 0xffff), bf16_to_f(raw.x >> 16), bf16_to_f(raw.y & 0xffff),
                 bf16_to_f(raw.y >> 16)};
@@ -349,7 +352,8 @@ __global__ void gg_quant_weight_kernel(const uint16_t *w, uint8_t *q, float *sca
 static int64_t f8_m_pad(int64_t m_total) { return (m_total + 127) / 128 * 128; }
 
 static mok_status f8_quantize_act(const void *x, void *q, float *scales, int64_t m_total, int64_t k,
-                                  int64_t s_kb, int64_t s_row, cudaStream_t stream) {
+                                  int64_t s_kb, int64_t s_row, const int32_t *rows_dev,
+                                  cudaStream_t stream) {
   if (!x || !q || !scales) return MOK_ERR_INVALID_ARGUMENT;
   if (m_total <= 0 || k <= 0) return MOK_ERR_INVALID_SHAPE;
   if (k % 128 || ((uintptr_t)x & 15) || ((uintptr_t)q & 15) || ((uintptr_t)scales & 15))
@@ -357,19 +361,27 @@ static mok_status f8_quantize_act(const void *x, void *q, float *scales, int64_t
   const int64_t warps = m_total * (k / 128);
   const int64_t blocks = (warps * 32 + 255) / 256;
   gg_quant_act_kernel<<<(unsigned)blocks, 256, 0, stream>>>((const uint16_t *)x, (uint8_t *)q,
-                                                            scales, m_total, k, s_kb, s_row);
+                                                            scales, m_total, k, s_kb, s_row,
+                                                            rows_dev);
   return cudaGetLastError() == cudaSuccess ? MOK_SUCCESS : MOK_ERR_CUDA;
 }
 
 extern "C" mok_status mok_gg_fp8_quantize_act(const void *x, void *q, float *scales,
                                               int64_t m_total, int64_t k, cudaStream_t stream) {
-  return f8_quantize_act(x, q, scales, m_total, k, f8_m_pad(m_total), 1, stream);
+  return f8_quantize_act(x, q, scales, m_total, k, f8_m_pad(m_total), 1, NULL, stream);
+}
+
+extern "C" mok_status mok_gg_fp8_quantize_act_upto(const void *x, void *q, float *scales,
+                                                   int64_t m_total, int64_t k,
+                                                   const int32_t *rows_dev, cudaStream_t stream) {
+  if (!rows_dev) return MOK_ERR_INVALID_ARGUMENT;
+  return f8_quantize_act(x, q, scales, m_total, k, f8_m_pad(m_total), 1, rows_dev, stream);
 }
 
 extern "C" mok_status mok_gg_fp8_quantize_act_rows(const void *x, void *q, float *scales,
                                                    int64_t m_total, int64_t k,
                                                    cudaStream_t stream) {
-  return f8_quantize_act(x, q, scales, m_total, k, 1, k / 128, stream);
+  return f8_quantize_act(x, q, scales, m_total, k, 1, k / 128, NULL, stream);
 }
 
 extern "C" mok_status mok_gg_fp8_quantize_weight(const void *w, void *q, float *scales,
@@ -404,14 +416,18 @@ static mok_status f8_launch_v(const CUtensorMap *a, const CUtensorMap *b0, const
 }
 
 /* The 256-column kernel (grouped_gemm_fp8_wide.cu): the default for gate+up with SwiGLU, where it
- * measured +14% (DeepSeek-V3 EP8) to +20-40% (Qwen3) over the 128-column kernel; not for the plain
- * forward, where the down projection's short K (16 blocks) leaves its direct epilogue exposed
- * (-7%). Flag 128 forces it (for the plain forward too, where the columns split into 256); flags
- * 2, 16, 32 and 64 select the 128-column variants. */
-static int f8_wide(int mode) {
+ * measured +14% (DeepSeek-V3 EP8) to +20-40% (Qwen3) over the 128-column kernel, and for a plain
+ * product with a long K (32 blocks or more: the backward's d_act = dout W_down, K = H), where its
+ * direct epilogue is as well amortized as gate+up's; not for the down projection, whose short K
+ * (16 blocks) leaves that epilogue exposed (-7%), nor where the epilogues push rows (it has no
+ * push). Flag 128 forces it (for every plain product whose columns split into 256); flags 2, 16,
+ * 32 and 64 select the 128-column variants. */
+static int f8_wide(int mode, int64_t k_blocks, int push) {
   const int flags = gg_tuning_flags();
+  if (push) return 0;
   if (flags & 128) return 1;
-  return mode == F8_SWIGLU && !(flags & (2 | 16 | 32 | 64));
+  if (flags & (2 | 16 | 32 | 64)) return 0;
+  return mode == F8_SWIGLU || k_blocks >= 32;
 }
 
 /* Consumer warpgroups (the A tensor map's box is 64 rows per warpgroup). Three paid where the
@@ -420,9 +436,9 @@ static int f8_wide(int mode) {
  * third of the rows): decided from the rows per expert, the caller's hint (mok_gg_set_rows_hint)
  * or the capacity's. Tuning flags: 2 (two partials) exists with two warpgroups only; 16 forces
  * two, 32 three; the 256-column kernel has two. */
-static int f8_nwg(int mode, int64_t m_total, int num_experts) {
+static int f8_nwg(int wide, int64_t m_total, int num_experts) {
   const int flags = gg_tuning_flags();
-  if (f8_wide(mode) || (flags & (2 | 16))) return 2; /* the wide kernel's A boxes: 128 rows too */
+  if (wide || (flags & (2 | 16))) return 2; /* the wide kernel's A boxes: 128 rows too */
   if (flags & 32) return 3;
   const int64_t hint = gg_rows_hint(); /* rows per expert, when the caller knows them */
   return (hint > 0 ? hint >= 384 : m_total >= 384 * (int64_t)num_experts) ? 3 : 2;
@@ -436,12 +452,13 @@ static mok_status f8_launch(const CUtensorMap *a, const CUtensorMap *b0, const C
                             const CUtensorMap *c0, const CUtensorMap *c1, f8_params p,
                             int64_t m_total, cudaStream_t stream) {
   const int flags = gg_tuning_flags();
-  if (f8_wide(MODE) && !p.push) { /* where the columns split into 256 (flag 4: cluster pairs) */
+  const int wide = f8_wide(MODE, p.k_blocks, p.push);
+  if (wide) { /* where the columns split into 256 (flag 4: cluster pairs) */
     const mok_status st = f8_wide_launch(MODE, (flags & 4) ? 2 : 1, a, b0, b1, p, m_total, stream);
     if (st != MOK_ERR_NOT_SUPPORTED) return st;
   }
   const int db = (flags & 2) ? 1 : 0, cl = (flags & 4) ? 2 : 1;
-  const int nwg = f8_nwg(MODE, m_total, p.num_experts);
+  const int nwg = f8_nwg(wide, m_total, p.num_experts);
   /* A probe until measured: flag 64 = the direct epilogue and one more stage (one partial, no
    * clusters) */
   const int dir = (flags & 64) && !db && cl == 1 && !p.push; /* a push reads the staging */
@@ -486,7 +503,8 @@ static mok_status f8_fwd(const void *a, const float *a_scales, const void *b, co
   GG_TRY(f8_check(expert_offset, expert_count, num_experts, m_total, n, k));
   if (((uintptr_t)a_scales & 15)) return MOK_ERR_MISALIGNED;
   CUtensorMap ta, tb, tc;
-  GG_TRY(gg_make_tmap_2d(&ta, a, m_total, k, 1, F8_BM(f8_nwg(F8_FWD, m_total, num_experts)), 128));
+  const int wide = f8_wide(F8_FWD, k / F8_BK, push != NULL);
+  GG_TRY(gg_make_tmap_2d(&ta, a, m_total, k, 1, F8_BM(f8_nwg(wide, m_total, num_experts)), 128));
   GG_TRY(gg_make_tmap_2d(&tb, b, (int64_t)num_experts * n, k, 1, 64, 128));
   if (c) GG_TRY(gg_make_tmap_2d(&tc, c, m_total, n, 2, 64, 64));
   else tc = ta; /* push only: the epilogue stages the rows and stores nothing locally */
@@ -543,7 +561,8 @@ static mok_status f8_gate_up(const void *x, const float *x_scales, const void *w
   if (((uintptr_t)x_scales & 15)) return MOK_ERR_MISALIGNED;
   CUtensorMap ta, tg, tu, tc, tp;
   GG_TRY(gg_make_tmap_2d(&ta, x, m_total, hidden, 1,
-                         F8_BM(f8_nwg(F8_SWIGLU, m_total, num_experts)), 128));
+                         F8_BM(f8_nwg(f8_wide(F8_SWIGLU, hidden / F8_BK, 0), m_total,
+                                      num_experts)), 128));
   GG_TRY(gg_make_tmap_2d(&tg, w_gate, (int64_t)num_experts * inter, hidden, 1, 64, 128));
   GG_TRY(gg_make_tmap_2d(&tu, w_up, (int64_t)num_experts * inter, hidden, 1, 64, 128));
   GG_TRY(gg_make_tmap_2d(&tc, act, m_total, inter, 2, 64, 64));
@@ -568,7 +587,7 @@ static mok_status f8_gate_up(const void *x, const float *x_scales, const void *w
   p.has_preact = preact != NULL;
   /* the 256-column kernel quantizes in its epilogue (one 128-block per row and tile); the
    * 128-column variants write bf16 act, quantized after */
-  const int fused_q = q_act && f8_wide(F8_SWIGLU);
+  const int fused_q = q_act && f8_wide(F8_SWIGLU, hidden / F8_BK, 0);
   if (fused_q) {
     if (((uintptr_t)q_act & 15) || ((uintptr_t)q_scales & 15)) return MOK_ERR_MISALIGNED;
     p.q_act = (uint8_t *)q_act;

@@ -39,14 +39,17 @@ __global__ void gg_fp8_transpose_kernel(const uint8_t *q, const float *scales, u
 }
 
 /* One warp per 1x128 block of a row, lanes holding 4 consecutive values: value = e4m3 * scale,
- * rounded to bf16. Scales K-block-major, [k / 128][m_pad]. */
+ * rounded to bf16. Scales K-block-major, [k / 128][m_pad]. Rows from *rows_dev on (when given)
+ * are left as they are. */
 __global__ void gg_fp8_dequant_act_kernel(const uint8_t *q, const float *scales, uint16_t *x,
-                                          int64_t m_total, int64_t k, int64_t m_pad) {
+                                          int64_t m_total, int64_t k, int64_t m_pad,
+                                          const int32_t *rows_dev) {
   const int64_t kbs = k / 128;
   const int64_t warp = ((int64_t)blockIdx.x * blockDim.x + threadIdx.x) >> 5;
   const int lane = threadIdx.x & 31;
   if (warp >= m_total * kbs) return;
   const int64_t row = warp / kbs, kb = warp % kbs;
+  if (rows_dev && row >= *rows_dev) return;
   const float s = scales[kb * m_pad + row];
   const uint32_t codes = *(const uint32_t *)(q + row * k + kb * 128 + lane * 4);
   uint32_t h01, h23; /* the four codes as two f16x2 pairs (exact: E4M3 is a subset of f16) */
@@ -75,13 +78,15 @@ extern "C" mok_status mok_gg_fp8_transpose_weight(const void *q, const float *sc
 }
 
 extern "C" mok_status mok_gg_fp8_dequantize_act(const void *q, const float *scales, void *x,
-                                                int64_t m_total, int64_t k, cudaStream_t stream) {
+                                                int64_t m_total, int64_t k,
+                                                const int32_t *rows_dev, cudaStream_t stream) {
   if (!q || !scales || !x) return MOK_ERR_INVALID_ARGUMENT;
   if (m_total <= 0 || k <= 0) return MOK_ERR_INVALID_SHAPE;
   if (k % 128 || ((uintptr_t)q & 15) || ((uintptr_t)x & 15)) return MOK_ERR_MISALIGNED;
   const int64_t warps = m_total * (k / 128);
   const int64_t blocks = (warps * 32 + 255) / 256;
   gg_fp8_dequant_act_kernel<<<(unsigned)blocks, 256, 0, stream>>>(
-      (const uint8_t *)q, scales, (uint16_t *)x, m_total, k, MOK_GG_FP8_SCALE_ROWS(m_total));
+      (const uint8_t *)q, scales, (uint16_t *)x, m_total, k, MOK_GG_FP8_SCALE_ROWS(m_total),
+      rows_dev);
   return cudaGetLastError() == cudaSuccess ? MOK_SUCCESS : MOK_ERR_CUDA;
 }

@@ -29,6 +29,7 @@ typedef struct {
   mok_dtype dtype;        /* 0: BF16                                                        */
   int64_t ring_bytes;     /* config.ring_bytes (0: no token ring)                           */
   int macro_minibatches;  /* 0: default                                                     */
+  double tol;             /* the gradients' bound against the reference; 0: LH_TOL          */
 } lh_case;
 
 /* All ranks' inputs on the host (float arrays holding bf16 values). */

@@ -578,6 +578,8 @@ static void run_fp8_swiglu(int E, int max_rows, int64_t inter, int64_t hidden, i
 
 static void test_gg_fp8_fwd_small(void) { run_fp8_fwd(6, 300, 384, 384, 1000); }
 static void test_gg_fp8_fwd_many_tiles(void) { run_fp8_fwd(9, 1500, 1024, 1024, 24); }
+/* K of 32 blocks: the plain product on the 256-column kernel (the backward's d_act) */
+static void test_gg_fp8_fwd_long_k(void) { run_fp8_fwd(5, 500, 512, 4096, 16); }
 static void test_gg_fp8_swiglu(void) { run_fp8_swiglu(5, 300, 256, 256, 0, 1, 1000); }
 static void test_gg_fp8_swiglu_limit(void) { run_fp8_swiglu(7, 700, 384, 512, 1, 0, 24); }
 /* More experts than one launch takes (F8_MAX_EXPERTS = 256): the launchers split them; the
@@ -809,8 +811,8 @@ static void test_gg_fp8_layout(void) {
   uint16_t *dx = NULL;
   cudaMalloc((void **)&dx, m * ka * 2);
   cudaMemset(dx, 0xff, m * ka * 2);
-  CHECK_STATUS(mok_gg_fp8_dequantize_act(qx, sx, dx, m, ka, 0), MOK_SUCCESS);
-  CHECK_STATUS(mok_gg_fp8_dequantize_act(qx, sx, dx, m, 100, 0), MOK_ERR_MISALIGNED);
+  CHECK_STATUS(mok_gg_fp8_dequantize_act(qx, sx, dx, m, ka, NULL, 0), MOK_SUCCESS);
+  CHECK_STATUS(mok_gg_fp8_dequantize_act(qx, sx, dx, m, 100, NULL, 0), MOK_ERR_MISALIGNED);
   CUDA_OK(cudaDeviceSynchronize());
   std::vector<uint8_t> cq = from_dev(qx, m * ka);
   std::vector<float> cs = from_dev(sx, kba * mp);
@@ -972,6 +974,7 @@ extern "C" const test_case gg_test_cases[] = {
     {"gg_stagger", test_gg_stagger},
     {"gg_fp8_fwd_small", test_gg_fp8_fwd_small},
     {"gg_fp8_fwd_many_tiles", test_gg_fp8_fwd_many_tiles},
+    {"gg_fp8_fwd_long_k", test_gg_fp8_fwd_long_k},
     {"gg_fp8_swiglu", test_gg_fp8_swiglu},
     {"gg_fp8_swiglu_limit", test_gg_fp8_swiglu_limit},
     {"gg_fp8_many_experts", test_gg_fp8_many_experts},

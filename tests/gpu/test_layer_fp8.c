@@ -208,7 +208,19 @@ GPU_TEST(layer_fp8_zipf_clamp) {
   lh_case c = lh_base_case();
   c.route = MOK_ROUTE_ZIPF; c.E = 16; c.k = 4; c.T = 250; c.H = 256; c.I = 384;
   c.use_limit = 1; c.limit = 0.75f;
+  /* The gradients' bound is looser here: the FP8 tensor cores sum each 128-long K block with less
+   * than fp32's precision, so a pre-activation within that error of the clamp takes the other
+   * side of it than in the reference's exact sums, and its SwiGLU gradient jumps between a full
+   * value and 0. Measured 1.0-1.9e-2 at L = 0.75, 0.5-1.3e-2 at L = 1.5; without the clamp
+   * (layer_fp8_zipf) the same routing stays within LH_TOL. */
+  c.tol = 3e-2;
   fp8_case(c, "fp8 zipf+clamp");
+}
+
+GPU_TEST(layer_fp8_zipf) {
+  lh_case c = lh_base_case();
+  c.route = MOK_ROUTE_ZIPF; c.E = 16; c.k = 4; c.T = 250; c.H = 256; c.I = 384;
+  fp8_case(c, "fp8 zipf");
 }
 
 GPU_TEST(layer_fp8_empty_expert) {
