@@ -282,29 +282,43 @@ __global__ void __launch_bounds__(F8_THREADS(NWG), 1)
 /* ---- quantization ------------------------------------------------------------------------- */
 __device__ __forceinline__ float bf16_to_f(uint16_t h) { return __uint_as_float((uint32_t)h << 16); }
 
-/* One warp per 1x128 block: lanes hold 4 consecutive values. The scale of (row, kb) goes to
- * scales[kb * s_kb + row * s_row]. rows_dev (device, or NULL): rows from *rows_dev on are left
- * as they are. */
+/* One half-warp per 1x128 block: lanes hold 8 consecutive values (16-byte loads, so that enough
+ * bytes are in flight for the copy rate). The scale of (row, kb) goes to scales[kb * s_kb + row *
+ * s_row]. rows_dev (device, or NULL): rows from *rows_dev on are left as they are. Every lane
+ * takes part in the shuffles; only active ones load and store. */
 __global__ void gg_quant_act_kernel(const uint16_t *x, uint8_t *q, float *scales, int64_t m_total,
                                     int64_t k, int64_t s_kb, int64_t s_row,
                                     const int32_t *rows_dev) {
   const int64_t kbs = k / 128;
-  const int64_t warp = (blockIdx.x * (int64_t)blockDim.x + threadIdx.x) >> 5;
-  const int lane = threadIdx.x & 31;
-  if (warp >= m_total * kbs) return;
-  const int64_t row = warp / kbs, kb = warp - row * kbs;
-  if (rows_dev && row >= *rows_dev) return;
-  const uint2 raw = *(const uint2 *)(x + row * k + kb * 128 + lane * 4);
-  float v[4] = {bf16_to_f(raw.x & 0xffff), bf16_to_f(raw.x >> 16), bf16_to_f(raw.y & 0xffff),
-                bf16_to_f(raw.y >> 16)};
-  float amax = fmaxf(fmaxf(fabsf(v[0]), fabsf(v[1])), fmaxf(fabsf(v[2]), fabsf(v[3])));
+  const int64_t blk = (blockIdx.x * (int64_t)blockDim.x + threadIdx.x) >> 4;
+  const int lane = threadIdx.x & 15;
+  const int64_t row = blk / kbs, kb = blk - row * kbs;
+  const bool active = blk < m_total * kbs && !(rows_dev && row >= *rows_dev);
+  float v[8] = {0.f, 0.f, 0.f, 0.f, 0.f, 0.f, 0.f, 0.f};
+  const int64_t at = row * k + kb * 128 + lane * 8;
+  if (active) {
+    const uint4 raw = *(const uint4 *)(x + at);
+    const uint32_t u[4] = {raw.x, raw.y, raw.z, raw.w};
 #pragma unroll
-  for (int o = 16; o > 0; o >>= 1) amax = fmaxf(amax, __shfl_xor_sync(0xffffffffu, amax, o));
+    for (int j = 0; j < 4; ++j) {
+      v[2 * j] = bf16_to_f(u[j] & 0xffff);
+      v[2 * j + 1] = bf16_to_f(u[j] >> 16);
+    }
+  }
+  float amax = 0.0f;
+#pragma unroll
+  for (int j = 0; j < 8; ++j) amax = fmaxf(amax, fabsf(v[j]));
+#pragma unroll
+  for (int o = 8; o > 0; o >>= 1) amax = fmaxf(amax, __shfl_xor_sync(0xffffffffu, amax, o));
+  if (!active) return;
   const float scale = f8_scale_of(amax);
   const float inv = 1.0f / scale;
-  uint32_t packed = (uint32_t)f8_pack2(v[0] * inv, v[1] * inv) |
-                    ((uint32_t)f8_pack2(v[2] * inv, v[3] * inv) << 16);
-  *(uint32_t *)(q + row * k + kb * 128 + lane * 4) = packed;
+  uint32_t packed[2];
+#pragma unroll
+  for (int j = 0; j < 2; ++j)
+    packed[j] = (uint32_t)f8_pack2(v[4 * j] * inv, v[4 * j + 1] * inv) |
+                ((uint32_t)f8_pack2(v[4 * j + 2] * inv, v[4 * j + 3] * inv) << 16);
+  *(uint2 *)(q + at) = make_uint2(packed[0], packed[1]);
   if (lane == 0) scales[kb * s_kb + row * s_row] = scale;
 }
 
@@ -358,8 +372,8 @@ static mok_status f8_quantize_act(const void *x, void *q, float *scales, int64_t
   if (m_total <= 0 || k <= 0) return MOK_ERR_INVALID_SHAPE;
   if (k % 128 || ((uintptr_t)x & 15) || ((uintptr_t)q & 15) || ((uintptr_t)scales & 15))
     return MOK_ERR_MISALIGNED;
-  const int64_t warps = m_total * (k / 128);
-  const int64_t blocks = (warps * 32 + 255) / 256;
+  const int64_t halves = m_total * (k / 128); /* one half-warp per 1x128 block */
+  const int64_t blocks = (halves * 16 + 255) / 256;
   gg_quant_act_kernel<<<(unsigned)blocks, 256, 0, stream>>>((const uint16_t *)x, (uint8_t *)q,
                                                             scales, m_total, k, s_kb, s_row,
                                                             rows_dev);

@@ -38,27 +38,36 @@ __global__ void gg_fp8_transpose_kernel(const uint8_t *q, const float *scales, u
     scales_t[(e * kbs + cb) * (ld_t / 128) + col_off / 128 + rb] = scales[blk];
 }
 
-/* One warp per 1x128 block of a row, lanes holding 4 consecutive values: value = e4m3 * scale,
- * rounded to bf16. Scales K-block-major, [k / 128][m_pad]. Rows from *rows_dev on (when given)
- * are left as they are. */
+/* Eight threads per 1x128 block of a row, each 16 consecutive codes (a 16-byte load, two 16-byte
+ * stores): value = e4m3 * scale, rounded to bf16. Scales K-block-major, [k / 128][m_pad]. Rows
+ * from *rows_dev on (when given) are left as they are. */
 __global__ void gg_fp8_dequant_act_kernel(const uint8_t *q, const float *scales, uint16_t *x,
                                           int64_t m_total, int64_t k, int64_t m_pad,
                                           const int32_t *rows_dev) {
   const int64_t kbs = k / 128;
-  const int64_t warp = ((int64_t)blockIdx.x * blockDim.x + threadIdx.x) >> 5;
-  const int lane = threadIdx.x & 31;
-  if (warp >= m_total * kbs) return;
-  const int64_t row = warp / kbs, kb = warp % kbs;
+  const int64_t t = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
+  const int64_t blk = t >> 3;
+  if (blk >= m_total * kbs) return;
+  const int64_t row = blk / kbs, kb = blk % kbs;
   if (rows_dev && row >= *rows_dev) return;
   const float s = scales[kb * m_pad + row];
-  const uint32_t codes = *(const uint32_t *)(q + row * k + kb * 128 + lane * 4);
-  uint32_t h01, h23; /* the four codes as two f16x2 pairs (exact: E4M3 is a subset of f16) */
-  asm("cvt.rn.f16x2.e4m3x2 %0, %1;" : "=r"(h01) : "h"((uint16_t)(codes & 0xffff)));
-  asm("cvt.rn.f16x2.e4m3x2 %0, %1;" : "=r"(h23) : "h"((uint16_t)(codes >> 16)));
-  const float2 f01 = __half22float2(*(const __half2 *)&h01);
-  const float2 f23 = __half22float2(*(const __half2 *)&h23);
-  const uint2 out = make_uint2(pack_bf16x2(f01.x * s, f01.y * s), pack_bf16x2(f23.x * s, f23.y * s));
-  *(uint2 *)(x + row * k + kb * 128 + lane * 4) = out;
+  const int64_t at = row * k + kb * 128 + (t & 7) * 16;
+  const uint4 codes = *(const uint4 *)(q + at);
+  const uint32_t c[4] = {codes.x, codes.y, codes.z, codes.w};
+  uint32_t out[8];
+#pragma unroll
+  for (int j = 0; j < 4; ++j) { /* four codes as two f16x2 pairs (exact: E4M3 is within f16) */
+    uint32_t h01, h23;
+    asm("cvt.rn.f16x2.e4m3x2 %0, %1;" : "=r"(h01) : "h"((uint16_t)(c[j] & 0xffff)));
+    asm("cvt.rn.f16x2.e4m3x2 %0, %1;" : "=r"(h23) : "h"((uint16_t)(c[j] >> 16)));
+    const float2 f01 = __half22float2(*(const __half2 *)&h01);
+    const float2 f23 = __half22float2(*(const __half2 *)&h23);
+    out[2 * j] = pack_bf16x2(f01.x * s, f01.y * s);
+    out[2 * j + 1] = pack_bf16x2(f23.x * s, f23.y * s);
+  }
+  uint4 *dst = (uint4 *)(x + at);
+  dst[0] = make_uint4(out[0], out[1], out[2], out[3]);
+  dst[1] = make_uint4(out[4], out[5], out[6], out[7]);
 }
 
 extern "C" mok_status mok_gg_fp8_transpose_weight(const void *q, const float *scales,
@@ -83,8 +92,8 @@ extern "C" mok_status mok_gg_fp8_dequantize_act(const void *q, const float *scal
   if (!q || !scales || !x) return MOK_ERR_INVALID_ARGUMENT;
   if (m_total <= 0 || k <= 0) return MOK_ERR_INVALID_SHAPE;
   if (k % 128 || ((uintptr_t)q & 15) || ((uintptr_t)x & 15)) return MOK_ERR_MISALIGNED;
-  const int64_t warps = m_total * (k / 128);
-  const int64_t blocks = (warps * 32 + 255) / 256;
+  const int64_t threads = m_total * (k / 128) * 8; /* eight per 1x128 block */
+  const int64_t blocks = (threads + 255) / 256;
   gg_fp8_dequant_act_kernel<<<(unsigned)blocks, 256, 0, stream>>>(
       (const uint8_t *)q, scales, (uint16_t *)x, m_total, k, MOK_GG_FP8_SCALE_ROWS(m_total),
       rows_dev);
