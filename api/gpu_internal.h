@@ -54,9 +54,6 @@ struct mok_workspace {
   int fused_dispatch;        /* MOK_PATH_FUSED: dispatch / combine inside the GEMM kernels   */
   int32_t *ready;            /* [ready_count] per-minibatch flags of the fused comm CTAs     */
   int64_t ready_count;
-  cudaStream_t side;         /* the shared expert's stream, forked from and joined to the
-                                caller's with the two events (NULL: it runs in line)      */
-  cudaEvent_t fork, join;
   int wgmma;                 /* expert GEMMs on the grouped wgmma kernels (else v1 mma.sync);
                                 then g holds bf16 pre-activations [cap, 2I] (g | u), u is
                                 unused, and likewise sg / su                               */

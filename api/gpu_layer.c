@@ -69,37 +69,6 @@ static mok_status stage_x(mok_workspace *w, const void *x, cudaStream_t stream) 
   return MOK_SUCCESS;
 }
 
-/* The shared expert's pass (forward when g is NULL, else backward on dy): started on the
- * workspace's side stream when it has one (forked from stream, after everything enqueued so far),
- * else left for shared_join, which runs it in line or joins the side stream back into stream. It
- * reads only this rank's x and dy and writes its own buffers (ys, the shared scratch and
- * gradients), so the routed stages in between cannot race with it; each kernel's result is the
- * same whichever SMs it gets, so the outputs stay bitwise the same. */
-static mok_status shared_run(mok_schedule *s, const mok_weights *wt, const void *x, const void *dy,
-                             const mok_grads *g, cudaStream_t stream) {
-  return g ? mok_gpu_shared_backward(s, wt, x, dy, g, stream)
-           : mok_gpu_shared_forward(s, wt, x, stream);
-}
-
-static mok_status shared_fork(mok_schedule *s, const mok_weights *wt, const void *x,
-                              const void *dy, const mok_grads *g, cudaStream_t stream) {
-  mok_workspace *w = s->ws;
-  if (!w->side) return MOK_SUCCESS;
-  TRY_CUDA(cudaEventRecord(w->fork, stream));
-  TRY_CUDA(cudaStreamWaitEvent(w->side, w->fork, 0));
-  TRY(shared_run(s, wt, x, dy, g, w->side));
-  TRY_CUDA(cudaEventRecord(w->join, w->side));
-  return MOK_SUCCESS;
-}
-
-static mok_status shared_join(mok_schedule *s, const mok_weights *wt, const void *x,
-                              const void *dy, const mok_grads *g, cudaStream_t stream) {
-  mok_workspace *w = s->ws;
-  if (!w->side) return shared_run(s, wt, x, dy, g, stream);
-  TRY_CUDA(cudaStreamWaitEvent(stream, w->join, 0));
-  return MOK_SUCCESS;
-}
-
 /* The routed experts of one schedule, or of one ring step's view of it (the rows that move and
  * compute), after x is staged on every rank: pull dispatch, expert MLPs, push combine. */
 static mok_status experts_forward_pass(mok_schedule *v, const mok_weights *wt, cudaStream_t stream) {
@@ -130,7 +99,6 @@ mok_status mok_forward(mok_schedule *s, const mok_weights *wt, const void *x,
   char *sym = (char *)w->sym.ptr;
 
   TRY(stage_x(w, x, stream));
-  TRY(shared_fork(s, wt, x, NULL, NULL, stream)); /* the shared expert beside, when it can */
   TRY(mok_gpu_barrier(w, stream));
   if (mok_gpu_ring_on(w)) { /* macrobatches in reverse: the last steps stay for backward */
     const int64_t steps = mok_pipe_steps(&w->pipe);
@@ -144,7 +112,7 @@ mok_status mok_forward(mok_schedule *s, const mok_weights *wt, const void *x,
   } else {
     TRY(experts_forward_pass(s, wt, stream));
   }
-  TRY(shared_join(s, wt, x, NULL, NULL, stream));
+  TRY(mok_gpu_shared_forward(s, wt, x, stream));
   TRY(mok_gpu_barrier(w, stream));
   TRY_CUDA(v1_combine_reduce(T, (int)k, H, sym + w->off_slots, router_weights,
                              Is > 0 ? w->ys : NULL, y, w->err, stream));
@@ -230,7 +198,6 @@ mok_status mok_backward(mok_schedule *s, const mok_weights *wt, const void *x,
                              cudaMemcpyDeviceToDevice, stream));
     if (ring) TRY(stage_x(w, x, stream)); /* macrobatches not kept pull their x rows again */
   }
-  TRY(shared_fork(s, wt, x, dy, g, stream));
   TRY(mok_gpu_barrier(w, stream));
   if (ring) { /* macrobatches in order; those forward did not keep are replayed first */
     const int64_t steps = mok_pipe_steps(&w->pipe);
@@ -246,7 +213,7 @@ mok_status mok_backward(mok_schedule *s, const mok_weights *wt, const void *x,
   } else {
     TRY(experts_backward_pass(s, wt, g, stream));
   }
-  TRY(shared_join(s, wt, x, dy, g, stream));
+  TRY(mok_gpu_shared_backward(s, wt, x, dy, g, stream));
   TRY(mok_gpu_barrier(w, stream));
   TRY_CUDA(v1_dx_reduce(T, (int)k, H, sym + w->off_slots, Is > 0 ? w->ys : NULL, g->dx,
                         (const float *)(sym + w->off_drw), g->d_router_weights, w->err, stream));

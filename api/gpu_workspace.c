@@ -284,22 +284,6 @@ mok_status mok_workspace_create(mok_group *g, const mok_shape *s, const mok_conf
     free(w);
     return st;
   }
-  /* The shared expert runs beside the routed experts' stages, on its own stream, when there is
-   * one (MOK_SHARED_OVERLAP=0: in line, for comparison): it needs no token from a peer, so its
-   * GEMMs can fill the SMs the routed stages leave while they wait on NVLink. */
-  const char *so = getenv("MOK_SHARED_OVERLAP");
-  if (Is > 0 && T > 0 && !(so && strcmp(so, "0") == 0)) {
-    int made = cudaStreamCreateWithFlags(&w->side, cudaStreamNonBlocking) == cudaSuccess;
-    made = made && cudaEventCreateWithFlags(&w->fork, cudaEventDisableTiming) == cudaSuccess;
-    made = made && cudaEventCreateWithFlags(&w->join, cudaEventDisableTiming) == cudaSuccess;
-    if (!made) { /* in line after all */
-      cudaGetLastError();
-      if (w->side) cudaStreamDestroy(w->side);
-      if (w->fork) cudaEventDestroy(w->fork);
-      w->side = NULL;
-      w->fork = NULL;
-    }
-  }
   *out = w;
   return MOK_SUCCESS;
 }
@@ -338,11 +322,6 @@ mok_status mok_workspace_destroy(mok_workspace *w) {
   cudaError_t e = cudaDeviceSynchronize();
   mok_status st = mok_sym_free(w->group, &w->sym);
   cudaFree(w->local);
-  if (w->side) {
-    cudaStreamDestroy(w->side);
-    cudaEventDestroy(w->fork);
-    cudaEventDestroy(w->join);
-  }
   free(w);
   if (e != cudaSuccess) return mok_gpu_status(e);
   return st;
