@@ -96,6 +96,30 @@ void test_api_config(void) {
   CHECK_STATUS(mok_fp8_scale_count(MOK_DTYPE_BF16, 2, 3, 64, &n), MOK_ERR_INVALID_ARGUMENT);
   CHECK_STATUS(mok_fp8_scale_count(MOK_DTYPE_MXFP8, -1, 3, 64, &n), MOK_ERR_INVALID_SHAPE);
   CHECK_STATUS(mok_fp8_scale_count(MOK_DTYPE_MXFP8, 1, 3, 64, NULL), MOK_ERR_INVALID_ARGUMENT);
+
+  /* mok_fp8_transpose_weights refuses before it touches a device */
+  char buf[64] __attribute__((aligned(16)));
+  mok_weights q = {buf, buf, buf, buf, buf, buf, NULL, NULL, NULL, NULL, NULL, NULL, NULL};
+  void *o = buf;
+  CHECK_STATUS(mok_fp8_transpose_weights(MOK_DTYPE_BF16, &q, 2, 256, 512, o, o, o, o, 0),
+               MOK_ERR_NOT_SUPPORTED);
+  CHECK_STATUS(mok_fp8_transpose_weights(MOK_DTYPE_MXFP8, &q, 2, 256, 512, o, o, o, o, 0),
+               MOK_ERR_NOT_SUPPORTED);
+  CHECK_STATUS(mok_fp8_transpose_weights((mok_dtype)7, &q, 2, 256, 512, o, o, o, o, 0),
+               MOK_ERR_INVALID_ARGUMENT);
+  CHECK_STATUS(mok_fp8_transpose_weights(MOK_DTYPE_FP8_BLOCK128, NULL, 2, 256, 512, o, o, o, o, 0),
+               MOK_ERR_INVALID_ARGUMENT);
+  CHECK_STATUS(mok_fp8_transpose_weights(MOK_DTYPE_FP8_BLOCK128, &q, 2, 256, 512, o, NULL, o, o, 0),
+               MOK_ERR_INVALID_ARGUMENT);
+  CHECK_STATUS(mok_fp8_transpose_weights(MOK_DTYPE_FP8_BLOCK128, &q, 2, 200, 512, o, o, o, o, 0),
+               MOK_ERR_MISALIGNED);
+  CHECK_STATUS(mok_fp8_transpose_weights(MOK_DTYPE_FP8_BLOCK128, &q, -1, 256, 512, o, o, o, o, 0),
+               MOK_ERR_INVALID_SHAPE);
+  CHECK_STATUS(mok_fp8_transpose_weights(MOK_DTYPE_FP8_BLOCK128, &q, 0, 256, 512, o, o, o, o, 0),
+               MOK_SUCCESS); /* nothing to move */
+  q.w_up_scale = NULL;
+  CHECK_STATUS(mok_fp8_transpose_weights(MOK_DTYPE_FP8_BLOCK128, &q, 2, 256, 512, o, o, o, o, 0),
+               MOK_ERR_INVALID_ARGUMENT);
 }
 
 /* NULL handles and pointers get MOK_ERR_INVALID_ARGUMENT from every GPU entry point, with or
