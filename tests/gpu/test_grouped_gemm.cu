@@ -827,6 +827,132 @@ static void test_gg_fp8_layout(void) {
   cudaFree(qx); cudaFree(sx); cudaFree(dx);
 }
 
+/* ---- FP8 weight gradient ------------------------------------------------------------------ */
+/* x [m_total, cols] quantized transposed on the device (mok_gg_fp8_quantize_t) against the host:
+ * each (128-token block, column) of a real expert block has scale amax / 448 over the real rows
+ * and codes within E4M3's rounding of value / scale; padding rows' codes are zero. Returns the
+ * device buffers and the dequantized values [m_total, cols] (padding rows 0) for the GEMM check. */
+static std::vector<double> quant_t(const gg_rows &g, const std::vector<uint16_t> &x, int64_t cols,
+                                   uint8_t **dq, float **ds, int32_t *doff, int32_t *dcnt) {
+  const int64_t m_pad = MOK_GG_FP8_SCALE_ROWS(g.m_total), nb = m_pad / 128;
+  uint16_t *dx = to_dev(x);
+  cudaMalloc((void **)dq, cols * m_pad + 16);
+  cudaMalloc((void **)ds, nb * cols * 4 + 16);
+  cudaMemset(*dq, 0x7f, cols * m_pad);
+  cudaMemset(*ds, 0xff, nb * cols * 4);
+  CHECK_STATUS(mok_gg_fp8_quantize_t(dx, *dq, *ds, doff, dcnt, g.E, g.m_total, cols, 0), MOK_SUCCESS);
+  CHECK(cudaDeviceSynchronize() == cudaSuccess);
+  std::vector<uint8_t> q = from_dev(*dq, cols * m_pad);
+  std::vector<float> sc = from_dev(*ds, nb * cols);
+  std::vector<double> out(g.m_total * cols, 0.0);
+  int64_t bad_scale = 0, bad_code = 0, bad_pad = 0;
+  relerr rq = {0, 0, 0};
+  for (int e = 0; e < g.E; ++e)
+    for (int64_t b0 = g.offset[e]; b0 < g.offset[e] + (g.count[e] + 127) / 128 * 128; b0 += 128) {
+      const int64_t real = std::min<int64_t>(128, g.offset[e] + g.count[e] - b0);
+      for (int64_t c = 0; c < cols; ++c) {
+        double amax = 0;
+        for (int64_t i = 0; i < real; ++i) amax = fmax(amax, fabs(bf2f(x[(b0 + i) * cols + c])));
+        const float want = amax > 0 ? (float)(amax / 448.0) : 1.0f;
+        const float s = sc[(b0 / 128) * cols + c];
+        if (!(fabs(s - want) <= 1e-6 * want)) ++bad_scale;
+        for (int64_t i = 0; i < 128; ++i) {
+          const uint8_t code = q[c * m_pad + b0 + i];
+          if (i >= real) { bad_pad += (code & 0x7f) != 0; continue; }
+          const double v = bf2f(x[(b0 + i) * cols + c]), got = e4m3_to_d(code) * s;
+          out[(b0 + i) * cols + c] = got;
+          rel_add(&rq, got, v);
+          if (fabs(got - v) > fabs(v) / 15.0 + 1e-30 + s * ldexp(1.0, -9)) ++bad_code;
+        }
+      }
+    }
+  const double e = sqrt(rq.num / rq.den);
+  printf("    transposed quantization: rel err %.3e, %lld scales, %lld codes, %lld padding codes off\n", e,
+         (long long)bad_scale, (long long)bad_code, (long long)bad_pad);
+  CHECK(bad_scale == 0 && bad_code == 0 && bad_pad == 0 && rq.nan == 0 && e < 0.06);
+  cudaFree(dx);
+  return out;
+}
+
+/* dW[e] = A_e^T B_e on the FP8 kernel against the host product of the same dequantized operands
+ * (fp64): odd and zero counts, padding rows NaN in the bf16 inputs, experts at count -1 left as
+ * they were; A a row block of a wider quantized matrix (a_ld > m) when `half`. */
+static void run_fp8_wgrad(int E, int max_rows, int64_t m, int64_t n, int out_fp32, int accumulate,
+                          int half, int skip) {
+  gg_rng r = {test_seed() ^ 0xf8e1};
+  gg_rows g = make_rows(&r, E, max_rows, 1);
+  const int64_t m_pad = MOK_GG_FP8_SCALE_ROWS(g.m_total), am = half ? 2 * m : m;
+  std::vector<uint16_t> a(g.m_total * am), b(g.m_total * n);
+  fill_bf16(&r, a, 1.0f);
+  fill_bf16(&r, b, 3.0f);
+  nan_padding(g, a, am);
+  nan_padding(g, b, n);
+  std::vector<int32_t> cnt_dev(g.count);
+  for (int e = 2; skip && e < E; e += 3) cnt_dev[e] = -1;
+  int32_t *doff = to_dev(g.offset), *dcnt = to_dev(g.count), *dcnt_call = to_dev(cnt_dev);
+  uint8_t *qa, *qb;
+  float *sa, *sb;
+  std::vector<double> av = quant_t(g, a, am, &qa, &sa, doff, dcnt);
+  std::vector<double> bv = quant_t(g, b, n, &qb, &sb, doff, dcnt);
+  const size_t nw = (size_t)E * m * n;
+  std::vector<float> init(nw);
+  for (size_t i = 0; i < nw; ++i) init[i] = accumulate ? (float)(2 * gg_uniform(&r) - 1) : NAN;
+  std::vector<uint16_t> init16(nw, BF16_NAN);
+  void *dw = out_fp32 ? (void *)to_dev(init) : (void *)to_dev(init16);
+  /* half: A is the upper half of a [2m]-column matrix: its codes start m rows in */
+  const uint8_t *qa_use = qa + (half ? m * m_pad : 0);
+  const float *sa_use = sa + (half ? m : 0);
+  CHECK_STATUS(mok_gg_fp8_wgrad(qa_use, sa_use, am, qb, sb, n, dw, out_fp32, accumulate, doff,
+                                dcnt_call, E, g.m_total, m, n, 0),
+               MOK_SUCCESS);
+  CUDA_OK(cudaDeviceSynchronize());
+  std::vector<uint8_t> raw(nw * (out_fp32 ? 4 : 2));
+  cudaMemcpy(raw.data(), dw, raw.size(), cudaMemcpyDeviceToHost);
+  relerr re = {0, 0, 0};
+  int kept = 1;
+  std::vector<double> acc(n);
+  for (int e = 0; e < E; ++e) {
+    const size_t esz = out_fp32 ? 4 : 2, o = (size_t)e * m * n;
+    if (cnt_dev[e] < 0) {
+      kept &= memcmp(raw.data() + o * esz, out_fp32 ? (const void *)(init.data() + o)
+                                                    : (const void *)(init16.data() + o),
+                     (size_t)m * n * esz) == 0;
+      continue;
+    }
+    for (int64_t i = 0; i < m; ++i) {
+      std::fill(acc.begin(), acc.end(), 0.0);
+      for (int rr = 0; rr < g.count[e]; ++rr) {
+        const int64_t row = g.offset[e] + rr;
+        const double ai = av[row * am + (half ? m : 0) + i];
+        for (int64_t j = 0; j < n; ++j) acc[j] += ai * bv[row * n + j];
+      }
+      for (int64_t j = 0; j < n; ++j) {
+        const size_t idx = o + (size_t)i * n + j;
+        double want = acc[j] + (accumulate ? init[idx] : 0.0);
+        const double got = out_fp32 ? ((float *)raw.data())[idx] : bf2f(((uint16_t *)raw.data())[idx]);
+        rel_add(&re, got, want);
+      }
+    }
+  }
+  const double err = sqrt(re.num / (re.den > 0 ? re.den : 1));
+  printf("    fp8 wgrad E %d m %lld n %lld fp32 %d acc %d half %d skip %d: rel err %.3e, kept %d\n", E,
+         (long long)m, (long long)n, out_fp32, accumulate, half, skip, err, kept);
+  CHECK(re.nan == 0 && err < (out_fp32 ? 5e-3 : 1e-2) && kept);
+  cudaFree(qa); cudaFree(qb); cudaFree(sa); cudaFree(sb); cudaFree(dw);
+  cudaFree(doff); cudaFree(dcnt); cudaFree(dcnt_call);
+}
+
+static void test_gg_fp8_wgrad(void) {
+  run_fp8_wgrad(6, 300, 256, 384, 1, 0, 0, 0);
+  run_fp8_wgrad(5, 500, 128, 256, 0, 0, 1, 0);
+  run_fp8_wgrad(7, 300, 256, 128, 1, 1, 0, 1);
+  run_fp8_wgrad(7, 200, 128, 256, 0, 0, 0, 1);
+  /* refused */
+  CHECK_STATUS(mok_gg_fp8_wgrad(NULL, NULL, 128, NULL, NULL, 128, NULL, 1, 0, NULL, NULL, 1, 128, 128,
+                                128, 0),
+               MOK_ERR_INVALID_ARGUMENT);
+}
+
 /* ---- MXFP8 input: conversion to the 128-block recipe, then the FP8 GEMM -------------------- */
 static uint8_t rand_e4m3(gg_rng *r) {
   uint8_t b;
@@ -984,6 +1110,7 @@ extern "C" const test_case gg_test_cases[] = {
     {"gg_fp8_quantize_rows", test_gg_fp8_quantize_rows},
     {"gg_fp8_swiglu_quantized", test_gg_fp8_swiglu_quantized},
     {"gg_fp8_layout", test_gg_fp8_layout},
+    {"gg_fp8_wgrad", test_gg_fp8_wgrad},
     {"gg_mxfp8_fwd", test_gg_mxfp8_fwd},
     {"gg_wgrad_fp32", test_gg_wgrad_fp32},
     {"gg_wgrad_bf16", test_gg_wgrad_bf16},

@@ -1,0 +1,301 @@
+/* grouped_gemm_fp8_wgrad.cu — the FP8 weight gradient (see grouped_gemm.h): operands quantized
+ * 1x128 along the reduction (the tokens), so both are "per channel per 128 tokens" scaled, and a
+ * K-grouped GEMM over each expert's token blocks whose promotion multiplies every element by its
+ * row's and its column's scale. Two kernels:
+ *   gg_fp8_quant_t_kernel: x [rows, cols] bf16 -> codes [cols, m_pad] e4m3 (transposed: a
+ *     column's tokens contiguous, the K-major layout FP8 wgmma needs) and scales [m_pad/128][cols];
+ *     padding rows (past each expert's count) become zero codes and do not count in the amax.
+ *   gg_fp8_wgrad_kernel: dW[e] = sum over e's token blocks of A_blk^T B_blk, A and B given as
+ *     those transposed codes; 128 x 128 output tiles, one producer warp, two consumer warpgroups
+ *     of 64 rows, one m64n128k32 partial per 128 tokens promoted on the CUDA cores. */
+#include <cuda.h>
+#include <cuda_runtime.h>
+#include <stdint.h>
+#include "kernels/grouped_gemm.h"
+#include "kernels/grouped_gemm_common.cuh"
+#include "kernels/grouped_gemm_fp8_common.cuh"
+#include "kernels/grouped_gemm_tmap.h"
+#include "kernels/gemm_tile_scheduler.h"
+#include "kernels/hopper_ptx.cuh"
+
+/* ---- the transposing quantizer ------------------------------------------------------------- */
+
+/* The expert whose padded rows hold row r (offsets ascending, offset[E] the end), or -1 past it. */
+__device__ __forceinline__ int f8t_expert_of(const int32_t *offset, int E, int64_t r) {
+  if (r >= offset[E]) return -1;
+  int lo = 0, hi = E - 1;
+  while (lo < hi) {
+    const int mid = (lo + hi + 1) >> 1;
+    if (offset[mid] <= r) lo = mid; else hi = mid - 1;
+  }
+  return lo;
+}
+
+/* One CTA (256 threads) per 128 rows x 64 columns: the tile through shared memory, then four
+ * threads per column, each 32 consecutive rows: the column's amax over the block's real rows,
+ * its scale, and 32 contiguous codes of the transposed row. */
+__global__ void gg_fp8_quant_t_kernel(const uint16_t *x, uint8_t *q_t, float *scales_t,
+                                      const int32_t *offset, const int32_t *count, int E,
+                                      int64_t cols, int64_t m_pad) {
+  __shared__ uint16_t tile[128][64 + 8];
+  const int64_t b = blockIdx.x, c0 = (int64_t)blockIdx.y * 64;
+  const int64_t r0 = b * 128;
+  const int e = f8t_expert_of(offset, E, r0);
+  if (e < 0) return; /* past the last expert's rows: nothing reads these blocks */
+  /* real rows of this block: the expert's count is past r0 - offset[e] (blocks are inside one
+   * expert: offsets are multiples of 128) */
+  const int64_t real64 = (int64_t)max(count[e], 0) - (r0 - offset[e]);
+  const int real = real64 <= 0 ? 0 : (real64 >= 128 ? 128 : (int)real64);
+  for (int i = threadIdx.x; i < 128 * 8; i += 256) { /* 16-byte chunk i % 8 of row i / 8 */
+    const int r = i >> 3, ch = i & 7;
+    uint4 v = make_uint4(0, 0, 0, 0);
+    if (r < real) v = *(const uint4 *)(x + (r0 + r) * cols + c0 + ch * 8);
+    *(uint4 *)&tile[r][ch * 8] = v;
+  }
+  __syncthreads();
+  const int c = threadIdx.x >> 2, sub = threadIdx.x & 3;
+  float v[32];
+  float amax = 0.0f;
+#pragma unroll
+  for (int j = 0; j < 32; ++j) {
+    v[j] = __uint_as_float((uint32_t)tile[sub * 32 + j][c] << 16);
+    amax = fmaxf(amax, fabsf(v[j]));
+  }
+  amax = fmaxf(amax, __shfl_xor_sync(0xffffffffu, amax, 1));
+  amax = fmaxf(amax, __shfl_xor_sync(0xffffffffu, amax, 2));
+  const float scale = f8_scale_of(amax);
+  const float inv = 1.0f / scale;
+  uint32_t w[8];
+#pragma unroll
+  for (int j = 0; j < 8; ++j)
+    w[j] = (uint32_t)f8_pack2(v[4 * j] * inv, v[4 * j + 1] * inv) |
+           ((uint32_t)f8_pack2(v[4 * j + 2] * inv, v[4 * j + 3] * inv) << 16);
+  uint4 *dst = (uint4 *)(q_t + (c0 + c) * m_pad + r0 + sub * 32);
+  dst[0] = make_uint4(w[0], w[1], w[2], w[3]);
+  dst[1] = make_uint4(w[4], w[5], w[6], w[7]);
+  if (sub == 0) scales_t[b * cols + c0 + c] = scale;
+}
+
+/* ---- the K-grouped FP8 GEMM ---------------------------------------------------------------- */
+
+#define F8G_BM 128                       /* dW rows per tile (two 64-row consumer slices)      */
+#define F8G_BN 128                       /* dW columns per tile                                */
+#define F8G_A_BYTES (F8G_BM * 128)       /* 128 tokens of 128 rows, e4m3: 16 KB                */
+#define F8G_B_BYTES (F8G_BN * 128)
+#define F8G_SA_OFF (F8G_A_BYTES + F8G_B_BYTES)
+#define F8G_SB_OFF (F8G_SA_OFF + F8G_BM * 4)
+#define F8G_STAGE_BYTES (((F8G_SB_OFF + F8G_BN * 4) + 1023) / 1024 * 1024) /* 33 KB */
+#define F8G_STAGES 6
+#define F8G_SMEM (F8G_STAGES * F8G_STAGE_BYTES)
+#define F8G_THREADS 384
+
+typedef struct {
+  const int32_t *offset, *count;
+  const float *a_scales, *b_scales; /* (token block, row) at [block * ld + row]               */
+  int a_ld, b_ld;
+  void *dw;                         /* [E, m, n], already at expert_base's slab             */
+  int num_experts;
+  int m, n;                         /* dW rows and columns per expert                       */
+  int m_tiles, n_tiles, group_m;
+  int out_fp32, accumulate;
+} f8g_params;
+
+/* acc[i] += part[i] * sa(row) * sb(col) for the m64n128 fragment: element i of this thread sits at
+ * row r0 + 8 * ((i >> 1) & 1) and column 8 * (i >> 2) + 2 * (lane & 3) + (i & 1). sbs: the
+ * stage's 128 column scales. */
+__device__ __forceinline__ void f8g_promote(float *acc, const float *part, float sa0, float sa1,
+                                            const float *sbs, int lane) {
+#pragma unroll
+  for (int n8 = 0; n8 < 16; ++n8) {
+    const float2 sb = *(const float2 *)(sbs + 8 * n8 + 2 * (lane & 3));
+    acc[4 * n8 + 0] = fmaf(part[4 * n8 + 0], sa0 * sb.x, acc[4 * n8 + 0]);
+    acc[4 * n8 + 1] = fmaf(part[4 * n8 + 1], sa0 * sb.y, acc[4 * n8 + 1]);
+    acc[4 * n8 + 2] = fmaf(part[4 * n8 + 2], sa1 * sb.x, acc[4 * n8 + 2]);
+    acc[4 * n8 + 3] = fmaf(part[4 * n8 + 3], sa1 * sb.y, acc[4 * n8 + 3]);
+  }
+}
+
+__global__ void __launch_bounds__(F8G_THREADS, 1)
+    gg_fp8_wgrad_kernel(const __grid_constant__ CUtensorMap tm_a,
+                        const __grid_constant__ CUtensorMap tm_b, const f8g_params p) {
+  extern __shared__ __align__(1024) uint8_t smem[];
+  __shared__ __align__(8) uint64_t bars[2 * F8G_STAGES];
+  __shared__ int32_t prefix[F8_MAX_EXPERTS + 1];
+  const int tid = threadIdx.x, wg = tid >> 7;
+  const uint32_t smem_base = smem_u32(smem);
+  const uint32_t full0 = smem_u32(&bars[0]), empty0 = smem_u32(&bars[F8G_STAGES]);
+  const int E = p.num_experts;
+  if (tid == 0) {
+    gg_ring_init(smem_base, full0, empty0, F8G_STAGES, 8); /* one release per consumer warp */
+    fence_mbar_init();
+  }
+  if (tid == 32) {
+    tma_prefetch_desc(&tm_a);
+    tma_prefetch_desc(&tm_b);
+  }
+  /* every expert this call writes (count >= 0) has all m_tiles x n_tiles tiles */
+  if (tid >= 64 && tid < 96)
+    gg_unit_prefix(p.count, E, 1, 1, p.m_tiles * p.n_tiles, prefix, tid & 31);
+  __syncthreads();
+  const int total = prefix[E];
+
+  if (wg == 0) {
+    /* ------------------------------ producer ------------------------------ */
+    setmaxnreg_dec<40>();
+    if (tid == 0) {
+      int stage = 0;
+      uint32_t phase = 0;
+      for (int u = blockIdx.x; u < total; u += gridDim.x) {
+        const gg_tile t = gg_decode_m_grouped(u, prefix, E, p.n_tiles, p.group_m);
+        const int nkb = (max(p.count[t.expert], 0) + 127) / 128;
+        const int blk0 = p.offset[t.expert] / 128;
+        const int m0 = t.m_tile * F8G_BM, n0 = t.n_tile * F8G_BN;
+        for (int kb = 0; kb < nkb; ++kb) {
+          mbar_wait(empty0 + 8 * stage, phase ^ 1);
+          const uint32_t full = full0 + 8 * stage;
+          mbar_arrive_expect_tx(full, F8G_A_BYTES + F8G_B_BYTES + (F8G_BM + F8G_BN) * 4);
+          const uint32_t s = smem_base + stage * F8G_STAGE_BYTES;
+          const int k0 = (blk0 + kb) * 128;
+          tma_load_2d(s, &tm_a, full, k0, m0);
+          tma_load_2d(s + F8G_A_BYTES, &tm_b, full, k0, n0);
+          bulk_load_1d(s + F8G_SA_OFF, p.a_scales + (size_t)(blk0 + kb) * p.a_ld + m0, F8G_BM * 4,
+                       full);
+          bulk_load_1d(s + F8G_SB_OFF, p.b_scales + (size_t)(blk0 + kb) * p.b_ld + n0, F8G_BN * 4,
+                       full);
+          if (++stage == F8G_STAGES) { stage = 0; phase ^= 1; }
+        }
+      }
+    }
+  } else {
+    /* ------------------------------ consumers ----------------------------- */
+    setmaxnreg_inc<232>();
+    const int cwg = wg - 1, wtid = tid & 127, warp = wtid >> 5, lane = wtid & 31;
+    const int r0 = cwg * 64 + warp * 16 + (lane >> 2); /* this thread's dW rows: r0, r0 + 8 */
+    uint64_t da0 = wgmma_desc_sw128(smem_base + cwg * 8192, 16, 1024);
+    uint64_t db0 = wgmma_desc_sw128(smem_base + F8G_A_BYTES, 16, 1024);
+    asm volatile("" : "+l"(da0), "+l"(db0));
+    int stage = 0;
+    uint32_t phase = 0;
+    float acc[64], part[64];
+    for (int u = blockIdx.x; u < total; u += gridDim.x) {
+      const gg_tile t = gg_decode_m_grouped(u, prefix, E, p.n_tiles, p.group_m);
+      const int cnt = max(p.count[t.expert], 0);
+      const int nkb = (cnt + 127) / 128;
+#pragma unroll
+      for (int i = 0; i < 64; ++i) acc[i] = 0.0f;
+      for (int kb = 0; kb < nkb; ++kb) {
+        mbar_wait(full0 + 8 * stage, phase);
+        const uint64_t da = wgmma_desc_add(da0, stage * F8G_STAGE_BYTES);
+        const uint64_t db = wgmma_desc_add(db0, stage * F8G_STAGE_BYTES);
+        wgmma_fence();
+#pragma unroll
+        for (int kk = 0; kk < 4; ++kk)
+          wgmma_m64n128k32_e4m3(part, wgmma_desc_add(da, kk * 32), wgmma_desc_add(db, kk * 32),
+                                kk > 0);
+        wgmma_commit();
+        /* the scales came with the stage: read them while the wgmmas run */
+        const float *sas = (const float *)(smem + stage * F8G_STAGE_BYTES + F8G_SA_OFF);
+        const float *sbs = (const float *)(smem + stage * F8G_STAGE_BYTES + F8G_SB_OFF);
+        const float sa0 = sas[r0], sa1 = sas[r0 + 8];
+        wgmma_wait<0>();
+        reg_fence(part, 64);
+        f8g_promote(acc, part, sa0, sa1, sbs, lane);
+        gg_release<1>(empty0 + 8 * stage, lane);
+        if (++stage == F8G_STAGES) { stage = 0; phase ^= 1; }
+      }
+      /* ------------------------------ epilogue: direct stores ------------------------------ */
+      if (p.accumulate && cnt == 0) continue; /* nothing to add */
+      const size_t ebase = (size_t)t.expert * p.m * p.n;
+      const int row_a = t.m_tile * F8G_BM + r0;
+#pragma unroll
+      for (int n8 = 0; n8 < 16; ++n8) {
+        const int col = t.n_tile * F8G_BN + 8 * n8 + 2 * (lane & 3);
+#pragma unroll
+        for (int h = 0; h < 2; ++h) {
+          const size_t idx = ebase + (size_t)(row_a + 8 * h) * p.n + col;
+          float v0 = acc[4 * n8 + 2 * h], v1 = acc[4 * n8 + 2 * h + 1];
+          if (p.out_fp32) {
+            float2 *dst = (float2 *)((float *)p.dw + idx);
+            if (p.accumulate) {
+              const float2 o = *dst;
+              v0 += o.x;
+              v1 += o.y;
+            }
+            *dst = make_float2(v0, v1);
+          } else {
+            *(uint32_t *)((uint16_t *)p.dw + idx) = pack_bf16x2(v0, v1);
+          }
+        }
+      }
+    }
+  }
+}
+
+/* ---- host side ------------------------------------------------------------------------------ */
+
+extern "C" mok_status mok_gg_fp8_quantize_t(const void *x, void *q_t, float *scales_t,
+                                            const int32_t *expert_offset,
+                                            const int32_t *expert_count, int num_experts,
+                                            int64_t m_total, int64_t cols, cudaStream_t stream) {
+  if (!x || !q_t || !scales_t || !expert_offset || !expert_count) return MOK_ERR_INVALID_ARGUMENT;
+  if (num_experts <= 0 || m_total <= 0 || cols <= 0) return MOK_ERR_INVALID_SHAPE;
+  if (cols % 128 || ((uintptr_t)x & 15) || ((uintptr_t)q_t & 15)) return MOK_ERR_MISALIGNED;
+  const int64_t m_pad = MOK_GG_FP8_SCALE_ROWS(m_total);
+  if (m_pad / 128 > INT32_MAX || cols / 64 > 65535) return MOK_ERR_INVALID_SHAPE;
+  const dim3 grid((unsigned)(m_pad / 128), (unsigned)(cols / 64));
+  gg_fp8_quant_t_kernel<<<grid, 256, 0, stream>>>((const uint16_t *)x, (uint8_t *)q_t, scales_t,
+                                                  expert_offset, expert_count, num_experts, cols,
+                                                  m_pad);
+  return cudaGetLastError() == cudaSuccess ? MOK_SUCCESS : MOK_ERR_CUDA;
+}
+
+extern "C" mok_status mok_gg_fp8_wgrad(const void *a_t, const float *a_scales, int64_t a_ld,
+                                       const void *b_t, const float *b_scales, int64_t b_ld,
+                                       void *dw, int out_fp32,
+                                       int accumulate, const int32_t *expert_offset,
+                                       const int32_t *expert_count, int num_experts,
+                                       int64_t m_total, int64_t m, int64_t n,
+                                       cudaStream_t stream) {
+  if (!a_t || !a_scales || !b_t || !b_scales || !dw || !expert_offset || !expert_count)
+    return MOK_ERR_INVALID_ARGUMENT;
+  if (num_experts <= 0 || m_total <= 0 || m <= 0 || n <= 0) return MOK_ERR_INVALID_SHAPE;
+  if (accumulate && !out_fp32) return MOK_ERR_INVALID_ARGUMENT; /* as the bf16 kernel */
+  if (a_ld < m || b_ld < n || a_ld > INT32_MAX || b_ld > INT32_MAX) return MOK_ERR_INVALID_SHAPE;
+  if (m % 128 || n % 128 || a_ld % 4 || b_ld % 4 || ((uintptr_t)a_t & 15) || ((uintptr_t)b_t & 15) ||
+      ((uintptr_t)a_scales & 15) || ((uintptr_t)b_scales & 15) || ((uintptr_t)dw & 15))
+    return MOK_ERR_MISALIGNED;
+  if ((int64_t)num_experts * m * n > ((int64_t)1 << 40) || m > INT32_MAX / 2 || n > INT32_MAX / 2)
+    return MOK_ERR_INVALID_SHAPE;
+  const int64_t m_pad = MOK_GG_FP8_SCALE_ROWS(m_total);
+  CUtensorMap ta, tb;
+  GG_TRY(gg_make_tmap_2d(&ta, a_t, m, m_pad, 1, F8G_BM, 128));
+  GG_TRY(gg_make_tmap_2d(&tb, b_t, n, m_pad, 1, F8G_BN, 128));
+  static int max_ctas = 0;
+  if (!max_ctas)
+    GG_TRY(gg_coresident_ctas((const void *)gg_fp8_wgrad_kernel, F8G_THREADS, F8G_SMEM, 1,
+                              &max_ctas));
+  f8g_params p = {};
+  p.a_scales = a_scales;
+  p.b_scales = b_scales;
+  p.a_ld = (int)a_ld;
+  p.b_ld = (int)b_ld;
+  p.m = (int)m;
+  p.n = (int)n;
+  p.m_tiles = (int)(m / F8G_BM);
+  p.n_tiles = (int)(n / F8G_BN);
+  p.group_m = 8;
+  p.out_fp32 = out_fp32 != 0;
+  p.accumulate = accumulate != 0;
+  const size_t esz = out_fp32 ? 4 : 2;
+  for (int e0 = 0; e0 < num_experts; e0 += F8_MAX_EXPERTS) {
+    p.num_experts = num_experts - e0 < F8_MAX_EXPERTS ? num_experts - e0 : F8_MAX_EXPERTS;
+    p.offset = expert_offset + e0;
+    p.count = expert_count + e0;
+    p.dw = (char *)dw + (size_t)e0 * m * n * esz;
+    const int64_t units = (int64_t)p.num_experts * p.m_tiles * p.n_tiles;
+    const int grid = (int)(units < max_ctas ? units : max_ctas);
+    gg_fp8_wgrad_kernel<<<grid, F8G_THREADS, F8G_SMEM, stream>>>(ta, tb, p);
+    if (cudaGetLastError() != cudaSuccess) return MOK_ERR_CUDA;
+  }
+  return MOK_SUCCESS;
+}
