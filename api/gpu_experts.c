@@ -203,6 +203,38 @@ static mok_status routed_experts_forward_fp8(mok_schedule *s, const mok_weights 
                         s->expert_offset, s->expert_count, w->el, rows, H, I, stream);
 }
 
+/* The FP8 weight gradients (w->fp8_wgrad): dW_down = dout^T act, dW_gate | dW_up = [dg | du]^T x,
+ * each operand quantized 1x128 along the tokens and transposed (mok_gg_fp8_quantize_t; act and x
+ * from their dequantized forward codes in d_a and d_out) into wq_a / wq_b, then the K-grouped
+ * FP8 GEMM. Leaves d_out holding x (dequantized), as the bf16 route does. */
+static mok_status fp8_weight_grads(mok_schedule *s, const mok_grads *g, const int32_t *used,
+                                   cudaStream_t stream) {
+  mok_workspace *w = s->ws;
+  const int64_t H = w->shape.hidden, I = w->shape.intermediate, rows = s->rows;
+  const int64_t rows_pad = MOK_GG_FP8_SCALE_ROWS(rows);
+  const int32_t *off = s->expert_offset, *cnt = s->expert_count;
+  const int el = w->el, f32 = g->grad_fp32 != 0, add = g->accumulate != 0;
+  TRY(mok_gg_fp8_quantize_t(w->d_out, w->wq_a, w->wq_as, off, cnt, el, rows, H, stream));
+  TRY(mok_gg_fp8_dequantize_act(s->a, mok_fp8_scales_of(s->a, rows, I), w->d_a, rows, I, used,
+                                stream));
+  TRY(mok_gg_fp8_quantize_t(w->d_a, w->wq_b, w->wq_bs, off, cnt, el, rows, I, stream));
+  TRY(mok_gg_fp8_wgrad(w->wq_a, w->wq_as, H, w->wq_b, w->wq_bs, I, g->dw_down, f32, add, off, cnt,
+                       el, rows, H, I, stream));
+  TRY(mok_gg_fp8_quantize_t(w->dgu, w->wq_a, w->wq_as, off, cnt, el, rows, 2 * I, stream));
+  TRY(mok_gg_fp8_dequantize_act(s->recv_x, mok_fp8_scales_of(s->recv_x, rows, H), w->d_out, rows,
+                                H, used, stream));
+  TRY(mok_gg_fp8_quantize_t(w->d_out, w->wq_b, w->wq_bs, off, cnt, el, rows, H, stream));
+  TRY(mok_gg_fp8_wgrad(w->wq_a, w->wq_as, 2 * I, w->wq_b, w->wq_bs, H, g->dw_gate, f32, add, off,
+                       cnt, el, rows, I, H, stream));
+  TRY(mok_gg_fp8_wgrad((const char *)w->wq_a + I * rows_pad, w->wq_as + I, 2 * I, w->wq_b,
+                       w->wq_bs, H, g->dw_up, f32, add, off, cnt, el, rows, I, H, stream));
+  const int64_t n3[3] = {el * H * I, el * I * H, el * I * H};
+  void *dw3[3] = {g->dw_down, g->dw_gate, g->dw_up};
+  for (int i = 0; i < 3; ++i) /* NaN when the device error word is set, as the bf16 route */
+    TRY_CUDA(v1_nan_if_error(dw3[i], n3[i], g->grad_fp32, w->err, stream));
+  return MOK_SUCCESS;
+}
+
 /* FP8 backward (see gpu_internal.h). Scratch reuse, in order: d_out (rw * dy) is quantized into
  * fp8_q for d_act = dout W_down (FP8); SwiGLU backward gives dgu; the activations, dequantized into
  * d_a, give dW_down with dout; x, dequantized into d_out, gives dW_gate and dW_up with dgu; dgu,
@@ -220,13 +252,18 @@ static mok_status routed_experts_backward_fp8(mok_schedule *s, const mok_weights
   TRY_CUDA(v1_swiglu_backward_packed(w->d_a, s->g, w->dgu, rows, used, I,
                                      w->config.use_swiglu_limit, w->config.swiglu_limit, w->err,
                                      stream));
-  TRY(mok_gg_fp8_dequantize_act(s->a, mok_fp8_scales_of(s->a, rows, I), w->d_a, rows, I, used,
-                                stream));
-  TRY(gg_wgrad(w, r, w->d_out, H, w->d_a, I, g->dw_down, H, I, g, stream));
-  TRY(mok_gg_fp8_dequantize_act(s->recv_x, mok_fp8_scales_of(s->recv_x, rows, H), w->d_out, rows,
-                                H, used, stream));
-  TRY(gg_wgrad(w, r, w->dgu, 2 * I, w->d_out, H, g->dw_gate, I, H, g, stream));
-  TRY(gg_wgrad(w, r, (const char *)w->dgu + I * 2, 2 * I, w->d_out, H, g->dw_up, I, H, g, stream));
+  if (w->fp8_wgrad && (g->grad_fp32 || !g->accumulate)) { /* (bf16 accumulation: bf16 route) */
+    TRY(fp8_weight_grads(s, g, used, stream));
+  } else {
+    TRY(mok_gg_fp8_dequantize_act(s->a, mok_fp8_scales_of(s->a, rows, I), w->d_a, rows, I, used,
+                                  stream));
+    TRY(gg_wgrad(w, r, w->d_out, H, w->d_a, I, g->dw_down, H, I, g, stream));
+    TRY(mok_gg_fp8_dequantize_act(s->recv_x, mok_fp8_scales_of(s->recv_x, rows, H), w->d_out,
+                                  rows, H, used, stream));
+    TRY(gg_wgrad(w, r, w->dgu, 2 * I, w->d_out, H, g->dw_gate, I, H, g, stream));
+    TRY(gg_wgrad(w, r, (const char *)w->dgu + I * 2, 2 * I, w->d_out, H, g->dw_up, I, H, g,
+                 stream));
+  }
   TRY(mok_gg_fp8_quantize_act_upto(w->dgu, w->fp8_q, w->fp8_q_scales, rows, 2 * I, used, stream));
   const mok_gg_move push = fused_move(s, 1, 0);
   return mok_gg_fp8_fwd_pushed(w->fp8_q, w->fp8_q_scales, wt->w_gate_up_t, wt->w_gate_up_t_scale,

@@ -214,10 +214,21 @@ mok_status mok_workspace_create(mok_group *g, const mok_shape *s, const mok_conf
   const int fp8 = c->dtype == MOK_DTYPE_FP8_BLOCK128;
   const int64_t rows_pad = (rows + 127) / 128 * 128; /* rows of a scale table */
   const int64_t q_cols = H > 2 * I ? H : 2 * I;
-  size_t o_q = 0, o_qs = 0;
+  size_t o_q = 0, o_qs = 0, o_wa = 0, o_was = 0, o_wb = 0, o_wbs = 0;
   if (fp8) { /* the backward's quantized data-gradient operand and its 1x128 scales */
     LOC(o_q, rows * q_cols);
     LOC(o_qs, q_cols / 128 * rows_pad * 4);
+  }
+  /* FP8 weight gradients (opt-in until their kernels have run on a GPU): both operands of each,
+   * quantized along the tokens and transposed */
+  const char *fw = getenv("MOK_FP8_WGRAD");
+  const int fp8_wgrad = fp8 && fw && strcmp(fw, "1") == 0;
+  const int64_t wa_rows = H > 2 * I ? H : 2 * I, wb_rows = H > I ? H : I;
+  if (fp8_wgrad) {
+    LOC(o_wa, wa_rows * rows_pad);
+    LOC(o_was, rows_pad / 128 * wa_rows * 4);
+    LOC(o_wb, wb_rows * rows_pad);
+    LOC(o_wbs, rows_pad / 128 * wb_rows * 4);
   }
 #undef LOC
   cudaError_t e = cudaMalloc(&w->local, loff);
@@ -242,6 +253,13 @@ mok_status mok_workspace_create(mok_group *g, const mok_shape *s, const mok_conf
   if (fp8) {
     w->fp8_q = L + o_q;
     w->fp8_q_scales = (float *)(L + o_qs);
+  }
+  if (fp8_wgrad) {
+    w->fp8_wgrad = 1;
+    w->wq_a = L + o_wa;
+    w->wq_as = (float *)(L + o_was);
+    w->wq_b = L + o_wb;
+    w->wq_bs = (float *)(L + o_wbs);
   }
   if (ring) {
     w->view_offset = (int32_t *)(L + o_vo);

@@ -178,7 +178,7 @@ mok_status mok_gg_fp8_dequantize_act(const void *q, const float *scales, void *x
                                      int64_t k, const int32_t *rows_dev, cudaStream_t stream);
 
 /* ---- FP8 weight gradient (operands quantized 1x128 along the tokens) ----
- * Written, not yet run on a GPU; the layer does not call it yet. */
+ * Written, not yet run on a GPU; the layer calls them only under MOK_FP8_WGRAD=1. */
 
 /* x [m_total, cols] bf16 (rows laid out by expert_offset / expert_count, the layout contract) ->
  * q_t [cols, m_pad] e4m3, m_pad = MOK_GG_FP8_SCALE_ROWS(m_total): column c of x as row c, its

@@ -5,6 +5,7 @@
  * Backward (data gradients in FP8 on mok_fp8_transpose_weights' copies): refused without them;
  * with them, every gradient matches the reference's FP8 backward, a second backward is bitwise the
  * same, and so is a one-region ring's (which replays the forward); the ops layer refuses it. */
+#define _POSIX_C_SOURCE 200809L /* setenv, unsetenv */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -227,4 +228,19 @@ GPU_TEST(layer_fp8_empty_expert) {
   lh_case c = lh_base_case();
   c.route = MOK_ROUTE_EMPTY_EXPERT; c.k = 3; c.T = 129;
   fp8_case(c, "fp8 empty expert");
+}
+
+/* The FP8 weight gradients (opt-in, MOK_FP8_WGRAD=1 at workspace creation): the same checks; the
+ * weight gradients' bound is the FP8 recipe's (their four operands are also quantized 1x128 along
+ * the tokens, which the reference does not do: ~3e-2 expected), tight enough for any misplaced
+ * block or scale (O(1)). */
+GPU_TEST(layer_fp8_wgrad_fp8) {
+  lh_case c = lh_base_case();
+  c.T = 301; c.Is = 128; c.H = 384; c.I = 256;
+  c.tol = 8e-2;
+  setenv("MOK_FP8_WGRAD", "1", 1);
+  fp8_case(c, "fp8 wgrad in fp8");
+  c.route = MOK_ROUTE_ZIPF; c.E = 16; c.k = 4; c.T = 250; c.H = 256; c.I = 384; c.Is = 0;
+  fp8_case(c, "fp8 wgrad in fp8, zipf");
+  unsetenv("MOK_FP8_WGRAD");
 }
