@@ -180,10 +180,11 @@ static mok_gg_move fused_move(const mok_schedule *s, int push, int ctas) {
 /* FP8 forward from the quantized rows the schedule keeps in recv_x (codes, then scales:
  * mok_fp8_scales_of): inputs and activations are E4M3 in 1x128 blocks, weights E4M3 with 128x128
  * block scales (mok_quantize_weight). Kept for backward, as the BF16 path keeps its own: the
- * quantized activations (in a), the bf16 pre-activations (g | u in g) and the outputs (out_rows).
- * push: the down epilogues also push the outputs into the source ranks' slots (the combine). */
-static mok_status routed_experts_forward_fp8(mok_schedule *s, const mok_weights *wt, int push,
-                                             cudaStream_t stream) {
+ * quantized activations (in a) and the bf16 pre-activations (g | u in g); the outputs go to out
+ * (the schedule's out_rows, or the ops layer's buffer, which it copies there). push: the down
+ * epilogues also push the outputs into the source ranks' slots (the combine). */
+static mok_status routed_experts_forward_fp8(mok_schedule *s, const mok_weights *wt, void *out,
+                                             int push, cudaStream_t stream) {
   mok_workspace *w = s->ws;
   const int64_t H = w->shape.hidden, I = w->shape.intermediate, rows = s->rows;
   float *x_scales = mok_fp8_scales_of(s->recv_x, rows, H), *a_scales = mok_fp8_scales_of(s->a, rows, I);
@@ -196,54 +197,69 @@ static mok_status routed_experts_forward_fp8(mok_schedule *s, const mok_weights 
                                           stream));
   if (push) {
     const mok_gg_move q = fused_move(s, 1, 0);
-    return mok_gg_fp8_fwd_pushed(s->a, a_scales, wt->w_down, wt->w_down_scale, s->out_rows,
+    return mok_gg_fp8_fwd_pushed(s->a, a_scales, wt->w_down, wt->w_down_scale, out,
                                  s->expert_offset, s->expert_count, w->el, rows, H, I, &q, stream);
   }
-  return mok_gg_fp8_fwd(s->a, a_scales, wt->w_down, wt->w_down_scale, s->out_rows,
-                        s->expert_offset, s->expert_count, w->el, rows, H, I, stream);
+  return mok_gg_fp8_fwd(s->a, a_scales, wt->w_down, wt->w_down_scale, out, s->expert_offset,
+                        s->expert_count, w->el, rows, H, I, stream);
 }
 
-/* The FP8 weight gradients (w->fp8_wgrad): dW_down = dout^T act, dW_gate | dW_up = [dg | du]^T x,
- * each operand quantized 1x128 along the tokens and transposed (mok_gg_fp8_quantize_t; act and x
- * from their dequantized forward codes in d_a and d_out) into wq_a / wq_b, then the K-grouped
- * FP8 GEMM. Leaves d_out holding x (dequantized), as the bf16 route does. */
-static mok_status fp8_weight_grads(mok_schedule *s, const mok_grads *g, const int32_t *used,
-                                   cudaStream_t stream) {
-  mok_workspace *w = s->ws;
-  const int64_t H = w->shape.hidden, I = w->shape.intermediate, rows = s->rows;
-  const int64_t rows_pad = MOK_GG_FP8_SCALE_ROWS(rows);
-  const int32_t *off = s->expert_offset, *cnt = s->expert_count;
-  const int el = w->el, f32 = g->grad_fp32 != 0, add = g->accumulate != 0;
-  TRY(mok_gg_fp8_quantize_t(w->d_out, w->wq_a, w->wq_as, off, cnt, el, rows, H, stream));
-  TRY(mok_gg_fp8_dequantize_act(s->a, mok_fp8_scales_of(s->a, rows, I), w->d_a, rows, I, used,
-                                stream));
-  TRY(mok_gg_fp8_quantize_t(w->d_a, w->wq_b, w->wq_bs, off, cnt, el, rows, I, stream));
-  TRY(mok_gg_fp8_wgrad(w->wq_a, w->wq_as, H, w->wq_b, w->wq_bs, I, g->dw_down, f32, add, off, cnt,
-                       el, rows, H, I, stream));
-  TRY(mok_gg_fp8_quantize_t(w->dgu, w->wq_a, w->wq_as, off, cnt, el, rows, 2 * I, stream));
-  TRY(mok_gg_fp8_dequantize_act(s->recv_x, mok_fp8_scales_of(s->recv_x, rows, H), w->d_out, rows,
-                                H, used, stream));
-  TRY(mok_gg_fp8_quantize_t(w->d_out, w->wq_b, w->wq_bs, off, cnt, el, rows, H, stream));
-  TRY(mok_gg_fp8_wgrad(w->wq_a, w->wq_as, 2 * I, w->wq_b, w->wq_bs, H, g->dw_gate, f32, add, off,
-                       cnt, el, rows, I, H, stream));
-  TRY(mok_gg_fp8_wgrad((const char *)w->wq_a + I * rows_pad, w->wq_as + I, 2 * I, w->wq_b,
-                       w->wq_bs, H, g->dw_up, f32, add, off, cnt, el, rows, I, H, stream));
-  const int64_t n3[3] = {el * H * I, el * I * H, el * I * H};
-  void *dw3[3] = {g->dw_down, g->dw_gate, g->dw_up};
-  for (int i = 0; i < 3; ++i) /* NaN when the device error word is set, as the bf16 route */
-    TRY_CUDA(v1_nan_if_error(dw3[i], n3[i], g->grad_fp32, w->err, stream));
+/* One FP8 weight gradient dW[e] = A^T B from both operands quantized along the tokens (wq_a rows
+ * [a_row, a_row + m) of a_ld, wq_b rows [0, n)), NaN when the device error word is set, as
+ * gg_wgrad does. */
+static mok_status fp8_wgrad(const mok_schedule *s, int64_t a_row, int64_t a_ld, int64_t m,
+                            int64_t n, void *dw, const mok_grads *g, cudaStream_t stream) {
+  const mok_workspace *w = s->ws;
+  const int64_t rows_pad = MOK_GG_FP8_SCALE_ROWS(s->rows);
+  TRY(mok_gg_fp8_wgrad((const char *)w->wq_a + a_row * rows_pad, w->wq_as + a_row, a_ld, w->wq_b,
+                       w->wq_bs, n, dw, g->grad_fp32, g->accumulate, s->expert_offset,
+                       s->expert_count, w->el, s->rows, m, n, stream));
+  TRY_CUDA(v1_nan_if_error(dw, (int64_t)w->el * m * n, g->grad_fp32, w->err, stream));
   return MOK_SUCCESS;
 }
 
+/* The FP8 backward's weight gradients from dout (in d_out) and dgu: dW_down = dout^T act and
+ * dW_gate | dW_up = [dg | du]^T x, act and x the forward's quantized rows dequantized (into d_a,
+ * then into d_out, which this overwrites). In bf16 (gg_wgrad), or, when w->fp8_wgrad (not for
+ * bf16-accumulated gradients), with each operand quantized 1x128 along the tokens and transposed
+ * (mok_gg_fp8_quantize_t into wq_a / wq_b) for the K-grouped FP8 GEMM. */
+static mok_status fp8_backward_weight_grads(mok_schedule *s, const mok_grads *g,
+                                            const int32_t *used, cudaStream_t stream) {
+  mok_workspace *w = s->ws;
+  const int64_t H = w->shape.hidden, I = w->shape.intermediate, rows = s->rows;
+  const gg_rows r = routed_rows(s);
+  const int32_t *off = s->expert_offset, *cnt = s->expert_count;
+  const int el = w->el, f8 = w->fp8_wgrad && (g->grad_fp32 || !g->accumulate);
+  if (f8) TRY(mok_gg_fp8_quantize_t(w->d_out, w->wq_a, w->wq_as, off, cnt, el, rows, H, stream));
+  TRY(mok_gg_fp8_dequantize_act(s->a, mok_fp8_scales_of(s->a, rows, I), w->d_a, rows, I, used,
+                                stream));
+  if (f8) {
+    TRY(mok_gg_fp8_quantize_t(w->d_a, w->wq_b, w->wq_bs, off, cnt, el, rows, I, stream));
+    TRY(fp8_wgrad(s, 0, H, H, I, g->dw_down, g, stream));
+    TRY(mok_gg_fp8_quantize_t(w->dgu, w->wq_a, w->wq_as, off, cnt, el, rows, 2 * I, stream));
+  } else {
+    TRY(gg_wgrad(w, r, w->d_out, H, w->d_a, I, g->dw_down, H, I, g, stream));
+  }
+  TRY(mok_gg_fp8_dequantize_act(s->recv_x, mok_fp8_scales_of(s->recv_x, rows, H), w->d_out, rows,
+                                H, used, stream));
+  if (f8) {
+    TRY(mok_gg_fp8_quantize_t(w->d_out, w->wq_b, w->wq_bs, off, cnt, el, rows, H, stream));
+    TRY(fp8_wgrad(s, 0, 2 * I, I, H, g->dw_gate, g, stream));
+    return fp8_wgrad(s, I, 2 * I, I, H, g->dw_up, g, stream);
+  }
+  TRY(gg_wgrad(w, r, w->dgu, 2 * I, w->d_out, H, g->dw_gate, I, H, g, stream));
+  return gg_wgrad(w, r, (const char *)w->dgu + I * 2, 2 * I, w->d_out, H, g->dw_up, I, H, g,
+                  stream);
+}
+
 /* FP8 backward (see gpu_internal.h). Scratch reuse, in order: d_out (rw * dy) is quantized into
- * fp8_q for d_act = dout W_down (FP8); SwiGLU backward gives dgu; the activations, dequantized into
- * d_a, give dW_down with dout; x, dequantized into d_out, gives dW_gate and dW_up with dgu; dgu,
- * quantized into fp8_q, gives dx = dgu [W_gate; W_up] (FP8), pushed to the source ranks. */
+ * fp8_q for d_act = dout W_down (FP8); SwiGLU backward gives dgu; the weight gradients
+ * (fp8_backward_weight_grads) leave x in d_out; dgu, quantized into fp8_q, gives dx = dgu
+ * [W_gate; W_up] (FP8), pushed to the source ranks. */
 static mok_status routed_experts_backward_fp8(mok_schedule *s, const mok_weights *wt,
                                               const mok_grads *g, cudaStream_t stream) {
   mok_workspace *w = s->ws;
   const int64_t H = w->shape.hidden, I = w->shape.intermediate, rows = s->rows;
-  const gg_rows r = routed_rows(s);
   const int32_t *off = s->expert_offset, *cnt = s->expert_count;
   const int32_t *used = off + w->el; /* the padded rows of this schedule or view (device) */
   TRY(mok_gg_fp8_quantize_act_upto(w->d_out, w->fp8_q, w->fp8_q_scales, rows, H, used, stream));
@@ -252,18 +268,7 @@ static mok_status routed_experts_backward_fp8(mok_schedule *s, const mok_weights
   TRY_CUDA(v1_swiglu_backward_packed(w->d_a, s->g, w->dgu, rows, used, I,
                                      w->config.use_swiglu_limit, w->config.swiglu_limit, w->err,
                                      stream));
-  if (w->fp8_wgrad && (g->grad_fp32 || !g->accumulate)) { /* (bf16 accumulation: bf16 route) */
-    TRY(fp8_weight_grads(s, g, used, stream));
-  } else {
-    TRY(mok_gg_fp8_dequantize_act(s->a, mok_fp8_scales_of(s->a, rows, I), w->d_a, rows, I, used,
-                                  stream));
-    TRY(gg_wgrad(w, r, w->d_out, H, w->d_a, I, g->dw_down, H, I, g, stream));
-    TRY(mok_gg_fp8_dequantize_act(s->recv_x, mok_fp8_scales_of(s->recv_x, rows, H), w->d_out,
-                                  rows, H, used, stream));
-    TRY(gg_wgrad(w, r, w->dgu, 2 * I, w->d_out, H, g->dw_gate, I, H, g, stream));
-    TRY(gg_wgrad(w, r, (const char *)w->dgu + I * 2, 2 * I, w->d_out, H, g->dw_up, I, H, g,
-                 stream));
-  }
+  TRY(fp8_backward_weight_grads(s, g, used, stream));
   TRY(mok_gg_fp8_quantize_act_upto(w->dgu, w->fp8_q, w->fp8_q_scales, rows, 2 * I, used, stream));
   const mok_gg_move push = fused_move(s, 1, 0);
   return mok_gg_fp8_fwd_pushed(w->fp8_q, w->fp8_q_scales, wt->w_gate_up_t, wt->w_gate_up_t_scale,
@@ -279,11 +284,7 @@ static mok_status routed_experts_forward(mok_schedule *s, const mok_weights *wt,
   if (w->config.dtype == MOK_DTYPE_FP8_BLOCK128) { /* the ops layer: bf16 rows, quantized here */
     TRY(mok_gg_fp8_quantize_act(recv, s->recv_x, mok_fp8_scales_of(s->recv_x, s->rows, H), s->rows,
                                 H, stream));
-    TRY(routed_experts_forward_fp8(s, wt, 0, stream));
-    if (out_rows != s->out_rows)
-      TRY_CUDA(cudaMemcpyAsync(out_rows, s->out_rows, (size_t)(s->rows * H * 2),
-                               cudaMemcpyDeviceToDevice, stream));
-    return MOK_SUCCESS;
+    return routed_experts_forward_fp8(s, wt, out_rows, 0, stream);
   }
   if (w->wgmma)
     return gg_mlp_forward(w, routed_rows(s), recv, wt->w_gate, wt->w_up, wt->w_down, s->g, s->a,
@@ -412,7 +413,7 @@ static int64_t routed_rows_hint(const mok_workspace *w) {
 
 mok_status mok_gpu_experts_forward_fp8(mok_schedule *s, const mok_weights *wt, int push,
                                        cudaStream_t stream) {
-  WITH_ROWS_HINT(s->ws, routed_experts_forward_fp8(s, wt, push, stream));
+  WITH_ROWS_HINT(s->ws, routed_experts_forward_fp8(s, wt, s->out_rows, push, stream));
 }
 
 mok_status mok_gpu_experts_backward_fp8(mok_schedule *s, const mok_weights *wt,

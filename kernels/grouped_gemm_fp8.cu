@@ -315,9 +315,7 @@ __global__ void gg_quant_act_kernel(const uint16_t *x, uint8_t *q, float *scales
   const float inv = 1.0f / scale;
   uint32_t packed[2];
 #pragma unroll
-  for (int j = 0; j < 2; ++j)
-    packed[j] = (uint32_t)f8_pack2(v[4 * j] * inv, v[4 * j + 1] * inv) |
-                ((uint32_t)f8_pack2(v[4 * j + 2] * inv, v[4 * j + 3] * inv) << 16);
+  for (int j = 0; j < 2; ++j) packed[j] = f8_pack4(v + 4 * j, inv);
   *(uint2 *)(q + at) = make_uint2(packed[0], packed[1]);
   if (lane == 0) scales[kb * s_kb + row * s_row] = scale;
 }

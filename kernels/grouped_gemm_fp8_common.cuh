@@ -103,6 +103,12 @@ __device__ __forceinline__ uint16_t f8_pack2(float lo, float hi) {
   return r;
 }
 
+/* Four consecutive values times inv as E4M3 codes, the first in the low byte. */
+__device__ __forceinline__ uint32_t f8_pack4(const float *v, float inv) {
+  return (uint32_t)f8_pack2(v[0] * inv, v[1] * inv) |
+         ((uint32_t)f8_pack2(v[2] * inv, v[3] * inv) << 16);
+}
+
 /* Quantizing epilogue of a warpgroup's 64 rows x 128 columns (acc[0, 64): the m64n128 fragment,
  * one 128-block per row): each value rounded to bf16, then the block's scale = amax / 448 (1 for
  * an all-zero block) and the codes = value / scale in e4m3, the very steps of the activation

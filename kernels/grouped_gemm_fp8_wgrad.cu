@@ -67,9 +67,7 @@ __global__ void gg_fp8_quant_t_kernel(const uint16_t *x, uint8_t *q_t, float *sc
   const float inv = 1.0f / scale;
   uint32_t w[8];
 #pragma unroll
-  for (int j = 0; j < 8; ++j)
-    w[j] = (uint32_t)f8_pack2(v[4 * j] * inv, v[4 * j + 1] * inv) |
-           ((uint32_t)f8_pack2(v[4 * j + 2] * inv, v[4 * j + 3] * inv) << 16);
+  for (int j = 0; j < 8; ++j) w[j] = f8_pack4(v + 4 * j, inv);
   uint4 *dst = (uint4 *)(q_t + (c0 + c) * m_pad + r0 + sub * 32);
   dst[0] = make_uint4(w[0], w[1], w[2], w[3]);
   dst[1] = make_uint4(w[4], w[5], w[6], w[7]);
