@@ -219,34 +219,34 @@ static mok_status fp8_wgrad(const mok_schedule *s, int64_t a_row, int64_t a_ld, 
 }
 
 /* The FP8 backward's weight gradients from dout (in d_out) and dgu: dW_down = dout^T act and
- * dW_gate | dW_up = [dg | du]^T x, act and x the forward's quantized rows dequantized (into d_a,
- * then into d_out, which this overwrites). In bf16 (gg_wgrad), or, when w->fp8_wgrad (not for
- * bf16-accumulated gradients), with each operand quantized 1x128 along the tokens and transposed
- * (mok_gg_fp8_quantize_t into wq_a / wq_b) for the K-grouped FP8 GEMM. */
+ * dW_gate | dW_up = [dg | du]^T x, act and x the forward's quantized rows. When w->fp8_wgrad (not
+ * for bf16-accumulated gradients) in FP8: each operand quantized 1x128 along the tokens and
+ * transposed into wq_a / wq_b (dout and dgu from bf16, act and x requantized from their codes:
+ * the same bits as dequantizing them first) for the K-grouped FP8 GEMM. Else in bf16 (gg_wgrad)
+ * on act and x dequantized (into d_a, then into d_out, which this overwrites). */
 static mok_status fp8_backward_weight_grads(mok_schedule *s, const mok_grads *g,
                                             const int32_t *used, cudaStream_t stream) {
   mok_workspace *w = s->ws;
   const int64_t H = w->shape.hidden, I = w->shape.intermediate, rows = s->rows;
   const gg_rows r = routed_rows(s);
   const int32_t *off = s->expert_offset, *cnt = s->expert_count;
-  const int el = w->el, f8 = w->fp8_wgrad && (g->grad_fp32 || !g->accumulate);
-  if (f8) TRY(mok_gg_fp8_quantize_t(w->d_out, w->wq_a, w->wq_as, off, cnt, el, rows, H, stream));
-  TRY(mok_gg_fp8_dequantize_act(s->a, mok_fp8_scales_of(s->a, rows, I), w->d_a, rows, I, used,
-                                stream));
-  if (f8) {
-    TRY(mok_gg_fp8_quantize_t(w->d_a, w->wq_b, w->wq_bs, off, cnt, el, rows, I, stream));
+  const int el = w->el;
+  if (w->fp8_wgrad && (g->grad_fp32 || !g->accumulate)) {
+    TRY(mok_gg_fp8_quantize_t(w->d_out, w->wq_a, w->wq_as, off, cnt, el, rows, H, stream));
+    TRY(mok_gg_fp8_requantize_t(s->a, mok_fp8_scales_of(s->a, rows, I), w->wq_b, w->wq_bs, off,
+                                cnt, el, rows, I, stream));
     TRY(fp8_wgrad(s, 0, H, H, I, g->dw_down, g, stream));
     TRY(mok_gg_fp8_quantize_t(w->dgu, w->wq_a, w->wq_as, off, cnt, el, rows, 2 * I, stream));
-  } else {
-    TRY(gg_wgrad(w, r, w->d_out, H, w->d_a, I, g->dw_down, H, I, g, stream));
-  }
-  TRY(mok_gg_fp8_dequantize_act(s->recv_x, mok_fp8_scales_of(s->recv_x, rows, H), w->d_out, rows,
-                                H, used, stream));
-  if (f8) {
-    TRY(mok_gg_fp8_quantize_t(w->d_out, w->wq_b, w->wq_bs, off, cnt, el, rows, H, stream));
+    TRY(mok_gg_fp8_requantize_t(s->recv_x, mok_fp8_scales_of(s->recv_x, rows, H), w->wq_b,
+                                w->wq_bs, off, cnt, el, rows, H, stream));
     TRY(fp8_wgrad(s, 0, 2 * I, I, H, g->dw_gate, g, stream));
     return fp8_wgrad(s, I, 2 * I, I, H, g->dw_up, g, stream);
   }
+  TRY(mok_gg_fp8_dequantize_act(s->a, mok_fp8_scales_of(s->a, rows, I), w->d_a, rows, I, used,
+                                stream));
+  TRY(gg_wgrad(w, r, w->d_out, H, w->d_a, I, g->dw_down, H, I, g, stream));
+  TRY(mok_gg_fp8_dequantize_act(s->recv_x, mok_fp8_scales_of(s->recv_x, rows, H), w->d_out, rows,
+                                H, used, stream));
   TRY(gg_wgrad(w, r, w->dgu, 2 * I, w->d_out, H, g->dw_gate, I, H, g, stream));
   return gg_wgrad(w, r, (const char *)w->dgu + I * 2, 2 * I, w->d_out, H, g->dw_up, I, H, g,
                   stream);
@@ -254,8 +254,8 @@ static mok_status fp8_backward_weight_grads(mok_schedule *s, const mok_grads *g,
 
 /* FP8 backward (see gpu_internal.h). Scratch reuse, in order: d_out (rw * dy) is quantized into
  * fp8_q for d_act = dout W_down (FP8); SwiGLU backward gives dgu; the weight gradients
- * (fp8_backward_weight_grads) leave x in d_out; dgu, quantized into fp8_q, gives dx = dgu
- * [W_gate; W_up] (FP8), pushed to the source ranks. */
+ * (fp8_backward_weight_grads; their bf16 route leaves x in d_out); dgu, quantized into fp8_q,
+ * gives dx = dgu [W_gate; W_up] (FP8), pushed to the source ranks. */
 static mok_status routed_experts_backward_fp8(mok_schedule *s, const mok_weights *wt,
                                               const mok_grads *g, cudaStream_t stream) {
   mok_workspace *w = s->ws;

@@ -47,8 +47,8 @@ struct mok_workspace {
   void *fp8_q;               /* FP8 backward: the E4M3 A operand of a data gradient (rw * dy
                                 rows [rows, H], then the gate / up gradients [rows, 2I])   */
   float *fp8_q_scales;       /*      its 1x128 scales [max(H, 2I)/128][rows rounded up to 128] */
-  int fp8_wgrad;             /* FP8 backward: weight gradients in FP8 too (MOK_FP8_WGRAD=1; not
-                                yet the default: its kernels await their first GPU run)   */
+  int fp8_wgrad;             /* FP8 backward: weight gradients in FP8 too (config
+                                fp8_weight_grads)                                         */
   void *wq_a, *wq_b;         /*   their operands quantized 1x128 along the tokens, transposed:
                                 [max(H, 2I)] and [max(H, I)] rows of rows_pad codes         */
   float *wq_as, *wq_bs;      /*   and their scales [rows_pad / 128][max(H, 2I) | max(H, I)]  */

@@ -47,7 +47,8 @@ static void agreement_row(mok_status st, const mok_shape *s, const mok_config *c
   int64_t v[AGREE_N] = {st, s->tokens, s->hidden, s->num_experts, s->intermediate, s->top_k,
                         s->shared_intermediate, c->dtype, c->path, c->fwd_comm_sms, c->bwd_comm_sms,
                         c->tile_m, c->minibatch_rows, c->macrobatch_minibatches, c->ring_bytes,
-                        c->schedule_capacity, c->use_swiglu_limit != 0, Lbits, c->timeout_ms, 0};
+                        c->schedule_capacity, c->use_swiglu_limit != 0, Lbits, c->timeout_ms,
+                        c->fp8_weight_grads};
   memcpy(row, v, sizeof v);
 }
 
@@ -219,10 +220,8 @@ mok_status mok_workspace_create(mok_group *g, const mok_shape *s, const mok_conf
     LOC(o_q, rows * q_cols);
     LOC(o_qs, q_cols / 128 * rows_pad * 4);
   }
-  /* FP8 weight gradients (opt-in until their kernels have run on a GPU): both operands of each,
-   * quantized along the tokens and transposed */
-  const char *fw = getenv("MOK_FP8_WGRAD");
-  const int fp8_wgrad = fp8 && fw && strcmp(fw, "1") == 0;
+  /* FP8 weight gradients: both operands of each, quantized along the tokens and transposed */
+  const int fp8_wgrad = fp8 && c->fp8_weight_grads;
   const int64_t wa_rows = H > 2 * I ? H : 2 * I, wb_rows = H > I ? H : I;
   if (fp8_wgrad) {
     LOC(o_wa, wa_rows * rows_pad);

@@ -137,6 +137,27 @@ static mok_status run_wgrad_bf16(void *p) { /* dW [E, n, k] bf16 (the layer's gr
   return mok_gg_bf16_wgrad(c->c, c->a, c->w32, 0, 0, c->off, c->cnt, c->E, c->m_total, c->n,
                            c->k, 0);
 }
+/* The FP8 weight gradient: dC and A quantized 1x128 along the tokens (transposed), then the
+ * K-grouped FP8 GEMM into bf16 dW; timed with and without the two quantizations. */
+typedef struct {
+  ctx_t *c;
+  void *qc, *qa;
+  float *sc, *sa;
+} f8w_t;
+static mok_status run_fp8_wgrad_quant(void *p) {
+  f8w_t *f = (f8w_t *)p;
+  ctx_t *c = f->c;
+  mok_status st = mok_gg_fp8_quantize_t(c->c, f->qc, f->sc, c->off, c->cnt, c->E, c->m_total,
+                                        c->n, 0);
+  if (st != MOK_SUCCESS) return st;
+  return mok_gg_fp8_quantize_t(c->a, f->qa, f->sa, c->off, c->cnt, c->E, c->m_total, c->k, 0);
+}
+static mok_status run_fp8_wgrad(void *p) {
+  f8w_t *f = (f8w_t *)p;
+  ctx_t *c = f->c;
+  return mok_gg_fp8_wgrad(f->qc, f->sc, c->n, f->qa, f->sa, c->k, c->w32, 0, 0, c->off, c->cnt,
+                          c->E, c->m_total, c->n, c->k, 0);
+}
 
 /* Cluster size x raster group variants of one kernel (printed as kernel/cC/gG); the default
  * is restored afterwards. */
@@ -192,7 +213,9 @@ int main(int argc, char **argv) {
       {"qwen3_down_zipf", 128, 256, 1, 2048, 768, 0, 0, 0},
   };
   printf("%-22s %-10s %10s %10s\n", "shape", "kernel", "ms", "TFLOP/s");
+  const char *only = getenv("MOK_GG_BENCH_SHAPES"); /* a substring filter on the shape names */
   for (const shape &s : shapes) {
+    if (only && !strstr(s.name, only)) continue;
     std::vector<int> cnt = make_counts(s);
     std::vector<int> off(s.E + 1);
     long real = 0;
@@ -306,6 +329,25 @@ int main(int argc, char **argv) {
         printf("%-22s %-10s %10.3f %10.1f\n", s.name, wname[i], ms, flop / ms * 1e-9);
       }
       gg_set_tuning(0, cl_env ? atoi(cl_env) : 0, 0, base_flags);
+      f8w_t fw = {&c, NULL, NULL, NULL, NULL};
+      const int64_t mp = MOK_GG_FP8_SCALE_ROWS(o);
+      CK(cudaMalloc(&fw.qc, (size_t)s.n * mp));
+      CK(cudaMalloc(&fw.qa, (size_t)s.k * mp));
+      CK(cudaMalloc(&fw.sc, (size_t)(mp / 128) * s.n * 4));
+      CK(cudaMalloc(&fw.sa, (size_t)(mp / 128) * s.k * 4));
+      ms = time_median_ms(run_fp8_wgrad_quant, &fw, 2, iters);
+      printf("%-22s %-10s %10.3f %10s\n", s.name, "f8w_quant", ms, "-");
+      ms = time_median_ms(run_fp8_wgrad, &fw, 2, iters);
+      printf("%-22s %-10s %10.3f %10.1f\n", s.name, "fp8_wgrad", ms, flop / ms * 1e-9);
+      const int pf[] = {1};
+      const char *pn[] = {"f8w_unord"}; /* the warpgroups' wgmmas not taking turns */
+      for (int i = 0; i < 1; ++i) {
+        gg_set_tuning(0, 0, 0, pf[i]);
+        ms = time_median_ms(run_fp8_wgrad, &fw, 2, iters);
+        printf("%-22s %-10s %10.3f %10.1f\n", s.name, pn[i], ms, flop / ms * 1e-9);
+      }
+      gg_set_tuning(0, cl_env ? atoi(cl_env) : 0, 0, base_flags);
+      cudaFree(fw.qc); cudaFree(fw.qa); cudaFree(fw.sc); cudaFree(fw.sa);
       cudaFree(c.w32);
     }
     fflush(stdout);

@@ -496,7 +496,8 @@ static int worker(const cli_options *o, int rank, int n, const char *dir) {
 
   /* sampled check: a few tokens against the CPU reference, from only the weights they use */
   expert_gen gen = {seed, H, I, el, sw, sd, fp8};
-  mok_ref_config rc = {s, 1, cfg.use_swiglu_limit, cfg.swiglu_limit, 1, fp8};
+  mok_ref_config rc = {s, 1, cfg.use_swiglu_limit, cfg.swiglu_limit, 1, fp8,
+                       fp8 && cfg.fp8_weight_grads};
   float *sgw = malloc((size_t)(Is * H + 1) * 4), *suw = malloc((size_t)(Is * H + 1) * 4);
   float *sdw = malloc((size_t)(Is * H + 1) * 4);
   for (int64_t i = 0; i < Is * H; ++i) {

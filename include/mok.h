@@ -128,11 +128,15 @@ typedef struct {
   int deterministic;           /* 1: every sum in a fixed order, bitwise-identical results run
                                   after run (and across the comm-SM and minibatch knobs); 0: a
                                   path may use faster unordered reductions (v1 is ordered anyway) */
+  int fp8_weight_grads;        /* FP8 only, 0 or 1. 1: the routed weight gradients' GEMMs in FP8
+                                  too, both operands quantized 1x128 along each expert's tokens
+                                  (the DeepSeek-V3 recipe); 0: in bf16, on the forward's quantized
+                                  inputs and activations dequantized (more exact, slower)        */
 } mok_config;
 
 /* Fills *config with the defaults: BF16, AUTO path, 4 forward and 4 backward comm SMs, tile_m
  * 128, minibatch 128 rows, 64 minibatches per macrobatch, ring_bytes 0, capacity 0 (worst case), no
- * SwiGLU limit, timeout 10000 ms, deterministic. */
+ * SwiGLU limit, timeout 10000 ms, deterministic, FP8 weight gradients (when FP8). */
 mok_status mok_config_init(mok_config *config);
 
 /* Checks a shape and config for the GPU path without touching a device (alignment, ranges, E

@@ -47,6 +47,10 @@ void mok_fp8_dequantize_weight_block128(const uint8_t *q, const float *scales, i
 /* One activation row of n values (a multiple of 128) in 1x128 blocks, quantized and dequantized:
  * out[i] = e4m3 code * its block's scale. */
 void mok_fp8_fake_quantize_row(const float *v, int64_t n, float *out);
+/* x [rows, cols] in place, along the rows: each column in blocks of 128 consecutive rows (the
+ * last block may be shorter; only its rows count in its amax), x = e4m3 code * block scale. The
+ * FP8 weight gradients' quantization of an expert's rows (the GPU's mok_gg_fp8_quantize_t). */
+void mok_fp8_fake_quantize_columns(float *x, int64_t rows, int64_t cols);
 
 typedef struct {
   mok_shape shape;       /* per-rank shape, the same on every rank                        */
@@ -64,6 +68,13 @@ typedef struct {
                             activations; with round_bf16 the kept pre-activations and d_act
                             are rounded to bf16 as the GPU stores them. The shared expert
                             stays as is.                                                      */
+  int fp8_wgrad;         /* with fp8_block128: the routed weight gradients as the GPU's FP8
+                            weight gradients (config fp8_weight_grads) compute them: each
+                            expert's rows of their four operands (dout; the activations and
+                            inputs the forward's GEMMs saw, rounded to bf16; the gate / up
+                            gradients) quantized to E4M3 in 128-row blocks per column
+                            (mok_fp8_fake_quantize_columns), rows in the schedule's order,
+                            (source rank, token) ascending                                    */
 } mok_ref_config;
 
 /* One rank's inputs (host). Shared weights are NULL when shape.shared_intermediate == 0. */

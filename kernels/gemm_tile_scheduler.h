@@ -72,6 +72,22 @@ MOK_SCHED_HD gg_tile gg_decode_m_grouped(int32_t idx, const int32_t *prefix, int
   return t;
 }
 
+/* The same decode for a caller whose idx never decreases (a persistent CTA walking its tiles):
+ * *cursor (0 before the first call) is the expert of the previous call, advanced past experts that
+ * end at or before idx, which costs one or two prefix reads per call instead of a binary search. */
+MOK_SCHED_HD gg_tile gg_decode_m_grouped_from(int32_t idx, const int32_t *prefix,
+                                              int32_t num_experts, int32_t n_tiles,
+                                              int32_t group_m, int32_t *cursor) {
+  int32_t l = *cursor;
+  while (l < num_experts - 1 && prefix[l + 1] <= idx) ++l;
+  *cursor = l;
+  gg_tile t;
+  t.expert = l;
+  int32_t m_tiles = (prefix[l + 1] - prefix[l]) / n_tiles;
+  gg_raster(idx - prefix[l], m_tiles, n_tiles, group_m, &t.m_tile, &t.n_tile);
+  return t;
+}
+
 /* K-grouped: every expert has m_tiles x n_tiles tiles; idx in [0, E * m_tiles * n_tiles). */
 MOK_SCHED_HD gg_tile gg_decode_k_grouped(int32_t idx, int32_t m_tiles, int32_t n_tiles,
                                          int32_t group_m) {

@@ -178,7 +178,7 @@ mok_status mok_gg_fp8_dequantize_act(const void *q, const float *scales, void *x
                                      int64_t k, const int32_t *rows_dev, cudaStream_t stream);
 
 /* ---- FP8 weight gradient (operands quantized 1x128 along the tokens) ----
- * Written, not yet run on a GPU; the layer calls them only under MOK_FP8_WGRAD=1. */
+ * The layer's FP8 backward uses them unless config fp8_weight_grads is 0. */
 
 /* x [m_total, cols] bf16 (rows laid out by expert_offset / expert_count, the layout contract) ->
  * q_t [cols, m_pad] e4m3, m_pad = MOK_GG_FP8_SCALE_ROWS(m_total): column c of x as row c, its
@@ -189,6 +189,13 @@ mok_status mok_gg_fp8_quantize_t(const void *x, void *q_t, float *scales_t,
                                  const int32_t *expert_offset, const int32_t *expert_count,
                                  int num_experts, int64_t m_total, int64_t cols,
                                  cudaStream_t stream);
+
+/* The same from q [m_total, cols] e4m3 codes with scales as mok_gg_fp8_quantize_act writes them:
+ * bit for bit mok_gg_fp8_dequantize_act then mok_gg_fp8_quantize_t, without the bf16 copy. */
+mok_status mok_gg_fp8_requantize_t(const void *q, const float *q_scales, void *q_t,
+                                   float *scales_t, const int32_t *expert_offset,
+                                   const int32_t *expert_count, int num_experts, int64_t m_total,
+                                   int64_t cols, cudaStream_t stream);
 
 /* dW[e] = sum over expert e's real rows r of A[r, :m]^T B[r, :n] -> [m, n], from A and B as
  * mok_gg_fp8_quantize_t writes them: a_t [m rows of m_pad codes], its scales at

@@ -106,14 +106,16 @@ __device__ __forceinline__ void gg_release(uint32_t empty, int lane) {
  * into NBOX swizzled 64x64 bf16 boxes (the staging buffer at stage), then one thread stores them
  * with TMA at (col0, row0) (map NULL: staged only, for a push); boxes from col_end on are not
  * stored. clamp: round to bf16 without
- * crossing the SwiGLU limit (the pre-activations backward re-reads; bf16_clamp_round.h). */
+ * crossing the SwiGLU limit (the pre-activations backward re-reads; bf16_clamp_round.h).
+ * wait_prev false: the buffer is one no store in flight reads (the caller waited already). */
 template <int N8B, int NBOX>
 __device__ __forceinline__ void gg_store_pass(const float *acc, uint32_t stage, int wtid,
                                               const CUtensorMap *map, int col0, int col_end,
                                               int row0, int bar_id, bool clamp = false,
-                                              mok_clamp_round mk = mok_clamp_round{}) {
+                                              mok_clamp_round mk = mok_clamp_round{},
+                                              bool wait_prev = true) {
   if (col0 >= col_end) return; /* the whole pass lies past the tensor's last column */
-  if (wtid == 0) bulk_wait_read0(); /* the previous pass has left the staging buffer */
+  if (wtid == 0 && wait_prev) bulk_wait_read0(); /* the previous pass has left the staging buffer */
   named_bar_sync(bar_id, 128);
   const int warp = wtid >> 5, lane = wtid & 31;
   const int q = lane >> 3;

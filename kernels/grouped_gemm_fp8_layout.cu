@@ -5,6 +5,7 @@
 #include <cuda_runtime.h>
 #include <stdint.h>
 #include "kernels/grouped_gemm.h"
+#include "kernels/grouped_gemm_fp8_common.cuh"
 #include "kernels/hopper_ptx.cuh"
 
 /* One CTA (256 threads) per 128x128 block of q [E, n, k]: the block through shared memory, out
@@ -52,22 +53,7 @@ __global__ void gg_fp8_dequant_act_kernel(const uint8_t *q, const float *scales,
   if (rows_dev && row >= *rows_dev) return;
   const float s = scales[kb * m_pad + row];
   const int64_t at = row * k + kb * 128 + (t & 7) * 16;
-  const uint4 codes = *(const uint4 *)(q + at);
-  const uint32_t c[4] = {codes.x, codes.y, codes.z, codes.w};
-  uint32_t out[8];
-#pragma unroll
-  for (int j = 0; j < 4; ++j) { /* four codes as two f16x2 pairs (exact: E4M3 is within f16) */
-    uint32_t h01, h23;
-    asm("cvt.rn.f16x2.e4m3x2 %0, %1;" : "=r"(h01) : "h"((uint16_t)(c[j] & 0xffff)));
-    asm("cvt.rn.f16x2.e4m3x2 %0, %1;" : "=r"(h23) : "h"((uint16_t)(c[j] >> 16)));
-    const float2 f01 = __half22float2(*(const __half2 *)&h01);
-    const float2 f23 = __half22float2(*(const __half2 *)&h23);
-    out[2 * j] = pack_bf16x2(f01.x * s, f01.y * s);
-    out[2 * j + 1] = pack_bf16x2(f23.x * s, f23.y * s);
-  }
-  uint4 *dst = (uint4 *)(x + at);
-  dst[0] = make_uint4(out[0], out[1], out[2], out[3]);
-  dst[1] = make_uint4(out[4], out[5], out[6], out[7]);
+  f8_dequant16(*(const uint4 *)(q + at), s, (uint4 *)(x + at));
 }
 
 extern "C" mok_status mok_gg_fp8_transpose_weight(const void *q, const float *scales,

@@ -59,6 +59,17 @@ void mok_fp8_fake_quantize_row(const float *v, int64_t n, float *out) {
   }
 }
 
+void mok_fp8_fake_quantize_columns(float *x, int64_t rows, int64_t cols) {
+  uint8_t q[128];
+  for (int64_t c = 0; c < cols; ++c)
+    for (int64_t b = 0; b < rows; b += 128) {
+      const int64_t n = rows - b < 128 ? rows - b : 128;
+      float *v = x + b * cols + c;
+      const float scale = quantize(v, n, cols, q, 1);
+      for (int64_t i = 0; i < n; ++i) v[i * cols] = mok_e4m3_to_float(q[i]) * scale;
+    }
+}
+
 void mok_fp8_quantize_weight_block128(const float *w, int64_t experts, int64_t n, int64_t k,
                                       uint8_t *q, float *scales) {
   const int64_t nb = n / 128, kb = k / 128;

@@ -277,6 +277,81 @@ static void store(float *dst, const double *src, int64_t n) {
   for (int64_t i = 0; i < n; ++i) dst[i] = (float)src[i];
 }
 
+/* FP8 weight gradients (c->fp8_wgrad): every routed expert's rows of the four operands, in the
+ * schedule's order ((source rank, token) ascending, the order the backward loop meets them):
+ * dout [rows, H], act [rows, I], x [rows, H], dg and du [rows, I]. */
+typedef struct {
+  int64_t *first, *next; /* per global expert: its first row, and the next row to write */
+  float *dout, *act, *x, *dg, *du;
+} wgrad_rows;
+
+static int wgrad_rows_make(wgrad_rows *w, const mok_ref_rank *ranks, dims d) {
+  memset(w, 0, sizeof *w);
+  const int64_t E = d.EL * d.ep;
+  w->first = calloc((size_t)(E + 1), sizeof(int64_t));
+  w->next = calloc((size_t)(E + 1), sizeof(int64_t));
+  if (!w->first || !w->next) return 0;
+  for (int r = 0; r < d.ep; ++r)
+    for (int64_t i = 0; i < d.T * d.k; ++i) w->first[ranks[r].topk_experts[i] + 1]++;
+  for (int64_t e = 0; e < E; ++e) w->first[e + 1] += w->first[e];
+  memcpy(w->next, w->first, (size_t)(E + 1) * sizeof(int64_t));
+  const int64_t rows = w->first[E] + 1;
+  w->dout = calloc((size_t)(rows * d.H), sizeof(float));
+  w->x = calloc((size_t)(rows * d.H), sizeof(float));
+  w->act = calloc((size_t)(rows * d.I), sizeof(float));
+  w->dg = calloc((size_t)(rows * d.I), sizeof(float));
+  w->du = calloc((size_t)(rows * d.I), sizeof(float));
+  return w->dout && w->x && w->act && w->dg && w->du;
+}
+
+static void wgrad_rows_free(wgrad_rows *w) {
+  free(w->first); free(w->next);
+  free(w->dout); free(w->x); free(w->act); free(w->dg); free(w->du);
+}
+
+/* One routed row of expert e after its mlp_backward: the values the GPU quantizes along the
+ * tokens (the act and x its FP8 forward saw, dequantized to bf16 as the GPU does). */
+static void wgrad_rows_add(wgrad_rows *w, dims d, int e, const double *dout, const mlp_scratch *s) {
+  const int64_t r = w->next[e]++;
+  for (int64_t h = 0; h < d.H; ++h) {
+    w->dout[r * d.H + h] = (float)dout[h];
+    w->x[r * d.H + h] = mok_bf16_round(s->qv[h]);
+  }
+  for (int64_t i = 0; i < d.I; ++i) {
+    w->act[r * d.I + i] = mok_bf16_round((float)s->a[i]);
+    w->dg[r * d.I + i] = (float)s->dg[i];
+    w->du[r * d.I + i] = (float)s->du[i];
+  }
+}
+
+/* Each expert's operands quantized along its rows, then dW_down += dout^T act,
+ * dW_gate += dg^T x, dW_up += du^T x into the double accumulators (expert e at e * I * H). */
+static void wgrad_rows_reduce(wgrad_rows *w, dims d, double *acc_gate, double *acc_up,
+                              double *acc_down) {
+  for (int64_t e = 0; e < d.EL * d.ep; ++e) {
+    const int64_t r0 = w->first[e], n = w->first[e + 1] - r0;
+    if (n == 0) continue;
+    float *dout = w->dout + r0 * d.H, *x = w->x + r0 * d.H;
+    float *act = w->act + r0 * d.I, *dg = w->dg + r0 * d.I, *du = w->du + r0 * d.I;
+    mok_fp8_fake_quantize_columns(dout, n, d.H);
+    mok_fp8_fake_quantize_columns(x, n, d.H);
+    mok_fp8_fake_quantize_columns(act, n, d.I);
+    mok_fp8_fake_quantize_columns(dg, n, d.I);
+    mok_fp8_fake_quantize_columns(du, n, d.I);
+    double *gd = acc_down + e * d.I * d.H, *gg = acc_gate + e * d.I * d.H;
+    double *gu = acc_up + e * d.I * d.H;
+    for (int64_t r = 0; r < n; ++r)
+      for (int64_t h = 0; h < d.H; ++h) {
+        const double dq = dout[r * d.H + h], xq = x[r * d.H + h];
+        for (int64_t i = 0; i < d.I; ++i) {
+          gd[h * d.I + i] += dq * act[r * d.I + i];
+          gg[i * d.H + h] += (double)dg[r * d.I + i] * xq;
+          gu[i * d.H + h] += (double)du[r * d.I + i] * xq;
+        }
+      }
+  }
+}
+
 mok_status mok_ref_backward(const mok_ref_config *c, const mok_ref_rank *ranks,
                             const float *const *dy, const mok_ref_grads *grads) {
   mok_status st = mok_ref_check(c, ranks);
@@ -305,6 +380,14 @@ mok_status mok_ref_backward(const mok_ref_config *c, const mok_ref_rank *ranks,
   if (!ok) st = MOK_ERR_OUT_OF_MEMORY;
   /* routed accumulators of expert e: gate, up, down at [0], [1], [2] * ep * w_elems + e * I*H */
   double *acc_gate = acc_w, *acc_up = acc_w + d.ep * w_elems, *acc_down = acc_w + 2 * d.ep * w_elems;
+  /* FP8 weight gradients: the routed rows are collected here and reduced after the loop */
+  const int f8w = fp8 && c->fp8_wgrad && want_w;
+  wgrad_rows wr;
+  memset(&wr, 0, sizeof wr);
+  if (ok && f8w && !wgrad_rows_make(&wr, ranks, d)) {
+    ok = 0;
+    st = MOK_ERR_OUT_OF_MEMORY;
+  }
 
   for (int r = 0; ok && r < d.ep; ++r) {
     const mok_ref_rank *in = &ranks[r];
@@ -335,10 +418,11 @@ mok_status mok_ref_backward(const mok_ref_config *c, const mok_ref_rank *ranks,
         }
         grads[r].d_router_weights[t * d.k + j] = (float)drw;
         int64_t off = (int64_t)e * d.I * d.H; /* e = owner * EL + l, so this is owner's slab + l */
-        if (want_w)
+        if (want_w && !f8w)
           mlp_backward(c, d, m, v, dout, &s, dx, acc_gate + off, acc_up + off, acc_down + off, fp8);
         else
           mlp_backward(c, d, m, v, dout, &s, dx, NULL, NULL, NULL, fp8);
+        if (f8w) wgrad_rows_add(&wr, d, e, dout, &s);
       }
       store(grads[r].dx + t * d.H, dx, d.H);
     }
@@ -348,6 +432,8 @@ mok_status mok_ref_backward(const mok_ref_config *c, const mok_ref_rank *ranks,
       store(grads[r].dws_down, acc_ws + 2 * ws_elems, ws_elems);
     }
   }
+  if (ok && f8w) wgrad_rows_reduce(&wr, d, acc_gate, acc_up, acc_down);
+  if (f8w) wgrad_rows_free(&wr);
   for (int r = 0; ok && want_w && r < d.ep; ++r) {
     store(grads[r].dw_gate, acc_gate + r * w_elems, w_elems);
     store(grads[r].dw_up, acc_up + r * w_elems, w_elems);

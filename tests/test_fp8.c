@@ -1,5 +1,6 @@
 /* test_fp8.c — E4M3 conversion (exact values, ties to even, saturation, subnormals, NaN, nearest
- * over every code), block quantization's error bounds, and the reference's FP8 forward mode. */
+ * over every code), block and column quantization's error bounds, and the reference's FP8 modes
+ * (forward, backward, FP8 weight gradients). */
 #include <math.h>
 #include <stdlib.h>
 #include "mok_reference.h"
@@ -148,6 +149,78 @@ void test_fp8_reference_backward(void) {
     }
     for (int i = 5; i < 8; ++i)
       CHECK(memcmp(fp[i], bf[r][i], sizeof(float) * (size_t)n[i]) == 0);
+    for (int i = 0; i < 8; ++i) free(bf[r][i]);
+  }
+  problem_free(&p);
+}
+
+/* Quantization along the rows (the FP8 weight gradients' operands): blocks of 128 rows per
+ * column, a short last block on its own rows only; each block's largest magnitude is kept (the
+ * code 448 times the scale, to float rounding), the rest within E4M3's step; an all-zero column stays
+ * zero; columns do not mix. */
+void test_fp8_quantize_columns(void) {
+  const int64_t rows = 300, cols = 3;
+  float *x = malloc(sizeof(float) * rows * cols), *q = malloc(sizeof(float) * rows * cols);
+  mok_rng r = mok_rng_for(test_seed(), 7);
+  for (int64_t i = 0; i < rows; ++i) {
+    x[i * cols + 0] = (float)(mok_rng_uniform(&r) * 2 - 1);
+    x[i * cols + 1] = 0.0f;
+    x[i * cols + 2] = (float)((mok_rng_uniform(&r) * 2 - 1) * (i < 256 ? 1e-3 : 50.0));
+  }
+  memcpy(q, x, sizeof(float) * rows * cols);
+  mok_fp8_fake_quantize_columns(q, rows, cols);
+  int bad = 0;
+  for (int64_t c = 0; c < cols; ++c)
+    for (int64_t b = 0; b < rows; b += 128) {
+      const int64_t n = rows - b < 128 ? rows - b : 128;
+      float amax = 0.0f;
+      for (int64_t i = 0; i < n; ++i) amax = fmaxf(amax, fabsf(x[(b + i) * cols + c]));
+      for (int64_t i = 0; i < n; ++i) {
+        const float v = x[(b + i) * cols + c], got = q[(b + i) * cols + c];
+        if (fabsf(v) == amax && fabsf(got - v) > amax * 1e-6f) ++bad; /* the maximum: 448 * scale */
+        if (fabsf(got - v) > fabsf(v) / 15.0f + amax * 0x1p-17f) ++bad; /* within E4M3's step */
+      }
+    }
+  for (int64_t i = 0; i < rows; ++i) bad += q[i * cols + 1] != 0.0f;
+  /* the small rows of column 2 keep their precision: the large last block does not set their scale */
+  for (int64_t i = 0; i < 256; ++i) bad += fabsf(q[i * cols + 2] - x[i * cols + 2]) > 1e-4f;
+  CHECK(bad == 0);
+  free(x);
+  free(q);
+}
+
+/* The reference's FP8 weight-gradient mode: the data gradients (dx, d_rw) and the shared expert's
+ * weight gradients are those of the FP8 mode bit for bit; the routed weight gradients differ (their
+ * operands are also quantized along the tokens) by E4M3's precision. */
+void test_fp8_reference_wgrad(void) {
+  mok_shape s = {150, 256, 4, 128, 2, 128}; /* 150 tokens, k 2: experts with >128 rows */
+  ref_problem p;
+  CHECK_STATUS(problem_make(&p, &s, 2, MOK_ROUTE_UNIFORM, test_seed()), MOK_SUCCESS);
+  p.cfg.round_bf16 = 1;
+  p.cfg.fp8_block128 = 1;
+  const int64_t T = s.tokens, H = s.hidden, I = s.intermediate, Is = s.shared_intermediate;
+  const int64_t el = s.num_experts / 2;
+  const int64_t n[8] = {T * H, T * s.top_k, el * I * H, el * I * H, el * H * I, Is * H, Is * H, H * Is};
+  float *bf[2][8];
+  mok_ref_grads g[2];
+  for (int r = 0; r < 2; ++r) {
+    for (int i = 0; i < 8; ++i) bf[r][i] = malloc(sizeof(float) * (size_t)n[i]);
+    mok_ref_grads t = {bf[r][0], bf[r][1], bf[r][2], bf[r][3], bf[r][4], bf[r][5], bf[r][6], bf[r][7]};
+    g[r] = t;
+  }
+  CHECK_STATUS(mok_ref_backward(&p.cfg, p.ranks, (const float *const *)p.dy, g), MOK_SUCCESS);
+  p.cfg.fp8_wgrad = 1;
+  CHECK_STATUS(mok_ref_backward(&p.cfg, p.ranks, (const float *const *)p.dy, p.grads), MOK_SUCCESS);
+  for (int r = 0; r < 2; ++r) {
+    const mok_ref_grads *f = &p.grads[r];
+    const float *fp[8] = {f->dx, f->d_router_weights, f->dw_gate, f->dw_up, f->dw_down,
+                          f->dws_gate, f->dws_up, f->dws_down};
+    for (int i = 2; i < 5; ++i) {
+      const double e = rel_error(fp[i], bf[r][i], n[i]);
+      CHECK(e > 1e-3 && e < 0.06);
+    }
+    for (int i = 0; i < 8; ++i)
+      if (i < 2 || i >= 5) CHECK(memcmp(fp[i], bf[r][i], sizeof(float) * (size_t)n[i]) == 0);
     for (int i = 0; i < 8; ++i) free(bf[r][i]);
   }
   problem_free(&p);

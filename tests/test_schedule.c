@@ -1,10 +1,12 @@
 /* test_schedule.c — the schedule table: against a naive oracle, its invariants (every (token, k)
  * pair exactly once across all ranks, fixed order, padding) on random and adversarial routings,
- * chunked construction equal to sequential, errors and capacity. */
+ * chunked construction equal to sequential, errors and capacity; and the grouped GEMM's tile
+ * scheduler (every tile exactly once, both decodes the same). */
 #include <stdlib.h>
 #include "reference/ref_inputs.h"
 #include "schedule/schedule.h"
 #include "schedule/schedule_core.h"
+#include "kernels/gemm_tile_scheduler.h"
 #include "tests/tests.h"
 #include "tests/test_util.h"
 
@@ -255,4 +257,56 @@ void test_schedule_capacity(void) {
   mok_shape all = {T, 128, 4, 128, 4, 0};
   CHECK_STATUS(mok_schedule_worst_case_rows(&all, 2, tile, &worst), MOK_SUCCESS);
   CHECK(worst == 2 * (2 * T) + 2 * (tile - 1));
+}
+
+/* The grouped GEMM's tile scheduler on random tile counts (some experts empty): the M-grouped
+ * decode visits every (expert, m tile, n tile) exactly once over [0, prefix[E]), raster groups
+ * keep their row tiles together, and the cursor decode, walked as a persistent CTA walks its
+ * tiles (idx, idx + grid, ...), gives the same tiles. */
+void test_tile_scheduler(void) {
+  mok_rng r = mok_rng_for(test_seed(), 41);
+  for (int trial = 0; trial < 40; ++trial) {
+    const int E = 1 + mok_rng_below(&r, 12), n_tiles = 1 + mok_rng_below(&r, 9);
+    const int group_m = 1 + mok_rng_below(&r, 8), grid = 1 + mok_rng_below(&r, 40);
+    int32_t prefix[13], m_tiles[12];
+    prefix[0] = 0;
+    for (int e = 0; e < E; ++e) {
+      m_tiles[e] = mok_rng_below(&r, 4) == 0 ? 0 : 1 + mok_rng_below(&r, 11);
+      prefix[e + 1] = prefix[e] + m_tiles[e] * n_tiles;
+    }
+    const int total = prefix[E];
+    char *seen = calloc((size_t)E * 11 * n_tiles + 1, 1);
+    int bad = 0;
+    for (int idx = 0; idx < total; ++idx) {
+      const gg_tile t = gg_decode_m_grouped(idx, prefix, E, n_tiles, group_m);
+      if (t.expert < 0 || t.expert >= E || t.m_tile < 0 || t.m_tile >= m_tiles[t.expert] ||
+          t.n_tile < 0 || t.n_tile >= n_tiles) {
+        ++bad;
+        continue;
+      }
+      seen[((size_t)t.expert * 11 + t.m_tile) * n_tiles + t.n_tile]++;
+      /* inside a raster group, consecutive indices of one column take consecutive row tiles */
+      if (idx + 1 < prefix[t.expert + 1]) {
+        const gg_tile u = gg_decode_m_grouped(idx + 1, prefix, E, n_tiles, group_m);
+        if (u.n_tile == t.n_tile && u.m_tile != t.m_tile + 1) ++bad;
+      }
+    }
+    int once = 1;
+    for (int e = 0; e < E; ++e)
+      for (int m = 0; m < m_tiles[e]; ++m)
+        for (int n = 0; n < n_tiles; ++n) once &= seen[((size_t)e * 11 + m) * n_tiles + n] == 1;
+    CHECK(bad == 0);
+    CHECK(once);
+    for (int cta = 0; cta < grid && cta < total; ++cta) {
+      int32_t cursor = 0;
+      int same = 1;
+      for (int idx = cta; idx < total; idx += grid) {
+        const gg_tile a = gg_decode_m_grouped(idx, prefix, E, n_tiles, group_m);
+        const gg_tile b = gg_decode_m_grouped_from(idx, prefix, E, n_tiles, group_m, &cursor);
+        same &= a.expert == b.expert && a.m_tile == b.m_tile && a.n_tile == b.n_tile;
+      }
+      CHECK(same);
+    }
+    free(seen);
+  }
 }

@@ -34,7 +34,8 @@ class Config(ctypes.Structure):
                 ("minibatch_rows", ctypes.c_int), ("macrobatch_minibatches", ctypes.c_int),
                 ("ring_bytes", ctypes.c_int64), ("schedule_capacity", ctypes.c_int64),
                 ("use_swiglu_limit", ctypes.c_int), ("swiglu_limit", ctypes.c_float),
-                ("timeout_ms", ctypes.c_int), ("deterministic", ctypes.c_int)]
+                ("timeout_ms", ctypes.c_int), ("deterministic", ctypes.c_int),
+                ("fp8_weight_grads", ctypes.c_int)]
 
 
 class UniqueId(ctypes.Structure):

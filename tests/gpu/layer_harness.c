@@ -23,6 +23,7 @@ mok_config lh_config(const lh_case *c) {
   if (c->macro_minibatches) cfg.macrobatch_minibatches = c->macro_minibatches;
   cfg.ring_bytes = c->ring_bytes;
   cfg.dtype = c->dtype;
+  cfg.fp8_weight_grads = !c->bf16_wgrad;
   if (cfg.minibatch_rows % cfg.tile_m) cfg.minibatch_rows = cfg.tile_m;
   cfg.schedule_capacity = c->capacity;
   cfg.use_swiglu_limit = c->use_limit;
@@ -228,8 +229,9 @@ void lh_check_against_reference(const lh_host *h, const lh_dev *d, int rank, con
   const lh_case *c = &h->c;
   const int64_t T = c->T, H = c->H, I = c->I, k = c->k, Is = c->Is, el = c->E / h->ep;
   /* FP8: the reference's FP8 mode (h holds the weights' dequantized values) */
-  mok_ref_config rc = {h->shape, h->ep, c->use_limit, c->use_limit ? c->limit : 0.0f, 1,
-                       c->dtype == MOK_DTYPE_FP8_BLOCK128};
+  const int fp8 = c->dtype == MOK_DTYPE_FP8_BLOCK128;
+  mok_ref_config rc = {h->shape, h->ep, c->use_limit, c->use_limit ? c->limit : 0.0f, 1, fp8,
+                       fp8 && !c->bf16_wgrad};
   mok_ref_rank ranks[LH_MAX_RANKS];
   float *y[LH_MAX_RANKS];
   mok_ref_grads gr[LH_MAX_RANKS];

@@ -30,6 +30,7 @@ typedef struct {
   int64_t ring_bytes;     /* config.ring_bytes (0: no token ring)                           */
   int macro_minibatches;  /* 0: default                                                     */
   double tol;             /* the gradients' bound against the reference; 0: LH_TOL          */
+  int bf16_wgrad;         /* FP8: config fp8_weight_grads = 0 (bf16 weight gradients)       */
 } lh_case;
 
 /* All ranks' inputs on the host (float arrays holding bf16 values). */

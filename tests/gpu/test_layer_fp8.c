@@ -15,6 +15,11 @@
 #include "tests/gpu/layer_harness.h"
 
 static void fp8_case(lh_case c, const char *label) {
+  /* FP8 weight gradients (the default): both sides quantize each expert's operands along the
+   * tokens, but from inputs that differ by the forward's own rounding (an activation one E4M3 step
+   * apart moves its whole 128-token block's code choices), so dW sits at 0.5-1.0e-2 of the
+   * reference (measured; bf16 weight gradients: 0.25-0.7e-2) */
+  if (!c.tol && !c.bf16_wgrad) c.tol = 1.5e-2;
   c.dtype = MOK_DTYPE_FP8_BLOCK128;
   const int ep = gpu_ctx.size, rank = gpu_ctx.rank;
   lh_host h;
@@ -96,7 +101,7 @@ static void fp8_case(lh_case c, const char *label) {
     CHECK(cudaStreamSynchronize(e.stream) == cudaSuccess);
     CHECK_STATUS(lh_device_error(e.ws), MOK_SUCCESS);
     /* the reference in FP8 mode over every rank */
-    mok_ref_config rc = {h.shape, ep, c.use_limit, c.use_limit ? c.limit : 0.0f, 1, 1};
+    mok_ref_config rc = {h.shape, ep, c.use_limit, c.use_limit ? c.limit : 0.0f, 1, 1, 0};
     mok_ref_rank ranks[LH_MAX_RANKS];
     float *y[LH_MAX_RANKS];
     for (int r = 0; r < ep; ++r) {
@@ -230,17 +235,14 @@ GPU_TEST(layer_fp8_empty_expert) {
   fp8_case(c, "fp8 empty expert");
 }
 
-/* The FP8 weight gradients (opt-in, MOK_FP8_WGRAD=1 at workspace creation): the same checks; the
- * weight gradients' bound is the FP8 recipe's (their four operands are also quantized 1x128 along
- * the tokens, which the reference does not do: ~3e-2 expected), tight enough for any misplaced
- * block or scale (O(1)). */
-GPU_TEST(layer_fp8_wgrad_fp8) {
+/* The bf16 weight gradients of the FP8 backward (config fp8_weight_grads = 0: on the forward's
+ * quantized operands dequantized, nothing quantized along the tokens): the same checks against
+ * the reference's matching mode. */
+GPU_TEST(layer_fp8_wgrad_bf16) {
   lh_case c = lh_base_case();
   c.T = 301; c.Is = 128; c.H = 384; c.I = 256;
-  c.tol = 8e-2;
-  setenv("MOK_FP8_WGRAD", "1", 1);
-  fp8_case(c, "fp8 wgrad in fp8");
+  c.bf16_wgrad = 1;
+  fp8_case(c, "fp8, bf16 wgrad");
   c.route = MOK_ROUTE_ZIPF; c.E = 16; c.k = 4; c.T = 250; c.H = 256; c.I = 384; c.Is = 0;
-  fp8_case(c, "fp8 wgrad in fp8, zipf");
-  unsetenv("MOK_FP8_WGRAD");
+  fp8_case(c, "fp8, bf16 wgrad, zipf");
 }
