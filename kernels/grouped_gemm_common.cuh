@@ -141,22 +141,23 @@ __device__ __forceinline__ void gg_store_pass(const float *acc, uint32_t stage, 
   }
 }
 
-/* Push (the fused path's forward down and data gradient, FP8 forward down): the 64 rows x 128
- * columns gg_store_pass just staged at columns [col0, col0 + 128) also go to their rows' (token, j)
- * slots on the source ranks (q: kernels/fused_comm.h), 16 bytes per thread and step (the same bf16
- * values the TMA stores write locally); rows at or past m_total and padding rows never move; a
- * row holds `hidden` bf16 values. Reads the staging buffer between the pass's last barrier and the
- * next pass's first. */
+/* Push (the fused path's forward down and data gradient, FP8 forward down and dx): the 64 rows x
+ * 64 * NBOX columns gg_store_pass<., NBOX> just staged at columns [col0, col0 + 64 * NBOX) also go
+ * to their rows' (token, j) slots on the source ranks (q: kernels/fused_comm.h), 16 bytes per
+ * thread and step (the same bf16 values the TMA stores write locally); rows at or past m_total and
+ * padding rows never move; a row holds `hidden` bf16 values. Reads the staging buffer between the
+ * pass's last barrier and the next pass's first. */
+template <int NBOX = 2>
 __device__ __forceinline__ void gg_push_pass(const uint8_t *stage, int wtid, const mok_gg_move &q,
                                              int64_t m_total, int64_t hidden, int col0, int col_end,
                                              int row0) {
-  const int c = wtid & 15; /* 16-byte chunk among the pass's 128 columns */
+  const int c = wtid & (8 * NBOX - 1); /* 16-byte chunk among the pass's 64 * NBOX columns */
   if (col0 + c * 8 >= col_end) return;
   const int64_t row_bytes = hidden * 2, per_rank = q.tokens * q.top_k;
   const int box = c >> 3, cc = c & 7;
 #pragma unroll
-  for (int j = 0; j < 8; ++j) {
-    const int row = (wtid >> 4) + 8 * j;
+  for (int j = 0; j < 8 * NBOX / 2; ++j) {
+    const int row = wtid / (8 * NBOX) + (128 / (8 * NBOX)) * j;
     const int64_t grow = (int64_t)row0 + row;
     if (grow >= m_total) break;
     const int32_t slot = q.row_src[grow];

@@ -429,14 +429,14 @@ static mok_status f8_launch_v(const CUtensorMap *a, const CUtensorMap *b0, const
 
 /* The 256-column kernel (grouped_gemm_fp8_wide.cu): the default for gate+up with SwiGLU, where it
  * measured +14% (DeepSeek-V3 EP8) to +20-40% (Qwen3) over the 128-column kernel, and for a plain
- * product with a long K (32 blocks or more: the backward's d_act = dout W_down, K = H), where its
- * direct epilogue is as well amortized as gate+up's; not for the down projection, whose short K
- * (16 blocks) leaves that epilogue exposed (-7%), nor where the epilogues push rows (it has no
- * push). Flag 128 forces it (for every plain product whose columns split into 256); flags 2, 16,
- * 32 and 64 select the 128-column variants. */
+ * product with a long K (32 blocks or more: the backward's d_act = dout W_down, K = H, and its dx,
+ * K = 2I, pushed), where its direct epilogue is as well amortized as gate+up's; not for the down
+ * projection, whose short K (16 blocks) leaves that epilogue exposed (-7%). Flag 128 forces it
+ * (for every plain product whose columns split into 256); flags 2, 16, 32 and 64 select the
+ * 128-column variants; flag 256 keeps pushed products on the 128-column kernel. */
 static int f8_wide(int mode, int64_t k_blocks, int push) {
   const int flags = gg_tuning_flags();
-  if (push) return 0;
+  if (push && (flags & 256)) return 0;
   if (flags & 128) return 1;
   if (flags & (2 | 16 | 32 | 64)) return 0;
   return mode == F8_SWIGLU || k_blocks >= 32;

@@ -20,8 +20,9 @@
  * two, far below bf16's 2^-8), computed before the wait for the previous block.
  *
  * Shape: persistent, a TMA producer warp and two consumer warpgroups (64 rows x 256 columns each,
- * 232 registers), 128-row tiles, BK = 128, 4 stages of 49 KB (A 16 KB, B 32 KB, the row scales),
- * the direct epilogue (f8_store_direct). CL = 2: a cluster pair of vertically adjacent tiles of one
+ * 232 registers), 128-row tiles, BK = 128, 4 stages of 48 KB (A 16 KB, B 32 KB) and their row
+ * scales, the direct epilogue (f8_store_direct); a push (the backward's dx) stages 64 x 64 boxes
+ * and sends them from there (gg_push_pass), 16 bytes per thread and row. CL = 2: a cluster pair of vertically adjacent tiles of one
  * expert shares the B tile through multicast, each CTA loading two of its four 64-row boxes, so
  * L2 serves 32 KB instead of 48 KB per CTA and K block.
  *
@@ -41,10 +42,12 @@
 #define F8W_BM 128
 #define F8W_A_BYTES (F8W_BM * F8_BK)       /* 16 KB */
 #define F8W_B_BYTES (256 * F8_BK)          /* 32 KB */
-#define F8W_SA_OFF (F8W_A_BYTES + F8W_B_BYTES)
-#define F8W_STAGE_BYTES 50176               /* A, B, 128 row scales, 1024-aligned */
+#define F8W_STAGE_BYTES (F8W_A_BYTES + F8W_B_BYTES) /* 48 KB, 1024-aligned */
 #define F8W_STAGES 4
-#define F8W_SMEM (F8W_STAGES * F8W_STAGE_BYTES)
+#define F8W_SC_OFF (F8W_STAGES * F8W_STAGE_BYTES)   /* each stage's 128 row scales: 512 B */
+/* a pushing epilogue's staging, one 64 x 64 bf16 box per warpgroup (swizzle-aligned) */
+#define F8W_EPI_OFF (F8W_SC_OFF + F8W_STAGES * F8W_BM * 4)
+#define F8W_SMEM (F8W_EPI_OFF + 2 * 8192)
 #define F8W_THREADS 384
 #define F8W_FIRST_MIN 0x1p-126f /* the smallest c: no zero or subnormal divisor */
 #define F8W_DROP_MIN 0x1p-40f  /* the smallest ratio of a block's c to the previous one's */
@@ -119,7 +122,8 @@ __global__ void __launch_bounds__(F8W_THREADS, 1)
             else if ((j >> 1) == rank)
               tma_load_2d_multicast(sb + 8192 * j, mb, full, k0, row, (uint16_t)3);
           }
-          bulk_load_1d(sa + F8W_SA_OFF, p.a_scales + (size_t)kb * p.m_pad + a_row, F8W_BM * 4, full);
+          bulk_load_1d(smem_base + F8W_SC_OFF + stage * (F8W_BM * 4),
+                       p.a_scales + (size_t)kb * p.m_pad + a_row, F8W_BM * 4, full);
           if (++stage == F8W_STAGES) { stage = 0; phase ^= 1; }
         }
       }
@@ -163,14 +167,14 @@ __global__ void __launch_bounds__(F8W_THREADS, 1)
         }
         continue;
       }
-      const uint32_t sas0 = smem_base + F8W_SA_OFF + 4 * r0;
+      const uint32_t sas0 = smem_base + F8W_SC_OFF + 4 * r0;
       float c00 = 0.f, c10 = 0.f, c01 = 0.f, c11 = 0.f; /* the current block's c by position */
       int prev = -1;
       for (int kb = 0; kb < kbs; ++kb) {
         mbar_wait(full0 + 8 * stage, phase);
         const float bl = __ldg(sbl + kb), bh = __ldg(sbh + kb);
-        const float a0 = lds_f32(sas0 + stage * F8W_STAGE_BYTES);
-        const float a1 = lds_f32(sas0 + stage * F8W_STAGE_BYTES + 32);
+        const float a0 = lds_f32(sas0 + stage * (F8W_BM * 4));
+        const float a1 = lds_f32(sas0 + stage * (F8W_BM * 4) + 32);
         /* this block's c, held to 2^-40 of the previous one's and to 2^-126 (so that its
          * reciprocal is a normal float); block 0 starts Y */
         const float m = kb > 0 ? F8W_DROP_MIN : 0.0f;
@@ -202,7 +206,20 @@ __global__ void __launch_bounds__(F8W_THREADS, 1)
 
       const int64_t row0 = (int64_t)p.offset[t.expert] + m_tile * F8W_BM + cwg * 64;
       if (MODE == F8_FWD) {
-        f8_store_direct<0, 32>(y, p.c0, p.n_out, row0, t.n_tile * 256, rows, wtid);
+        const int col0 = t.n_tile * 256;
+        if (p.c0) f8_store_direct<0, 32>(y, p.c0, p.n_out, row0, col0, rows, wtid);
+        if (p.push) { /* four 64-column passes through the staging box, each pushed */
+          const uint32_t epi = smem_base + F8W_EPI_OFF + cwg * 8192;
+          const uint8_t *epi_ptr = smem + F8W_EPI_OFF + cwg * 8192;
+          gg_store_pass<0, 1>(y, epi, wtid, nullptr, col0, p.n_out, (int)row0, 2 + cwg);
+          gg_push_pass<1>(epi_ptr, wtid, p.move, p.move_m_total, p.n_out, col0, p.n_out, row0);
+          gg_store_pass<8, 1>(y, epi, wtid, nullptr, col0 + 64, p.n_out, (int)row0, 2 + cwg);
+          gg_push_pass<1>(epi_ptr, wtid, p.move, p.move_m_total, p.n_out, col0 + 64, p.n_out, row0);
+          gg_store_pass<16, 1>(y, epi, wtid, nullptr, col0 + 128, p.n_out, (int)row0, 2 + cwg);
+          gg_push_pass<1>(epi_ptr, wtid, p.move, p.move_m_total, p.n_out, col0 + 128, p.n_out, row0);
+          gg_store_pass<24, 1>(y, epi, wtid, nullptr, col0 + 192, p.n_out, (int)row0, 2 + cwg);
+          gg_push_pass<1>(epi_ptr, wtid, p.move, p.move_m_total, p.n_out, col0 + 192, p.n_out, row0);
+        }
       } else {
         const int col0 = t.n_tile * 128;
         if (p.has_preact) {
@@ -216,6 +233,8 @@ __global__ void __launch_bounds__(F8W_THREADS, 1)
           f8_store_direct<0, 16>(y, p.c0, p.n_out, row0, col0, rows, wtid);
       }
     }
+    if (MODE == F8_FWD && p.push)
+      __threadfence_system(); /* the pushed rows, before the cross-rank barrier after the kernel */
   }
 }
 
