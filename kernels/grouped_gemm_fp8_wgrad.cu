@@ -100,7 +100,9 @@ __global__ void gg_fp8_quant_t_kernel(const void *x, const float *x_scales, uint
  * tile reads 175 FLOP per byte (128 x 128 read 128), and the bf16 output leaves through TMA
  * stores that drain while the next tile runs. Each warpgroup keeps 64 x 256 fp32 accumulators
  * and one 64 x 128 partial: per token block it computes the left half's partial, promotes it,
- * then the right half's. The other warpgroup's wgmmas fill the tensor pipe meanwhile. */
+ * then the right half's, while the other warpgroup's wgmmas run. The promotion (every element
+ * its own row x column scale: a multiply and an FMA) still costs about a third of the kernel:
+ * without it the same tiles run at ~940 TFLOP/s instead of ~610 (docs/PERF.md). */
 #define F8G_BM 128                       /* dW rows per tile (two 64-row consumer slices)      */
 #define F8G_BN 256                       /* dW columns per tile (two 128-column halves)        */
 #define F8G_A_BYTES (F8G_BM * 128)       /* 128 tokens of 128 rows, e4m3: 16 KB                */
@@ -269,8 +271,8 @@ __global__ void __launch_bounds__(F8G_THREADS, 1)
       }
       /* ------------------------------ epilogue ------------------------------ */
       if (!p.out_fp32) {
-        /* bf16: 64-column passes through this warpgroup's staging buffer, TMA-stored while the
-         * next tile's main loop runs */
+        /* bf16: two 128-column passes into this warpgroup's staging slice (one wait, for the
+         * previous tile's stores), TMA-stored while the next tile's main loop runs */
         const int row0 = p.dw_row0 + t.expert * p.m + t.m_tile * F8G_BM + cwg * 64;
         gg_store_pass<0, 2>(acc, epi, wtid, &tm_c, n0, p.n, row0, 2 + cwg);
         gg_store_pass<16, 2>(acc, epi + 16384, wtid, &tm_c, n0 + 128, p.n, row0, 2 + cwg, false,
