@@ -301,8 +301,10 @@ def moe_backward_fp8(dy, x, topk, rw, q_gate, s_gate, q_up, s_up, q_down, s_down
                      ws_up, ws_down, group_id, num_experts, swiglu_limit=0.0, slot=0):
     """The backward of moe_forward_fp8 with the same arguments and slot (on the schedule its
     forward kept), t the four tensors of transpose_weights_fp8: the data gradients run in FP8 on
-    them, the weight gradients in bf16. Returns dx, d_router_weights and the bf16 gradients of
-    w_gate, w_up, w_down (the dequantized weights the forward saw) and of the shared expert."""
+    them, the weight gradients in FP8 too (each operand quantized 1x128 along the expert's tokens;
+    a Group made with fp8_weight_grads=0: in bf16). Returns dx, d_router_weights and the bf16
+    gradients of w_gate, w_up, w_down (the dequantized weights the forward saw) and of the shared
+    expert."""
     _check(x, topk, rw, (q_gate, q_up, q_down, ws_gate, ws_up, ws_down), group_id, num_experts,
            routed_dtype=torch.uint8)
     if dy.dtype != torch.bfloat16 or dy.shape != x.shape:
@@ -346,6 +348,54 @@ def moe_forward_fp8(x, topk, rw, q_gate, s_gate, q_up, s_up, q_down, s_down, ws_
     C.call("mok_schedule_build", sched, _ptr(topk), stream)
     C.call("mok_forward", sched, ctypes.byref(w), _ptr(x), _ptr(rw), _ptr(y), stream)
     return y
+
+
+class _MoEFP8(torch.autograd.Function):
+    """The layer with FP8 routed experts under autograd: the bf16 routed weights are quantized
+    (quantize_weight) at every forward, the backward's transposed copies made from those codes,
+    and the weights' gradients are those of the dequantized weights the forward saw (straight
+    through the quantization, as FP8 training recipes do). slot as for moe(); a negative slot
+    re-runs the FP8 forward before the backward."""
+
+    @staticmethod
+    def forward(ctx, x, topk, rw, w_gate, w_up, w_down, ws_gate, ws_up, ws_down, group_id,
+                num_experts, swiglu_limit, slot):
+        q = [quantize_weight(w) for w in (w_gate, w_up, w_down)]
+        y = moe_forward_fp8(x, topk, rw, *q[0], *q[1], *q[2], ws_gate, ws_up, ws_down, group_id,
+                            num_experts, swiglu_limit, max(slot, -1))
+        ctx.save_for_backward(x, topk, rw, *q[0], *q[1], *q[2], ws_gate, ws_up, ws_down)
+        ctx.args = (group_id, num_experts, swiglu_limit, max(slot, -1))
+        return y
+
+    @staticmethod
+    def backward(ctx, dy):
+        x, topk, rw, qg, sg, qu, su, qd, sd, ws_gate, ws_up, ws_down = ctx.saved_tensors
+        group_id, num_experts, limit, slot = ctx.args
+        codes = (qg, sg, qu, su, qd, sd)
+        if slot < 0:  # nothing kept: the forward again, on the same schedule
+            moe_forward_fp8(x, topk, rw, *codes, ws_gate, ws_up, ws_down, group_id, num_experts,
+                            limit, slot)
+        t = transpose_weights_fp8(*codes)
+        dx, drw, dwg, dwu, dwd, dsg, dsu, dsd = moe_backward_fp8(
+            dy.contiguous(), x, topk, rw, *codes, t, ws_gate, ws_up, ws_down, group_id,
+            num_experts, limit, slot)
+        shared = ws_gate is not None and ws_gate.numel() > 0
+        return (dx, None, drw, dwg, dwu, dwd, dsg if shared else None, dsu if shared else None,
+                dsd if shared else None, None, None, None, None)
+
+
+def moe_fp8(x, topk_experts, router_weights, w_gate, w_up, w_down, ws_gate=None, ws_up=None,
+            ws_down=None, *, group: Group, num_experts: int, swiglu_limit: float = 0.0,
+            slot: Optional[int] = None) -> torch.Tensor:
+    """moe() with the routed experts in FP8 (block-128 E4M3: the tokens and activations 1x128,
+    the weights 128x128, quantized by mok on the fly; the shared expert stays bf16), differentiable
+    like moe() (_MoEFP8). H and I multiples of 128; the group's kernels "auto" or "grouped". Not
+    traceable by torch.compile (a plain autograd.Function of ctypes calls: it graph-breaks)."""
+    if slot is not None and slot < 1:
+        raise ValueError("mok: slot must be None or >= 1 (slot 0 is the ops' shared default)")
+    return _MoEFP8.apply(x, topk_experts, router_weights, w_gate, w_up, w_down, ws_gate, ws_up,
+                         ws_down, group.id, int(num_experts), float(swiglu_limit),
+                         -1 if slot is None else int(slot))
 
 
 def moe(x, topk_experts, router_weights, w_gate, w_up, w_down, ws_gate=None, ws_up=None, ws_down=None,

@@ -150,6 +150,12 @@ def test_module_rejects_bad_shapes():
         mok.MoE(100, 128, 8, 2, backend="mok")            # H not a multiple of 128
     with pytest.raises(ValueError):
         mok.MoE(32, 16, 8, 2, backend="cuda")
+    with pytest.raises(ValueError):
+        mok.MoE(32, 16, 8, 2, backend="torch", dtype="fp8")     # FP8 runs on mok's kernels
+    with pytest.raises(ValueError):
+        mok.MoE(128, 128, 8, 2, backend="mok", dtype="fp4")
+    with pytest.raises(ValueError):
+        mok.MoE(128, 128, 8, 2, backend="mok", dtype="fp8", kernels="v1")
     m = mok.MoE(32, 16, 8, 2, backend="torch")
     with pytest.raises(ValueError):
         m(torch.randn(4, 31))

@@ -268,6 +268,36 @@ def test_fp8_functional():
     check_no_device_fault()
 
 
+def test_fp8_module():
+    """mok.MoE(dtype="fp8") under autograd (weights quantized at every forward, gradients
+    straight through): output and every gradient against the BF16 mok module on the same weights
+    within E4M3's precision (tokens, activations, weights and gradients are quantized), the second
+    step bitwise the first, and recompute=True (the forward re-run in backward) bitwise the same."""
+    seed = shared_seed()
+    kw = CASES["deepseek_v3"]
+    a, _ = make_pair(seed, **kw)
+    f = mok.MoE(H, I, device="cuda", backend="mok", dtype="fp8", **kw)
+    r = mok.MoE(H, I, device="cuda", backend="mok", dtype="fp8", recompute=True, **kw)
+    f.load_state_dict(a.state_dict())
+    r.load_state_dict(a.state_dict())
+    g = torch.Generator(device="cuda").manual_seed(seed + dist.get_rank())
+    x = torch.randn(3, 67, H, device="cuda", generator=g).bfloat16()
+    dy = torch.randn(3, 67, H, device="cuda", generator=g).bfloat16()
+    ref, got, again, rec = grads_of(a, x, dy), grads_of(f, x, dy), grads_of(f, x, dy), grads_of(r, x, dy)
+
+    def same(u, v):
+        return torch.equal(u[0], v[0]) and torch.equal(u[1], v[1]) and all(
+            torch.equal(u[2][n], v[2][n]) for n in u[2])
+
+    errs = {"y": rel(got[0], ref[0]), "dx": rel(got[1], ref[1])}
+    errs.update({n: rel(got[2][n], ref[2][n]) for n in ref[2]})
+    report("fp8_module", bitwise_again=same(got, again), bitwise_recompute=same(got, rec),
+           worst=max(errs.values()), **{k.replace(".weight", ""): v for k, v in errs.items()})
+    assert agree(same(got, again) and same(got, rec) and finite(got[0], got[1], *got[2].values())
+                 and max(errs.values()) < 0.15), errs
+    check_no_device_fault()
+
+
 def test_torch_compile_fullgraph():
     seed = shared_seed()
     a, b = make_pair(seed, **CASES["deepseek_v3"])
