@@ -130,7 +130,8 @@ typedef struct {
                                   path may use faster unordered reductions (v1 is ordered anyway) */
   int fp8_weight_grads;        /* FP8 only, 0 or 1. 1: the routed weight gradients' GEMMs in FP8
                                   too, both operands quantized 1x128 along each expert's tokens
-                                  (the DeepSeek-V3 recipe); 0: in bf16, on the forward's quantized
+                                  (the DeepSeek-V3 recipe; gradients accumulated into bf16 still
+                                  take the bf16 route); 0: in bf16, on the forward's quantized
                                   inputs and activations dequantized (more exact, slower)        */
 } mok_config;
 
