@@ -181,8 +181,10 @@ static mok_gg_move fused_move(const mok_schedule *s, int push, int ctas) {
  * mok_fp8_scales_of): inputs and activations are E4M3 in 1x128 blocks, weights E4M3 with 128x128
  * block scales (mok_quantize_weight). Kept for backward, as the BF16 path keeps its own: the
  * quantized activations (in a) and the bf16 pre-activations (g | u in g); the outputs go to out
- * (the schedule's out_rows, or the ops layer's buffer, which it copies there). push: the down
- * epilogues also push the outputs into the source ranks' slots (the combine). */
+ * (the schedule's out_rows, or the ops layer's buffer, which it copies there; NULL: none, with
+ * the fused d_router_weights). push: the down epilogues also push the outputs into the source
+ * ranks' slots (the combine). Neither out nor push (a ring step's replay with the fused
+ * d_router_weights): gate+up only, all that backward reads. */
 static mok_status routed_experts_forward_fp8(mok_schedule *s, const mok_weights *wt, void *out,
                                              int push, cudaStream_t stream) {
   mok_workspace *w = s->ws;
@@ -195,6 +197,7 @@ static mok_status routed_experts_forward_fp8(mok_schedule *s, const mok_weights 
                                           s->expert_offset, s->expert_count, w->el, rows, I, H,
                                           w->config.use_swiglu_limit, w->config.swiglu_limit,
                                           stream));
+  if (!out && !push) return MOK_SUCCESS;
   if (push) {
     const mok_gg_move q = fused_move(s, 1, 0);
     return mok_gg_fp8_fwd_pushed(s->a, a_scales, wt->w_down, wt->w_down_scale, out,
@@ -262,12 +265,22 @@ static mok_status routed_experts_backward_fp8(mok_schedule *s, const mok_weights
   const int64_t H = w->shape.hidden, I = w->shape.intermediate, rows = s->rows;
   const int32_t *off = s->expert_offset, *cnt = s->expert_count;
   const int32_t *used = off + w->el; /* the padded rows of this schedule or view (device) */
-  TRY(mok_gg_fp8_quantize_act_upto(w->d_out, w->fp8_q, w->fp8_q_scales, rows, H, used, stream));
+  /* fused d_rw: the reverse combine already quantized the unweighted dy into fp8_q */
+  if (!w->fp8_fused_drw)
+    TRY(mok_gg_fp8_quantize_act_upto(w->d_out, w->fp8_q, w->fp8_q_scales, rows, H, used, stream));
   TRY(mok_gg_fp8_fwd(w->fp8_q, w->fp8_q_scales, wt->w_down_t, wt->w_down_t_scale, w->d_a, off, cnt,
                      w->el, rows, I, H, stream));
-  TRY_CUDA(v1_swiglu_backward_packed(w->d_a, s->g, w->dgu, rows, used, I,
-                                     w->config.use_swiglu_limit, w->config.swiglu_limit, w->err,
-                                     stream));
+  if (w->fp8_fused_drw) {
+    const v1_route r = mok_gpu_route(s);
+    TRY_CUDA(v1_swiglu_backward_rw(&r, w->off_drw, w->d_a, s->g, s->a,
+                                   mok_fp8_scales_of(s->a, rows, I), MOK_GG_FP8_SCALE_ROWS(rows),
+                                   w->rw_rows, w->dgu, I, w->config.use_swiglu_limit,
+                                   w->config.swiglu_limit, stream));
+  } else {
+    TRY_CUDA(v1_swiglu_backward_packed(w->d_a, s->g, w->dgu, rows, used, I,
+                                       w->config.use_swiglu_limit, w->config.swiglu_limit, w->err,
+                                       stream));
+  }
   TRY(fp8_backward_weight_grads(s, g, used, stream));
   TRY(mok_gg_fp8_quantize_act_upto(w->dgu, w->fp8_q, w->fp8_q_scales, rows, 2 * I, used, stream));
   const mok_gg_move push = fused_move(s, 1, 0);
@@ -413,7 +426,9 @@ static int64_t routed_rows_hint(const mok_workspace *w) {
 
 mok_status mok_gpu_experts_forward_fp8(mok_schedule *s, const mok_weights *wt, int push,
                                        cudaStream_t stream) {
-  WITH_ROWS_HINT(s->ws, routed_experts_forward_fp8(s, wt, s->out_rows, push, stream));
+  /* the fused d_router_weights needs no outputs: push only, and a replay stops after gate+up */
+  void *out = s->ws->fp8_fused_drw ? NULL : s->out_rows;
+  WITH_ROWS_HINT(s->ws, routed_experts_forward_fp8(s, wt, out, push, stream));
 }
 
 mok_status mok_gpu_experts_backward_fp8(mok_schedule *s, const mok_weights *wt,

@@ -145,8 +145,8 @@ static mok_status check_backward_weights(const mok_workspace *w, const mok_weigh
 }
 
 /* A ring step's forward again, for backward: x rows pulled into the region, gate+up (the
- * pre-activations and activations) and down (the outputs d_router_weights needs), nothing pushed;
- * the same bits as the forward's. */
+ * pre-activations and activations) and down (the outputs d_router_weights needs; not with the FP8
+ * fused d_router_weights), nothing pushed; the same bits as the forward's. */
 static mok_status experts_replay(mok_schedule *v, const mok_weights *wt, cudaStream_t stream) {
   mok_workspace *w = v->ws;
   if (w->fused_dispatch) return mok_gpu_experts_forward_fused(v, wt, 0, stream);
@@ -166,7 +166,12 @@ static mok_status experts_backward_pass(mok_schedule *v, const mok_weights *wt, 
                                         cudaStream_t stream) {
   mok_workspace *w = v->ws;
   v1_route r = mok_gpu_route(v);
-  TRY_CUDA(v1_reverse_combine(&r, w->off_dy, w->off_rw, w->off_drw, v->out_rows, w->d_out, stream));
+  if (w->fp8_fused_drw) /* d_router_weights comes from the SwiGLU backward */
+    TRY_CUDA(v1_reverse_combine_fp8(&r, w->off_dy, w->off_rw, w->d_out, w->fp8_q, w->fp8_q_scales,
+                                    MOK_GG_FP8_SCALE_ROWS(v->rows), w->rw_rows, stream));
+  else
+    TRY_CUDA(v1_reverse_combine(&r, w->off_dy, w->off_rw, w->off_drw, v->out_rows, w->d_out,
+                                stream));
   if (w->fused_dispatch) /* the dx push inside the last data gradient */
     return mok_gpu_experts_backward_fused(v, wt, g, stream);
   if (w->config.dtype == MOK_DTYPE_FP8_BLOCK128) /* likewise */

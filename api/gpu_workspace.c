@@ -215,11 +215,16 @@ mok_status mok_workspace_create(mok_group *g, const mok_shape *s, const mok_conf
   const int fp8 = c->dtype == MOK_DTYPE_FP8_BLOCK128;
   const int64_t rows_pad = (rows + 127) / 128 * 128; /* rows of a scale table */
   const int64_t q_cols = H > 2 * I ? H : 2 * I;
-  size_t o_q = 0, o_qs = 0, o_wa = 0, o_was = 0, o_wb = 0, o_wbs = 0;
+  size_t o_q = 0, o_qs = 0, o_wa = 0, o_was = 0, o_wb = 0, o_wbs = 0, o_rwr = 0;
   if (fp8) { /* the backward's quantized data-gradient operand and its 1x128 scales */
     LOC(o_q, rows * q_cols);
     LOC(o_qs, q_cols / 128 * rows_pad * 4);
   }
+  /* FP8, the router-weight gradient inside the SwiGLU backward (opt-in until its kernels have run
+   * on a GPU: MOK_FP8_FUSED_DRW=1 at workspace creation): each row's router weight */
+  const char *fd = getenv("MOK_FP8_FUSED_DRW");
+  const int fused_drw = fp8 && fd && strcmp(fd, "1") == 0;
+  if (fused_drw) LOC(o_rwr, rows * 4);
   /* FP8 weight gradients: both operands of each, quantized along the tokens and transposed */
   const int fp8_wgrad = fp8 && c->fp8_weight_grads;
   const int64_t wa_rows = H > 2 * I ? H : 2 * I, wb_rows = H > I ? H : I;
@@ -252,6 +257,10 @@ mok_status mok_workspace_create(mok_group *g, const mok_shape *s, const mok_conf
   if (fp8) {
     w->fp8_q = L + o_q;
     w->fp8_q_scales = (float *)(L + o_qs);
+  }
+  if (fused_drw) {
+    w->fp8_fused_drw = 1;
+    w->rw_rows = (float *)(L + o_rwr);
   }
   if (fp8_wgrad) {
     w->fp8_wgrad = 1;

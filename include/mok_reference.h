@@ -75,6 +75,11 @@ typedef struct {
                             gradients) quantized to E4M3 in 128-row blocks per column
                             (mok_fp8_fake_quantize_columns), rows in the schedule's order,
                             (source rank, token) ascending                                    */
+  int fp8_fused_drw;     /* with fp8_block128: the router-weight gradient as the GPU computes
+                            it inside the SwiGLU backward: g = rnd(W_down^T q(dy)) from the
+                            unweighted dy quantized 1x128, d_act = rw * g (not rounded),
+                            d_rw = sum_i g_i * act_i over the activations the forward's down
+                            GEMM saw (instead of rw * dy quantized, and dy . output)          */
 } mok_ref_config;
 
 /* One rank's inputs (host). Shared weights are NULL when shape.shared_intermediate == 0. */

@@ -110,19 +110,27 @@ __device__ __forceinline__ uint32_t f8_pack4(const float *v, float inv) {
          ((uint32_t)f8_pack2(v[2] * inv, v[3] * inv) << 16);
 }
 
+/* Four e4m3 codes (the first in the low byte) as floats, exactly (through f16x2: E4M3 is within
+ * f16). */
+__device__ __forceinline__ void f8_codes4(uint32_t c, float *f) {
+  uint32_t h01, h23;
+  asm("cvt.rn.f16x2.e4m3x2 %0, %1;" : "=r"(h01) : "h"((uint16_t)(c & 0xffff)));
+  asm("cvt.rn.f16x2.e4m3x2 %0, %1;" : "=r"(h23) : "h"((uint16_t)(c >> 16)));
+  const float2 f01 = __half22float2(*(const __half2 *)&h01);
+  const float2 f23 = __half22float2(*(const __half2 *)&h23);
+  f[0] = f01.x, f[1] = f01.y, f[2] = f23.x, f[3] = f23.y;
+}
+
 /* 16 e4m3 codes times scale s, each rounded to bf16: what mok_gg_fp8_dequantize_act writes. */
 __device__ __forceinline__ void f8_dequant16(uint4 codes, float s, uint4 *out) {
   const uint32_t c[4] = {codes.x, codes.y, codes.z, codes.w};
   uint32_t o[8];
 #pragma unroll
-  for (int j = 0; j < 4; ++j) { /* four codes as two f16x2 pairs (exact: E4M3 is within f16) */
-    uint32_t h01, h23;
-    asm("cvt.rn.f16x2.e4m3x2 %0, %1;" : "=r"(h01) : "h"((uint16_t)(c[j] & 0xffff)));
-    asm("cvt.rn.f16x2.e4m3x2 %0, %1;" : "=r"(h23) : "h"((uint16_t)(c[j] >> 16)));
-    const float2 f01 = __half22float2(*(const __half2 *)&h01);
-    const float2 f23 = __half22float2(*(const __half2 *)&h23);
-    o[2 * j] = pack_bf16x2(f01.x * s, f01.y * s);
-    o[2 * j + 1] = pack_bf16x2(f23.x * s, f23.y * s);
+  for (int j = 0; j < 4; ++j) {
+    float f[4];
+    f8_codes4(c[j], f);
+    o[2 * j] = pack_bf16x2(f[0] * s, f[1] * s);
+    o[2 * j + 1] = pack_bf16x2(f[2] * s, f[3] * s);
   }
   out[0] = make_uint4(o[0], o[1], o[2], o[3]);
   out[1] = make_uint4(o[4], o[5], o[6], o[7]);

@@ -104,6 +104,24 @@ cudaError_t v1_combine_reduce(int64_t T, int k, int64_t H, const void *slots, co
 cudaError_t v1_reverse_combine(const v1_route *r, size_t dy_off, size_t rw_off, size_t drw_off,
                                const void *out_rows, void *d_out, cudaStream_t stream);
 
+/* FP8, the router-weight gradient fused into the SwiGLU backward: for each real row, d_out[row] =
+ * rw * dy (bf16), the unweighted dy quantized 1x128 into q [rows, H] e4m3 with scales
+ * [H / 128][m_pad] fp32, and rw_rows[row] = rw; nothing pushed. Padding rows: zeros, zero codes,
+ * scale 1, rw 0. */
+cudaError_t v1_reverse_combine_fp8(const v1_route *r, size_t dy_off, size_t rw_off, void *d_out,
+                                   void *q, float *scales, int64_t m_pad, float *rw_rows,
+                                   cudaStream_t stream);
+
+/* The FP8 SwiGLU backward with the router-weight gradient: per real row, g [rows, I] bf16 (the
+ * unweighted product dy W_down^T), d_act = rw_rows[row] * g, dgu [rows, 2I] from d_act and the
+ * packed pre-activations (as v1_swiglu_backward_packed), and d_rw = sum_i g_i * act_i, act the
+ * forward's codes [rows, I] e4m3 times their scales [I / 128][m_pad] (what its down GEMM read),
+ * pushed into the source rank's fp32 [T*k] buffer at drw_off. Padding rows of dgu get zeros. */
+cudaError_t v1_swiglu_backward_rw(const v1_route *r, size_t drw_off, const void *g,
+                                  const void *preact, const void *act, const float *act_scales,
+                                  int64_t m_pad, const float *rw_rows, void *dgu, int64_t I,
+                                  int use_limit, float limit, cudaStream_t stream);
+
 /* The ops layer's variant of the above with dy rows already pulled (dy_rows [capacity, H], local):
  * rw from the source rank's buffer through rw_base (rw_off), d_rw pushed through r->peer_base. */
 cudaError_t v1_weight_rows(const v1_route *r, char *const *rw_base, size_t rw_off, size_t drw_off,

@@ -2,6 +2,7 @@
  * rank), combine and reverse-dispatch (push rows to the source rank's (token, k) slots), backward
  * reverse-combine (pull dy, push router-weight gradients), and the fixed-order per-token sums that
  * give y and dx; the FP8 forward's dispatch of quantized rows. One warp per row; 16-byte accesses; peers through their symmetric base address. */
+#include "kernels/grouped_gemm_fp8_common.cuh"
 #include "kernels/hopper_ptx.cuh"
 #include "kernels/v1_common.cuh"
 #include "kernels/v1_kernels.h"
@@ -205,6 +206,51 @@ __global__ void weight_rows_kernel(v1_route r, char *const *rw_base, size_t rw_o
   __threadfence_system();
 }
 
+/* FP8 reverse-combine when the router-weight gradient is left to the SwiGLU backward
+ * (v1_swiglu_backward_rw): d_out[row] = rw * dy (bf16, dW_down's operand), the unweighted dy
+ * quantized 1x128 into q [rows, H] e4m3 and scales [H / 128][m_pad] (the d_act GEMM's A operand:
+ * the steps of mok_gg_fp8_quantize_act, a half-warp per 128 values), rw_rows[row] = rw. Padding
+ * rows: zeros, zero codes, scale 1, rw 0. Nothing is pushed. */
+__global__ void reverse_combine_fp8_kernel(v1_route r, size_t dy_off, size_t rw_off, bf16 *d_out,
+                                           uint8_t *q, float *scales, int64_t m_pad,
+                                           float *rw_rows) {
+  const int lane = threadIdx.x & 31;
+  const int64_t row = (int64_t)blockIdx.x * WARPS + (threadIdx.x >> 5);
+  if (v1_error(r.err) || row >= route_rows(r)) return;
+  const int64_t nv = r.hidden / 8, per_rank = r.tokens * r.top_k;
+  uint4 *dst = (uint4 *)(d_out + row * r.hidden);
+  const int32_t slot = r.row_src[row];
+  float w = 0.0f;
+  const uint4 *dy = NULL;
+  if (slot >= 0) {
+    const int src = mok_sched_slot_rank(slot, r.tokens, r.top_k);
+    w = ((const float *)(r.peer_base[src] + rw_off))[slot % per_rank];
+    dy = (const uint4 *)(r.peer_base[src] + dy_off) +
+         mok_sched_slot_token(slot, r.tokens, r.top_k) * nv;
+  }
+  /* 16 lanes hold a 128-value block: chunk i = 32 * it + lane is block i / 16 (H % 128 == 0, so a
+   * half-warp is all in or all out) */
+  for (int64_t it = 0; it * 32 < nv; ++it) {
+    const int64_t i = it * 32 + lane;
+    float f[8] = {0.f, 0.f, 0.f, 0.f, 0.f, 0.f, 0.f, 0.f};
+    if (i < nv && dy) v1_unpack8(dy[i], f);
+    float amax = 0.0f, fw[8];
+#pragma unroll
+    for (int j = 0; j < 8; ++j) {
+      amax = fmaxf(amax, fabsf(f[j]));
+      fw[j] = w * f[j];
+    }
+#pragma unroll
+    for (int o = 8; o > 0; o >>= 1) amax = fmaxf(amax, __shfl_xor_sync(0xffffffffu, amax, o));
+    if (i >= nv) continue;
+    const float scale = f8_scale_of(amax), inv = 1.0f / scale;
+    dst[i] = v1_pack8(fw);
+    *(uint2 *)(q + row * r.hidden + i * 8) = make_uint2(f8_pack4(f, inv), f8_pack4(f + 4, inv));
+    if ((lane & 15) == 0) scales[(i / 16) * m_pad + row] = scale;
+  }
+  if (lane == 0) rw_rows[row] = w;
+}
+
 __global__ void combine_reduce_kernel(int64_t T, int k, int64_t H, const bf16 *slots,
                                       const float *rw, const bf16 *shared_out, bf16 *y,
                                       const int32_t *err) {
@@ -312,6 +358,15 @@ extern "C" cudaError_t v1_reverse_combine(const v1_route *r, size_t dy_off, size
   if (r->capacity <= 0) return cudaSuccess;
   weight_rows_kernel<<<row_blocks(r->capacity), WARPS * 32, 0, stream>>>(
       *r, r->peer_base, rw_off, drw_off, NULL, dy_off, (const bf16 *)out_rows, (bf16 *)d_out);
+  return cudaGetLastError();
+}
+
+extern "C" cudaError_t v1_reverse_combine_fp8(const v1_route *r, size_t dy_off, size_t rw_off,
+                                              void *d_out, void *q, float *scales, int64_t m_pad,
+                                              float *rw_rows, cudaStream_t stream) {
+  if (r->capacity <= 0) return cudaSuccess;
+  reverse_combine_fp8_kernel<<<row_blocks(r->capacity), WARPS * 32, 0, stream>>>(
+      *r, dy_off, rw_off, (bf16 *)d_out, (uint8_t *)q, scales, m_pad, rw_rows);
   return cudaGetLastError();
 }
 

@@ -3,9 +3,11 @@
  * reference), activations and gradients are bf16. Optional clamp L: a = silu(min(g, L)) *
  * clamp(u, -L, L); at g == L or |u| == L the clamp passes the gradient. Also the device random fill
  * used by benchmarks (kernels/v1_random.h), and the NaN poisoning of an output on a device fault. */
+#include "kernels/grouped_gemm_fp8_common.cuh"
 #include "kernels/v1_common.cuh"
 #include "kernels/v1_kernels.h"
 #include "kernels/v1_random.h"
+#include "schedule/schedule_core.h"
 
 __device__ __forceinline__ int64_t rows_of(int64_t rows_max, const int32_t *rows_dev) {
   if (!rows_dev) return rows_max;
@@ -93,6 +95,55 @@ __global__ void swiglu_bwd_packed_kernel(const bf16 *da, const bf16 *preact, bf1
   }
 }
 
+/* FP8 backward with the router-weight gradient fused (v1_swiglu_backward_rw): one warp per row,
+ * 8 columns per lane and step. d_rw's partial sums are the lanes' in column order, combined in a
+ * fixed butterfly: deterministic. */
+#define RW_WARPS 8
+__global__ void swiglu_bwd_rw_kernel(v1_route r, size_t drw_off, const bf16 *g, const bf16 *preact,
+                                     const uint8_t *act, const float *act_scales, int64_t m_pad,
+                                     const float *rw_rows, bf16 *dgu, int64_t I, int use_limit,
+                                     float L) {
+  const int lane = threadIdx.x & 31;
+  const int64_t row = (int64_t)blockIdx.x * RW_WARPS + (threadIdx.x >> 5);
+  if (v1_error(r.err)) return;
+  const int64_t total = r.expert_offset[r.experts_local];
+  if (row >= (total < r.capacity ? total : r.capacity)) return;
+  const int64_t nv = I / 8;
+  uint4 *out = (uint4 *)(dgu + row * 2 * I);
+  const int32_t slot = r.row_src[row];
+  if (slot < 0) {
+    for (int64_t c = lane; c < 2 * nv; c += 32) out[c] = make_uint4(0, 0, 0, 0);
+    return;
+  }
+  const float w = rw_rows[row];
+  const uint4 *pre = (const uint4 *)(preact + row * 2 * I);
+  float dot = 0.0f;
+  for (int64_t c = lane; c < nv; c += 32) {
+    float fg[8], fp[8], fu[8], fa[8], fd[8];
+    v1_unpack8(((const uint4 *)(g + row * I))[c], fg);
+    v1_unpack8(pre[c], fp);
+    v1_unpack8(pre[nv + c], fu);
+    const uint2 codes = *(const uint2 *)(act + row * I + c * 8);
+    const float s = act_scales[(c / 16) * m_pad + row];
+    f8_codes4(codes.x, fa);
+    f8_codes4(codes.y, fa + 4);
+#pragma unroll
+    for (int q = 0; q < 8; ++q) {
+      dot += fg[q] * (fa[q] * s);
+      fd[q] = w * fg[q];
+    }
+    swiglu_bwd8(fd, fp, fu, out, c, nv, use_limit, L);
+  }
+#pragma unroll
+  for (int m = 16; m > 0; m >>= 1) dot += __shfl_xor_sync(0xffffffffu, dot, m);
+  if (lane == 0) {
+    const int64_t per_rank = r.tokens * r.top_k;
+    const int src = mok_sched_slot_rank(slot, r.tokens, r.top_k);
+    ((float *)(r.peer_base[src] + drw_off))[slot % per_rank] = dot;
+  }
+  __threadfence_system();
+}
+
 /* NaN over n elements (fp32 or bf16) when the error word is set; every block returns at once
  * otherwise. */
 __global__ void nan_if_error_kernel(void *dst, int64_t n, int fp32, const int32_t *err) {
@@ -137,6 +188,19 @@ extern "C" cudaError_t v1_swiglu_backward_packed(const void *da, const void *pre
   swiglu_bwd_packed_kernel<<<ew_blocks(rows_max * I / 8), 256, 0, stream>>>(
       (const bf16 *)da, (const bf16 *)preact, (bf16 *)dgu, rows_max, rows_dev, I, use_limit, limit,
       err);
+  return cudaGetLastError();
+}
+
+extern "C" cudaError_t v1_swiglu_backward_rw(const v1_route *r, size_t drw_off, const void *g,
+                                             const void *preact, const void *act,
+                                             const float *act_scales, int64_t m_pad,
+                                             const float *rw_rows, void *dgu, int64_t I,
+                                             int use_limit, float limit, cudaStream_t stream) {
+  if (r->capacity <= 0 || I <= 0) return cudaSuccess;
+  swiglu_bwd_rw_kernel<<<(unsigned)((r->capacity + RW_WARPS - 1) / RW_WARPS), RW_WARPS * 32, 0,
+                         stream>>>(*r, drw_off, (const bf16 *)g, (const bf16 *)preact,
+                                   (const uint8_t *)act, act_scales, m_pad, rw_rows, (bf16 *)dgu,
+                                   I, use_limit, limit);
   return cudaGetLastError();
 }
 

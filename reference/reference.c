@@ -124,16 +124,26 @@ static void mlp_forward(const mok_ref_config *c, dims d, mlp m, const float *v, 
 /* Backward of one MLP for output gradient dout [H] (after mlp_forward on the same v and fp8 filled
  * s): adds this MLP's part of dx into dx [H] and its weight gradients into dgate, dup [n, H] and
  * ddown [H, n] (double accumulators; all three NULL: no weight gradients).
+ * fused (fp8 only, non-NULL: the GPU's fused router-weight gradient, c->fp8_fused_drw): the data
+ * gradients start from fused->dy, the unweighted output gradient, quantized: g = rnd(W^T q(dy)),
+ * d_act = fused->w * g, and fused->drw = sum_i g_i a_i (dout, the weighted one, still feeds the
+ * weight gradients).
  * fp8 (the GPU's FP8 backward): the data gradients see dout and the gate / up gradients quantized
  * to E4M3 in 1x128 blocks (the FP8 GEMMs' A operands); the weight gradients take them unquantized,
  * times what the FP8 forward's GEMMs saw (the quantized v and activations); the pre-activations
  * (mlp_forward) and d_act are rounded as the FP8 path stores them. */
+typedef struct {
+  const float *dy; /* [H] the unweighted output gradient */
+  double w;        /* the router weight                  */
+  double drw;      /* out: d_router_weight               */
+} fused_drw;
+
 static void mlp_backward(const mok_ref_config *c, dims d, mlp m, const float *v, const double *dout,
                          mlp_scratch *s, double *dx, double *dgate, double *dup, double *ddown,
-                         int fp8) {
+                         int fp8, fused_drw *fused) {
   const double L = c->swiglu_limit;
   if (fp8) {
-    for (int64_t h = 0; h < d.H; ++h) s->qd[h] = (float)dout[h];
+    for (int64_t h = 0; h < d.H; ++h) s->qd[h] = fused ? fused->dy[h] : (float)dout[h];
     mok_fp8_fake_quantize_row(s->qd, d.H, s->qd);
     v = s->qv;
   }
@@ -147,6 +157,14 @@ static void mlp_backward(const mok_ref_config *c, dims d, mlp m, const float *v,
   }
   if (fp8) /* d_act as the FP8 path stores it */
     for (int64_t i = 0; i < m.n; ++i) s->da[i] = rnd(c, s->da[i]);
+  if (fused) { /* the stored product is g, unweighted: d_rw from it, then d_act = w * g */
+    double drw = 0;
+    for (int64_t i = 0; i < m.n; ++i) {
+      drw += s->da[i] * s->a[i];
+      s->da[i] *= fused->w;
+    }
+    fused->drw = drw;
+  }
   for (int64_t i = 0; i < m.n; ++i) {
     double g = s->g[i], u = s->u[i];
     int clamp = c->use_swiglu_limit;
@@ -402,9 +420,9 @@ mok_status mok_ref_backward(const mok_ref_config *c, const mok_ref_rank *ranks,
         mlp_forward(c, d, m, v, &s, 0);
         if (want_ws)
           mlp_backward(c, d, m, v, dout, &s, dx, acc_ws, acc_ws + ws_elems, acc_ws + 2 * ws_elems,
-                       0);
+                       0, NULL);
         else
-          mlp_backward(c, d, m, v, dout, &s, dx, NULL, NULL, NULL, 0);
+          mlp_backward(c, d, m, v, dout, &s, dx, NULL, NULL, NULL, 0, NULL);
       }
       for (int64_t j = 0; j < d.k; ++j) {
         int e = in->topk_experts[t * d.k + j];
@@ -416,12 +434,15 @@ mok_status mok_ref_backward(const mok_ref_config *c, const mok_ref_rank *ranks,
           drw += (double)dyt[h] * s.o[h];
           dout[h] = rnd(c, w * dyt[h]);
         }
-        grads[r].d_router_weights[t * d.k + j] = (float)drw;
+        fused_drw fu = {dyt, w, 0.0};
+        fused_drw *fused = fp8 && c->fp8_fused_drw ? &fu : NULL;
         int64_t off = (int64_t)e * d.I * d.H; /* e = owner * EL + l, so this is owner's slab + l */
         if (want_w && !f8w)
-          mlp_backward(c, d, m, v, dout, &s, dx, acc_gate + off, acc_up + off, acc_down + off, fp8);
+          mlp_backward(c, d, m, v, dout, &s, dx, acc_gate + off, acc_up + off, acc_down + off, fp8,
+                       fused);
         else
-          mlp_backward(c, d, m, v, dout, &s, dx, NULL, NULL, NULL, fp8);
+          mlp_backward(c, d, m, v, dout, &s, dx, NULL, NULL, NULL, fp8, fused);
+        grads[r].d_router_weights[t * d.k + j] = (float)(fused ? fu.drw : drw);
         if (f8w) wgrad_rows_add(&wr, d, e, dout, &s);
       }
       store(grads[r].dx + t * d.H, dx, d.H);

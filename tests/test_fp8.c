@@ -225,3 +225,36 @@ void test_fp8_reference_wgrad(void) {
   }
   problem_free(&p);
 }
+
+/* The reference's fused router-weight gradient (fp8_fused_drw: d_rw = g . act inside the SwiGLU
+ * backward, g from the unweighted dy quantized): d_rw and the data gradients within E4M3's
+ * precision of the unfused mode's (the same quantity, rounded at other places), dW_down bit for
+ * bit (its operands do not change), and d_rw not bit for bit (the other formula ran). */
+void test_fp8_reference_fused_drw(void) {
+  mok_shape s = {40, 256, 4, 128, 2, 0};
+  ref_problem p;
+  CHECK_STATUS(problem_make(&p, &s, 2, MOK_ROUTE_UNIFORM, test_seed()), MOK_SUCCESS);
+  p.cfg.round_bf16 = 1;
+  p.cfg.fp8_block128 = 1;
+  const int64_t T = s.tokens, H = s.hidden, I = s.intermediate, el = s.num_experts / 2;
+  const int64_t n[5] = {T * H, T * s.top_k, el * I * H, el * I * H, el * H * I};
+  float *un[2][5];
+  mok_ref_grads g[2];
+  for (int r = 0; r < 2; ++r) {
+    for (int i = 0; i < 5; ++i) un[r][i] = malloc(sizeof(float) * (size_t)n[i]);
+    mok_ref_grads t = {un[r][0], un[r][1], un[r][2], un[r][3], un[r][4], NULL, NULL, NULL};
+    g[r] = t;
+  }
+  CHECK_STATUS(mok_ref_backward(&p.cfg, p.ranks, (const float *const *)p.dy, g), MOK_SUCCESS);
+  p.cfg.fp8_fused_drw = 1;
+  CHECK_STATUS(mok_ref_backward(&p.cfg, p.ranks, (const float *const *)p.dy, p.grads), MOK_SUCCESS);
+  for (int r = 0; r < 2; ++r) {
+    const mok_ref_grads *f = &p.grads[r];
+    const float *fu[5] = {f->dx, f->d_router_weights, f->dw_gate, f->dw_up, f->dw_down};
+    for (int i = 0; i < 4; ++i) CHECK(rel_error(fu[i], un[r][i], n[i]) < 3e-2);
+    CHECK(memcmp(fu[4], un[r][4], sizeof(float) * (size_t)n[4]) == 0);
+    CHECK(memcmp(fu[1], un[r][1], sizeof(float) * (size_t)n[1]) != 0);
+    for (int i = 0; i < 5; ++i) free(un[r][i]);
+  }
+  problem_free(&p);
+}

@@ -11,6 +11,7 @@ static const test_case cases[] = {
     {"fp8_reference_backward", test_fp8_reference_backward},
     {"fp8_quantize_columns", test_fp8_quantize_columns},
     {"fp8_reference_wgrad", test_fp8_reference_wgrad},
+    {"fp8_reference_fused_drw", test_fp8_reference_fused_drw},
     {"reference_hand_single", test_reference_hand_single},
     {"reference_hand_topk_shared", test_reference_hand_topk_shared},
     {"reference_hand_clamp", test_reference_hand_clamp},

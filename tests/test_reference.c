@@ -18,7 +18,7 @@ void test_reference_hand_single(void) {
   float x = 1, rw = 0.5f, dy = 1;
   int32_t topk = 1;
   float wg[2] = {7, 1}, wu[2] = {7, 2}, wd[2] = {7, 3}; /* expert 0 holds decoys */
-  mok_ref_config c = {{1, 1, 2, 1, 1, 0}, 1, 0, 0.0f, 0, 0, 0};
+  mok_ref_config c = {.shape = {1, 1, 2, 1, 1, 0}, .ep = 1};
   mok_ref_rank r = {&x, &topk, &rw, wg, wu, wd, NULL, NULL, NULL};
   float y = NAN;
   float *yp = &y;
@@ -47,7 +47,7 @@ void test_reference_hand_topk_shared(void) {
   float wg0[2] = {1, 2}, wu0[2] = {-1, 1}, wd0[2] = {2, -3};
   float wg1[2] = {0.5f, 0.5f}, wu1[2] = {3, 1}, wd1[2] = {1, 1};
   float sg[2] = {-1, 1}, su[2] = {1, 1}, sd[2] = {0.5f, 2};
-  mok_ref_config c = {{1, 2, 2, 1, 2, 1}, 2, 0, 0.0f, 0, 0, 0};
+  mok_ref_config c = {.shape = {1, 2, 2, 1, 2, 1}, .ep = 2};
   mok_ref_rank r[2] = {{x, topk, rw, wg0, wu0, wd0, sg, su, sd},
                        {x, topk, rw, wg1, wu1, wd1, sg, su, sd}};
   float y0[2], y1[2];
@@ -68,7 +68,8 @@ void test_reference_hand_clamp(void) {
   float x = 1, rw = 1, dy = 1;
   int32_t topk = 0;
   float wg = 5, wu = -3, wd = 2;
-  mok_ref_config c = {{1, 1, 1, 1, 1, 0}, 1, 1, 2.0f, 0, 0, 0};
+  mok_ref_config c = {.shape = {1, 1, 1, 1, 1, 0}, .ep = 1, .use_swiglu_limit = 1,
+                      .swiglu_limit = 2.0f};
   mok_ref_rank r = {&x, &topk, &rw, &wg, &wu, &wd, NULL, NULL, NULL};
   float y, *yp = &y;
   CHECK_STATUS(mok_ref_forward(&c, &r, &yp), MOK_SUCCESS);

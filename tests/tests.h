@@ -11,6 +11,7 @@ void test_fp8_reference_forward(void);
 void test_fp8_reference_backward(void);
 void test_fp8_quantize_columns(void);
 void test_fp8_reference_wgrad(void);
+void test_fp8_reference_fused_drw(void);
 void test_reference_hand_single(void);
 void test_reference_hand_topk_shared(void);
 void test_reference_hand_clamp(void);

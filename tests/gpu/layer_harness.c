@@ -232,7 +232,9 @@ void lh_check_against_reference(const lh_host *h, const lh_dev *d, int rank, con
   const int fp8 = c->dtype == MOK_DTYPE_FP8_BLOCK128;
   /* the GPU's FP8 weight gradients: on unless asked off, or accumulating into bf16 (then bf16) */
   const int f8w = fp8 && !c->bf16_wgrad && (c->grad_fp32 || !c->accumulate);
-  mok_ref_config rc = {h->shape, h->ep, c->use_limit, c->use_limit ? c->limit : 0.0f, 1, fp8, f8w};
+  mok_ref_config rc = {.shape = h->shape, .ep = h->ep, .use_swiglu_limit = c->use_limit,
+                       .swiglu_limit = c->use_limit ? c->limit : 0.0f, .round_bf16 = 1,
+                       .fp8_block128 = fp8, .fp8_wgrad = f8w, .fp8_fused_drw = fp8 && c->fused_drw};
   mok_ref_rank ranks[LH_MAX_RANKS];
   float *y[LH_MAX_RANKS];
   mok_ref_grads gr[LH_MAX_RANKS];

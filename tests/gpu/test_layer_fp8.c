@@ -101,7 +101,9 @@ static void fp8_case(lh_case c, const char *label) {
     CHECK(cudaStreamSynchronize(e.stream) == cudaSuccess);
     CHECK_STATUS(lh_device_error(e.ws), MOK_SUCCESS);
     /* the reference in FP8 mode over every rank */
-    mok_ref_config rc = {h.shape, ep, c.use_limit, c.use_limit ? c.limit : 0.0f, 1, 1, 0};
+    mok_ref_config rc = {.shape = h.shape, .ep = ep, .use_swiglu_limit = c.use_limit,
+                         .swiglu_limit = c.use_limit ? c.limit : 0.0f, .round_bf16 = 1,
+                         .fp8_block128 = 1}; /* forward only */
     mok_ref_rank ranks[LH_MAX_RANKS];
     float *y[LH_MAX_RANKS];
     for (int r = 0; r < ep; ++r) {
@@ -245,4 +247,21 @@ GPU_TEST(layer_fp8_wgrad_bf16) {
   fp8_case(c, "fp8, bf16 wgrad");
   c.route = MOK_ROUTE_ZIPF; c.E = 16; c.k = 4; c.T = 250; c.H = 256; c.I = 384; c.Is = 0;
   fp8_case(c, "fp8, bf16 wgrad, zipf");
+}
+
+/* The router-weight gradient fused into the SwiGLU backward (opt-in, MOK_FP8_FUSED_DRW=1 at
+ * workspace creation): the forward keeps no outputs, the reverse combine quantizes the unweighted
+ * dy, and d_rw = g . act comes from the SwiGLU backward; the same checks (the one-region ring's
+ * replay then stops after gate+up) against the reference's matching mode. */
+GPU_TEST(layer_fp8_fused_drw) {
+  lh_case c = lh_base_case();
+  c.T = 301; c.Is = 128; c.H = 384; c.I = 256;
+  c.fused_drw = 1;
+  setenv("MOK_FP8_FUSED_DRW", "1", 1);
+  fp8_case(c, "fp8 fused d_rw");
+  c.route = MOK_ROUTE_ZIPF; c.E = 16; c.k = 4; c.T = 250; c.H = 256; c.I = 384; c.Is = 0;
+  c.use_limit = 1; c.limit = 0.75f;
+  c.tol = 3e-2; /* the clamp's bound (layer_fp8_zipf_clamp says why) */
+  fp8_case(c, "fp8 fused d_rw, zipf+clamp");
+  unsetenv("MOK_FP8_FUSED_DRW");
 }
