@@ -73,9 +73,9 @@ class MoE(nn.Module):
     for its backward (one forward with autograd in flight per module; recompute=True lifts this at
     the cost of one more forward in backward). The Group is made at construction (collective).
     kernels ("auto", "fused", "grouped", "v1") picks mok's execution path (backend "mok" only).
-    dtype "fp8" runs the routed experts in FP8 (block-128 E4M3, weights quantized at every forward,
-    their gradients straight through; backend "mok", kernels "auto" or "grouped"; mok.functional.
-    moe_fp8); the parameters stay bf16.
+    expert_precision "fp8" runs the routed experts in FP8 (block-128 E4M3, weights quantized at
+    every forward, their gradients straight through; backend "mok", kernels "auto" or "grouped";
+    mok.functional.moe_fp8); the parameters stay bf16.
     ring_bytes > 0 bounds what mok keeps per layer for backward to a token ring of that size
     (backward then replays the forward of the macrobatches not kept; results unchanged).
     """
@@ -85,15 +85,16 @@ class MoE(nn.Module):
                  score_correction_bias=False, norm_topk_prob=False, routed_scaling_factor=1.0,
                  swiglu_limit=0.0, process_group=None, backend="mok", recompute=False,
                  device=None, router_dtype=torch.float32, kernels="auto", ring_bytes=0,
-                 dtype="bf16"):
+                 expert_precision="bf16"):
         super().__init__()
         if backend not in BACKENDS:
             raise ValueError(f"backend must be one of {BACKENDS}, got {backend!r}")
-        if dtype not in ("bf16", "fp8"):
-            raise ValueError(f"dtype must be 'bf16' or 'fp8', got {dtype!r}")
-        if dtype == "fp8" and (backend != "mok" or kernels not in ("auto", "grouped")):
-            raise ValueError("dtype 'fp8' runs on backend 'mok' with kernels 'auto' or 'grouped'")
-        self.dtype = dtype
+        if expert_precision not in ("bf16", "fp8"):
+            raise ValueError(f"expert_precision must be 'bf16' or 'fp8', got {expert_precision!r}")
+        if expert_precision == "fp8" and (backend != "mok" or kernels not in ("auto", "grouped")):
+            raise ValueError("expert_precision 'fp8' runs on backend 'mok' with kernels 'auto' or "
+                             "'grouped'")
+        self.expert_precision = expert_precision
         check_routing(num_experts, top_k, scoring, n_group, topk_group)
         if swiglu_limit < 0:
             raise ValueError(f"swiglu_limit must be >= 0 (0: off), got {swiglu_limit}")
@@ -166,7 +167,8 @@ class MoE(nn.Module):
         return (f"hidden={self.hidden_size}, intermediate={self.intermediate_size}, "
                 f"experts={self.num_experts} ({self.num_local_experts} here), top_k={self.top_k}, "
                 f"shared={self.shared_intermediate_size}, scoring={self.scoring}, "
-                f"groups={self.n_group}/{self.topk_group}, backend={self.backend}, dtype={self.dtype}")
+                f"groups={self.n_group}/{self.topk_group}, backend={self.backend}, "
+                f"experts in {self.expert_precision}")
 
     def route(self, tokens):
         """tokens [T, H] -> (topk_experts [T, k] int32, router_weights [T, k] fp32)."""
@@ -182,7 +184,7 @@ class MoE(nn.Module):
         tokens = tokens.to(torch.bfloat16).contiguous()      # the experts run on bf16 tokens
         shared = (self.shared_gate, self.shared_up, self.shared_down)
         if self.backend == "mok":
-            run = _functional.moe_fp8 if self.dtype == "fp8" else _functional.moe
+            run = _functional.moe_fp8 if self.expert_precision == "fp8" else _functional.moe
             y = run(tokens, topk_experts, router_weights, self.w_gate, self.w_up, self.w_down,
                     *shared, group=self._group, num_experts=self.num_experts,
                     swiglu_limit=self.swiglu_limit, slot=None if self.recompute else self._slot)

@@ -151,11 +151,11 @@ def test_module_rejects_bad_shapes():
     with pytest.raises(ValueError):
         mok.MoE(32, 16, 8, 2, backend="cuda")
     with pytest.raises(ValueError):
-        mok.MoE(32, 16, 8, 2, backend="torch", dtype="fp8")     # FP8 runs on mok's kernels
+        mok.MoE(32, 16, 8, 2, backend="torch", expert_precision="fp8")  # FP8: mok only
     with pytest.raises(ValueError):
-        mok.MoE(128, 128, 8, 2, backend="mok", dtype="fp4")
+        mok.MoE(128, 128, 8, 2, backend="mok", expert_precision="fp4")
     with pytest.raises(ValueError):
-        mok.MoE(128, 128, 8, 2, backend="mok", dtype="fp8", kernels="v1")
+        mok.MoE(128, 128, 8, 2, backend="mok", expert_precision="fp8", kernels="v1")
     m = mok.MoE(32, 16, 8, 2, backend="torch")
     with pytest.raises(ValueError):
         m(torch.randn(4, 31))

@@ -269,15 +269,15 @@ def test_fp8_functional():
 
 
 def test_fp8_module():
-    """mok.MoE(dtype="fp8") under autograd (weights quantized at every forward, gradients
+    """mok.MoE(expert_precision="fp8") under autograd (weights quantized at every forward, gradients
     straight through): output and every gradient against the BF16 mok module on the same weights
     within E4M3's precision (tokens, activations, weights and gradients are quantized), the second
     step bitwise the first, and recompute=True (the forward re-run in backward) bitwise the same."""
     seed = shared_seed()
     kw = CASES["deepseek_v3"]
     a, _ = make_pair(seed, **kw)
-    f = mok.MoE(H, I, device="cuda", backend="mok", dtype="fp8", **kw)
-    r = mok.MoE(H, I, device="cuda", backend="mok", dtype="fp8", recompute=True, **kw)
+    f = mok.MoE(H, I, device="cuda", backend="mok", expert_precision="fp8", **kw)
+    r = mok.MoE(H, I, device="cuda", backend="mok", expert_precision="fp8", recompute=True, **kw)
     f.load_state_dict(a.state_dict())
     r.load_state_dict(a.state_dict())
     g = torch.Generator(device="cuda").manual_seed(seed + dist.get_rank())
