@@ -122,7 +122,9 @@ void test_fp8_reference_forward(void) {
  * and not equal to it; the shared expert's weight gradients (the shared expert stays BF16) equal
  * BF16's bit for bit. */
 void test_fp8_reference_backward(void) {
-  mok_shape s = {6, 256, 4, 128, 2, 128};
+  /* 40 tokens: every rank's experts get rows (with 6, a rank's two experts sometimes got none,
+   * its weight gradients were all zero in both modes and "not equal" failed) */
+  mok_shape s = {40, 256, 4, 128, 2, 128};
   ref_problem p;
   CHECK_STATUS(problem_make(&p, &s, 2, MOK_ROUTE_UNIFORM, test_seed()), MOK_SUCCESS);
   p.cfg.round_bf16 = 1;
@@ -227,9 +229,11 @@ void test_fp8_reference_wgrad(void) {
 }
 
 /* The reference's fused router-weight gradient (fp8_fused_drw: d_rw = g . act inside the SwiGLU
- * backward, g from the unweighted dy quantized): d_rw and the data gradients within E4M3's
- * precision of the unfused mode's (the same quantity, rounded at other places), dW_down bit for
- * bit (its operands do not change), and d_rw not bit for bit (the other formula ran). */
+ * backward, g from the unweighted dy quantized): the data and weight gradients within E4M3's
+ * precision of the unfused mode's (the same quantities, rounded at other places), d_rw within
+ * twice that (the fused one reads dy through its E4M3 quantization, the unfused one in bf16 against
+ * the output: measured up to 3.3e-2 apart), dW_down bit for bit (its operands do not change), and
+ * d_rw not bit for bit (the other formula ran). */
 void test_fp8_reference_fused_drw(void) {
   mok_shape s = {40, 256, 4, 128, 2, 0};
   ref_problem p;
@@ -251,7 +255,11 @@ void test_fp8_reference_fused_drw(void) {
   for (int r = 0; r < 2; ++r) {
     const mok_ref_grads *f = &p.grads[r];
     const float *fu[5] = {f->dx, f->d_router_weights, f->dw_gate, f->dw_up, f->dw_down};
-    for (int i = 0; i < 4; ++i) CHECK(rel_error(fu[i], un[r][i], n[i]) < 3e-2);
+    for (int i = 0; i < 4; ++i) {
+      const double e = rel_error(fu[i], un[r][i], n[i]), bound = i == 1 ? 6e-2 : 3e-2;
+      if (!(e < bound)) fprintf(stderr, "  gradient %d of rank %d: %.3e\n", i, r, e);
+      CHECK(e < bound);
+    }
     CHECK(memcmp(fu[4], un[r][4], sizeof(float) * (size_t)n[4]) == 0);
     CHECK(memcmp(fu[1], un[r][1], sizeof(float) * (size_t)n[1]) != 0);
     for (int i = 0; i < 5; ++i) free(un[r][i]);
