@@ -6,19 +6,15 @@
 #include "kernels/hopper_ptx.cuh"
 #include "kernels/v1_common.cuh"
 #include "kernels/v1_kernels.h"
+#include "kernels/v1_route.cuh"
 #include "schedule/schedule_core.h"
 
 #define WARPS 8
 
-__device__ __forceinline__ int64_t route_rows(const v1_route &r) {
-  int64_t total = r.expert_offset[r.experts_local];
-  return total < r.capacity ? total : r.capacity;
-}
-
 __global__ void dispatch_pull_kernel(v1_route r, size_t x_off, bf16 *recv) {
   const int lane = threadIdx.x & 31;
   const int64_t row = (int64_t)blockIdx.x * WARPS + (threadIdx.x >> 5);
-  if (v1_error(r.err) || row >= route_rows(r)) return;
+  if (v1_error(r.err) || row >= v1_route_rows(r)) return;
   const int64_t nv = r.hidden / 8;
   uint4 *dst = (uint4 *)(recv + row * r.hidden);
   const int32_t slot = r.row_src[row];
@@ -26,9 +22,7 @@ __global__ void dispatch_pull_kernel(v1_route r, size_t x_off, bf16 *recv) {
     for (int64_t i = lane; i < nv; i += 32) dst[i] = make_uint4(0, 0, 0, 0);
     return;
   }
-  const int src = mok_sched_slot_rank(slot, r.tokens, r.top_k);
-  const int64_t t = mok_sched_slot_token(slot, r.tokens, r.top_k);
-  const uint4 *s = (const uint4 *)(r.peer_base[src] + x_off) + t * nv;
+  const uint4 *s = v1_slot_row(r, x_off, slot, nv);
 #pragma unroll 4
   for (int64_t i = lane; i < nv; i += 32) dst[i] = s[i];
 }
@@ -43,7 +37,7 @@ __global__ void dispatch_pull_fp8_kernel(v1_route r, size_t x8_off, size_t s_off
                                          float *scales, int64_t m_pad) {
   const int lane = threadIdx.x & 31;
   const int64_t row = (int64_t)blockIdx.x * WARPS + (threadIdx.x >> 5);
-  if (v1_error(r.err) || row >= route_rows(r)) return;
+  if (v1_error(r.err) || row >= v1_route_rows(r)) return;
   const int64_t nv = r.hidden / 16, kbs = r.hidden / 128;
   uint4 *dst = (uint4 *)(recv8 + row * r.hidden);
   const int32_t slot = r.row_src[row];
@@ -82,7 +76,7 @@ __global__ void __launch_bounds__(PULL_WARPS * 32) dispatch_pull_bulk_kernel(v1_
   __shared__ __align__(8) uint64_t bars[PULL_WARPS][2];
   const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
   if (v1_error(r.err)) return;
-  const int64_t nrows = route_rows(r), stride = (int64_t)gridDim.x * PULL_WARPS;
+  const int64_t nrows = v1_route_rows(r), stride = (int64_t)gridDim.x * PULL_WARPS;
   const int64_t first = (int64_t)blockIdx.x * PULL_WARPS + warp;
   const int64_t row_bytes = r.hidden * 2;
   for (int64_t row = first; row < nrows; row += stride)
@@ -145,7 +139,7 @@ __global__ void __launch_bounds__(PULL_WARPS * 32) dispatch_pull_bulk_kernel(v1_
 __global__ void push_rows_kernel(v1_route r, const bf16 *rows, size_t dst_off) {
   const int lane = threadIdx.x & 31;
   const int64_t row = (int64_t)blockIdx.x * WARPS + (threadIdx.x >> 5);
-  if (v1_error(r.err) || row >= route_rows(r)) return;
+  if (v1_error(r.err) || row >= v1_route_rows(r)) return;
   const int32_t slot = r.row_src[row];
   if (slot < 0) return;
   const int64_t nv = r.hidden / 8, per_rank = r.tokens * r.top_k;
@@ -187,22 +181,20 @@ __global__ void weight_rows_kernel(v1_route r, char *const *rw_base, size_t rw_o
                                    bf16 *d_out) {
   const int lane = threadIdx.x & 31;
   const int64_t row = (int64_t)blockIdx.x * WARPS + (threadIdx.x >> 5);
-  if (v1_error(r.err) || row >= route_rows(r)) return;
-  const int64_t nv = r.hidden / 8, per_rank = r.tokens * r.top_k;
+  if (v1_error(r.err) || row >= v1_route_rows(r)) return;
+  const int64_t nv = r.hidden / 8;
   uint4 *dst = (uint4 *)(d_out + row * r.hidden);
   const int32_t slot = r.row_src[row];
   if (slot < 0) {
     for (int64_t i = lane; i < nv; i += 32) dst[i] = make_uint4(0, 0, 0, 0);
     return;
   }
-  const int src = mok_sched_slot_rank(slot, r.tokens, r.top_k);
-  const float w = ((const float *)(rw_base[src] + rw_off))[slot % per_rank];
-  const uint4 *dy = dy_rows ? (const uint4 *)(dy_rows + row * r.hidden)
-                            : (const uint4 *)(r.peer_base[src] + dy_off) +
-                                  mok_sched_slot_token(slot, r.tokens, r.top_k) * nv;
+  const float w = *v1_slot_f32(r, rw_base, rw_off, slot);
+  const uint4 *dy =
+      dy_rows ? (const uint4 *)(dy_rows + row * r.hidden) : v1_slot_row(r, dy_off, slot, nv);
   const uint4 *o = (const uint4 *)(out_rows + row * r.hidden);
   const float dot = scaled_row_and_dot(dy, o, w, dst, nv, lane);
-  if (lane == 0) ((float *)(r.peer_base[src] + drw_off))[slot % per_rank] = dot;
+  if (lane == 0) *v1_slot_f32(r, r.peer_base, drw_off, slot) = dot;
   __threadfence_system();
 }
 
@@ -216,18 +208,12 @@ __global__ void reverse_combine_fp8_kernel(v1_route r, size_t dy_off, size_t rw_
                                            float *rw_rows) {
   const int lane = threadIdx.x & 31;
   const int64_t row = (int64_t)blockIdx.x * WARPS + (threadIdx.x >> 5);
-  if (v1_error(r.err) || row >= route_rows(r)) return;
-  const int64_t nv = r.hidden / 8, per_rank = r.tokens * r.top_k;
+  if (v1_error(r.err) || row >= v1_route_rows(r)) return;
+  const int64_t nv = r.hidden / 8;
   uint4 *dst = (uint4 *)(d_out + row * r.hidden);
   const int32_t slot = r.row_src[row];
-  float w = 0.0f;
-  const uint4 *dy = NULL;
-  if (slot >= 0) {
-    const int src = mok_sched_slot_rank(slot, r.tokens, r.top_k);
-    w = ((const float *)(r.peer_base[src] + rw_off))[slot % per_rank];
-    dy = (const uint4 *)(r.peer_base[src] + dy_off) +
-         mok_sched_slot_token(slot, r.tokens, r.top_k) * nv;
-  }
+  const float w = slot >= 0 ? *v1_slot_f32(r, r.peer_base, rw_off, slot) : 0.0f;
+  const uint4 *dy = slot >= 0 ? v1_slot_row(r, dy_off, slot, nv) : NULL;
   /* 16 lanes hold a 128-value block: chunk i = 32 * it + lane is block i / 16 (H % 128 == 0, so a
    * half-warp is all in or all out) */
   for (int64_t it = 0; it * 32 < nv; ++it) {

@@ -7,7 +7,7 @@
 #include "kernels/v1_common.cuh"
 #include "kernels/v1_kernels.h"
 #include "kernels/v1_random.h"
-#include "schedule/schedule_core.h"
+#include "kernels/v1_route.cuh"
 
 __device__ __forceinline__ int64_t rows_of(int64_t rows_max, const int32_t *rows_dev) {
   if (!rows_dev) return rows_max;
@@ -105,9 +105,7 @@ __global__ void swiglu_bwd_rw_kernel(v1_route r, size_t drw_off, const bf16 *g, 
                                      float L) {
   const int lane = threadIdx.x & 31;
   const int64_t row = (int64_t)blockIdx.x * RW_WARPS + (threadIdx.x >> 5);
-  if (v1_error(r.err)) return;
-  const int64_t total = r.expert_offset[r.experts_local];
-  if (row >= (total < r.capacity ? total : r.capacity)) return;
+  if (v1_error(r.err) || row >= v1_route_rows(r)) return;
   const int64_t nv = I / 8;
   uint4 *out = (uint4 *)(dgu + row * 2 * I);
   const int32_t slot = r.row_src[row];
@@ -136,11 +134,7 @@ __global__ void swiglu_bwd_rw_kernel(v1_route r, size_t drw_off, const bf16 *g, 
   }
 #pragma unroll
   for (int m = 16; m > 0; m >>= 1) dot += __shfl_xor_sync(0xffffffffu, dot, m);
-  if (lane == 0) {
-    const int64_t per_rank = r.tokens * r.top_k;
-    const int src = mok_sched_slot_rank(slot, r.tokens, r.top_k);
-    ((float *)(r.peer_base[src] + drw_off))[slot % per_rank] = dot;
-  }
+  if (lane == 0) *v1_slot_f32(r, r.peer_base, drw_off, slot) = dot;
   __threadfence_system();
 }
 
