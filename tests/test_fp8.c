@@ -118,6 +118,35 @@ void test_fp8_reference_forward(void) {
   problem_free(&p);
 }
 
+/* Both ranks' eight gradients of p's backward under its current config, into fresh buffers g[r][i]
+ * of n[i] floats: dx, d_rw, the routed gate / up / down, the shared gate / up / down (NULL
+ * without a shared expert). Two ranks, as every problem below. */
+static void ref_backward_into(ref_problem *p, const mok_shape *s, int64_t n[8], float *g[2][8]) {
+  const int64_t T = s->tokens, H = s->hidden, I = s->intermediate, Is = s->shared_intermediate;
+  const int64_t el = s->num_experts / 2;
+  const int64_t len[8] = {T * H, T * s->top_k, el * I * H, el * I * H, el * H * I, Is * H, Is * H,
+                          H * Is};
+  mok_ref_grads rg[2];
+  for (int r = 0; r < 2; ++r) {
+    for (int i = 0; i < 8; ++i) {
+      n[i] = len[i];
+      g[r][i] = len[i] > 0 ? malloc(sizeof(float) * (size_t)len[i]) : NULL;
+    }
+    mok_ref_grads t = {g[r][0], g[r][1], g[r][2], g[r][3], g[r][4], g[r][5], g[r][6], g[r][7]};
+    rg[r] = t;
+  }
+  CHECK_STATUS(mok_ref_backward(&p->cfg, p->ranks, (const float *const *)p->dy, rg), MOK_SUCCESS);
+}
+
+static void ref_grads_free(float *g[2][8]) {
+  for (int r = 0; r < 2; ++r)
+    for (int i = 0; i < 8; ++i) free(g[r][i]);
+}
+
+static int same_floats(const float *a, const float *b, int64_t n) {
+  return memcmp(a, b, sizeof(float) * (size_t)n) == 0;
+}
+
 /* The reference's FP8 backward: every routed gradient close to BF16's (within E4M3's precision)
  * and not equal to it; the shared expert's weight gradients (the shared expert stays BF16) equal
  * BF16's bit for bit. */
@@ -128,31 +157,20 @@ void test_fp8_reference_backward(void) {
   ref_problem p;
   CHECK_STATUS(problem_make(&p, &s, 2, MOK_ROUTE_UNIFORM, test_seed()), MOK_SUCCESS);
   p.cfg.round_bf16 = 1;
-  const int64_t T = s.tokens, H = s.hidden, I = s.intermediate, Is = s.shared_intermediate;
-  const int64_t el = s.num_experts / 2;
-  const int64_t n[8] = {T * H, T * s.top_k, el * I * H, el * I * H, el * H * I, Is * H, Is * H, H * Is};
-  float *bf[2][8];
-  mok_ref_grads g[2];
-  for (int r = 0; r < 2; ++r) {
-    for (int i = 0; i < 8; ++i) bf[r][i] = malloc(sizeof(float) * (size_t)n[i]);
-    mok_ref_grads t = {bf[r][0], bf[r][1], bf[r][2], bf[r][3], bf[r][4], bf[r][5], bf[r][6], bf[r][7]};
-    g[r] = t;
-  }
-  CHECK_STATUS(mok_ref_backward(&p.cfg, p.ranks, (const float *const *)p.dy, g), MOK_SUCCESS);
+  int64_t n[8];
+  float *bf[2][8], *f8[2][8];
+  ref_backward_into(&p, &s, n, bf);
   p.cfg.fp8_block128 = 1;
-  CHECK_STATUS(mok_ref_backward(&p.cfg, p.ranks, (const float *const *)p.dy, p.grads), MOK_SUCCESS);
+  ref_backward_into(&p, &s, n, f8);
   for (int r = 0; r < 2; ++r) {
-    const mok_ref_grads *f = &p.grads[r];
-    const float *fp[8] = {f->dx, f->d_router_weights, f->dw_gate, f->dw_up, f->dw_down,
-                          f->dws_gate, f->dws_up, f->dws_down};
     for (int i = 0; i < 5; ++i) {
-      const double e = rel_error(fp[i], bf[r][i], n[i]);
+      const double e = rel_error(f8[r][i], bf[r][i], n[i]);
       CHECK(e > 1e-4 && e < 0.1);
     }
-    for (int i = 5; i < 8; ++i)
-      CHECK(memcmp(fp[i], bf[r][i], sizeof(float) * (size_t)n[i]) == 0);
-    for (int i = 0; i < 8; ++i) free(bf[r][i]);
+    for (int i = 5; i < 8; ++i) CHECK(same_floats(f8[r][i], bf[r][i], n[i]));
   }
+  ref_grads_free(bf);
+  ref_grads_free(f8);
   problem_free(&p);
 }
 
@@ -200,31 +218,21 @@ void test_fp8_reference_wgrad(void) {
   CHECK_STATUS(problem_make(&p, &s, 2, MOK_ROUTE_UNIFORM, test_seed()), MOK_SUCCESS);
   p.cfg.round_bf16 = 1;
   p.cfg.fp8_block128 = 1;
-  const int64_t T = s.tokens, H = s.hidden, I = s.intermediate, Is = s.shared_intermediate;
-  const int64_t el = s.num_experts / 2;
-  const int64_t n[8] = {T * H, T * s.top_k, el * I * H, el * I * H, el * H * I, Is * H, Is * H, H * Is};
-  float *bf[2][8];
-  mok_ref_grads g[2];
-  for (int r = 0; r < 2; ++r) {
-    for (int i = 0; i < 8; ++i) bf[r][i] = malloc(sizeof(float) * (size_t)n[i]);
-    mok_ref_grads t = {bf[r][0], bf[r][1], bf[r][2], bf[r][3], bf[r][4], bf[r][5], bf[r][6], bf[r][7]};
-    g[r] = t;
-  }
-  CHECK_STATUS(mok_ref_backward(&p.cfg, p.ranks, (const float *const *)p.dy, g), MOK_SUCCESS);
+  int64_t n[8];
+  float *un[2][8], *fw[2][8];
+  ref_backward_into(&p, &s, n, un);
   p.cfg.fp8_wgrad = 1;
-  CHECK_STATUS(mok_ref_backward(&p.cfg, p.ranks, (const float *const *)p.dy, p.grads), MOK_SUCCESS);
+  ref_backward_into(&p, &s, n, fw);
   for (int r = 0; r < 2; ++r) {
-    const mok_ref_grads *f = &p.grads[r];
-    const float *fp[8] = {f->dx, f->d_router_weights, f->dw_gate, f->dw_up, f->dw_down,
-                          f->dws_gate, f->dws_up, f->dws_down};
     for (int i = 2; i < 5; ++i) {
-      const double e = rel_error(fp[i], bf[r][i], n[i]);
+      const double e = rel_error(fw[r][i], un[r][i], n[i]);
       CHECK(e > 1e-3 && e < 0.06);
     }
     for (int i = 0; i < 8; ++i)
-      if (i < 2 || i >= 5) CHECK(memcmp(fp[i], bf[r][i], sizeof(float) * (size_t)n[i]) == 0);
-    for (int i = 0; i < 8; ++i) free(bf[r][i]);
+      if (i < 2 || i >= 5) CHECK(same_floats(fw[r][i], un[r][i], n[i]));
   }
+  ref_grads_free(un);
+  ref_grads_free(fw);
   problem_free(&p);
 }
 
@@ -240,29 +248,21 @@ void test_fp8_reference_fused_drw(void) {
   CHECK_STATUS(problem_make(&p, &s, 2, MOK_ROUTE_UNIFORM, test_seed()), MOK_SUCCESS);
   p.cfg.round_bf16 = 1;
   p.cfg.fp8_block128 = 1;
-  const int64_t T = s.tokens, H = s.hidden, I = s.intermediate, el = s.num_experts / 2;
-  const int64_t n[5] = {T * H, T * s.top_k, el * I * H, el * I * H, el * H * I};
-  float *un[2][5];
-  mok_ref_grads g[2];
-  for (int r = 0; r < 2; ++r) {
-    for (int i = 0; i < 5; ++i) un[r][i] = malloc(sizeof(float) * (size_t)n[i]);
-    mok_ref_grads t = {un[r][0], un[r][1], un[r][2], un[r][3], un[r][4], NULL, NULL, NULL};
-    g[r] = t;
-  }
-  CHECK_STATUS(mok_ref_backward(&p.cfg, p.ranks, (const float *const *)p.dy, g), MOK_SUCCESS);
+  int64_t n[8];
+  float *un[2][8], *fu[2][8];
+  ref_backward_into(&p, &s, n, un);
   p.cfg.fp8_fused_drw = 1;
-  CHECK_STATUS(mok_ref_backward(&p.cfg, p.ranks, (const float *const *)p.dy, p.grads), MOK_SUCCESS);
+  ref_backward_into(&p, &s, n, fu);
   for (int r = 0; r < 2; ++r) {
-    const mok_ref_grads *f = &p.grads[r];
-    const float *fu[5] = {f->dx, f->d_router_weights, f->dw_gate, f->dw_up, f->dw_down};
     for (int i = 0; i < 4; ++i) {
-      const double e = rel_error(fu[i], un[r][i], n[i]), bound = i == 1 ? 6e-2 : 3e-2;
+      const double e = rel_error(fu[r][i], un[r][i], n[i]), bound = i == 1 ? 6e-2 : 3e-2;
       if (!(e < bound)) fprintf(stderr, "  gradient %d of rank %d: %.3e\n", i, r, e);
       CHECK(e < bound);
     }
-    CHECK(memcmp(fu[4], un[r][4], sizeof(float) * (size_t)n[4]) == 0);
-    CHECK(memcmp(fu[1], un[r][1], sizeof(float) * (size_t)n[1]) != 0);
-    for (int i = 0; i < 5; ++i) free(un[r][i]);
+    CHECK(same_floats(fu[r][4], un[r][4], n[4]));
+    CHECK(!same_floats(fu[r][1], un[r][1], n[1]));
   }
+  ref_grads_free(un);
+  ref_grads_free(fu);
   problem_free(&p);
 }
