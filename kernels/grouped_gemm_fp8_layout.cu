@@ -1,7 +1,6 @@
 /* grouped_gemm_fp8_layout.cu — the FP8 backward's layout conversions (see grouped_gemm.h): block-
  * scaled E4M3 weights transposed (codes moved, scales moved, nothing re-quantized, so exact), and
  * 1x128-quantized rows dequantized back to bf16 for the weight gradients. */
-#include <cuda_fp16.h>
 #include <cuda_runtime.h>
 #include <stdint.h>
 #include "kernels/grouped_gemm.h"

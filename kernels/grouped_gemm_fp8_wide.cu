@@ -22,9 +22,9 @@
  * Shape: persistent, a TMA producer warp and two consumer warpgroups (64 rows x 256 columns each,
  * 232 registers), 128-row tiles, BK = 128, 4 stages of 48 KB (A 16 KB, B 32 KB) and their row
  * scales, the direct epilogue (f8_store_direct); a push (the backward's dx) stages 64 x 64 boxes
- * and sends them from there (gg_push_pass), 16 bytes per thread and row. CL = 2: a cluster pair of vertically adjacent tiles of one
- * expert shares the B tile through multicast, each CTA loading two of its four 64-row boxes, so
- * L2 serves 32 KB instead of 48 KB per CTA and K block.
+ * and sends them from there (gg_push_pass), 16 bytes per thread and row. CL = 2: a cluster pair
+ * of vertically adjacent tiles of one expert shares the B tile through multicast, each CTA
+ * loading two of its four 64-row boxes, so L2 serves 32 KB instead of 48 KB per CTA and K block.
  *
  * Not done: each K block as two m64n128k32 groups, one per 128-column half of Y, rescaling one half
  * while the other half's wgmmas run (wgmma.wait_group 1). ptxas moves the multiplies of one half
