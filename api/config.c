@@ -21,6 +21,7 @@ mok_status mok_config_init(mok_config *c) {
   c->timeout_ms = 10000;
   c->deterministic = 1;
   c->fp8_weight_grads = 1;
+  c->fp8_fused_router_grad = 1;
   return MOK_SUCCESS;
 }
 
@@ -70,6 +71,8 @@ mok_status mok_validate(const mok_shape *s, const mok_config *c, int ep) {
     return MOK_ERR_INVALID_ARGUMENT;
   if (c->timeout_ms <= 0 || (c->deterministic != 0 && c->deterministic != 1)) return MOK_ERR_INVALID_ARGUMENT;
   if (c->fp8_weight_grads != 0 && c->fp8_weight_grads != 1) return MOK_ERR_INVALID_ARGUMENT;
+  if (c->fp8_fused_router_grad != 0 && c->fp8_fused_router_grad != 1)
+    return MOK_ERR_INVALID_ARGUMENT;
   mok_pipe_params pipe;
   int64_t ring = 0;
   return mok_pipe_from_config(s, c, ep, &pipe, &ring); /* a ring holds at least one region */

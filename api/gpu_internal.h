@@ -53,9 +53,8 @@ struct mok_workspace {
                                 [max(H, 2I)] and [max(H, I)] rows of rows_pad codes         */
   float *wq_as, *wq_bs;      /*   and their scales [rows_pad / 128][max(H, 2I) | max(H, I)]  */
   int fp8_fused_drw;         /* FP8: d_router_weights inside the SwiGLU backward, from the
-                                unweighted d_act product (MOK_FP8_FUSED_DRW=1; not yet the
-                                default: its kernels await their first GPU run); the forward
-                                then keeps no outputs                                       */
+                                unweighted d_act product (config fp8_fused_router_grad); the
+                                forward then keeps no outputs                               */
   float *rw_rows;            /*   each row's router weight [rows]                           */
   int32_t *dense_table;      /* the shared expert as one grouped-GEMM expert: offset {0,
                                 T rounded up to 128}, count {T}                           */

@@ -39,7 +39,7 @@ static mok_status chunk_geometry(const mok_shape *s, int ep, int *cpr_out, int64
 }
 
 /* What every rank must agree on, as plain integers. */
-#define AGREE_N 20
+#define AGREE_N 21
 static void agreement_row(mok_status st, const mok_shape *s, const mok_config *c, int64_t *row) {
   float L = c->use_swiglu_limit ? c->swiglu_limit : 0.0f;
   int32_t Lbits;
@@ -48,7 +48,7 @@ static void agreement_row(mok_status st, const mok_shape *s, const mok_config *c
                         s->shared_intermediate, c->dtype, c->path, c->fwd_comm_sms, c->bwd_comm_sms,
                         c->tile_m, c->minibatch_rows, c->macrobatch_minibatches, c->ring_bytes,
                         c->schedule_capacity, c->use_swiglu_limit != 0, Lbits, c->timeout_ms,
-                        c->fp8_weight_grads};
+                        c->fp8_weight_grads, c->fp8_fused_router_grad};
   memcpy(row, v, sizeof v);
 }
 
@@ -220,10 +220,9 @@ mok_status mok_workspace_create(mok_group *g, const mok_shape *s, const mok_conf
     LOC(o_q, rows * q_cols);
     LOC(o_qs, q_cols / 128 * rows_pad * 4);
   }
-  /* FP8, the router-weight gradient inside the SwiGLU backward (opt-in until its kernels have run
-   * on a GPU: MOK_FP8_FUSED_DRW=1 at workspace creation): each row's router weight */
-  const char *fd = getenv("MOK_FP8_FUSED_DRW");
-  const int fused_drw = fp8 && fd && strcmp(fd, "1") == 0;
+  /* FP8, the router-weight gradient inside the SwiGLU backward (config fp8_fused_router_grad):
+   * each row's router weight */
+  const int fused_drw = fp8 && c->fp8_fused_router_grad;
   if (fused_drw) LOC(o_rwr, rows * 4);
   /* FP8 weight gradients: both operands of each, quantized along the tokens and transposed */
   const int fp8_wgrad = fp8 && c->fp8_weight_grads;

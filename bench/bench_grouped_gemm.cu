@@ -339,14 +339,6 @@ int main(int argc, char **argv) {
       printf("%-22s %-10s %10.3f %10s\n", s.name, "f8w_quant", ms, "-");
       ms = time_median_ms(run_fp8_wgrad, &fw, 2, iters);
       printf("%-22s %-10s %10.3f %10.1f\n", s.name, "fp8_wgrad", ms, flop / ms * 1e-9);
-      const int pf[] = {1};
-      const char *pn[] = {"f8w_unord"}; /* the warpgroups' wgmmas not taking turns */
-      for (int i = 0; i < 1; ++i) {
-        gg_set_tuning(0, 0, 0, pf[i]);
-        ms = time_median_ms(run_fp8_wgrad, &fw, 2, iters);
-        printf("%-22s %-10s %10.3f %10.1f\n", s.name, pn[i], ms, flop / ms * 1e-9);
-      }
-      gg_set_tuning(0, cl_env ? atoi(cl_env) : 0, 0, base_flags);
       cudaFree(fw.qc); cudaFree(fw.qa); cudaFree(fw.sc); cudaFree(fw.sa);
       cudaFree(c.w32);
     }

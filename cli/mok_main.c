@@ -34,6 +34,8 @@ static void usage(FILE *f) {
           "  --clamp L              SwiGLU limit L > 0\n"
           "  --dtype bf16|fp8       GPU: routed-expert precision (fp8: block-128 E4M3)\n"
           "  --fp8-wgrad 0|1        GPU, fp8: weight gradients in FP8 (1, the default) or bf16\n"
+          "  --fp8-fused-drw 0|1    GPU, fp8: d_router_weights inside the SwiGLU backward (1, the\n"
+          "                         default) or from the forward's kept outputs\n"
           "  --path auto|fused|grouped|v1\n"
           "                         GPU: the default (fused in BF16, grouped in FP8), fused\n"
           "                         (communication inside the grouped GEMM kernels), grouped\n"
@@ -110,6 +112,7 @@ static int parse_run(int argc, char **argv, cli_options *o) {
     else if (strcmp(a, "--capacity") == 0) bad = parse_int(a, v, 0, 1LL << 31, &n), o->config.schedule_capacity = n;
     else if (strcmp(a, "--macrobatch") == 0) bad = parse_int(a, v, 1, 1 << 20, &n), o->config.macrobatch_minibatches = (int)n;
     else if (strcmp(a, "--fp8-wgrad") == 0) bad = parse_int(a, v, 0, 1, &n), o->config.fp8_weight_grads = (int)n;
+    else if (strcmp(a, "--fp8-fused-drw") == 0) bad = parse_int(a, v, 0, 1, &n), o->config.fp8_fused_router_grad = (int)n;
     else if (strcmp(a, "--ring-mb") == 0) bad = parse_int(a, v, 0, 1LL << 30, &n), o->config.ring_bytes = n << 20;
     else if (strcmp(a, "--gg-cluster") == 0) bad = parse_int(a, v, 0, 2, &n), o->gg_cluster = (int)n;
     else if (strcmp(a, "--gg-flags") == 0) bad = parse_int(a, v, 0, 511, &n), o->gg_flags = (int)n;

@@ -496,11 +496,10 @@ static int worker(const cli_options *o, int rank, int n, const char *dir) {
 
   /* sampled check: a few tokens against the CPU reference, from only the weights they use */
   expert_gen gen = {seed, H, I, el, sw, sd, fp8};
-  const char *fused_drw = getenv("MOK_FP8_FUSED_DRW"); /* the layer's opt-in, read likewise */
   mok_ref_config rc = {.shape = s, .ep = 1, .use_swiglu_limit = cfg.use_swiglu_limit,
                        .swiglu_limit = cfg.swiglu_limit, .round_bf16 = 1, .fp8_block128 = fp8,
                        .fp8_wgrad = fp8 && cfg.fp8_weight_grads,
-                       .fp8_fused_drw = fp8 && fused_drw && strcmp(fused_drw, "1") == 0};
+                       .fp8_fused_drw = fp8 && cfg.fp8_fused_router_grad};
   float *sgw = malloc((size_t)(Is * H + 1) * 4), *suw = malloc((size_t)(Is * H + 1) * 4);
   float *sdw = malloc((size_t)(Is * H + 1) * 4);
   for (int64_t i = 0; i < Is * H; ++i) {

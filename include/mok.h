@@ -133,11 +133,17 @@ typedef struct {
                                   (the DeepSeek-V3 recipe; gradients accumulated into bf16 still
                                   take the bf16 route); 0: in bf16, on the forward's quantized
                                   inputs and activations dequantized (more exact, slower)        */
+  int fp8_fused_router_grad;   /* FP8 only, 0 or 1. 1: d_router_weights inside the SwiGLU
+                                  backward (g . act, from the unweighted dy quantized to E4M3 for
+                                  the d_act GEMM), and the forward keeps no expert outputs; 0:
+                                  from the forward's kept outputs and the bf16 dy (more exact:
+                                  dy not quantized; slower)                                     */
 } mok_config;
 
 /* Fills *config with the defaults: BF16, AUTO path, 4 forward and 4 backward comm SMs, tile_m
  * 128, minibatch 128 rows, 64 minibatches per macrobatch, ring_bytes 0, capacity 0 (worst case), no
- * SwiGLU limit, timeout 10000 ms, deterministic, FP8 weight gradients (when FP8). */
+ * SwiGLU limit, timeout 10000 ms, deterministic, FP8 weight gradients and the router-weight
+ * gradient fused into the SwiGLU backward (when FP8). */
 mok_status mok_config_init(mok_config *config);
 
 /* Checks a shape and config for the GPU path without touching a device (alignment, ranges, E

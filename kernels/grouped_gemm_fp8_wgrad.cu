@@ -100,9 +100,10 @@ __global__ void gg_fp8_quant_t_kernel(const void *x, const float *x_scales, uint
  * tile reads 175 FLOP per byte (128 x 128 read 128), and the bf16 output leaves through TMA
  * stores that drain while the next tile runs. Each warpgroup keeps 64 x 256 fp32 accumulators
  * and one 64 x 128 partial: per token block it computes the left half's partial, promotes it,
- * then the right half's, while the other warpgroup's wgmmas run. The promotion (every element
- * its own row x column scale: a multiply and an FMA) still costs about a third of the kernel:
- * without it the same tiles run at ~940 TFLOP/s instead of ~610 (docs/PERF.md). */
+ * then the right half's. The promotion (every element its own row x column scale: a multiply
+ * and an FMA) costs about a third of the kernel: without it the same tiles run at ~940 TFLOP/s
+ * instead of ~610; a promotion that only adds, ~700; a 128 x 128 tile whose next wgmmas run
+ * behind the promotion (two partials), ~540 (docs/PERF.md). */
 #define F8G_BM 128                       /* dW rows per tile (two 64-row consumer slices)      */
 #define F8G_BN 256                       /* dW columns per tile (two 128-column halves)        */
 #define F8G_A_BYTES (F8G_BM * 128)       /* 128 tokens of 128 rows, e4m3: 16 KB                */
@@ -117,7 +118,6 @@ __global__ void gg_fp8_quant_t_kernel(const void *x, const float *x_scales, uint
 #define F8G_EPI_BYTES (4 * 8192)
 #define F8G_SMEM (F8G_EPI_OFF + 2 * F8G_EPI_BYTES)
 #define F8G_THREADS 384
-#define F8G_BAR_TURN 4 /* named barriers 4, 5: warpgroup 0's, 1's turn to issue wgmmas */
 
 typedef struct {
   const int32_t *offset, *count;
@@ -129,7 +129,6 @@ typedef struct {
   int m, n;                         /* dW rows and columns per expert                       */
   int m_tiles, n_tiles, group_m;
   int out_fp32, accumulate;
-  int ordered;                      /* the warpgroups take turns issuing their wgmmas        */
 } f8g_params;
 
 /* acc[i] += part[i] * sa(row) * sb(col) for one m64n128 fragment: element i of this thread sits
@@ -147,24 +146,18 @@ __device__ __forceinline__ void f8g_promote(float *acc, const float *part, float
   }
 }
 
-/* One 128-column half of a token block: four m64n128k32 into part, then the promotion.
- * Ordered: the two warpgroups issue their halves in turn (0, 1, 0, 1, ...), so one's wgmmas run
- * while the other waits for its own and promotes them; issued together, the tensor pipe would
- * interleave both batches, finish them together and then idle through both promotions.
- * *batches: how many this warpgroup has issued (warpgroup 0's first waits for nobody). */
+/* One 128-column half of a token block: four m64n128k32 into part, then the promotion. The two
+ * warpgroups issue without taking turns: handing the tensor pipe over when a batch was issued,
+ * half done or done measured 3-12% slower (docs/PERF.md). */
 template <int H>
 __device__ __forceinline__ void f8g_half(float *acc, float *part, uint64_t da, uint64_t db,
-                                         float sa0, float sa1, const float *sbs, int lane,
-                                         bool ordered, int cwg, int *batches) {
-  if (ordered && (cwg == 1 || *batches > 0)) named_bar_sync(F8G_BAR_TURN + cwg, 256);
-  ++*batches;
+                                         float sa0, float sa1, const float *sbs, int lane) {
   wgmma_fence();
 #pragma unroll
   for (int kk = 0; kk < 4; ++kk)
     wgmma_m64n128k32_e4m3(part, wgmma_desc_add(da, kk * 32),
                           wgmma_desc_add(db, H * F8G_HALF_BYTES + kk * 32), kk > 0);
   wgmma_commit();
-  if (ordered) named_bar_arrive(F8G_BAR_TURN + (cwg ^ 1), 256);
   wgmma_wait<0>();
   reg_fence(part, 64);
   f8g_promote(acc + 64 * H, part, sa0, sa1, sbs + 128 * H, lane);
@@ -246,8 +239,6 @@ __global__ void __launch_bounds__(F8G_THREADS, 1)
     int stage = 0;
     uint32_t phase = 0;
     int32_t cursor = 0;
-    const bool ordered = p.ordered != 0;
-    int batches = 0;
     float acc[128], part[64];
     for (int u = blockIdx.x; u < total; u += gridDim.x) {
       const gg_tile t = gg_decode_m_grouped_from(u, prefix, E, p.n_tiles, p.group_m, &cursor);
@@ -264,8 +255,8 @@ __global__ void __launch_bounds__(F8G_THREADS, 1)
         const float *sas = (const float *)(smem + F8G_SC_OFF + stage * F8G_SC_BYTES);
         const float *sbs = sas + F8G_BM;
         const float sa0 = sas[r0], sa1 = sas[r0 + 8];
-        f8g_half<0>(acc, part, da, db, sa0, sa1, sbs, lane, ordered, cwg, &batches);
-        if (right) f8g_half<1>(acc, part, da, db, sa0, sa1, sbs, lane, ordered, cwg, &batches);
+        f8g_half<0>(acc, part, da, db, sa0, sa1, sbs, lane);
+        if (right) f8g_half<1>(acc, part, da, db, sa0, sa1, sbs, lane);
         gg_release<1>(empty0 + 8 * stage, lane);
         if (++stage == F8G_STAGES) { stage = 0; phase ^= 1; }
       }
@@ -299,8 +290,6 @@ __global__ void __launch_bounds__(F8G_THREADS, 1)
         }
       }
     }
-    /* warpgroup 1's last batch arrived on warpgroup 0's turn barrier: take that arrival */
-    if (ordered && cwg == 0 && batches > 0) named_bar_sync(F8G_BAR_TURN, 256);
     if (wtid == 0) bulk_wait0(); /* this warpgroup's TMA stores are complete */
   }
 }
@@ -380,7 +369,6 @@ extern "C" mok_status mok_gg_fp8_wgrad(const void *a_t, const float *a_scales, i
   p.group_m = 8;
   p.out_fp32 = out_fp32 != 0;
   p.accumulate = accumulate != 0;
-  p.ordered = !(gg_tuning_flags() & 1); /* benchmark probe: flag 1 issues unordered */
   const size_t esz = out_fp32 ? 4 : 2;
   for (int e0 = 0; e0 < num_experts; e0 += F8_MAX_EXPERTS) {
     p.num_experts = num_experts - e0 < F8_MAX_EXPERTS ? num_experts - e0 : F8_MAX_EXPERTS;

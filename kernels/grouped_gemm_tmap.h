@@ -30,8 +30,8 @@ mok_status gg_device_sms(int *sms);
  * accumulators, 4 = clusters of 2, 16 / 32 = two / three consumer warpgroups, 64 = the direct
  * epilogue with one more stage (2, 16, 32 and 64 also move gate+up off its default, the 256-column
  * kernel), 128 = the 256-column kernel for the plain forward too (+ 4: in cluster pairs), 256 =
- * pushed products kept on the 128-column kernel. FP8 weight gradient: 1 = its warpgroups' wgmmas
- * not taking turns. The bits are shared: one value sets every kernel's probes.
+ * pushed products kept on the 128-column kernel. The bits are shared: one value sets every
+ * kernel's probes.
  * gg_last_grid() is the grid of the last launch. */
 #ifdef __cplusplus
 extern "C" {

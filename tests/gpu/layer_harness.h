@@ -31,7 +31,7 @@ typedef struct {
   int macro_minibatches;  /* 0: default                                                     */
   double tol;             /* the gradients' bound against the reference; 0: LH_TOL          */
   int bf16_wgrad;         /* FP8: config fp8_weight_grads = 0 (bf16 weight gradients)       */
-  int fused_drw;          /* FP8: the router-weight gradient inside the SwiGLU backward     */
+  int unfused_drw;        /* FP8: config fp8_fused_router_grad = 0 (d_rw from kept outputs) */
 } lh_case;
 
 /* All ranks' inputs on the host (float arrays holding bf16 values). */

@@ -5,7 +5,6 @@
  * Backward (data gradients in FP8 on mok_fp8_transpose_weights' copies): refused without them;
  * with them, every gradient matches the reference's FP8 backward, a second backward is bitwise the
  * same, and so is a one-region ring's (which replays the forward); the ops layer refuses it. */
-#define _POSIX_C_SOURCE 200809L /* setenv, unsetenv */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -249,19 +248,18 @@ GPU_TEST(layer_fp8_wgrad_bf16) {
   fp8_case(c, "fp8, bf16 wgrad, zipf");
 }
 
-/* The router-weight gradient fused into the SwiGLU backward (opt-in, MOK_FP8_FUSED_DRW=1 at
- * workspace creation): the forward keeps no outputs, the reverse combine quantizes the unweighted
- * dy, and d_rw = g . act comes from the SwiGLU backward; the same checks (the one-region ring's
- * replay then stops after gate+up) against the reference's matching mode. */
-GPU_TEST(layer_fp8_fused_drw) {
+/* The router-weight gradient from the forward's kept outputs (config fp8_fused_router_grad = 0;
+ * the default computes it inside the SwiGLU backward, where the forward keeps no outputs and the
+ * one-region ring's replay stops after gate+up): the forward stores its outputs, the reverse
+ * combine weights dy itself and d_rw = dy . out; the same checks against the reference's
+ * matching mode. */
+GPU_TEST(layer_fp8_drw_unfused) {
   lh_case c = lh_base_case();
   c.T = 301; c.Is = 128; c.H = 384; c.I = 256;
-  c.fused_drw = 1;
-  setenv("MOK_FP8_FUSED_DRW", "1", 1);
-  fp8_case(c, "fp8 fused d_rw");
+  c.unfused_drw = 1;
+  fp8_case(c, "fp8 unfused d_rw");
   c.route = MOK_ROUTE_ZIPF; c.E = 16; c.k = 4; c.T = 250; c.H = 256; c.I = 384; c.Is = 0;
   c.use_limit = 1; c.limit = 0.75f;
   c.tol = 3e-2; /* the clamp's bound (layer_fp8_zipf_clamp says why) */
-  fp8_case(c, "fp8 fused d_rw, zipf+clamp");
-  unsetenv("MOK_FP8_FUSED_DRW");
+  fp8_case(c, "fp8 unfused d_rw, zipf+clamp");
 }
