@@ -215,7 +215,7 @@ mok_status mok_workspace_create(mok_group *g, const mok_shape *s, const mok_conf
   const int fp8 = c->dtype == MOK_DTYPE_FP8_BLOCK128;
   const int64_t rows_pad = (rows + 127) / 128 * 128; /* rows of a scale table */
   const int64_t q_cols = H > 2 * I ? H : 2 * I;
-  size_t o_q = 0, o_qs = 0, o_wa = 0, o_was = 0, o_wb = 0, o_wbs = 0, o_rwr = 0;
+  size_t o_q = 0, o_qs = 0, o_wa = 0, o_was = 0, o_wb = 0, o_wbs = 0, o_rwr = 0, o_wam = 0;
   if (fp8) { /* the backward's quantized data-gradient operand and its 1x128 scales */
     LOC(o_q, rows * q_cols);
     LOC(o_qs, q_cols / 128 * rows_pad * 4);
@@ -232,6 +232,7 @@ mok_status mok_workspace_create(mok_group *g, const mok_shape *s, const mok_conf
     LOC(o_was, rows_pad / 128 * wa_rows * 4);
     LOC(o_wb, wb_rows * rows_pad);
     LOC(o_wbs, rows_pad / 128 * wb_rows * 4);
+    if (c->fp8_weight_grads == 2) LOC(o_wam, (int64_t)w->el * wa_rows * 4);
   }
 #undef LOC
   cudaError_t e = cudaMalloc(&w->local, loff);
@@ -267,6 +268,7 @@ mok_status mok_workspace_create(mok_group *g, const mok_shape *s, const mok_conf
     w->wq_as = (float *)(L + o_was);
     w->wq_b = L + o_wb;
     w->wq_bs = (float *)(L + o_wbs);
+    w->wq_amax = c->fp8_weight_grads == 2 ? (float *)(L + o_wam) : NULL;
   }
   if (ring) {
     w->view_offset = (int32_t *)(L + o_vo);

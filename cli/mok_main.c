@@ -33,7 +33,9 @@ static void usage(FILE *f) {
           "  --routing uniform|zipf token routing (default uniform)\n"
           "  --clamp L              SwiGLU limit L > 0\n"
           "  --dtype bf16|fp8       GPU: routed-expert precision (fp8: block-128 E4M3)\n"
-          "  --fp8-wgrad 0|1        GPU, fp8: weight gradients in FP8 (1, the default) or bf16\n"
+          "  --fp8-wgrad 0|1|2      GPU, fp8: weight gradients in FP8 with 1x128 scales along the\n"
+          "                         tokens (1, the default), in FP8 with one scale per expert and\n"
+          "                         channel (2), or in bf16 (0)\n"
           "  --fp8-fused-drw 0|1    GPU, fp8: d_router_weights inside the SwiGLU backward (1, the\n"
           "                         default) or from the forward's kept outputs\n"
           "  --path auto|fused|grouped|v1\n"
@@ -111,7 +113,7 @@ static int parse_run(int argc, char **argv, cli_options *o) {
     else if (strcmp(a, "--minibatch") == 0) bad = parse_int(a, v, 1, 1 << 20, &n), o->config.minibatch_rows = (int)n;
     else if (strcmp(a, "--capacity") == 0) bad = parse_int(a, v, 0, 1LL << 31, &n), o->config.schedule_capacity = n;
     else if (strcmp(a, "--macrobatch") == 0) bad = parse_int(a, v, 1, 1 << 20, &n), o->config.macrobatch_minibatches = (int)n;
-    else if (strcmp(a, "--fp8-wgrad") == 0) bad = parse_int(a, v, 0, 1, &n), o->config.fp8_weight_grads = (int)n;
+    else if (strcmp(a, "--fp8-wgrad") == 0) bad = parse_int(a, v, 0, 2, &n), o->config.fp8_weight_grads = (int)n;
     else if (strcmp(a, "--fp8-fused-drw") == 0) bad = parse_int(a, v, 0, 1, &n), o->config.fp8_fused_router_grad = (int)n;
     else if (strcmp(a, "--ring-mb") == 0) bad = parse_int(a, v, 0, 1LL << 30, &n), o->config.ring_bytes = n << 20;
     else if (strcmp(a, "--gg-cluster") == 0) bad = parse_int(a, v, 0, 2, &n), o->gg_cluster = (int)n;

@@ -498,7 +498,7 @@ static int worker(const cli_options *o, int rank, int n, const char *dir) {
   expert_gen gen = {seed, H, I, el, sw, sd, fp8};
   mok_ref_config rc = {.shape = s, .ep = 1, .use_swiglu_limit = cfg.use_swiglu_limit,
                        .swiglu_limit = cfg.swiglu_limit, .round_bf16 = 1, .fp8_block128 = fp8,
-                       .fp8_wgrad = fp8 && cfg.fp8_weight_grads,
+                       .fp8_wgrad = fp8 ? cfg.fp8_weight_grads : 0,
                        .fp8_fused_drw = fp8 && cfg.fp8_fused_router_grad};
   float *sgw = malloc((size_t)(Is * H + 1) * 4), *suw = malloc((size_t)(Is * H + 1) * 4);
   float *sdw = malloc((size_t)(Is * H + 1) * 4);

@@ -128,11 +128,16 @@ typedef struct {
   int deterministic;           /* 1: every sum in a fixed order, bitwise-identical results run
                                   after run (and across the comm-SM and minibatch knobs); 0: a
                                   path may use faster unordered reductions (v1 is ordered anyway) */
-  int fp8_weight_grads;        /* FP8 only, 0 or 1. 1: the routed weight gradients' GEMMs in FP8
-                                  too, both operands quantized 1x128 along each expert's tokens
-                                  (the DeepSeek-V3 recipe; gradients accumulated into bf16 still
-                                  take the bf16 route); 0: in bf16, on the forward's quantized
-                                  inputs and activations dequantized (more exact, slower)        */
+  int fp8_weight_grads;        /* FP8 only, 0, 1 or 2. 1: the routed weight gradients' GEMMs in
+                                  FP8 too, both operands quantized 1x128 along each expert's
+                                  tokens (the DeepSeek-V3 recipe; gradients accumulated into bf16
+                                  still take the bf16 route); 2: in FP8 with one scale per expert
+                                  and channel (over all the expert's tokens), so the tokens
+                                  accumulate on the tensor cores with no promotion (faster; the
+                                  coarser scales and the tensor cores' ~14-bit accumulation cost
+                                  precision as experts get long); 0: in bf16, on the forward's
+                                  quantized inputs and activations dequantized (more exact,
+                                  slower)                                                        */
   int fp8_fused_router_grad;   /* FP8 only, 0 or 1. 1: d_router_weights inside the SwiGLU
                                   backward (g . act, from the unweighted dy quantized to E4M3 for
                                   the d_act GEMM), and the forward keeps no expert outputs; 0:

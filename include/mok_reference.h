@@ -47,10 +47,11 @@ void mok_fp8_dequantize_weight_block128(const uint8_t *q, const float *scales, i
 /* One activation row of n values (a multiple of 128) in 1x128 blocks, quantized and dequantized:
  * out[i] = e4m3 code * its block's scale. */
 void mok_fp8_fake_quantize_row(const float *v, int64_t n, float *out);
-/* x [rows, cols] in place, along the rows: each column in blocks of 128 consecutive rows (the
+/* x [rows, cols] in place, along the rows: each column in blocks of `block` consecutive rows (the
  * last block may be shorter; only its rows count in its amax), x = e4m3 code * block scale. The
- * FP8 weight gradients' quantization of an expert's rows (the GPU's mok_gg_fp8_quantize_t). */
-void mok_fp8_fake_quantize_columns(float *x, int64_t rows, int64_t cols);
+ * FP8 weight gradients' quantization of an expert's rows (the GPU's mok_gg_fp8_quantize_t):
+ * block 128, or rows for one scale per expert and column (its expert_amax mode). */
+void mok_fp8_fake_quantize_columns(float *x, int64_t rows, int64_t cols, int64_t block);
 
 typedef struct {
   mok_shape shape;       /* per-rank shape, the same on every rank                        */
@@ -74,7 +75,8 @@ typedef struct {
                             inputs the forward's GEMMs saw, rounded to bf16; the gate / up
                             gradients) quantized to E4M3 in 128-row blocks per column
                             (mok_fp8_fake_quantize_columns), rows in the schedule's order,
-                            (source rank, token) ascending                                    */
+                            (source rank, token) ascending; 2: one scale per expert and
+                            column instead (fp8_weight_grads 2)                               */
   int fp8_fused_drw;     /* with fp8_block128: the router-weight gradient as the GPU computes
                             it inside the SwiGLU backward: g = rnd(W_down^T q(dy)) from the
                             unweighted dy quantized 1x128, d_act = rw * g (not rounded),

@@ -184,8 +184,10 @@ mok_status mok_gg_fp8_dequantize_act(const void *q, const float *scales, void *x
  * q_t [cols, m_pad] e4m3, m_pad = MOK_GG_FP8_SCALE_ROWS(m_total): column c of x as row c, its
  * tokens contiguous; scales_t [m_pad / 128][cols] fp32, one per column and 128-token block (the
  * block's amax over its real rows / 448, 1 when they are all zero). Padding rows get zero codes
- * and do not count; blocks past expert_offset[E] are not written. cols a multiple of 128. */
-mok_status mok_gg_fp8_quantize_t(const void *x, void *q_t, float *scales_t,
+ * and do not count; blocks past expert_offset[E] are not written. cols a multiple of 128.
+ * expert_amax: NULL, or scratch of num_experts * cols floats: then one scale per expert and
+ * column (its amax over all the expert's real rows), written into each of its blocks. */
+mok_status mok_gg_fp8_quantize_t(const void *x, void *q_t, float *scales_t, float *expert_amax,
                                  const int32_t *expert_offset, const int32_t *expert_count,
                                  int num_experts, int64_t m_total, int64_t cols,
                                  cudaStream_t stream);
@@ -193,22 +195,27 @@ mok_status mok_gg_fp8_quantize_t(const void *x, void *q_t, float *scales_t,
 /* The same from q [m_total, cols] e4m3 codes with scales as mok_gg_fp8_quantize_act writes them:
  * bit for bit mok_gg_fp8_dequantize_act then mok_gg_fp8_quantize_t, without the bf16 copy. */
 mok_status mok_gg_fp8_requantize_t(const void *q, const float *q_scales, void *q_t,
-                                   float *scales_t, const int32_t *expert_offset,
-                                   const int32_t *expert_count, int num_experts, int64_t m_total,
-                                   int64_t cols, cudaStream_t stream);
+                                   float *scales_t, float *expert_amax,
+                                   const int32_t *expert_offset, const int32_t *expert_count,
+                                   int num_experts, int64_t m_total, int64_t cols,
+                                   cudaStream_t stream);
 
 /* dW[e] = sum over expert e's real rows r of A[r, :m]^T B[r, :n] -> [m, n], from A and B as
  * mok_gg_fp8_quantize_t writes them: a_t [m rows of m_pad codes], its scales at
  * a_scales[block * a_ld + row] (a_ld >= m: a_t and a_scales may be a row block of a wider
  * quantized matrix, e.g. the gate or up half of [dg | du]), likewise b_t, b_scales, b_ld.
  * Each 128-token block is one fp32 partial on the tensor cores, added times its row's and its
- * column's scale on the CUDA cores, blocks in ascending order (deterministic).
+ * column's scale on the CUDA cores, blocks in ascending order (deterministic). expert_scales
+ * (the operands quantized with expert_amax: every block of an expert the same scales): the
+ * expert's blocks accumulate on the tensor cores in ascending order, scaled once at the end (no
+ * promotion: the tensor cores' FP8 accumulation keeps ~14 bits, so the error grows with the
+ * expert's rows; DeepSeek-V3 reports up to ~2% at K = 4096 for it).
  * dw: [num_experts, m, n], fp32 when out_fp32 (accumulate: added to, an expert with no rows left
  * as is), else bf16 (overwritten; accumulate not supported). expert_count[e] == -1: dW[e] left
  * as it is. m, n multiples of 128. */
 mok_status mok_gg_fp8_wgrad(const void *a_t, const float *a_scales, int64_t a_ld, const void *b_t,
                             const float *b_scales, int64_t b_ld, void *dw, int out_fp32,
-                            int accumulate, const int32_t *expert_offset,
+                            int accumulate, int expert_scales, const int32_t *expert_offset,
                             const int32_t *expert_count, int num_experts, int64_t m_total,
                             int64_t m, int64_t n, cudaStream_t stream);
 

@@ -1,11 +1,13 @@
 /* grouped_gemm_fp8_wgrad.cu — the FP8 weight gradient (see grouped_gemm.h): operands quantized
  * 1x128 along the reduction (the tokens), so both are "per channel per 128 tokens" scaled, and a
  * K-grouped GEMM over each expert's token blocks whose promotion multiplies every element by its
- * row's and its column's scale. Two kernels:
+ * row's and its column's scale; or, with one scale per expert and channel, the blocks chained on
+ * the tensor cores and scaled once. Kernels:
  *   gg_fp8_quant_t_kernel: x [rows, cols] bf16 (or e4m3 codes with 1x128 scales, dequantized on
  *     the way in) -> codes [cols, m_pad] e4m3 (transposed: a column's tokens contiguous, the
  *     K-major layout FP8 wgmma needs) and scales [m_pad/128][cols]; padding rows (past each
  *     expert's count) become zero codes and do not count in the amax.
+ *   gg_fp8_amax_t_kernel: for per-expert scales, each column's amax over its expert's rows first.
  *   gg_fp8_wgrad_kernel: dW[e] = sum over e's token blocks of A_blk^T B_blk, A and B given as
  *     those transposed codes; 128 x 256 output tiles, one producer warp, two consumer warpgroups
  *     of 64 rows, each 128-column half's m64n128k32 partial per 128 tokens promoted on the CUDA
@@ -34,20 +36,20 @@ __device__ __forceinline__ int f8t_expert_of(const int32_t *offset, int E, int64
 }
 
 /* One CTA (256 threads) per 128 rows x 64 columns: the tile through shared memory, then four
- * threads per column, each 32 consecutive rows: the column's amax over the block's real rows,
- * its scale, and 32 contiguous codes of the transposed row.
- * FP8_IN: x holds e4m3 codes with 1x128 scales along the columns (x_scales [cols/128][m_pad], the
- * layout of mok_gg_fp8_quantize_act), dequantized to bf16 on the way in, so the result is that of
- * mok_gg_fp8_dequantize_act followed by the bf16 version, bit for bit, without the bf16 copy. */
+ * threads per column, each 32 consecutive rows. FP8_IN: x holds e4m3 codes with 1x128 scales
+ * along the columns (x_scales [cols/128][m_pad], the layout of mok_gg_fp8_quantize_act),
+ * dequantized to bf16 on the way in, so the result is that of mok_gg_fp8_dequantize_act followed
+ * by the bf16 version, bit for bit, without the bf16 copy. Loads the tile (rows past the block's
+ * real rows as zeros) and returns those real rows; -1 past the last expert's rows. */
 template <bool FP8_IN>
-__global__ void gg_fp8_quant_t_kernel(const void *x, const float *x_scales, uint8_t *q_t,
-                                      float *scales_t, const int32_t *offset,
-                                      const int32_t *count, int E, int64_t cols, int64_t m_pad) {
-  __shared__ __align__(16) uint16_t tile[128][64 + 8];
-  const int64_t b = blockIdx.x, c0 = (int64_t)blockIdx.y * 64;
-  const int64_t r0 = b * 128;
+__device__ __forceinline__ int f8t_load_tile(uint16_t (*tile)[64 + 8], const void *x,
+                                             const float *x_scales, const int32_t *offset,
+                                             const int32_t *count, int E, int64_t cols,
+                                             int64_t m_pad, int *expert) {
+  const int64_t r0 = (int64_t)blockIdx.x * 128, c0 = (int64_t)blockIdx.y * 64;
   const int e = f8t_expert_of(offset, E, r0);
-  if (e < 0) return; /* past the last expert's rows: nothing reads these blocks */
+  *expert = e;
+  if (e < 0) return -1; /* past the last expert's rows: nothing reads these blocks */
   /* real rows of this block: the expert's count is past r0 - offset[e] (blocks are inside one
    * expert: offsets are multiples of 128) */
   const int64_t real64 = (int64_t)max(count[e], 0) - (r0 - offset[e]);
@@ -71,8 +73,13 @@ __global__ void gg_fp8_quant_t_kernel(const void *x, const float *x_scales, uint
     }
   }
   __syncthreads();
+  return real;
+}
+
+/* This thread's 32 values of its column (c = threadIdx.x / 4, rows 32 * (threadIdx.x % 4) on)
+ * and the column's amax over the tile, shared by its four threads. */
+__device__ __forceinline__ float f8t_column(const uint16_t (*tile)[64 + 8], float *v) {
   const int c = threadIdx.x >> 2, sub = threadIdx.x & 3;
-  float v[32];
   float amax = 0.0f;
 #pragma unroll
   for (int j = 0; j < 32; ++j) {
@@ -80,7 +87,44 @@ __global__ void gg_fp8_quant_t_kernel(const void *x, const float *x_scales, uint
     amax = fmaxf(amax, fabsf(v[j]));
   }
   amax = fmaxf(amax, __shfl_xor_sync(0xffffffffu, amax, 1));
-  amax = fmaxf(amax, __shfl_xor_sync(0xffffffffu, amax, 2));
+  return fmaxf(amax, __shfl_xor_sync(0xffffffffu, amax, 2));
+}
+
+/* Per-expert scales, first pass: each column's amax over the expert's real rows, as a maximum of
+ * the blocks' (order-free, so deterministic) into expert_amax [E][cols], zeroed before. */
+template <bool FP8_IN>
+__global__ void gg_fp8_amax_t_kernel(const void *x, const float *x_scales, float *expert_amax,
+                                     const int32_t *offset, const int32_t *count, int E,
+                                     int64_t cols, int64_t m_pad) {
+  __shared__ __align__(16) uint16_t tile[128][64 + 8];
+  int e;
+  const int real = f8t_load_tile<FP8_IN>(tile, x, x_scales, offset, count, E, cols, m_pad, &e);
+  if (real <= 0) return; /* past the rows, or a block of padding only */
+  float v[32];
+  const float amax = f8t_column(tile, v);
+  if ((threadIdx.x & 3) == 0 && amax > 0.0f)
+    atomicMax((unsigned int *)(expert_amax + (int64_t)e * cols + blockIdx.y * 64 +
+                               (threadIdx.x >> 2)),
+              __float_as_uint(amax)); /* non-negative floats order as their bits */
+}
+
+/* The quantization: each column's scale from its block's amax, or from its expert's
+ * (expert_amax, non-NULL: every block of an expert gets the same scale); 32 contiguous codes of
+ * the transposed row per thread. */
+template <bool FP8_IN>
+__global__ void gg_fp8_quant_t_kernel(const void *x, const float *x_scales, uint8_t *q_t,
+                                      float *scales_t, const float *expert_amax,
+                                      const int32_t *offset, const int32_t *count, int E,
+                                      int64_t cols, int64_t m_pad) {
+  __shared__ __align__(16) uint16_t tile[128][64 + 8];
+  int e;
+  const int real = f8t_load_tile<FP8_IN>(tile, x, x_scales, offset, count, E, cols, m_pad, &e);
+  if (real < 0) return;
+  const int64_t b = blockIdx.x, c0 = (int64_t)blockIdx.y * 64, r0 = b * 128;
+  const int c = threadIdx.x >> 2, sub = threadIdx.x & 3;
+  float v[32];
+  float amax = f8t_column(tile, v);
+  if (expert_amax) amax = expert_amax[(int64_t)e * cols + c0 + c];
   const float scale = f8_scale_of(amax);
   const float inv = 1.0f / scale;
   uint32_t w[8];
@@ -129,6 +173,7 @@ typedef struct {
   int m, n;                         /* dW rows and columns per expert                       */
   int m_tiles, n_tiles, group_m;
   int out_fp32, accumulate;
+  int expert_scales;                /* every block of an expert carries the same scales        */
 } f8g_params;
 
 /* acc[i] += part[i] * sa(row) * sb(col) for one m64n128 fragment: element i of this thread sits
@@ -148,7 +193,7 @@ __device__ __forceinline__ void f8g_promote(float *acc, const float *part, float
 
 /* One 128-column half of a token block: four m64n128k32 into part, then the promotion. The two
  * warpgroups issue without taking turns: handing the tensor pipe over when a batch was issued,
- * half done or done measured 3-12% slower (docs/PERF.md). */
+ * half done or done measured 2-11% slower (docs/PERF.md). */
 template <int H>
 __device__ __forceinline__ void f8g_half(float *acc, float *part, uint64_t da, uint64_t db,
                                          float sa0, float sa1, const float *sbs, int lane) {
@@ -248,7 +293,49 @@ __global__ void __launch_bounds__(F8G_THREADS, 1)
       const bool right = n0 + 128 < p.n; /* the tile has its right 128-column half */
 #pragma unroll
       for (int i = 0; i < 128; ++i) acc[i] = 0.0f;
-      for (int kb = 0; kb < nkb; ++kb) {
+      if (p.expert_scales) {
+        /* one scale per expert, row and column: the expert's token blocks chain on the tensor
+         * cores straight into acc (no partial, no promotion), scaled once below. Both halves
+         * always: a missing right half (its reloaded left half) is computed and never stored. */
+        for (int kb = 0; kb < nkb; ++kb) {
+          mbar_wait(full0 + 8 * stage, phase);
+          const uint64_t da = wgmma_desc_add(da0, stage * F8G_STAGE_BYTES);
+          const uint64_t db = wgmma_desc_add(db0, stage * F8G_STAGE_BYTES);
+          wgmma_fence();
+#pragma unroll
+          for (int h = 0; h < 2; ++h)
+#pragma unroll
+            for (int kk = 0; kk < 4; ++kk)
+              wgmma_m64n128k32_e4m3(acc + 64 * h, wgmma_desc_add(da, kk * 32),
+                                    wgmma_desc_add(db, h * F8G_HALF_BYTES + kk * 32), true);
+          wgmma_commit();
+          if (kb > 0) { /* the previous block's wgmmas are done with its stage */
+            wgmma_wait<1>();
+            gg_release<1>(empty0 + 8 * (stage == 0 ? F8G_STAGES - 1 : stage - 1), lane);
+          }
+          if (++stage == F8G_STAGES) { stage = 0; phase ^= 1; }
+        }
+        wgmma_wait<0>(); /* (unconditional: ptxas serializes every wgmma otherwise) */
+        reg_fence(acc, 128);
+        if (nkb > 0) {
+          gg_release<1>(empty0 + 8 * (stage == 0 ? F8G_STAGES - 1 : stage - 1), lane);
+          const size_t blk0 = (size_t)blocks0[t.expert];
+          const int row = t.m_tile * F8G_BM + r0;
+          const float sa0 = p.a_scales[blk0 * p.a_ld + row];
+          const float sa1 = p.a_scales[blk0 * p.a_ld + row + 8];
+          const float *sb = p.b_scales + blk0 * p.b_ld;
+#pragma unroll
+          for (int n8 = 0; n8 < 32; ++n8) {
+            const int col = n0 + 8 * n8 + 2 * (lane & 3);
+            const float2 b = col < p.n ? *(const float2 *)(sb + col) : make_float2(0.0f, 0.0f);
+            acc[4 * n8 + 0] *= sa0 * b.x;
+            acc[4 * n8 + 1] *= sa0 * b.y;
+            acc[4 * n8 + 2] *= sa1 * b.x;
+            acc[4 * n8 + 3] *= sa1 * b.y;
+          }
+        }
+      }
+      for (int kb = 0; kb < nkb && !p.expert_scales; ++kb) {
         mbar_wait(full0 + 8 * stage, phase);
         const uint64_t da = wgmma_desc_add(da0, stage * F8G_STAGE_BYTES);
         const uint64_t db = wgmma_desc_add(db0, stage * F8G_STAGE_BYTES);
@@ -296,43 +383,66 @@ __global__ void __launch_bounds__(F8G_THREADS, 1)
 
 /* ---- host side ------------------------------------------------------------------------------ */
 
-extern "C" mok_status mok_gg_fp8_quantize_t(const void *x, void *q_t, float *scales_t,
-                                            const int32_t *expert_offset,
-                                            const int32_t *expert_count, int num_experts,
-                                            int64_t m_total, int64_t cols, cudaStream_t stream) {
+/* Both transposing quantizers: x bf16 (q_scales NULL) or e4m3 codes with their 1x128 scales;
+ * expert_amax non-NULL: one scale per expert and column (the amax pass first). */
+static mok_status f8t_quantize(const void *x, const float *x_scales, void *q_t, float *scales_t,
+                               float *expert_amax, const int32_t *expert_offset,
+                               const int32_t *expert_count, int num_experts, int64_t m_total,
+                               int64_t cols, cudaStream_t stream) {
   if (!x || !q_t || !scales_t || !expert_offset || !expert_count) return MOK_ERR_INVALID_ARGUMENT;
   if (num_experts <= 0 || m_total <= 0 || cols <= 0) return MOK_ERR_INVALID_SHAPE;
-  if (cols % 128 || ((uintptr_t)x & 15) || ((uintptr_t)q_t & 15)) return MOK_ERR_MISALIGNED;
+  if (cols % 128 || ((uintptr_t)x & 15) || ((uintptr_t)q_t & 15) || ((uintptr_t)expert_amax & 3))
+    return MOK_ERR_MISALIGNED;
   const int64_t m_pad = MOK_GG_FP8_SCALE_ROWS(m_total);
   if (m_pad / 128 > INT32_MAX || cols / 64 > 65535) return MOK_ERR_INVALID_SHAPE;
   const dim3 grid((unsigned)(m_pad / 128), (unsigned)(cols / 64));
-  gg_fp8_quant_t_kernel<false><<<grid, 256, 0, stream>>>(x, NULL, (uint8_t *)q_t, scales_t,
-                                                         expert_offset, expert_count, num_experts,
-                                                         cols, m_pad);
+  const int fp8_in = x_scales != NULL;
+  if (expert_amax) {
+    if (cudaMemsetAsync(expert_amax, 0, (size_t)num_experts * cols * 4, stream) != cudaSuccess)
+      return MOK_ERR_CUDA;
+    if (fp8_in)
+      gg_fp8_amax_t_kernel<true><<<grid, 256, 0, stream>>>(x, x_scales, expert_amax,
+                                                           expert_offset, expert_count,
+                                                           num_experts, cols, m_pad);
+    else
+      gg_fp8_amax_t_kernel<false><<<grid, 256, 0, stream>>>(x, NULL, expert_amax, expert_offset,
+                                                            expert_count, num_experts, cols,
+                                                            m_pad);
+  }
+  if (fp8_in)
+    gg_fp8_quant_t_kernel<true><<<grid, 256, 0, stream>>>(x, x_scales, (uint8_t *)q_t, scales_t,
+                                                          expert_amax, expert_offset,
+                                                          expert_count, num_experts, cols, m_pad);
+  else
+    gg_fp8_quant_t_kernel<false><<<grid, 256, 0, stream>>>(x, NULL, (uint8_t *)q_t, scales_t,
+                                                           expert_amax, expert_offset,
+                                                           expert_count, num_experts, cols,
+                                                           m_pad);
   return cudaGetLastError() == cudaSuccess ? MOK_SUCCESS : MOK_ERR_CUDA;
 }
 
+extern "C" mok_status mok_gg_fp8_quantize_t(const void *x, void *q_t, float *scales_t,
+                                            float *expert_amax, const int32_t *expert_offset,
+                                            const int32_t *expert_count, int num_experts,
+                                            int64_t m_total, int64_t cols, cudaStream_t stream) {
+  return f8t_quantize(x, NULL, q_t, scales_t, expert_amax, expert_offset, expert_count,
+                      num_experts, m_total, cols, stream);
+}
+
 extern "C" mok_status mok_gg_fp8_requantize_t(const void *q, const float *q_scales, void *q_t,
-                                              float *scales_t, const int32_t *expert_offset,
+                                              float *scales_t, float *expert_amax,
+                                              const int32_t *expert_offset,
                                               const int32_t *expert_count, int num_experts,
                                               int64_t m_total, int64_t cols, cudaStream_t stream) {
-  if (!q || !q_scales || !q_t || !scales_t || !expert_offset || !expert_count)
-    return MOK_ERR_INVALID_ARGUMENT;
-  if (num_experts <= 0 || m_total <= 0 || cols <= 0) return MOK_ERR_INVALID_SHAPE;
-  if (cols % 128 || ((uintptr_t)q & 15) || ((uintptr_t)q_t & 15)) return MOK_ERR_MISALIGNED;
-  const int64_t m_pad = MOK_GG_FP8_SCALE_ROWS(m_total);
-  if (m_pad / 128 > INT32_MAX || cols / 64 > 65535) return MOK_ERR_INVALID_SHAPE;
-  const dim3 grid((unsigned)(m_pad / 128), (unsigned)(cols / 64));
-  gg_fp8_quant_t_kernel<true><<<grid, 256, 0, stream>>>(q, q_scales, (uint8_t *)q_t, scales_t,
-                                                        expert_offset, expert_count, num_experts,
-                                                        cols, m_pad);
-  return cudaGetLastError() == cudaSuccess ? MOK_SUCCESS : MOK_ERR_CUDA;
+  if (!q_scales) return MOK_ERR_INVALID_ARGUMENT;
+  return f8t_quantize(q, q_scales, q_t, scales_t, expert_amax, expert_offset, expert_count,
+                      num_experts, m_total, cols, stream);
 }
 
 extern "C" mok_status mok_gg_fp8_wgrad(const void *a_t, const float *a_scales, int64_t a_ld,
                                        const void *b_t, const float *b_scales, int64_t b_ld,
-                                       void *dw, int out_fp32,
-                                       int accumulate, const int32_t *expert_offset,
+                                       void *dw, int out_fp32, int accumulate,
+                                       int expert_scales, const int32_t *expert_offset,
                                        const int32_t *expert_count, int num_experts,
                                        int64_t m_total, int64_t m, int64_t n,
                                        cudaStream_t stream) {
@@ -369,6 +479,7 @@ extern "C" mok_status mok_gg_fp8_wgrad(const void *a_t, const float *a_scales, i
   p.group_m = 8;
   p.out_fp32 = out_fp32 != 0;
   p.accumulate = accumulate != 0;
+  p.expert_scales = expert_scales != 0;
   const size_t esz = out_fp32 ? 4 : 2;
   for (int e0 = 0; e0 < num_experts; e0 += F8_MAX_EXPERTS) {
     p.num_experts = num_experts - e0 < F8_MAX_EXPERTS ? num_experts - e0 : F8_MAX_EXPERTS;

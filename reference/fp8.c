@@ -59,14 +59,18 @@ void mok_fp8_fake_quantize_row(const float *v, int64_t n, float *out) {
   }
 }
 
-void mok_fp8_fake_quantize_columns(float *x, int64_t rows, int64_t cols) {
-  uint8_t q[128];
+void mok_fp8_fake_quantize_columns(float *x, int64_t rows, int64_t cols, int64_t block) {
+  if (block <= 0) return;
   for (int64_t c = 0; c < cols; ++c)
-    for (int64_t b = 0; b < rows; b += 128) {
-      const int64_t n = rows - b < 128 ? rows - b : 128;
+    for (int64_t b = 0; b < rows; b += block) {
+      const int64_t n = rows - b < block ? rows - b : block;
       float *v = x + b * cols + c;
-      const float scale = quantize(v, n, cols, q, 1);
-      for (int64_t i = 0; i < n; ++i) v[i * cols] = mok_e4m3_to_float(q[i]) * scale;
+      float amax = 0.0f;
+      for (int64_t i = 0; i < n; ++i) amax = fmaxf(amax, fabsf(v[i * cols]));
+      const float scale = amax > 0.0f ? amax / E4M3_MAX : 1.0f; /* as quantize() */
+      const float inv = 1.0f / scale;
+      for (int64_t i = 0; i < n; ++i)
+        v[i * cols] = mok_e4m3_to_float(mok_e4m3_from_float(v[i * cols] * inv)) * scale;
     }
 }
 

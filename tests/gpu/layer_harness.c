@@ -23,7 +23,7 @@ mok_config lh_config(const lh_case *c) {
   if (c->macro_minibatches) cfg.macrobatch_minibatches = c->macro_minibatches;
   cfg.ring_bytes = c->ring_bytes;
   cfg.dtype = c->dtype;
-  cfg.fp8_weight_grads = !c->bf16_wgrad;
+  cfg.fp8_weight_grads = c->bf16_wgrad ? 0 : c->expert_wgrad ? 2 : 1;
   cfg.fp8_fused_router_grad = !c->unfused_drw;
   if (cfg.minibatch_rows % cfg.tile_m) cfg.minibatch_rows = cfg.tile_m;
   cfg.schedule_capacity = c->capacity;
@@ -235,7 +235,8 @@ void lh_check_against_reference(const lh_host *h, const lh_dev *d, int rank, con
   const int f8w = fp8 && !c->bf16_wgrad && (c->grad_fp32 || !c->accumulate);
   mok_ref_config rc = {.shape = h->shape, .ep = h->ep, .use_swiglu_limit = c->use_limit,
                        .swiglu_limit = c->use_limit ? c->limit : 0.0f, .round_bf16 = 1,
-                       .fp8_block128 = fp8, .fp8_wgrad = f8w, .fp8_fused_drw = fp8 && !c->unfused_drw};
+                       .fp8_block128 = fp8, .fp8_wgrad = f8w ? (c->expert_wgrad ? 2 : 1) : 0,
+                       .fp8_fused_drw = fp8 && !c->unfused_drw};
   mok_ref_rank ranks[LH_MAX_RANKS];
   float *y[LH_MAX_RANKS];
   mok_ref_grads gr[LH_MAX_RANKS];

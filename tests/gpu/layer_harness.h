@@ -31,6 +31,7 @@ typedef struct {
   int macro_minibatches;  /* 0: default                                                     */
   double tol;             /* the gradients' bound against the reference; 0: LH_TOL          */
   int bf16_wgrad;         /* FP8: config fp8_weight_grads = 0 (bf16 weight gradients)       */
+  int expert_wgrad;       /* FP8: config fp8_weight_grads = 2 (one scale per expert, channel) */
   int unfused_drw;        /* FP8: config fp8_fused_router_grad = 0 (d_rw from kept outputs) */
 } lh_case;
 

@@ -830,18 +830,27 @@ static void test_gg_fp8_layout(void) {
 /* ---- FP8 weight gradient ------------------------------------------------------------------ */
 /* x [m_total, cols] quantized transposed on the device (mok_gg_fp8_quantize_t) against the host:
  * each (128-token block, column) of a real expert block has scale amax / 448 over the real rows
- * and codes within E4M3's rounding of value / scale; padding rows' codes are zero. Returns the
- * device buffers and the dequantized values [m_total, cols] (padding rows 0) for the GEMM check. */
+ * (expert: over all the expert's real rows, every block of it the same) and codes within E4M3's
+ * rounding of value / scale; padding rows' codes are zero. Returns the device buffers and the
+ * dequantized values [m_total, cols] (padding rows 0) for the GEMM check. */
 static std::vector<double> quant_t(const gg_rows &g, const std::vector<uint16_t> &x, int64_t cols,
-                                   uint8_t **dq, float **ds, int32_t *doff, int32_t *dcnt) {
+                                   uint8_t **dq, float **ds, int32_t *doff, int32_t *dcnt,
+                                   int expert = 0) {
   const int64_t m_pad = MOK_GG_FP8_SCALE_ROWS(g.m_total), nb = m_pad / 128;
   uint16_t *dx = to_dev(x);
   cudaMalloc((void **)dq, cols * m_pad + 16);
   cudaMalloc((void **)ds, nb * cols * 4 + 16);
   cudaMemset(*dq, 0x7f, cols * m_pad);
   cudaMemset(*ds, 0xff, nb * cols * 4);
-  CHECK_STATUS(mok_gg_fp8_quantize_t(dx, *dq, *ds, doff, dcnt, g.E, g.m_total, cols, 0), MOK_SUCCESS);
+  float *amax = NULL;
+  if (expert) {
+    CHECK(cudaMalloc((void **)&amax, (size_t)g.E * cols * 4) == cudaSuccess);
+    cudaMemset(amax, 0x7f, (size_t)g.E * cols * 4); /* poison: the call zeroes it */
+  }
+  CHECK_STATUS(mok_gg_fp8_quantize_t(dx, *dq, *ds, amax, doff, dcnt, g.E, g.m_total, cols, 0),
+               MOK_SUCCESS);
   CHECK(cudaDeviceSynchronize() == cudaSuccess);
+  cudaFree(amax);
   std::vector<uint8_t> q = from_dev(*dq, cols * m_pad);
   std::vector<float> sc = from_dev(*ds, nb * cols);
   std::vector<double> out(g.m_total * cols, 0.0);
@@ -852,7 +861,8 @@ static std::vector<double> quant_t(const gg_rows &g, const std::vector<uint16_t>
       const int64_t real = std::min<int64_t>(128, g.offset[e] + g.count[e] - b0);
       for (int64_t c = 0; c < cols; ++c) {
         double amax = 0;
-        for (int64_t i = 0; i < real; ++i) amax = fmax(amax, fabs(bf2f(x[(b0 + i) * cols + c])));
+        const int64_t a0 = expert ? g.offset[e] : b0, an = expert ? g.count[e] : real;
+        for (int64_t i = 0; i < an; ++i) amax = fmax(amax, fabs(bf2f(x[(a0 + i) * cols + c])));
         const float want = amax > 0 ? (float)(amax / 448.0) : 1.0f;
         const float s = sc[(b0 / 128) * cols + c];
         if (!(fabs(s - want) <= 1e-6 * want)) ++bad_scale;
@@ -876,9 +886,10 @@ static std::vector<double> quant_t(const gg_rows &g, const std::vector<uint16_t>
 
 /* dW[e] = A_e^T B_e on the FP8 kernel against the host product of the same dequantized operands
  * (fp64): odd and zero counts, padding rows NaN in the bf16 inputs, experts at count -1 left as
- * they were; A a row block of a wider quantized matrix (a_ld > m) when `half`. */
+ * they were; A a row block of a wider quantized matrix (a_ld > m) when `half`; expert: both
+ * operands with one scale per expert and column, the tokens chained on the tensor cores. */
 static void run_fp8_wgrad(int E, int max_rows, int64_t m, int64_t n, int out_fp32, int accumulate,
-                          int half, int skip) {
+                          int half, int skip, int expert = 0) {
   gg_rng r = {test_seed() ^ 0xf8e1};
   gg_rows g = make_rows(&r, E, max_rows, 1);
   const int64_t m_pad = MOK_GG_FP8_SCALE_ROWS(g.m_total), am = half ? 2 * m : m;
@@ -892,8 +903,8 @@ static void run_fp8_wgrad(int E, int max_rows, int64_t m, int64_t n, int out_fp3
   int32_t *doff = to_dev(g.offset), *dcnt = to_dev(g.count), *dcnt_call = to_dev(cnt_dev);
   uint8_t *qa, *qb;
   float *sa, *sb;
-  std::vector<double> av = quant_t(g, a, am, &qa, &sa, doff, dcnt);
-  std::vector<double> bv = quant_t(g, b, n, &qb, &sb, doff, dcnt);
+  std::vector<double> av = quant_t(g, a, am, &qa, &sa, doff, dcnt, expert);
+  std::vector<double> bv = quant_t(g, b, n, &qb, &sb, doff, dcnt, expert);
   const size_t nw = (size_t)E * m * n;
   std::vector<float> init(nw);
   for (size_t i = 0; i < nw; ++i) init[i] = accumulate ? (float)(2 * gg_uniform(&r) - 1) : NAN;
@@ -902,8 +913,8 @@ static void run_fp8_wgrad(int E, int max_rows, int64_t m, int64_t n, int out_fp3
   /* half: A is the upper half of a [2m]-column matrix: its codes start m rows in */
   const uint8_t *qa_use = qa + (half ? m * m_pad : 0);
   const float *sa_use = sa + (half ? m : 0);
-  CHECK_STATUS(mok_gg_fp8_wgrad(qa_use, sa_use, am, qb, sb, n, dw, out_fp32, accumulate, doff,
-                                dcnt_call, E, g.m_total, m, n, 0),
+  CHECK_STATUS(mok_gg_fp8_wgrad(qa_use, sa_use, am, qb, sb, n, dw, out_fp32, accumulate, expert,
+                                doff, dcnt_call, E, g.m_total, m, n, 0),
                MOK_SUCCESS);
   CUDA_OK(cudaDeviceSynchronize());
   std::vector<uint8_t> raw(nw * (out_fp32 ? 4 : 2));
@@ -935,8 +946,9 @@ static void run_fp8_wgrad(int E, int max_rows, int64_t m, int64_t n, int out_fp3
     }
   }
   const double err = sqrt(re.num / (re.den > 0 ? re.den : 1));
-  printf("    fp8 wgrad E %d m %lld n %lld fp32 %d acc %d half %d skip %d: rel err %.3e, kept %d\n", E,
-         (long long)m, (long long)n, out_fp32, accumulate, half, skip, err, kept);
+  printf("    fp8 wgrad E %d m %lld n %lld fp32 %d acc %d half %d skip %d expert %d: rel err %.3e, "
+         "kept %d\n", E, (long long)m, (long long)n, out_fp32, accumulate, half, skip, expert, err,
+         kept);
   CHECK(re.nan == 0 && err < (out_fp32 ? 5e-3 : 1e-2) && kept);
   cudaFree(qa); cudaFree(qb); cudaFree(sa); cudaFree(sb); cudaFree(dw);
   cudaFree(doff); cudaFree(dcnt); cudaFree(dcnt_call);
@@ -951,9 +963,14 @@ static void test_gg_fp8_wgrad(void) {
    * tiles; and fp32 the same */
   run_fp8_wgrad(4, 700, 384, 640, 0, 0, 0, 0);
   run_fp8_wgrad(3, 450, 256, 640, 1, 0, 1, 0);
+  /* one scale per expert and column (no promotion): the same cases' kinds */
+  run_fp8_wgrad(6, 300, 256, 384, 1, 0, 0, 0, 1);
+  run_fp8_wgrad(7, 300, 256, 128, 1, 1, 0, 1, 1);
+  run_fp8_wgrad(4, 700, 384, 640, 0, 0, 0, 0, 1);
+  run_fp8_wgrad(3, 450, 256, 640, 1, 0, 1, 0, 1);
   /* refused */
-  CHECK_STATUS(mok_gg_fp8_wgrad(NULL, NULL, 128, NULL, NULL, 128, NULL, 1, 0, NULL, NULL, 1, 128, 128,
-                                128, 0),
+  CHECK_STATUS(mok_gg_fp8_wgrad(NULL, NULL, 128, NULL, NULL, 128, NULL, 1, 0, 0, NULL, NULL, 1, 128,
+                                128, 128, 0),
                MOK_ERR_INVALID_ARGUMENT);
 }
 
@@ -979,27 +996,38 @@ static void test_gg_fp8_requant_t(void) {
   for (int i = 0; i < 2; ++i) {
     CUDA_OK(cudaMalloc((void **)&qt[i], cols * mp + 16));
     CUDA_OK(cudaMalloc((void **)&st[i], nb * cols * 4 + 16));
-    cudaMemset(qt[i], 0x5a, cols * mp);
-    cudaMemset(st[i], 0xa5, nb * cols * 4);
   }
+  float *amax;
+  CUDA_OK(cudaMalloc((void **)&amax, E * cols * 4));
   CHECK_STATUS(mok_gg_fp8_quantize_act(dx, q, qs, m, cols, 0), MOK_SUCCESS);
   CHECK_STATUS(mok_gg_fp8_dequantize_act(q, qs, dbf, m, cols, NULL, 0), MOK_SUCCESS);
-  CHECK_STATUS(mok_gg_fp8_quantize_t(dbf, qt[0], st[0], doff, dcnt, E, m, cols, 0), MOK_SUCCESS);
-  CHECK_STATUS(mok_gg_fp8_requantize_t(q, qs, qt[1], st[1], doff, dcnt, E, m, cols, 0), MOK_SUCCESS);
-  CHECK_STATUS(mok_gg_fp8_requantize_t(q, NULL, qt[1], st[1], doff, dcnt, E, m, cols, 0),
-               MOK_ERR_INVALID_ARGUMENT);
-  CHECK_STATUS(mok_gg_fp8_requantize_t(q, qs, qt[1], st[1], doff, dcnt, E, m, 200, 0),
-               MOK_ERR_MISALIGNED);
-  CUDA_OK(cudaDeviceSynchronize());
-  std::vector<uint8_t> a = from_dev(qt[0], cols * mp), b = from_dev(qt[1], cols * mp);
-  std::vector<float> sa = from_dev(st[0], nb * cols), sb = from_dev(st[1], nb * cols);
-  const int same_q = memcmp(a.data(), b.data(), a.size()) == 0;
-  const int same_s = memcmp(sa.data(), sb.data(), sa.size() * 4) == 0;
-  int64_t written = 0; /* the fused kernel wrote something: not both still poisoned */
-  for (size_t i = 0; i < b.size(); ++i) written += b[i] != 0x5a;
-  printf("    requantized along the tokens: codes %s, scales %s (%lld codes written)\n",
-         same_q ? "equal" : "DIFFER", same_s ? "equal" : "DIFFER", (long long)written);
-  CHECK(same_q && same_s && written > (int64_t)(b.size() / 4));
+  for (int ex = 0; ex < 2; ++ex) { /* 1x128 blocks; one scale per expert and column */
+    float *ea = ex ? amax : NULL;
+    for (int i = 0; i < 2; ++i) {
+      cudaMemset(qt[i], 0x5a, cols * mp);
+      cudaMemset(st[i], 0xa5, nb * cols * 4);
+    }
+    CHECK_STATUS(mok_gg_fp8_quantize_t(dbf, qt[0], st[0], ea, doff, dcnt, E, m, cols, 0),
+                 MOK_SUCCESS);
+    CHECK_STATUS(mok_gg_fp8_requantize_t(q, qs, qt[1], st[1], ea, doff, dcnt, E, m, cols, 0),
+                 MOK_SUCCESS);
+    CHECK_STATUS(mok_gg_fp8_requantize_t(q, NULL, qt[1], st[1], ea, doff, dcnt, E, m, cols, 0),
+                 MOK_ERR_INVALID_ARGUMENT);
+    CHECK_STATUS(mok_gg_fp8_requantize_t(q, qs, qt[1], st[1], ea, doff, dcnt, E, m, 200, 0),
+                 MOK_ERR_MISALIGNED);
+    CUDA_OK(cudaDeviceSynchronize());
+    std::vector<uint8_t> a = from_dev(qt[0], cols * mp), b = from_dev(qt[1], cols * mp);
+    std::vector<float> sa = from_dev(st[0], nb * cols), sb = from_dev(st[1], nb * cols);
+    const int same_q = memcmp(a.data(), b.data(), a.size()) == 0;
+    const int same_s = memcmp(sa.data(), sb.data(), sa.size() * 4) == 0;
+    int64_t written = 0; /* the fused kernel wrote something: not both still poisoned */
+    for (size_t i = 0; i < b.size(); ++i) written += b[i] != 0x5a;
+    printf("    requantized along the tokens (%s): codes %s, scales %s (%lld codes written)\n",
+           ex ? "per expert" : "1x128", same_q ? "equal" : "DIFFER", same_s ? "equal" : "DIFFER",
+           (long long)written);
+    CHECK(same_q && same_s && written > (int64_t)(b.size() / 4));
+  }
+  cudaFree(amax);
   for (int i = 0; i < 2; ++i) { cudaFree(qt[i]); cudaFree(st[i]); }
   cudaFree(q); cudaFree(qs); cudaFree(dbf); cudaFree(dx); cudaFree(doff); cudaFree(dcnt);
 }

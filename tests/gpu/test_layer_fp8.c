@@ -248,6 +248,18 @@ GPU_TEST(layer_fp8_wgrad_bf16) {
   fp8_case(c, "fp8, bf16 wgrad, zipf");
 }
 
+/* FP8 weight gradients with one scale per expert and column (config fp8_weight_grads = 2: the
+ * expert's tokens chained on the tensor cores, no promotion): the same checks against the
+ * reference's matching mode. */
+GPU_TEST(layer_fp8_wgrad_expert) {
+  lh_case c = lh_base_case();
+  c.T = 301; c.Is = 128; c.H = 384; c.I = 256;
+  c.expert_wgrad = 1;
+  fp8_case(c, "fp8, per-expert wgrad");
+  c.route = MOK_ROUTE_ZIPF; c.E = 16; c.k = 4; c.T = 250; c.H = 256; c.I = 384; c.Is = 0;
+  fp8_case(c, "fp8, per-expert wgrad, zipf");
+}
+
 /* The router-weight gradient from the forward's kept outputs (config fp8_fused_router_grad = 0;
  * the default computes it inside the SwiGLU backward, where the forward keeps no outputs and the
  * one-region ring's replay stops after gate+up): the forward stores its outputs, the reverse
