@@ -226,8 +226,8 @@ static mok_status fp8_wgrad(const mok_schedule *s, int64_t a_row, int64_t a_ld, 
  * for bf16-accumulated gradients) in FP8: each operand quantized 1x128 along the tokens (or, with
  * wq_amax, with one scale per expert and channel) and transposed into wq_a / wq_b (dout and dgu
  * from bf16, act and x requantized from their codes: the same bits as dequantizing them first)
- * for the K-grouped FP8 GEMM. Else in bf16 (gg_wgrad)
- * on act and x dequantized (into d_a, then into d_out, which this overwrites). */
+ * for the K-grouped FP8 GEMM. Else in bf16 (gg_wgrad) on act and x dequantized (into d_a, then
+ * into d_out, which this overwrites). */
 static mok_status fp8_backward_weight_grads(mok_schedule *s, const mok_grads *g,
                                             const int32_t *used, cudaStream_t stream) {
   mok_workspace *w = s->ws;

@@ -119,8 +119,9 @@ mok_status mok_gpu_check_grads(const mok_workspace *w, const mok_grads *g, int n
 mok_status mok_gpu_experts_forward(mok_schedule *s, const mok_weights *wt, const void *recv,
                                    void *out_rows, cudaStream_t stream);
 /* FP8: the forward experts from rows already quantized into the schedule's recv_x (by
- * v1_dispatch_pull_fp8, or by mok_gpu_experts_forward from bf16 rows), the outputs in out_rows;
- * push: the down epilogues also push them into the source ranks' slots (the combine's move). */
+ * v1_dispatch_pull_fp8, or by mok_gpu_experts_forward from bf16 rows), the outputs in out_rows
+ * (not with the fused d_router_weights, which needs none); push: the down epilogues also push
+ * them into the source ranks' slots (the combine's move). Neither: gate+up only (a replay). */
 mok_status mok_gpu_experts_forward_fp8(mok_schedule *s, const mok_weights *wt, int push,
                                        cudaStream_t stream);
 /* MOK_PATH_FUSED: the forward experts with the dispatch inside gate+up (recv_x filled from the
@@ -129,10 +130,12 @@ mok_status mok_gpu_experts_forward_fp8(mok_schedule *s, const mok_weights *wt, i
  * slots; push 0: a backward replay). */
 mok_status mok_gpu_experts_forward_fused(mok_schedule *s, const mok_weights *wt, int push,
                                          cudaStream_t stream);
-/* FP8: the experts backward from w->d_out (rw * dy rows) and what the FP8 forward kept (the
- * quantized inputs and activations, the bf16 pre-activations): the data gradients on the FP8
- * kernels with the transposed weights, the weight gradients in bf16 from the dequantized rows;
- * the dx rows pushed into the source ranks' slots by the last data gradient's epilogues. */
+/* FP8: the experts backward from w->d_out (rw * dy rows; with the fused d_router_weights also
+ * the unweighted dy already quantized in fp8_q) and what the FP8 forward kept (the quantized
+ * inputs and activations, the bf16 pre-activations): the data gradients on the FP8 kernels with
+ * the transposed weights, the weight gradients in FP8 (config fp8_weight_grads; 0: in bf16 from
+ * the dequantized rows); the dx rows pushed into the source ranks' slots by the last data
+ * gradient's epilogues. */
 mok_status mok_gpu_experts_backward_fp8(mok_schedule *s, const mok_weights *wt,
                                         const mok_grads *g, cudaStream_t stream);
 /* MOK_PATH_FUSED: the experts backward from w->d_out, the dx rows also pushed into the source

@@ -11,9 +11,10 @@
  * CTAs inside the gate+up kernel, the combine and dx pushes in the down and last data-gradient
  * epilogues. The FP8 forward stages x quantized (e4m3 codes and 1x128 scales), pulls those, and
  * pushes the combine from the down epilogues; its backward runs the data gradients in FP8 on the
- * transposed weights and pushes dx from the last one's epilogues. With a token ring (gpu_ring.c) the routed experts'
- * stages run once per macrobatch on a view of the schedule: forward in reverse order, backward in
- * order, replaying the forward of the macrobatches forward did not keep (x is staged again). */
+ * transposed weights and pushes dx from the last one's epilogues. With a token ring (gpu_ring.c)
+ * the routed experts' stages run once per macrobatch on a view of the schedule: forward in
+ * reverse order, backward in order, replaying the forward of the macrobatches forward did not
+ * keep (x is staged again). */
 #include <string.h>
 #include <cuda_runtime_api.h>
 #include "api/gpu_internal.h"

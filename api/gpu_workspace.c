@@ -226,7 +226,7 @@ mok_status mok_workspace_create(mok_group *g, const mok_shape *s, const mok_conf
   if (fused_drw) LOC(o_rwr, rows * 4);
   /* FP8 weight gradients: both operands of each, quantized along the tokens and transposed */
   const int fp8_wgrad = fp8 && c->fp8_weight_grads;
-  const int64_t wa_rows = H > 2 * I ? H : 2 * I, wb_rows = H > I ? H : I;
+  const int64_t wa_rows = q_cols, wb_rows = H > I ? H : I; /* max(H, 2I), max(H, I) */
   if (fp8_wgrad) {
     LOC(o_wa, wa_rows * rows_pad);
     LOC(o_was, rows_pad / 128 * wa_rows * 4);

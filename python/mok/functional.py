@@ -289,6 +289,21 @@ def transpose_weights_fp8(q_gate, s_gate, q_up, s_up, q_down, s_down):
     return gu_t, gu_s, d_t, d_s
 
 
+def _check_fp8(x, topk, rw, q_gate, s_gate, q_up, s_up, q_down, s_down, ws_gate, ws_up, ws_down,
+               group_id, num_experts):
+    """_check for the FP8 ops, and the routed weights' scales: those quantize_weight makes for
+    their codes, on x's device."""
+    _check(x, topk, rw, (q_gate, q_up, q_down, ws_gate, ws_up, ws_down), group_id, num_experts,
+           routed_dtype=torch.uint8)
+    if any(t.device != x.device for t in (s_gate, s_up, s_down)):
+        raise ValueError("mok: all tensors must be on the same CUDA device")
+    for q, sc in ((q_gate, s_gate), (q_up, s_up), (q_down, s_down)):
+        if sc.dtype != torch.float32 or not sc.is_contiguous() or \
+                sc.shape != (q.shape[0], q.shape[1] // 128, q.shape[2] // 128):
+            raise ValueError(f"mok: scales {tuple(sc.shape)} ({sc.dtype}) are not those of codes "
+                             f"{tuple(q.shape)} from quantize_weight")
+
+
 def _fp8_weights(q_gate, s_gate, q_up, s_up, q_down, s_down, ws_gate, ws_up, ws_down, t=None):
     w = _weights(q_gate, q_up, q_down, ws_gate, ws_up, ws_down)
     w.w_gate_scale, w.w_up_scale, w.w_down_scale = _ptr(s_gate), _ptr(s_up), _ptr(s_down)
@@ -305,8 +320,8 @@ def moe_backward_fp8(dy, x, topk, rw, q_gate, s_gate, q_up, s_up, q_down, s_down
     a Group made with fp8_weight_grads=0: in bf16). Returns dx, d_router_weights and the bf16
     gradients of w_gate, w_up, w_down (the dequantized weights the forward saw) and of the shared
     expert."""
-    _check(x, topk, rw, (q_gate, q_up, q_down, ws_gate, ws_up, ws_down), group_id, num_experts,
-           routed_dtype=torch.uint8)
+    _check_fp8(x, topk, rw, q_gate, s_gate, q_up, s_up, q_down, s_down, ws_gate, ws_up, ws_down,
+               group_id, num_experts)
     if dy.dtype != torch.bfloat16 or dy.shape != x.shape:
         raise TypeError(f"mok: dy must be bfloat16 of x's shape {tuple(x.shape)}")
     knobs = _knobs(swiglu_limit) + (("dtype", FP8_BLOCK128),)
@@ -331,15 +346,8 @@ def moe_forward_fp8(x, topk, rw, q_gate, s_gate, q_up, s_up, q_down, s_down, ws_
     of w_gate, w_up, w_down; the shared expert (ws_*, or None) stays bf16. No autograd: its
     backward is moe_backward_fp8, on the same slot. Uses its own workspace of the group (dtype
     FP8)."""
-    _check(x, topk, rw, (q_gate, q_up, q_down, ws_gate, ws_up, ws_down), group_id, num_experts,
-           routed_dtype=torch.uint8)
-    if any(t.device != x.device for t in (s_gate, s_up, s_down)):
-        raise ValueError("mok: all tensors must be on the same CUDA device")
-    for q, sc in ((q_gate, s_gate), (q_up, s_up), (q_down, s_down)):
-        if sc.dtype != torch.float32 or not sc.is_contiguous() or \
-                sc.shape != (q.shape[0], q.shape[1] // 128, q.shape[2] // 128):
-            raise ValueError(f"mok: scales {tuple(sc.shape)} ({sc.dtype}) are not those of codes "
-                             f"{tuple(q.shape)} from quantize_weight")
+    _check_fp8(x, topk, rw, q_gate, s_gate, q_up, s_up, q_down, s_down, ws_gate, ws_up, ws_down,
+               group_id, num_experts)
     knobs = _knobs(swiglu_limit) + (("dtype", FP8_BLOCK128),)
     ws, sched = _schedule(group_id, _shape(x, topk, num_experts, q_gate, ws_gate), knobs, slot)
     w = _fp8_weights(q_gate, s_gate, q_up, s_up, q_down, s_down, ws_gate, ws_up, ws_down)

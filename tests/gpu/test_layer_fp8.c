@@ -236,42 +236,41 @@ GPU_TEST(layer_fp8_empty_expert) {
   fp8_case(c, "fp8 empty expert");
 }
 
+/* A mode's two cases: the base routing with a shared expert, and Zipf without one (with the
+ * clamp when `clamp`), against the reference's matching mode. */
+static void fp8_mode_cases(lh_case c, const char *label, const char *zipf_label, int clamp) {
+  c.T = 301; c.Is = 128; c.H = 384; c.I = 256;
+  fp8_case(c, label);
+  c.route = MOK_ROUTE_ZIPF; c.E = 16; c.k = 4; c.T = 250; c.H = 256; c.I = 384; c.Is = 0;
+  if (clamp) {
+    c.use_limit = 1; c.limit = 0.75f;
+    c.tol = 3e-2; /* the clamp's bound (layer_fp8_zipf_clamp says why) */
+  }
+  fp8_case(c, zipf_label);
+}
+
 /* The bf16 weight gradients of the FP8 backward (config fp8_weight_grads = 0: on the forward's
- * quantized operands dequantized, nothing quantized along the tokens): the same checks against
- * the reference's matching mode. */
+ * quantized operands dequantized, nothing quantized along the tokens). */
 GPU_TEST(layer_fp8_wgrad_bf16) {
   lh_case c = lh_base_case();
-  c.T = 301; c.Is = 128; c.H = 384; c.I = 256;
   c.bf16_wgrad = 1;
-  fp8_case(c, "fp8, bf16 wgrad");
-  c.route = MOK_ROUTE_ZIPF; c.E = 16; c.k = 4; c.T = 250; c.H = 256; c.I = 384; c.Is = 0;
-  fp8_case(c, "fp8, bf16 wgrad, zipf");
+  fp8_mode_cases(c, "fp8, bf16 wgrad", "fp8, bf16 wgrad, zipf", 0);
 }
 
 /* FP8 weight gradients with one scale per expert and column (config fp8_weight_grads = 2: the
- * expert's tokens chained on the tensor cores, no promotion): the same checks against the
- * reference's matching mode. */
+ * expert's tokens chained on the tensor cores, no promotion). */
 GPU_TEST(layer_fp8_wgrad_expert) {
   lh_case c = lh_base_case();
-  c.T = 301; c.Is = 128; c.H = 384; c.I = 256;
   c.expert_wgrad = 1;
-  fp8_case(c, "fp8, per-expert wgrad");
-  c.route = MOK_ROUTE_ZIPF; c.E = 16; c.k = 4; c.T = 250; c.H = 256; c.I = 384; c.Is = 0;
-  fp8_case(c, "fp8, per-expert wgrad, zipf");
+  fp8_mode_cases(c, "fp8, per-expert wgrad", "fp8, per-expert wgrad, zipf", 0);
 }
 
 /* The router-weight gradient from the forward's kept outputs (config fp8_fused_router_grad = 0;
  * the default computes it inside the SwiGLU backward, where the forward keeps no outputs and the
  * one-region ring's replay stops after gate+up): the forward stores its outputs, the reverse
- * combine weights dy itself and d_rw = dy . out; the same checks against the reference's
- * matching mode. */
+ * combine weights dy itself and d_rw = dy . out. */
 GPU_TEST(layer_fp8_drw_unfused) {
   lh_case c = lh_base_case();
-  c.T = 301; c.Is = 128; c.H = 384; c.I = 256;
   c.unfused_drw = 1;
-  fp8_case(c, "fp8 unfused d_rw");
-  c.route = MOK_ROUTE_ZIPF; c.E = 16; c.k = 4; c.T = 250; c.H = 256; c.I = 384; c.Is = 0;
-  c.use_limit = 1; c.limit = 0.75f;
-  c.tol = 3e-2; /* the clamp's bound (layer_fp8_zipf_clamp says why) */
-  fp8_case(c, "fp8 unfused d_rw, zipf+clamp");
+  fp8_mode_cases(c, "fp8 unfused d_rw", "fp8 unfused d_rw, zipf+clamp", 1);
 }

@@ -193,6 +193,20 @@ def test_deterministic():
     assert agree(same and finite(r1[0]))
 
 
+def functional_inputs(seed, T, E, k, ep, hidden, inter):
+    """Fresh inputs for the functional ops on this rank: x, dy, top-k experts, router weights and
+    the six weights (this rank's routed gate, up, down, then the shared expert's)."""
+    g = torch.Generator(device="cuda").manual_seed(seed)
+    x = torch.randn(T, hidden, device="cuda", generator=g).bfloat16()
+    dy = torch.randn(T, hidden, device="cuda", generator=g).bfloat16()
+    topk = torch.rand(T, E, device="cuda", generator=g).topk(k, dim=1).indices.int()
+    rw = torch.softmax(torch.randn(T, k, device="cuda", generator=g), dim=1)
+    shapes = ((E // ep, inter, hidden), (E // ep, inter, hidden), (E // ep, hidden, inter),
+              (inter, hidden), (inter, hidden), (hidden, inter))
+    w = [(torch.randn(*s, device="cuda", generator=g) * s[-1] ** -0.5).bfloat16() for s in shapes]
+    return x, dy, topk, rw, w
+
+
 def test_fused_path_matches_default():
     """The functional ops on the default Group (the fused path: dispatch inside the gate+up
     kernel, pushes from the GEMM epilogues), on Group(path="fused") and on a Group with a
@@ -202,13 +216,7 @@ def test_fused_path_matches_default():
     seed = shared_seed()
     ep, rank = dist.get_world_size(), dist.get_rank()
     E, k, T = 8 * ep, 4, 300
-    g = torch.Generator(device="cuda").manual_seed(seed + rank)
-    x = torch.randn(T, H, device="cuda", generator=g).bfloat16()
-    dy = torch.randn(T, H, device="cuda", generator=g).bfloat16()
-    topk = torch.rand(T, E, device="cuda", generator=g).topk(k, dim=1).indices.int()
-    rw = torch.softmax(torch.randn(T, k, device="cuda", generator=g), dim=1)
-    w = [(torch.randn(*s, device="cuda", generator=g) * s[-1] ** -0.5).bfloat16()
-         for s in ((E // ep, I, H), (E // ep, I, H), (E // ep, H, I), (I, H), (I, H), (H, I))]
+    x, dy, topk, rw, w = functional_inputs(seed + rank, T, E, k, ep, H, I)
     outs = {}
     region = (128 + (ep * T + 127) // 128 * 128) * H * 2  # one 128-row macrobatch + one expert's most
     knobs = {"ring": dict(ring_bytes=region, macrobatch_minibatches=1)}
@@ -236,13 +244,7 @@ def test_fp8_functional():
     seed = shared_seed()
     ep, rank = dist.get_world_size(), dist.get_rank()
     E, k, T, Hf, If = 8 * ep, 4, 300, 256, 256
-    g = torch.Generator(device="cuda").manual_seed(seed + rank)
-    x = torch.randn(T, Hf, device="cuda", generator=g).bfloat16()
-    dy = torch.randn(T, Hf, device="cuda", generator=g).bfloat16()
-    topk = torch.rand(T, E, device="cuda", generator=g).topk(k, dim=1).indices.int()
-    rw = torch.softmax(torch.randn(T, k, device="cuda", generator=g), dim=1)
-    w = [(torch.randn(*s, device="cuda", generator=g) * s[-1] ** -0.5).bfloat16()
-         for s in ((E // ep, If, Hf), (E // ep, If, Hf), (E // ep, Hf, If), (If, Hf), (If, Hf), (Hf, If))]
+    x, dy, topk, rw, w = functional_inputs(seed + rank, T, E, k, ep, Hf, If)
     q = [mf.quantize_weight(t) for t in w[:3]]
     t8 = mf.transpose_weights_fp8(*q[0], *q[1], *q[2])
 
