@@ -9,8 +9,8 @@ mok_status mok_config_init(mok_config *c) {
   if (!c) return MOK_ERR_INVALID_ARGUMENT;
   c->dtype = MOK_DTYPE_BF16;
   c->path = MOK_PATH_AUTO;
-  c->fwd_comm_sms = 4; /* ~30 GB/s of bulk pull each: 4 carry a DSv3 forward (docs/FUSED.md) */
-  c->bwd_comm_sms = 4;
+  c->fwd_comm_sms = 0; /* automatic (mok.h) */
+  c->bwd_comm_sms = 0;
   c->tile_m = 128;
   c->minibatch_rows = 128;
   c->macrobatch_minibatches = 64; /* 8192 rows: 16 ring steps at DSv3 EP=2, T 7168 */
@@ -60,7 +60,7 @@ mok_status mok_validate(const mok_shape *s, const mok_config *c, int ep) {
   if (c->path != MOK_PATH_AUTO && c->path != MOK_PATH_FUSED && c->path != MOK_PATH_UNFUSED &&
       c->path != MOK_PATH_GROUPED)
     return MOK_ERR_INVALID_ARGUMENT;
-  if (c->fwd_comm_sms < 1 || c->bwd_comm_sms < 1 || c->fwd_comm_sms > 128 || c->bwd_comm_sms > 128)
+  if (c->fwd_comm_sms < 0 || c->bwd_comm_sms < 0 || c->fwd_comm_sms > 128 || c->bwd_comm_sms > 128)
     return MOK_ERR_INVALID_ARGUMENT;
   if (c->tile_m != 64 && c->tile_m != 128 && c->tile_m != 256) return MOK_ERR_INVALID_ARGUMENT;
   if (c->minibatch_rows <= 0 || c->minibatch_rows % c->tile_m) return MOK_ERR_INVALID_ARGUMENT;

@@ -181,7 +181,7 @@ static mok_gg_move fused_move(const mok_schedule *s, int push, int ctas) {
  * mok_fp8_scales_of): inputs and activations are E4M3 in 1x128 blocks, weights E4M3 with 128x128
  * block scales (mok_quantize_weight). Kept for backward, as the BF16 path keeps its own: the
  * quantized activations (in a) and the bf16 pre-activations (g | u in g); the outputs go to out
- * (the schedule's out_rows, or the ops layer's buffer, which it copies there; NULL: none, with
+ * (the schedule's out_rows, or the ops layer's buffer; NULL: none, with
  * the fused d_router_weights). push: the down epilogues also push the outputs into the source
  * ranks' slots (the combine). Neither out nor push (a ring step's replay with the fused
  * d_router_weights): gate+up only, all that backward reads. */
@@ -316,7 +316,7 @@ static mok_status routed_experts_forward_fused(mok_schedule *s, const mok_weight
                                                cudaStream_t stream) {
   mok_workspace *w = s->ws;
   const int64_t H = w->shape.hidden, I = w->shape.intermediate;
-  const int ctas = w->config.fwd_comm_sms;
+  const int ctas = w->fwd_comm;
   mok_gg_move pull = fused_move(s, 0, ctas), q = fused_move(s, 1, 0);
   TRY_CUDA(cudaMemsetAsync(w->ready, 0, (size_t)w->ready_count * 4, stream));
   TRY(mok_gg_bf16_gate_up_swiglu_pulled(s->recv_x, wt->w_gate, wt->w_up, s->a, s->g,

@@ -65,6 +65,12 @@ struct mok_workspace {
   int fused_dispatch;        /* MOK_PATH_FUSED: dispatch / combine inside the GEMM kernels   */
   int32_t *ready;            /* [ready_count] per-minibatch flags of the fused comm CTAs     */
   int64_t ready_count;
+  int sms;                   /* the device's SMs                                         */
+  int fwd_comm, bwd_comm;    /* comm SMs (config fwd_comm_sms, bwd_comm_sms; 0 resolved)   */
+  cudaStream_t side;         /* the shared expert's stream beside the communication kernels
+                                (gpu_layer.c), with its fork and join events; NULL when the
+                                shared expert runs in line                               */
+  cudaEvent_t side_fork, side_join;
   int wgmma;                 /* expert GEMMs on the grouped wgmma kernels (else v1 mma.sync);
                                 then g holds bf16 pre-activations [cap, 2I] (g | u), u is
                                 unused, and likewise sg / su                               */
@@ -84,7 +90,8 @@ struct mok_schedule {
                                 (wgmma: g is [rows, 2I] bf16 g | u, the same bytes; u only
                                 on the v1 backend; FP8: a holds the activations' codes and
                                 scales)                                                   */
-  void *out_rows;            /* [rows, H] expert outputs                                 */
+  void *out_rows;            /* [rows, H] expert outputs; NULL in FP8 with the fused
+                                d_router_weights, which needs none                        */
   void *sg, *su, *sa;        /* [T, Is]  shared expert's gate, up (fp32), activation     */
   int ring_kept;             /* host: the ring's regions hold what the last forward left
                                 (cleared by a build, and by a backward that replayed)    */

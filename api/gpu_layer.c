@@ -45,11 +45,61 @@ mok_status mok_gpu_check_weights(const mok_workspace *w, const mok_weights *wt) 
   return check_weights(w, wt);
 }
 
+/* ---- the shared expert beside the communication ----------------------------------------------
+ * The shared expert needs only the rank's own x (and dy), so it runs on the workspace's side
+ * stream while the routed experts' first communication kernel moves rows: forked from the
+ * caller's stream once x (dy) is staged, its GEMMs on the SMs that kernel leaves (w->sms - comm
+ * SMs), and joined right after it, so that the routed GEMMs start on every SM. (Joined only
+ * before the final sums instead, the routed GEMMs' persistent CTAs took the SMs as the shared
+ * expert's kernels finished, and the two interleaved kernel by kernel: no gain.) Where the
+ * communication is inside the GEMMs (the fused forward; a fused backward's ring replays) the
+ * shared expert runs in line, after the routed experts. */
+static int beside_forward(const mok_workspace *w) {
+  return w->side && w->shape.tokens > 0 && !w->fused_dispatch;
+}
+static int beside_backward(const mok_workspace *w) {
+  return w->side && w->shape.tokens > 0 && !(w->fused_dispatch && mok_gpu_ring_on(w));
+}
+
+static mok_status side_fork(mok_workspace *w, cudaStream_t stream) {
+  TRY_CUDA(cudaEventRecord(w->side_fork, stream));
+  TRY_CUDA(cudaStreamWaitEvent(w->side, w->side_fork, 0));
+  return MOK_SUCCESS;
+}
+
+/* The caller's stream waits for the side stream; st, the status so far, is kept. */
+static mok_status side_join(mok_workspace *w, mok_status st, cudaStream_t stream) {
+  cudaError_t e = cudaEventRecord(w->side_join, w->side);
+  if (e == cudaSuccess) e = cudaStreamWaitEvent(stream, w->side_join, 0);
+  return st != MOK_SUCCESS ? st : mok_gpu_status(e);
+}
+
+/* How a pass runs its communication kernels: on ctas CTAs (0: every SM), and whether the side
+ * stream is still to be joined, which the first of them does once it is enqueued (and then lets
+ * the later ones have every SM). */
+typedef struct {
+  int ctas, join;
+} comm_plan;
+
+static mok_status after_comm(mok_workspace *w, comm_plan *cp, cudaStream_t stream) {
+  if (!cp->join) return MOK_SUCCESS;
+  cp->join = 0;
+  cp->ctas = 0;
+  return side_join(w, MOK_SUCCESS, stream);
+}
+
+/* The route of a schedule or view, its row kernels on comm_ctas CTAs (0: every SM; see v1_route). */
+static v1_route route_on(const mok_schedule *v, int comm_ctas) {
+  v1_route r = mok_gpu_route(v);
+  r.ctas = comm_ctas;
+  return r;
+}
+
 /* FP8: the dispatch pulls the staged E4M3 codes and scales into the schedule's recv_x. */
-static mok_status pull_fp8(mok_schedule *v, cudaStream_t stream) {
+static mok_status pull_fp8(mok_schedule *v, int comm_ctas, cudaStream_t stream) {
   mok_workspace *w = v->ws;
   const int64_t T = w->shape.tokens, H = w->shape.hidden;
-  v1_route r = mok_gpu_route(v);
+  v1_route r = route_on(v, comm_ctas);
   TRY_CUDA(v1_dispatch_pull_fp8(&r, w->off_x, w->off_x + (size_t)(T * H), v->recv_x,
                                 mok_fp8_scales_of(v->recv_x, v->rows, H),
                                 MOK_GG_FP8_SCALE_ROWS(v->rows), stream));
@@ -71,19 +121,42 @@ static mok_status stage_x(mok_workspace *w, const void *x, cudaStream_t stream) 
 }
 
 /* The routed experts of one schedule, or of one ring step's view of it (the rows that move and
- * compute), after x is staged on every rank: pull dispatch, expert MLPs, push combine. */
-static mok_status experts_forward_pass(mok_schedule *v, const mok_weights *wt, cudaStream_t stream) {
+ * compute), after x is staged on every rank: pull dispatch (as cp says), expert MLPs, push
+ * combine. */
+static mok_status experts_forward_pass(mok_schedule *v, const mok_weights *wt, comm_plan *cp,
+                                       cudaStream_t stream) {
   mok_workspace *w = v->ws;
-  v1_route r = mok_gpu_route(v);
+  v1_route r = route_on(v, cp->ctas);
   if (w->fused_dispatch) /* pull and combine push inside the GEMMs */
     return mok_gpu_experts_forward_fused(v, wt, 1, stream);
   if (w->config.dtype == MOK_DTYPE_FP8_BLOCK128) { /* the combine pushed by down's epilogues */
-    TRY(pull_fp8(v, stream));
+    TRY(pull_fp8(v, cp->ctas, stream));
+    TRY(after_comm(w, cp, stream));
     return mok_gpu_experts_forward_fp8(v, wt, 1, stream);
   }
   TRY_CUDA(v1_dispatch_pull(&r, w->off_x, v->recv_x, stream));
+  TRY(after_comm(w, cp, stream));
   TRY(mok_gpu_experts_forward(v, wt, v->recv_x, v->out_rows, stream));
+  r.ctas = 0;
   TRY_CUDA(v1_push_rows(&r, v->out_rows, w->off_slots, stream));
+  return MOK_SUCCESS;
+}
+
+/* The routed experts after x is staged: barrier, then the schedule's passes (a ring's in reverse:
+ * the last steps stay for backward). */
+static mok_status routed_forward(mok_schedule *s, const mok_weights *wt, comm_plan *cp,
+                                 cudaStream_t stream) {
+  mok_workspace *w = s->ws;
+  TRY(mok_gpu_barrier(w, stream));
+  if (!mok_gpu_ring_on(w)) return experts_forward_pass(s, wt, cp, stream);
+  const int64_t steps = mok_pipe_steps(&w->pipe);
+  for (int64_t i = 0; i < steps; ++i) {
+    mok_schedule v;
+    TRY(mok_gpu_ring_view(s, mok_pipe_fwd_macro(steps, i), mok_pipe_fwd_region(&w->pipe, i), &v,
+                          stream));
+    TRY(experts_forward_pass(&v, wt, cp, stream));
+  }
+  s->ring_kept = 1;
   return MOK_SUCCESS;
 }
 
@@ -100,20 +173,19 @@ mok_status mok_forward(mok_schedule *s, const mok_weights *wt, const void *x,
   char *sym = (char *)w->sym.ptr;
 
   TRY(stage_x(w, x, stream));
-  TRY(mok_gpu_barrier(w, stream));
-  if (mok_gpu_ring_on(w)) { /* macrobatches in reverse: the last steps stay for backward */
-    const int64_t steps = mok_pipe_steps(&w->pipe);
-    for (int64_t i = 0; i < steps; ++i) {
-      mok_schedule v;
-      TRY(mok_gpu_ring_view(s, mok_pipe_fwd_macro(steps, i), mok_pipe_fwd_region(&w->pipe, i), &v,
-                            stream));
-      TRY(experts_forward_pass(&v, wt, stream));
-    }
-    s->ring_kept = 1;
-  } else {
-    TRY(experts_forward_pass(s, wt, stream));
+  const int beside = beside_forward(w);
+  mok_status st = MOK_SUCCESS;
+  if (beside) {
+    TRY(side_fork(w, stream));
+    const int prev = mok_gg_set_max_ctas(w->sms - w->fwd_comm);
+    st = mok_gpu_shared_forward(s, wt, x, w->side);
+    mok_gg_set_max_ctas(prev);
   }
-  TRY(mok_gpu_shared_forward(s, wt, x, stream));
+  comm_plan cp = {beside ? w->fwd_comm : 0, beside};
+  if (st == MOK_SUCCESS) st = routed_forward(s, wt, &cp, stream);
+  if (cp.join) st = side_join(w, st, stream); /* not joined yet: an error, or no rows moved */
+  TRY(st);
+  if (!beside) TRY(mok_gpu_shared_forward(s, wt, x, stream));
   TRY(mok_gpu_barrier(w, stream));
   TRY_CUDA(v1_combine_reduce(T, (int)k, H, sym + w->off_slots, router_weights,
                              Is > 0 ? w->ys : NULL, y, w->err, stream));
@@ -148,15 +220,18 @@ static mok_status check_backward_weights(const mok_workspace *w, const mok_weigh
 /* A ring step's forward again, for backward: x rows pulled into the region, gate+up (the
  * pre-activations and activations) and down (the outputs d_router_weights needs; not with the FP8
  * fused d_router_weights), nothing pushed; the same bits as the forward's. */
-static mok_status experts_replay(mok_schedule *v, const mok_weights *wt, cudaStream_t stream) {
+static mok_status experts_replay(mok_schedule *v, const mok_weights *wt, comm_plan *cp,
+                                 cudaStream_t stream) {
   mok_workspace *w = v->ws;
   if (w->fused_dispatch) return mok_gpu_experts_forward_fused(v, wt, 0, stream);
   if (w->config.dtype == MOK_DTYPE_FP8_BLOCK128) {
-    TRY(pull_fp8(v, stream));
+    TRY(pull_fp8(v, cp->ctas, stream));
+    TRY(after_comm(w, cp, stream));
     return mok_gpu_experts_forward_fp8(v, wt, 0, stream);
   }
-  v1_route r = mok_gpu_route(v);
+  v1_route r = route_on(v, cp->ctas);
   TRY_CUDA(v1_dispatch_pull(&r, w->off_x, v->recv_x, stream));
+  TRY(after_comm(w, cp, stream));
   return mok_gpu_experts_forward(v, wt, v->recv_x, v->out_rows, stream);
 }
 
@@ -164,21 +239,43 @@ static mok_status experts_replay(mok_schedule *v, const mok_weights *wt, cudaStr
  * weights are staged: reverse-combine (pull dy, push d_router_weights), expert backward, push of
  * the dx rows. */
 static mok_status experts_backward_pass(mok_schedule *v, const mok_weights *wt, const mok_grads *g,
-                                        cudaStream_t stream) {
+                                        comm_plan *cp, cudaStream_t stream) {
   mok_workspace *w = v->ws;
-  v1_route r = mok_gpu_route(v);
+  v1_route r = route_on(v, cp->ctas);
   if (w->fp8_fused_drw) /* d_router_weights comes from the SwiGLU backward */
     TRY_CUDA(v1_reverse_combine_fp8(&r, w->off_dy, w->off_rw, w->d_out, w->fp8_q, w->fp8_q_scales,
                                     MOK_GG_FP8_SCALE_ROWS(v->rows), w->rw_rows, stream));
   else
     TRY_CUDA(v1_reverse_combine(&r, w->off_dy, w->off_rw, w->off_drw, v->out_rows, w->d_out,
                                 stream));
+  TRY(after_comm(w, cp, stream));
   if (w->fused_dispatch) /* the dx push inside the last data gradient */
     return mok_gpu_experts_backward_fused(v, wt, g, stream);
   if (w->config.dtype == MOK_DTYPE_FP8_BLOCK128) /* likewise */
     return mok_gpu_experts_backward_fp8(v, wt, g, stream);
   TRY(mok_gpu_experts_backward(v, wt, v->recv_x, w->d_out, w->d_out, g, stream));
+  r.ctas = 0;
   TRY_CUDA(v1_push_rows(&r, w->d_out, w->off_slots, stream));
+  return MOK_SUCCESS;
+}
+
+/* The routed experts' backward after dy and the router weights are staged: barrier, then the
+ * schedule's passes (a ring's in order, the macrobatches forward did not keep replayed first). */
+static mok_status routed_backward(mok_schedule *s, const mok_weights *wt, const mok_grads *g,
+                                  comm_plan *cp, cudaStream_t stream) {
+  mok_workspace *w = s->ws;
+  TRY(mok_gpu_barrier(w, stream));
+  if (!mok_gpu_ring_on(w)) return experts_backward_pass(s, wt, g, cp, stream);
+  const int64_t steps = mok_pipe_steps(&w->pipe);
+  const int kept = s->ring_kept; /* a second backward after one forward replays everything */
+  for (int64_t i = 0; i < steps; ++i) {
+    mok_schedule v;
+    TRY(mok_gpu_ring_view(s, mok_pipe_bwd_macro(i), mok_pipe_bwd_region(&w->pipe, steps, i), &v,
+                          stream));
+    if (!kept || !mok_pipe_bwd_resident(&w->pipe, i)) TRY(experts_replay(&v, wt, cp, stream));
+    TRY(experts_backward_pass(&v, wt, g, cp, stream));
+  }
+  if (steps > w->pipe.ring_regions) s->ring_kept = 0; /* replays reused regions */
   return MOK_SUCCESS;
 }
 
@@ -204,22 +301,19 @@ mok_status mok_backward(mok_schedule *s, const mok_weights *wt, const void *x,
                              cudaMemcpyDeviceToDevice, stream));
     if (ring) TRY(stage_x(w, x, stream)); /* macrobatches not kept pull their x rows again */
   }
-  TRY(mok_gpu_barrier(w, stream));
-  if (ring) { /* macrobatches in order; those forward did not keep are replayed first */
-    const int64_t steps = mok_pipe_steps(&w->pipe);
-    const int kept = s->ring_kept; /* a second backward after one forward replays everything */
-    for (int64_t i = 0; i < steps; ++i) {
-      mok_schedule v;
-      TRY(mok_gpu_ring_view(s, mok_pipe_bwd_macro(i), mok_pipe_bwd_region(&w->pipe, steps, i), &v,
-                            stream));
-      if (!kept || !mok_pipe_bwd_resident(&w->pipe, i)) TRY(experts_replay(&v, wt, stream));
-      TRY(experts_backward_pass(&v, wt, g, stream));
-    }
-    if (steps > w->pipe.ring_regions) s->ring_kept = 0; /* replays reused regions */
-  } else {
-    TRY(experts_backward_pass(s, wt, g, stream));
+  const int beside = beside_backward(w);
+  mok_status st = MOK_SUCCESS;
+  if (beside) {
+    TRY(side_fork(w, stream));
+    const int prev = mok_gg_set_max_ctas(w->sms - w->bwd_comm);
+    st = mok_gpu_shared_backward(s, wt, x, dy, g, w->side);
+    mok_gg_set_max_ctas(prev);
   }
-  TRY(mok_gpu_shared_backward(s, wt, x, dy, g, stream));
+  comm_plan cp = {beside ? w->bwd_comm : 0, beside};
+  if (st == MOK_SUCCESS) st = routed_backward(s, wt, g, &cp, stream);
+  if (cp.join) st = side_join(w, st, stream); /* not joined yet: an error, or no rows moved */
+  TRY(st);
+  if (!beside) TRY(mok_gpu_shared_backward(s, wt, x, dy, g, stream));
   TRY(mok_gpu_barrier(w, stream));
   TRY_CUDA(v1_dx_reduce(T, (int)k, H, sym + w->off_slots, Is > 0 ? w->ys : NULL, g->dx,
                         (const float *)(sym + w->off_drw), g->d_router_weights, w->err, stream));

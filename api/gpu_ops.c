@@ -60,9 +60,11 @@ mok_status mok_op_experts_forward(mok_schedule *s, const mok_weights *wt, const 
   if (!mok_gpu_aligned(recv) || !mok_gpu_aligned(out_rows)) return MOK_ERR_MISALIGNED;
   TRY(mok_gpu_check_weights(s->ws, wt));
   TRY(mok_gpu_experts_forward(s, wt, recv, out_rows, st));
-  /* backward's router-weight gradients need the outputs: keep a copy in the schedule */
-  TRY_CUDA(cudaMemcpyAsync(s->out_rows, out_rows, (size_t)(s->rows * s->ws->shape.hidden * 2),
-                           cudaMemcpyDeviceToDevice, st));
+  /* the BF16 backward's router-weight gradients need the outputs: keep a copy in the schedule
+   * (the FP8 backward is the functional layer's) */
+  if (s->ws->config.dtype == MOK_DTYPE_BF16)
+    TRY_CUDA(cudaMemcpyAsync(s->out_rows, out_rows, (size_t)(s->rows * s->ws->shape.hidden * 2),
+                             cudaMemcpyDeviceToDevice, st));
   return MOK_SUCCESS;
 }
 

@@ -26,6 +26,6 @@ mok_status mok_gpu_ring_view(const mok_schedule *s, int64_t b, int32_t region, m
   v->recv_x = (char *)s->recv_x + first * H * 2;
   v->g = (char *)s->g + first * I * 4; /* g | u, bf16 */
   v->a = (char *)s->a + first * I * 2;
-  v->out_rows = (char *)s->out_rows + first * H * 2;
+  v->out_rows = s->out_rows ? (char *)s->out_rows + first * H * 2 : NULL;
   return MOK_SUCCESS;
 }

@@ -108,6 +108,45 @@ static int fused_path(const mok_config *c) {
   return c->path == MOK_PATH_AUTO && c->dtype == MOK_DTYPE_BF16 && wgmma_backend(c);
 }
 
+static int device_sms(void) {
+  int dev = 0, sms = 0;
+  if (cudaGetDevice(&dev) != cudaSuccess ||
+      cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev) != cudaSuccess)
+    return 0;
+  return sms;
+}
+
+/* A comm-SM knob resolved (0: automatic). The fused path's comm CTAs: 4 bulk-pulling CTAs carry a
+ * DSv3 forward (docs/FUSED.md). The separate dispatch and reverse-combine kernels beside the
+ * shared expert: MOK_BESIDE_COMM_SMS, the sweep's best (docs/PERF.md). */
+#define MOK_FUSED_COMM_SMS 4
+#define MOK_BESIDE_COMM_SMS 24
+static int comm_sms(const mok_config *c, int fwd) {
+  const int knob = fwd ? c->fwd_comm_sms : c->bwd_comm_sms;
+  if (knob > 0) return knob;
+  return fwd && fused_path(c) ? MOK_FUSED_COMM_SMS : MOK_BESIDE_COMM_SMS;
+}
+
+/* The shared expert's side stream and its events (w->side stays NULL when it runs in line: no
+ * shared expert, the v1 kernels, or MOK_SHARED_BESIDE=0, the in-line order kept selectable as the
+ * overlap's baseline). */
+static cudaError_t side_create(mok_workspace *w) {
+  const char *env = getenv("MOK_SHARED_BESIDE");
+  if (w->shape.shared_intermediate == 0 || !w->wgmma || (env && strcmp(env, "0") == 0))
+    return cudaSuccess;
+  cudaError_t e = cudaStreamCreateWithFlags(&w->side, cudaStreamNonBlocking);
+  if (e == cudaSuccess) e = cudaEventCreateWithFlags(&w->side_fork, cudaEventDisableTiming);
+  if (e == cudaSuccess) e = cudaEventCreateWithFlags(&w->side_join, cudaEventDisableTiming);
+  return e;
+}
+
+static void side_destroy(mok_workspace *w) {
+  if (w->side_join) cudaEventDestroy(w->side_join);
+  if (w->side_fork) cudaEventDestroy(w->side_fork);
+  if (w->side) cudaStreamDestroy(w->side);
+  w->side = NULL;
+}
+
 /* Validation of one rank's request, before any collective. */
 static mok_status check_request(const mok_shape *s, const mok_config *c, int ep,
                                 mok_pipe_params *pipe, int *cpr, int64_t *ct) {
@@ -124,12 +163,11 @@ static mok_status check_request(const mok_shape *s, const mok_config *c, int ep,
   if ((c->path == MOK_PATH_FUSED || c->path == MOK_PATH_GROUPED) &&
       (c->tile_m % 128 || !sm90_device()))
     return MOK_ERR_NOT_SUPPORTED;
-  if (fused_path(c)) { /* comm CTAs leave SMs to the GEMM */
-    int dev = 0, sms = 0;
-    if (cudaGetDevice(&dev) != cudaSuccess ||
-        cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev) != cudaSuccess)
-      return MOK_ERR_CUDA;
-    if (c->fwd_comm_sms > sms / 2) return MOK_ERR_INVALID_ARGUMENT;
+  { /* comm SMs leave the others to the GEMMs */
+    const int sms = device_sms();
+    if (sms <= 0) return MOK_ERR_CUDA;
+    if (comm_sms(c, 1) > sms / 2 || comm_sms(c, 0) > sms / 2)
+      return MOK_ERR_INVALID_ARGUMENT;
   }
   /* the token ring runs on the wgmma kernels (a ring view offsets their row buffers: g | u as
    * bf16 in g, no fp32 u) */
@@ -279,6 +317,9 @@ mok_status mok_workspace_create(mok_group *g, const mok_shape *s, const mok_conf
   w->ready_count = (rows + c->minibatch_rows - 1) / c->minibatch_rows;
   w->fused_dispatch = fused_path(c);
   w->wgmma = wgmma_backend(c);
+  w->sms = device_sms();
+  w->fwd_comm = comm_sms(c, 1);
+  w->bwd_comm = comm_sms(c, 0);
   /* The parallel schedule kernels build the same table ~18x faster (docs/PERF.md); the serial
    * ones stay selectable (MOK_SCHEDULE_KERNELS=serial) as their cross-check. */
   const char *sk = getenv("MOK_SCHEDULE_KERNELS");
@@ -305,7 +346,9 @@ mok_status mok_workspace_create(mok_group *g, const mok_shape *s, const mok_conf
   agreement_row(st, s, c, zero_row);
   mok_status ag2 = agree(g, zero_row);
   if (st == MOK_SUCCESS) st = ag2;
+  if (st == MOK_SUCCESS) st = mok_gpu_status(side_create(w));
   if (st != MOK_SUCCESS) {
+    side_destroy(w);
     cudaFree(w->local);
     mok_sym_free(g, &w->sym);
     free(w);
@@ -348,6 +391,7 @@ mok_status mok_workspace_destroy(mok_workspace *w) {
   if (!w) return MOK_SUCCESS;
   cudaError_t e = cudaDeviceSynchronize();
   mok_status st = mok_sym_free(w->group, &w->sym);
+  side_destroy(w);
   cudaFree(w->local);
   free(w);
   if (e != cudaSuccess) return mok_gpu_status(e);
@@ -382,6 +426,7 @@ v1_route mok_gpu_route(const mok_schedule *s) {
   r.experts_local = w->el;
   r.capacity = s->rows;
   r.err = w->err;
+  r.ctas = 0;
   return r;
 }
 

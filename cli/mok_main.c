@@ -108,8 +108,8 @@ static int parse_run(int argc, char **argv, cli_options *o) {
     else if (strcmp(a, "--iters") == 0) bad = parse_int(a, v, 1, 100000, &n), o->iters = (int)n;
     else if (strcmp(a, "--warmup") == 0) bad = parse_int(a, v, 0, 100000, &n), o->warmup = (int)n;
     else if (strcmp(a, "--samples") == 0) bad = parse_int(a, v, 0, 1 << 20, &n), o->samples = (int)n;
-    else if (strcmp(a, "--fwd-comm-sms") == 0) bad = parse_int(a, v, 1, 128, &n), o->config.fwd_comm_sms = (int)n;
-    else if (strcmp(a, "--bwd-comm-sms") == 0) bad = parse_int(a, v, 1, 128, &n), o->config.bwd_comm_sms = (int)n;
+    else if (strcmp(a, "--fwd-comm-sms") == 0) bad = parse_int(a, v, 0, 128, &n), o->config.fwd_comm_sms = (int)n;
+    else if (strcmp(a, "--bwd-comm-sms") == 0) bad = parse_int(a, v, 0, 128, &n), o->config.bwd_comm_sms = (int)n;
     else if (strcmp(a, "--minibatch") == 0) bad = parse_int(a, v, 1, 1 << 20, &n), o->config.minibatch_rows = (int)n;
     else if (strcmp(a, "--capacity") == 0) bad = parse_int(a, v, 0, 1LL << 31, &n), o->config.schedule_capacity = n;
     else if (strcmp(a, "--macrobatch") == 0) bad = parse_int(a, v, 1, 1 << 20, &n), o->config.macrobatch_minibatches = (int)n;

@@ -103,10 +103,15 @@ typedef struct {
 typedef struct {
   mok_dtype dtype;             /* routed-expert GEMM precision; the shared expert stays bf16     */
   mok_path path;               /* execution path                                                 */
-  int fwd_comm_sms;            /* SMs that move tokens in the forward kernel (fused path), >= 1;
-                                  rounded up to the GEMM's cluster size (2)                      */
-  int bwd_comm_sms;            /* SMs that move tokens in the backward kernel (fused path), >= 1;
-                                  reserved: the backward's moves are in the epilogues today      */
+  int fwd_comm_sms;            /* SMs that move tokens in the forward, 0 (automatic) to half the
+                                  SMs. Fused path: the comm CTAs inside gate+up (auto 4; rounded
+                                  up to the GEMM's cluster size, 2). Grouped path with a shared
+                                  expert: the SMs the dispatch kernel keeps while the shared
+                                  expert's GEMMs run beside it on the others (auto 24)          */
+  int bwd_comm_sms;            /* SMs that move tokens in the backward, 0 (automatic: 24) to half
+                                  the SMs: with a shared expert, those the reverse combine keeps
+                                  while the shared expert's backward runs beside it; the other
+                                  moves are in the GEMMs' epilogues                              */
   int tile_m;                  /* rows per GEMM tile; each expert's rows are padded to it (64,128,256) */
   int minibatch_rows;          /* rows moved and computed as one unit; a multiple of tile_m      */
   int macrobatch_minibatches;  /* minibatches per macrobatch, >= 1: the experts whose rows start

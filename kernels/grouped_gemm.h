@@ -37,6 +37,12 @@ extern "C" {
  * follow it; the results do not depend on it. Returns the previous value, to restore it. */
 int64_t mok_gg_set_rows_hint(int64_t rows_per_expert);
 
+/* Grid cap for the calls this host thread makes next: the persistent GEMMs launch at most `ctas`
+ * CTAs (0, the default: every co-resident one), so that a kernel running beside them on another
+ * stream keeps the other SMs (the layer's dispatch beside the shared expert). The results do not
+ * depend on it. Returns the previous value, to restore it. */
+int mok_gg_set_max_ctas(int ctas);
+
 /* C[r, :] = A[r, :] x B[e]^T for each real row r of expert e.
  *   a:  [m_total, k] bf16        b: [num_experts, n, k] bf16        c: [m_total, n] bf16
  * Used for the forward down projection (a = act [M, I], b = W_down [E, H, I], c = [M, H]). */

@@ -408,6 +408,19 @@ extern "C" int64_t mok_gg_set_rows_hint(int64_t rows_per_expert) {
 
 extern "C" int64_t gg_rows_hint(void) { return g_rows_hint; }
 
+static thread_local int g_max_ctas = 0; /* mok_gg_set_max_ctas, per host thread */
+
+extern "C" int mok_gg_set_max_ctas(int ctas) {
+  const int prev = g_max_ctas;
+  g_max_ctas = ctas > 0 ? ctas : 0;
+  return prev;
+}
+
+extern "C" int gg_ctas_cap(int ctas, int cl) {
+  if (g_max_ctas <= 0 || g_max_ctas >= ctas) return ctas;
+  return g_max_ctas / cl * cl;
+}
+
 template <int MODE, int CL>
 static mok_status gg_launch_cl(const CUtensorMap *a, const CUtensorMap *b0, const CUtensorMap *b1,
                                const CUtensorMap *c0, const CUtensorMap *c1, gg_params p,
@@ -417,7 +430,7 @@ static mok_status gg_launch_cl(const CUtensorMap *a, const CUtensorMap *b0, cons
     GG_TRY(gg_coresident_ctas((const void *)gg_bf16_kernel<MODE, CL>, GG_THREADS, GG_SMEM, CL,
                               &max_ctas));
   const int n_comm = MODE == GG_SWIGLU ? p.comm_ctas : 0; /* a multiple of CL */
-  const int cap = (g_tune_grid > 0 ? g_tune_grid : max_ctas) - n_comm;
+  const int cap = gg_ctas_cap(g_tune_grid > 0 ? g_tune_grid : max_ctas, CL) - n_comm;
   if (cap < CL) return MOK_ERR_INVALID_ARGUMENT; /* no SM left for the GEMM */
   int units = max_units < cap / CL ? max_units : cap / CL;
   if (units < 1) units = 1;

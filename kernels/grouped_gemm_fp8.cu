@@ -416,7 +416,8 @@ static mok_status f8_launch_v(const CUtensorMap *a, const CUtensorMap *b0, const
   if (!max_ctas)
     GG_TRY(gg_coresident_ctas((const void *)gg_fp8_kernel<MODE, DB, CL, NWG, DIR>,
                               F8_THREADS(NWG), F8_SMEM(NWG, DIR), CL, &max_ctas));
-  int units = max_units < max_ctas / CL ? max_units : max_ctas / CL;
+  const int cap = gg_ctas_cap(max_ctas, CL);
+  int units = max_units < cap / CL ? max_units : cap / CL;
   if (units < 1) units = 1;
   cudaLaunchAttribute attr;
   const cudaLaunchConfig_t cfg = gg_cluster_config(units * CL, F8_THREADS(NWG), F8_SMEM(NWG, DIR),
@@ -427,19 +428,18 @@ static mok_status f8_launch_v(const CUtensorMap *a, const CUtensorMap *b0, const
   return MOK_SUCCESS;
 }
 
-/* The 256-column kernel (grouped_gemm_fp8_wide.cu): the default for gate+up with SwiGLU, where it
- * measured +14% (DeepSeek-V3 EP8) to +20-40% (Qwen3) over the 128-column kernel, and for a plain
- * product with a long K (32 blocks or more: the backward's d_act = dout W_down, K = H, and its dx,
- * K = 2I, pushed), where its direct epilogue is as well amortized as gate+up's; not for the down
- * projection, whose short K (16 blocks) leaves that epilogue exposed (-7%). Flag 128 forces it
- * (for every plain product whose columns split into 256); flags 2, 16, 32 and 64 select the
- * 128-column variants; flag 256 keeps pushed products on the 128-column kernel. */
-static int f8_wide(int mode, int64_t k_blocks, int push) {
+/* The 256-column kernel (grouped_gemm_fp8_wide.cu) is the default wherever the columns split into
+ * 256: gate+up with SwiGLU, where it measured +14% (DeepSeek-V3 EP8) to +20-40% (Qwen3) over the
+ * 128-column kernel; the backward's long-K products (d_act, dx); and the down projection, whose
+ * short K (16 blocks) leaves the direct epilogue less amortized (-7% alone) but which, pushed into
+ * the source ranks' slots, measured 0.25 ms faster in the layer's forward (docs/PERF.md). One
+ * kernel for every plain product also keeps the layer's and the ops path's outputs equal bit for
+ * bit. Flags 2, 16, 32 and 64 select the 128-column variants; flag 256 keeps pushed products on
+ * the 128-column kernel; flag 128 (once the opt-in) is now what the default does. */
+static int f8_wide(int push) {
   const int flags = gg_tuning_flags();
   if (push && (flags & 256)) return 0;
-  if (flags & 128) return 1;
-  if (flags & (2 | 16 | 32 | 64)) return 0;
-  return mode == F8_SWIGLU || k_blocks >= 32;
+  return !(flags & (2 | 16 | 32 | 64));
 }
 
 /* Consumer warpgroups (the A tensor map's box is 64 rows per warpgroup). Three paid where the
@@ -464,7 +464,7 @@ static mok_status f8_launch(const CUtensorMap *a, const CUtensorMap *b0, const C
                             const CUtensorMap *c0, const CUtensorMap *c1, f8_params p,
                             int64_t m_total, cudaStream_t stream) {
   const int flags = gg_tuning_flags();
-  const int wide = f8_wide(MODE, p.k_blocks, p.push);
+  const int wide = f8_wide(p.push);
   if (wide) { /* where the columns split into 256 (flag 4: cluster pairs) */
     const mok_status st = f8_wide_launch(MODE, (flags & 4) ? 2 : 1, a, b0, b1, p, m_total, stream);
     if (st != MOK_ERR_NOT_SUPPORTED) return st;
@@ -515,7 +515,7 @@ static mok_status f8_fwd(const void *a, const float *a_scales, const void *b, co
   GG_TRY(f8_check(expert_offset, expert_count, num_experts, m_total, n, k));
   if (((uintptr_t)a_scales & 15)) return MOK_ERR_MISALIGNED;
   CUtensorMap ta, tb, tc;
-  const int wide = f8_wide(F8_FWD, k / F8_BK, push != NULL);
+  const int wide = f8_wide(push != NULL);
   GG_TRY(gg_make_tmap_2d(&ta, a, m_total, k, 1, F8_BM(f8_nwg(wide, m_total, num_experts)), 128));
   GG_TRY(gg_make_tmap_2d(&tb, b, (int64_t)num_experts * n, k, 1, 64, 128));
   if (c) GG_TRY(gg_make_tmap_2d(&tc, c, m_total, n, 2, 64, 64));
@@ -573,7 +573,7 @@ static mok_status f8_gate_up(const void *x, const float *x_scales, const void *w
   if (((uintptr_t)x_scales & 15)) return MOK_ERR_MISALIGNED;
   CUtensorMap ta, tg, tu, tc, tp;
   GG_TRY(gg_make_tmap_2d(&ta, x, m_total, hidden, 1,
-                         F8_BM(f8_nwg(f8_wide(F8_SWIGLU, hidden / F8_BK, 0), m_total,
+                         F8_BM(f8_nwg(f8_wide(0), m_total,
                                       num_experts)), 128));
   GG_TRY(gg_make_tmap_2d(&tg, w_gate, (int64_t)num_experts * inter, hidden, 1, 64, 128));
   GG_TRY(gg_make_tmap_2d(&tu, w_up, (int64_t)num_experts * inter, hidden, 1, 64, 128));
@@ -599,7 +599,7 @@ static mok_status f8_gate_up(const void *x, const float *x_scales, const void *w
   p.has_preact = preact != NULL;
   /* the 256-column kernel quantizes in its epilogue (one 128-block per row and tile); the
    * 128-column variants write bf16 act, quantized after */
-  const int fused_q = q_act && f8_wide(F8_SWIGLU, hidden / F8_BK, 0);
+  const int fused_q = q_act && f8_wide(0);
   if (fused_q) {
     if (((uintptr_t)q_act & 15) || ((uintptr_t)q_scales & 15)) return MOK_ERR_MISALIGNED;
     p.q_act = (uint8_t *)q_act;

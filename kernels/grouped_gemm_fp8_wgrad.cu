@@ -488,7 +488,8 @@ extern "C" mok_status mok_gg_fp8_wgrad(const void *a_t, const float *a_scales, i
     p.dw = (char *)dw + (size_t)e0 * m * n * esz;
     p.dw_row0 = (int)(e0 * m);
     const int64_t units = (int64_t)p.num_experts * p.m_tiles * p.n_tiles;
-    const int grid = (int)(units < max_ctas ? units : max_ctas);
+    const int cap = gg_ctas_cap(max_ctas, 1);
+    const int grid = (int)(units < cap ? units : cap);
     gg_fp8_wgrad_kernel<<<grid, F8G_THREADS, F8G_SMEM, stream>>>(ta, tb, tc, p);
     if (cudaGetLastError() != cudaSuccess) return MOK_ERR_CUDA;
   }

@@ -246,7 +246,8 @@ static mok_status f8w_launch_mode(const CUtensorMap *a, const CUtensorMap *b0,
   if (!max_ctas)
     GG_TRY(gg_coresident_ctas((const void *)gg_fp8_wide_kernel<MODE, CL>, F8W_THREADS, F8W_SMEM,
                               CL, &max_ctas));
-  int units = max_units < max_ctas / CL ? max_units : max_ctas / CL;
+  const int cap = gg_ctas_cap(max_ctas, CL);
+  int units = max_units < cap / CL ? max_units : cap / CL;
   if (units < 1) units = 1;
   cudaLaunchAttribute attr;
   const cudaLaunchConfig_t cfg =

@@ -29,7 +29,7 @@ mok_status gg_device_sms(int *sms);
  * multicast, 8 / 16 = consumer warpgroups staggered by 2 / 3 k-blocks. FP8: 2 = two partial
  * accumulators, 4 = clusters of 2, 16 / 32 = two / three consumer warpgroups, 64 = the direct
  * epilogue with one more stage (2, 16, 32 and 64 also move gate+up off its default, the 256-column
- * kernel), 128 = the 256-column kernel for the plain forward too (+ 4: in cluster pairs), 256 =
+ * kernel), 128 = the 256-column kernel (now the default: no effect; + 4: in cluster pairs), 256 =
  * pushed products kept on the 128-column kernel. The bits are shared: one value sets every
  * kernel's probes.
  * gg_last_grid() is the grid of the last launch. */
@@ -41,6 +41,8 @@ int gg_last_grid(void);
 int gg_tuning_flags(void); /* the flags above */
 /* mok_gg_set_rows_hint's value on this host thread (0: none; the choices use the capacity). */
 int64_t gg_rows_hint(void);
+/* ctas (co-resident CTAs) capped by mok_gg_set_max_ctas on this host thread, whole clusters of cl. */
+int gg_ctas_cap(int ctas, int cl);
 #ifdef __cplusplus
 }
 #endif

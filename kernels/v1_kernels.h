@@ -70,6 +70,10 @@ typedef struct {
   int experts_local;
   int64_t capacity;
   int32_t *err;
+  int ctas;                     /* the row kernels' grid: 0, a CTA per 8 rows (every SM); > 0,
+                                   that many CTAs of 32 warps walking the rows with the grid's
+                                   stride, so the other SMs stay free (the shared expert runs
+                                   beside the dispatch and the reverse combine)              */
 } v1_route;
 
 /* recv[row] = x of (src rank, token) for each real row (pulled from the source rank's symmetric

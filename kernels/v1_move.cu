@@ -9,22 +9,31 @@
 #include "kernels/v1_route.cuh"
 #include "schedule/schedule_core.h"
 
-#define WARPS 8
+#define WARPS 8      /* warps per CTA of the row kernels, one row each                  */
+#define WARPS_FEW 32 /* with r.ctas CTAs: more warps each, so few SMs keep NVLink busy */
+#define LOAD_BATCH 4 /* 16-byte loads a lane issues before it uses any (reverse combines) */
 
-__global__ void dispatch_pull_kernel(v1_route r, size_t x_off, bf16 *recv) {
+/* The rows this warp moves: its one row (a CTA per WARPS rows), or, with r.ctas CTAs, every
+ * (grid's warps)-th row from its first. */
+#define FOR_EACH_ROW(r, row)                                                                 \
+  for (int64_t row = (int64_t)blockIdx.x * (blockDim.x >> 5) + (threadIdx.x >> 5),           \
+               rows_ = v1_error((r).err) ? 0 : v1_route_rows(r);                             \
+       row < rows_; row += (int64_t)gridDim.x * (blockDim.x >> 5))
+
+__global__ void __launch_bounds__(WARPS_FEW * 32) dispatch_pull_kernel(v1_route r, size_t x_off, bf16 *recv) {
   const int lane = threadIdx.x & 31;
-  const int64_t row = (int64_t)blockIdx.x * WARPS + (threadIdx.x >> 5);
-  if (v1_error(r.err) || row >= v1_route_rows(r)) return;
   const int64_t nv = r.hidden / 8;
-  uint4 *dst = (uint4 *)(recv + row * r.hidden);
-  const int32_t slot = r.row_src[row];
-  if (slot < 0) {
-    for (int64_t i = lane; i < nv; i += 32) dst[i] = make_uint4(0, 0, 0, 0);
-    return;
-  }
-  const uint4 *s = v1_slot_row(r, x_off, slot, nv);
+  FOR_EACH_ROW(r, row) {
+    uint4 *dst = (uint4 *)(recv + row * r.hidden);
+    const int32_t slot = r.row_src[row];
+    if (slot < 0) {
+      for (int64_t i = lane; i < nv; i += 32) dst[i] = make_uint4(0, 0, 0, 0);
+      continue;
+    }
+    const uint4 *s = v1_slot_row(r, x_off, slot, nv);
 #pragma unroll 4
-  for (int64_t i = lane; i < nv; i += 32) dst[i] = s[i];
+    for (int64_t i = lane; i < nv; i += 32) dst[i] = s[i];
+  }
 }
 
 /* FP8 dispatch: each source rank quantized its x (mok_gg_fp8_quantize_act_rows) into its symmetric
@@ -33,26 +42,26 @@ __global__ void dispatch_pull_kernel(v1_route r, size_t x_off, bf16 *recv) {
  * padding rows get zero codes and scale 1, what quantizing v1_dispatch_pull's zero rows gives, so
  * the GEMM's input is bit for bit that of pulling bf16 rows and quantizing them after the pull,
  * at half the bytes on NVLink. */
-__global__ void dispatch_pull_fp8_kernel(v1_route r, size_t x8_off, size_t s_off, uint8_t *recv8,
+__global__ void __launch_bounds__(WARPS_FEW * 32) dispatch_pull_fp8_kernel(v1_route r, size_t x8_off, size_t s_off, uint8_t *recv8,
                                          float *scales, int64_t m_pad) {
   const int lane = threadIdx.x & 31;
-  const int64_t row = (int64_t)blockIdx.x * WARPS + (threadIdx.x >> 5);
-  if (v1_error(r.err) || row >= v1_route_rows(r)) return;
   const int64_t nv = r.hidden / 16, kbs = r.hidden / 128;
-  uint4 *dst = (uint4 *)(recv8 + row * r.hidden);
-  const int32_t slot = r.row_src[row];
-  if (slot < 0) {
-    for (int64_t i = lane; i < nv; i += 32) dst[i] = make_uint4(0, 0, 0, 0);
-    for (int64_t kb = lane; kb < kbs; kb += 32) scales[kb * m_pad + row] = 1.0f;
-    return;
-  }
-  const char *base = r.peer_base[mok_sched_slot_rank(slot, r.tokens, r.top_k)];
-  const int64_t t = mok_sched_slot_token(slot, r.tokens, r.top_k);
-  const uint4 *s = (const uint4 *)(base + x8_off) + t * nv;
+  FOR_EACH_ROW(r, row) {
+    uint4 *dst = (uint4 *)(recv8 + row * r.hidden);
+    const int32_t slot = r.row_src[row];
+    if (slot < 0) {
+      for (int64_t i = lane; i < nv; i += 32) dst[i] = make_uint4(0, 0, 0, 0);
+      for (int64_t kb = lane; kb < kbs; kb += 32) scales[kb * m_pad + row] = 1.0f;
+      continue;
+    }
+    const char *base = r.peer_base[mok_sched_slot_rank(slot, r.tokens, r.top_k)];
+    const int64_t t = mok_sched_slot_token(slot, r.tokens, r.top_k);
+    const uint4 *s = (const uint4 *)(base + x8_off) + t * nv;
 #pragma unroll 4
-  for (int64_t i = lane; i < nv; i += 32) dst[i] = s[i];
-  const float *ss = (const float *)(base + s_off) + t * kbs;
-  for (int64_t kb = lane; kb < kbs; kb += 32) scales[kb * m_pad + row] = ss[kb];
+    for (int64_t i = lane; i < nv; i += 32) dst[i] = s[i];
+    const float *ss = (const float *)(base + s_off) + t * kbs;
+    for (int64_t kb = lane; kb < kbs; kb += 32) scales[kb * m_pad + row] = ss[kb];
+  }
 }
 
 /* Dispatch by bulk copies, the comm-SM way: a few CTAs, one thread per warp driving the copy
@@ -156,16 +165,28 @@ __global__ void push_rows_kernel(v1_route r, const bf16 *rows, size_t dst_off) {
 __device__ __forceinline__ float scaled_row_and_dot(const uint4 *dy, const uint4 *o, float w, uint4 *dst,
                                                     int64_t nv, int lane) {
   float dot = 0.0f;
-  for (int64_t i = lane; i < nv; i += 32) {
-    float fd[8], fo[8], fw[8];
-    v1_unpack8(dy[i], fd);
-    v1_unpack8(o[i], fo);
+  for (int64_t i0 = lane; i0 < nv; i0 += 32 * LOAD_BATCH) { /* loads first (see LOAD_BATCH) */
+    uint4 vd[LOAD_BATCH], vo[LOAD_BATCH];
 #pragma unroll
-    for (int q = 0; q < 8; ++q) {
-      dot += fd[q] * fo[q];
-      fw[q] = w * fd[q];
+    for (int b = 0; b < LOAD_BATCH; ++b) {
+      const int64_t i = i0 + 32 * b;
+      vd[b] = i < nv ? dy[i] : make_uint4(0, 0, 0, 0);
+      vo[b] = i < nv ? o[i] : make_uint4(0, 0, 0, 0);
     }
-    dst[i] = v1_pack8(fw);
+#pragma unroll
+    for (int b = 0; b < LOAD_BATCH; ++b) {
+      const int64_t i = i0 + 32 * b;
+      if (i >= nv) break;
+      float fd[8], fo[8], fw[8];
+      v1_unpack8(vd[b], fd);
+      v1_unpack8(vo[b], fo);
+#pragma unroll
+      for (int q = 0; q < 8; ++q) {
+        dot += fd[q] * fo[q];
+        fw[q] = w * fd[q];
+      }
+      dst[i] = v1_pack8(fw);
+    }
   }
 #pragma unroll
   for (int m = 16; m > 0; m >>= 1) dot += __shfl_xor_sync(0xffffffffu, dot, m);
@@ -176,25 +197,25 @@ __device__ __forceinline__ float scaled_row_and_dot(const uint4 *dy, const uint4
  * d_rw = dot(dy, out_rows[row]) pushed to the source rank's slot at drw_off. dy comes from the
  * source rank's symmetric buffer at dy_off (dy_rows NULL: the functional path pulls it here) or
  * from dy_rows already pulled (the ops layer); rw from rw_base[src] + rw_off. */
-__global__ void weight_rows_kernel(v1_route r, char *const *rw_base, size_t rw_off, size_t drw_off,
+__global__ void __launch_bounds__(WARPS_FEW * 32) weight_rows_kernel(v1_route r, char *const *rw_base, size_t rw_off, size_t drw_off,
                                    const bf16 *dy_rows, size_t dy_off, const bf16 *out_rows,
                                    bf16 *d_out) {
   const int lane = threadIdx.x & 31;
-  const int64_t row = (int64_t)blockIdx.x * WARPS + (threadIdx.x >> 5);
-  if (v1_error(r.err) || row >= v1_route_rows(r)) return;
   const int64_t nv = r.hidden / 8;
-  uint4 *dst = (uint4 *)(d_out + row * r.hidden);
-  const int32_t slot = r.row_src[row];
-  if (slot < 0) {
-    for (int64_t i = lane; i < nv; i += 32) dst[i] = make_uint4(0, 0, 0, 0);
-    return;
+  FOR_EACH_ROW(r, row) {
+    uint4 *dst = (uint4 *)(d_out + row * r.hidden);
+    const int32_t slot = r.row_src[row];
+    if (slot < 0) {
+      for (int64_t i = lane; i < nv; i += 32) dst[i] = make_uint4(0, 0, 0, 0);
+      continue;
+    }
+    const float w = *v1_slot_f32(r, rw_base, rw_off, slot);
+    const uint4 *dy =
+        dy_rows ? (const uint4 *)(dy_rows + row * r.hidden) : v1_slot_row(r, dy_off, slot, nv);
+    const uint4 *o = (const uint4 *)(out_rows + row * r.hidden);
+    const float dot = scaled_row_and_dot(dy, o, w, dst, nv, lane);
+    if (lane == 0) *v1_slot_f32(r, r.peer_base, drw_off, slot) = dot;
   }
-  const float w = *v1_slot_f32(r, rw_base, rw_off, slot);
-  const uint4 *dy =
-      dy_rows ? (const uint4 *)(dy_rows + row * r.hidden) : v1_slot_row(r, dy_off, slot, nv);
-  const uint4 *o = (const uint4 *)(out_rows + row * r.hidden);
-  const float dot = scaled_row_and_dot(dy, o, w, dst, nv, lane);
-  if (lane == 0) *v1_slot_f32(r, r.peer_base, drw_off, slot) = dot;
   __threadfence_system();
 }
 
@@ -203,38 +224,50 @@ __global__ void weight_rows_kernel(v1_route r, char *const *rw_base, size_t rw_o
  * quantized 1x128 into q [rows, H] e4m3 and scales [H / 128][m_pad] (the d_act GEMM's A operand:
  * the steps of mok_gg_fp8_quantize_act, a half-warp per 128 values), rw_rows[row] = rw. Padding
  * rows: zeros, zero codes, scale 1, rw 0. Nothing is pushed. */
-__global__ void reverse_combine_fp8_kernel(v1_route r, size_t dy_off, size_t rw_off, bf16 *d_out,
+__global__ void __launch_bounds__(WARPS_FEW * 32) reverse_combine_fp8_kernel(v1_route r, size_t dy_off, size_t rw_off, bf16 *d_out,
                                            uint8_t *q, float *scales, int64_t m_pad,
                                            float *rw_rows) {
   const int lane = threadIdx.x & 31;
-  const int64_t row = (int64_t)blockIdx.x * WARPS + (threadIdx.x >> 5);
-  if (v1_error(r.err) || row >= v1_route_rows(r)) return;
   const int64_t nv = r.hidden / 8;
-  uint4 *dst = (uint4 *)(d_out + row * r.hidden);
-  const int32_t slot = r.row_src[row];
-  const float w = slot >= 0 ? *v1_slot_f32(r, r.peer_base, rw_off, slot) : 0.0f;
-  const uint4 *dy = slot >= 0 ? v1_slot_row(r, dy_off, slot, nv) : NULL;
-  /* 16 lanes hold a 128-value block: chunk i = 32 * it + lane is block i / 16 (H % 128 == 0, so a
-   * half-warp is all in or all out) */
-  for (int64_t it = 0; it * 32 < nv; ++it) {
-    const int64_t i = it * 32 + lane;
-    float f[8] = {0.f, 0.f, 0.f, 0.f, 0.f, 0.f, 0.f, 0.f};
-    if (i < nv && dy) v1_unpack8(dy[i], f);
-    float amax = 0.0f, fw[8];
+  FOR_EACH_ROW(r, row) {
+    uint4 *dst = (uint4 *)(d_out + row * r.hidden);
+    const int32_t slot = r.row_src[row];
+    const float w = slot >= 0 ? *v1_slot_f32(r, r.peer_base, rw_off, slot) : 0.0f;
+    const uint4 *dy = slot >= 0 ? v1_slot_row(r, dy_off, slot, nv) : NULL;
+    /* 16 lanes hold a 128-value block: chunk i = 32 * it + lane is block i / 16 (H % 128 == 0,
+     * so a half-warp is all in or all out). LOAD_BATCH chunks are loaded before any is used, so
+     * that a warp keeps that many remote loads in flight (on few comm SMs, one at a time left
+     * this kernel latency-bound). */
+    for (int64_t it0 = 0; it0 * 32 < nv; it0 += LOAD_BATCH) {
+      uint4 v[LOAD_BATCH];
 #pragma unroll
-    for (int j = 0; j < 8; ++j) {
-      amax = fmaxf(amax, fabsf(f[j]));
-      fw[j] = w * f[j];
+      for (int b = 0; b < LOAD_BATCH; ++b) {
+        const int64_t i = (it0 + b) * 32 + lane;
+        v[b] = i < nv && dy ? dy[i] : make_uint4(0, 0, 0, 0);
+      }
+#pragma unroll
+      for (int b = 0; b < LOAD_BATCH; ++b) {
+        if ((it0 + b) * 32 >= nv) break; /* the same for the whole warp */
+        const int64_t i = (it0 + b) * 32 + lane;
+        float f[8], amax = 0.0f, fw[8];
+        v1_unpack8(v[b], f);
+#pragma unroll
+        for (int j = 0; j < 8; ++j) {
+          amax = fmaxf(amax, fabsf(f[j]));
+          fw[j] = w * f[j];
+        }
+#pragma unroll
+        for (int o = 8; o > 0; o >>= 1) amax = fmaxf(amax, __shfl_xor_sync(0xffffffffu, amax, o));
+        if (i >= nv) continue;
+        const float scale = f8_scale_of(amax), inv = 1.0f / scale;
+        dst[i] = v1_pack8(fw);
+        *(uint2 *)(q + row * r.hidden + i * 8) =
+            make_uint2(f8_pack4(f, inv), f8_pack4(f + 4, inv));
+        if ((lane & 15) == 0) scales[(i / 16) * m_pad + row] = scale;
+      }
     }
-#pragma unroll
-    for (int o = 8; o > 0; o >>= 1) amax = fmaxf(amax, __shfl_xor_sync(0xffffffffu, amax, o));
-    if (i >= nv) continue;
-    const float scale = f8_scale_of(amax), inv = 1.0f / scale;
-    dst[i] = v1_pack8(fw);
-    *(uint2 *)(q + row * r.hidden + i * 8) = make_uint2(f8_pack4(f, inv), f8_pack4(f + 4, inv));
-    if ((lane & 15) == 0) scales[(i / 16) * m_pad + row] = scale;
+    if (lane == 0) rw_rows[row] = w;
   }
-  if (lane == 0) rw_rows[row] = w;
 }
 
 __global__ void combine_reduce_kernel(int64_t T, int k, int64_t H, const bf16 *slots,
@@ -302,10 +335,18 @@ __global__ void dx_reduce_kernel(int64_t T, int k, int64_t H, const bf16 *parts,
 
 static unsigned row_blocks(int64_t capacity) { return (unsigned)((capacity + WARPS - 1) / WARPS); }
 
+/* The grid of a row kernel that honours r->ctas (see v1_route): CTAs and threads per CTA. */
+static dim3 row_grid(const v1_route *r) {
+  if (r->ctas <= 0) return dim3(row_blocks(r->capacity));
+  const int64_t need = (r->capacity + WARPS_FEW - 1) / WARPS_FEW;
+  return dim3((unsigned)(need < r->ctas ? need : r->ctas));
+}
+static unsigned row_threads(const v1_route *r) { return (r->ctas > 0 ? WARPS_FEW : WARPS) * 32; }
+
 extern "C" cudaError_t v1_dispatch_pull(const v1_route *r, size_t x_off, void *recv,
                                         cudaStream_t stream) {
   if (r->capacity <= 0) return cudaSuccess;
-  dispatch_pull_kernel<<<row_blocks(r->capacity), WARPS * 32, 0, stream>>>(*r, x_off, (bf16 *)recv);
+  dispatch_pull_kernel<<<row_grid(r), row_threads(r), 0, stream>>>(*r, x_off, (bf16 *)recv);
   return cudaGetLastError();
 }
 
@@ -314,7 +355,7 @@ extern "C" cudaError_t v1_dispatch_pull_fp8(const v1_route *r, size_t x8_off, si
                                             cudaStream_t stream) {
   if (r->capacity <= 0) return cudaSuccess;
   if (r->hidden % 128 != 0 || m_pad < r->capacity) return cudaErrorInvalidValue;
-  dispatch_pull_fp8_kernel<<<row_blocks(r->capacity), WARPS * 32, 0, stream>>>(
+  dispatch_pull_fp8_kernel<<<row_grid(r), row_threads(r), 0, stream>>>(
       *r, x8_off, s_off, (uint8_t *)recv8, scales, m_pad);
   return cudaGetLastError();
 }
@@ -342,7 +383,7 @@ extern "C" cudaError_t v1_reverse_combine(const v1_route *r, size_t dy_off, size
                                           size_t drw_off, const void *out_rows, void *d_out,
                                           cudaStream_t stream) {
   if (r->capacity <= 0) return cudaSuccess;
-  weight_rows_kernel<<<row_blocks(r->capacity), WARPS * 32, 0, stream>>>(
+  weight_rows_kernel<<<row_grid(r), row_threads(r), 0, stream>>>(
       *r, r->peer_base, rw_off, drw_off, NULL, dy_off, (const bf16 *)out_rows, (bf16 *)d_out);
   return cudaGetLastError();
 }
@@ -351,7 +392,7 @@ extern "C" cudaError_t v1_reverse_combine_fp8(const v1_route *r, size_t dy_off, 
                                               void *d_out, void *q, float *scales, int64_t m_pad,
                                               float *rw_rows, cudaStream_t stream) {
   if (r->capacity <= 0) return cudaSuccess;
-  reverse_combine_fp8_kernel<<<row_blocks(r->capacity), WARPS * 32, 0, stream>>>(
+  reverse_combine_fp8_kernel<<<row_grid(r), row_threads(r), 0, stream>>>(
       *r, dy_off, rw_off, (bf16 *)d_out, (uint8_t *)q, scales, m_pad, rw_rows);
   return cudaGetLastError();
 }
@@ -360,7 +401,7 @@ extern "C" cudaError_t v1_weight_rows(const v1_route *r, char *const *rw_base, s
                                       size_t drw_off, const void *dy_rows, const void *out_rows,
                                       void *d_out, cudaStream_t stream) {
   if (r->capacity <= 0) return cudaSuccess;
-  weight_rows_kernel<<<row_blocks(r->capacity), WARPS * 32, 0, stream>>>(
+  weight_rows_kernel<<<row_grid(r), row_threads(r), 0, stream>>>(
       *r, rw_base, rw_off, drw_off, (const bf16 *)dy_rows, 0, (const bf16 *)out_rows, (bf16 *)d_out);
   return cudaGetLastError();
 }

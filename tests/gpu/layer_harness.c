@@ -1,5 +1,6 @@
 /* layer_harness.c — see layer_harness.h: inputs of every rank from the shared seed, device copies of
  * this rank's part, one run of the layer, and checks against the CPU reference. */
+#define _POSIX_C_SOURCE 200112L /* setenv */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -20,6 +21,7 @@ mok_config lh_config(const lh_case *c) {
   if (c->tile_m) cfg.tile_m = c->tile_m;
   if (c->minibatch_rows) cfg.minibatch_rows = c->minibatch_rows;
   if (c->comm_sms) cfg.fwd_comm_sms = c->comm_sms;
+  if (c->bwd_comm_sms) cfg.bwd_comm_sms = c->bwd_comm_sms;
   if (c->macro_minibatches) cfg.macrobatch_minibatches = c->macro_minibatches;
   cfg.ring_bytes = c->ring_bytes;
   cfg.dtype = c->dtype;
@@ -336,12 +338,12 @@ lh_case lh_base_case(void) {
   return c;
 }
 
-
-
 mok_status lh_env_open(mok_group *g, lh_env *e, const lh_host *h, int nsched) {
   memset(e, 0, sizeof *e);
   mok_config cfg = lh_config(&h->c);
+  if (h->c.shared_inline) setenv("MOK_SHARED_BESIDE", "0", 1);
   mok_status st = mok_workspace_create(g, &h->shape, &cfg, &e->ws);
+  if (h->c.shared_inline) unsetenv("MOK_SHARED_BESIDE");
   if (st != MOK_SUCCESS) return st;
   if (nsched > 0) st = mok_schedule_create(e->ws, &e->s);
   cudaStreamCreateWithFlags(&e->stream, cudaStreamNonBlocking);

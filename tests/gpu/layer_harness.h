@@ -25,6 +25,9 @@ typedef struct {
   int inject;             /* LH_INJECT_* on the last rank's tokens */
   mok_path path;          /* 0 (AUTO): the default, unless MOK_TEST_PATH (v1, fused) says */
   int comm_sms;           /* fwd_comm_sms; 0: default                                       */
+  int bwd_comm_sms;       /* bwd_comm_sms; 0: default                                       */
+  int shared_inline;      /* the shared expert in line, not beside the communication
+                             (MOK_SHARED_BESIDE=0 while the workspace is created)            */
   int minibatch_rows;     /* 0: default                                                     */
   mok_dtype dtype;        /* 0: BF16                                                        */
   int64_t ring_bytes;     /* config.ring_bytes (0: no token ring)                           */

@@ -271,6 +271,57 @@ GPU_TEST(layer_fused_knobs_bitwise) {
   lh_host_free(&h);
 }
 
+/* The shared expert beside the communication (on the workspace's side stream, its GEMMs on the
+ * SMs the dispatch and the reverse combine leave): against the reference, and bitwise equal to the
+ * shared expert in line, whatever the comm-SM counts (they move rows, never the arithmetic). BF16 on
+ * the grouped path (the fused one keeps its dispatch inside gate+up); FP8 in fp8_case. */
+GPU_TEST(layer_shared_beside_bitwise) {
+  lh_case c = lh_base_case();
+  c.Is = 256; c.T = 517; c.k = 4; c.E = 16; c.H = 384; c.route = MOK_ROUTE_ZIPF;
+  c.path = MOK_PATH_GROUPED;
+  static const struct { int inl, fwd, bwd; const char *label; } runs[] = {
+      {1, 0, 0, "shared expert in line"},
+      {0, 0, 0, "beside, default comm SMs"},
+      {0, 1, 1, "beside, 1 comm SM"},
+      {0, 9, 23, "beside, 9 / 23 comm SMs"},
+  };
+  lh_host h;
+  lh_host_make(&h, &c, gpu_ctx.size, test_seed());
+  lh_dev d;
+  CHECK(lh_dev_alloc(&d, &h) == 0);
+  void *first = NULL;
+  int64_t first_bytes = 0;
+  for (size_t i = 0; i < sizeof runs / sizeof runs[0]; ++i) {
+    h.c.shared_inline = runs[i].inl;
+    h.c.comm_sms = runs[i].fwd;
+    h.c.bwd_comm_sms = runs[i].bwd;
+    lh_env e;
+    mok_status st = lh_env_open(gpu_ctx.group, &e, &h, 1);
+    CHECK_STATUS(st, MOK_SUCCESS);
+    if (st != MOK_SUCCESS) continue;
+    lh_dev_upload(&d, &h, gpu_ctx.rank);
+    CHECK_STATUS(lh_run(e.s, &d, e.stream), MOK_SUCCESS);
+    CHECK(cudaStreamSynchronize(e.stream) == cudaSuccess);
+    CHECK_STATUS(lh_device_error(e.ws), MOK_SUCCESS);
+    lh_check_against_reference(&h, &d, gpu_ctx.rank, runs[i].label);
+    int64_t bytes = 0;
+    void *snap = lh_snapshot(&d, &h, &bytes);
+    if (!first) {
+      first = snap;
+      first_bytes = bytes;
+    } else {
+      const int same = bytes == first_bytes && memcmp(snap, first, (size_t)bytes) == 0;
+      if (!same) printf("  %s: not bitwise equal to the in-line run\n", runs[i].label);
+      CHECK(same);
+      free(snap);
+    }
+    lh_env_close(&e);
+  }
+  free(first);
+  lh_dev_free(&d);
+  lh_host_free(&h);
+}
+
 /* Two layers in flight on one workspace: forward 1, forward 2, backward 2, backward 1. */
 GPU_TEST(layer_two_in_flight) {
   lh_case c = lh_base_case();

@@ -12,7 +12,7 @@ from mok import _capi as c  # noqa: E402
 def main():
     cfg = c.default_config()
     assert cfg.dtype == c.DTYPE_BF16 and cfg.path == c.PATH_AUTO
-    assert (cfg.fwd_comm_sms, cfg.bwd_comm_sms, cfg.tile_m, cfg.minibatch_rows) == (4, 4, 128, 128)
+    assert (cfg.fwd_comm_sms, cfg.bwd_comm_sms, cfg.tile_m, cfg.minibatch_rows) == (0, 0, 128, 128)
     assert cfg.macrobatch_minibatches == 64 and cfg.ring_bytes == 0 and cfg.schedule_capacity == 0
     assert cfg.use_swiglu_limit == 0 and cfg.timeout_ms == 10000 and cfg.deterministic == 1
     assert cfg.fp8_weight_grads == 1 and cfg.fp8_fused_router_grad == 1
