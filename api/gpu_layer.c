@@ -14,7 +14,8 @@
  * transposed weights and pushes dx from the last one's epilogues. With a token ring (gpu_ring.c)
  * the routed experts' stages run once per macrobatch on a view of the schedule: forward in
  * reverse order, backward in order, replaying the forward of the macrobatches forward did not
- * keep (x is staged again). */
+ * keep (x is staged again). With a shared expert and separate communication kernels, the shared
+ * expert runs on a side stream beside the first of them (see "beside" below). */
 #include <string.h>
 #include <cuda_runtime_api.h>
 #include "api/gpu_internal.h"
