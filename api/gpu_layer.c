@@ -184,7 +184,7 @@ mok_status mok_forward(mok_schedule *s, const mok_weights *wt, const void *x,
   }
   comm_plan cp = {beside ? w->fwd_comm : 0, beside};
   if (st == MOK_SUCCESS) st = routed_forward(s, wt, &cp, stream);
-  if (cp.join) st = side_join(w, st, stream); /* not joined yet: an error, or no rows moved */
+  if (cp.join) st = side_join(w, st, stream); /* not joined yet: an error came first */
   TRY(st);
   if (!beside) TRY(mok_gpu_shared_forward(s, wt, x, stream));
   TRY(mok_gpu_barrier(w, stream));
@@ -312,7 +312,7 @@ mok_status mok_backward(mok_schedule *s, const mok_weights *wt, const void *x,
   }
   comm_plan cp = {beside ? w->bwd_comm : 0, beside};
   if (st == MOK_SUCCESS) st = routed_backward(s, wt, g, &cp, stream);
-  if (cp.join) st = side_join(w, st, stream); /* not joined yet: an error, or no rows moved */
+  if (cp.join) st = side_join(w, st, stream); /* not joined yet: an error came first */
   TRY(st);
   if (!beside) TRY(mok_gpu_shared_backward(s, wt, x, dy, g, stream));
   TRY(mok_gpu_barrier(w, stream));
