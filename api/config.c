@@ -22,6 +22,7 @@ mok_status mok_config_init(mok_config *c) {
   c->deterministic = 1;
   c->fp8_weight_grads = 1;
   c->fp8_fused_router_grad = 1;
+  c->fp8_shared_expert = 0;
   return MOK_SUCCESS;
 }
 
@@ -73,6 +74,7 @@ mok_status mok_validate(const mok_shape *s, const mok_config *c, int ep) {
   if (c->fp8_weight_grads < 0 || c->fp8_weight_grads > 2) return MOK_ERR_INVALID_ARGUMENT;
   if (c->fp8_fused_router_grad != 0 && c->fp8_fused_router_grad != 1)
     return MOK_ERR_INVALID_ARGUMENT;
+  if (c->fp8_shared_expert != 0 && c->fp8_shared_expert != 1) return MOK_ERR_INVALID_ARGUMENT;
   mok_pipe_params pipe;
   int64_t ring = 0;
   return mok_pipe_from_config(s, c, ep, &pipe, &ring); /* a ring holds at least one region */

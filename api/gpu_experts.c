@@ -340,12 +340,100 @@ static mok_status routed_experts_backward_fused(mok_schedule *s, const mok_weigh
                          stream);
 }
 
+/* ---- the FP8 shared expert (config fp8_shared_expert) -----------------------------------------
+ * The shared expert's bf16 weights are quantized (128x128 blocks) at every call into the
+ * workspace (the backward quantizes them again: two layers in flight may share the workspace),
+ * then it runs as one dense expert on the routed experts' FP8 kernels: forward gate+up with the
+ * quantizing SwiGLU epilogue and down; backward d_act and dx from dy and [dg, du] quantized 1x128
+ * and the transposed weights; its weight gradients in bf16 from what the FP8 GEMMs saw (the
+ * activations and x dequantized), as config fp8_weight_grads = 0 does for the routed experts. */
+
+/* The shared weights quantized into s8_w / s8_ws; transposed: also the backward's copies. */
+static mok_status shared_weights_fp8(const mok_workspace *w, const mok_weights *wt, int transposed,
+                                     cudaStream_t stream) {
+  const int64_t H = w->shape.hidden, Is = w->shape.shared_intermediate;
+  const int64_t n = Is * H, nb = (Is / 128) * (H / 128);
+  uint8_t *q = (uint8_t *)w->s8_w;
+  float *sc = w->s8_ws;
+  TRY(mok_gg_fp8_quantize_weight(wt->ws_gate, q, sc, 1, Is, H, stream));
+  TRY(mok_gg_fp8_quantize_weight(wt->ws_up, q + n, sc + nb, 1, Is, H, stream));
+  TRY(mok_gg_fp8_quantize_weight(wt->ws_down, q + 2 * n, sc + 2 * nb, 1, H, Is, stream));
+  if (!transposed) return MOK_SUCCESS;
+  mok_weights q8;
+  memset(&q8, 0, sizeof q8);
+  q8.w_gate = q;
+  q8.w_up = q + n;
+  q8.w_down = q + 2 * n;
+  q8.w_gate_scale = sc;
+  q8.w_up_scale = sc + nb;
+  q8.w_down_scale = sc + 2 * nb;
+  uint8_t *t = (uint8_t *)w->s8_wt; /* gate | up [H, 2Is], then down [Is, H] */
+  return mok_fp8_transpose_weights(MOK_DTYPE_FP8_BLOCK128, &q8, 1, Is, H, t, w->s8_wts, t + 2 * n,
+                                   w->s8_wts + 2 * nb, stream);
+}
+
+static mok_status shared_forward_fp8(mok_schedule *s, const mok_weights *wt, const void *x,
+                                     cudaStream_t stream) {
+  mok_workspace *w = s->ws;
+  const int64_t T = w->shape.tokens, H = w->shape.hidden, Is = w->shape.shared_intermediate;
+  const int64_t n = Is * H, nb = (Is / 128) * (H / 128);
+  const gg_rows r = shared_rows(s);
+  const uint8_t *q = (const uint8_t *)w->s8_w;
+  TRY(shared_weights_fp8(w, wt, 0, stream));
+  float *xs = mok_fp8_scales_of(w->s8_x, T, H), *as = mok_fp8_scales_of(s->sa, T, Is);
+  TRY(mok_gg_fp8_quantize_act(x, w->s8_x, xs, T, H, stream));
+  /* ds_a: the bf16 scratch of the 128-column variants, which quantize after */
+  TRY(mok_gg_fp8_gate_up_swiglu_quantized(w->s8_x, xs, q, w->s8_ws, q + n, w->s8_ws + nb, w->ds_a,
+                                          s->sg, s->sa, as, r.offset, r.count, 1, T, Is, H,
+                                          w->config.use_swiglu_limit, w->config.swiglu_limit,
+                                          stream));
+  return mok_gg_fp8_fwd(s->sa, as, q + 2 * n, w->s8_ws + 2 * nb, w->ys, r.offset, r.count, 1, T, H,
+                        Is, stream);
+}
+
+/* Its backward after shared_forward_fp8 (the pre-activations in sg, the quantized activations in
+ * sa): weight gradients, and dx into ys. Scratch reuse, in order: s8_q holds q(dy), then
+ * q([dg, du]); ds_a holds d_act, then the dequantized activations; ys the dequantized x, then dx. */
+static mok_status shared_backward_fp8(mok_schedule *s, const mok_weights *wt, const void *x,
+                                      const void *dy, const mok_grads *g, cudaStream_t stream) {
+  mok_workspace *w = s->ws;
+  const int64_t T = w->shape.tokens, H = w->shape.hidden, Is = w->shape.shared_intermediate;
+  const int64_t n = Is * H, nb = (Is / 128) * (H / 128);
+  const gg_rows r = shared_rows(s);
+  const uint8_t *t = (const uint8_t *)w->s8_wt;
+  TRY(shared_weights_fp8(w, wt, 1, stream));
+  /* d_act = q(dy) W_down (W_down^T is [Is, H]) */
+  float *qs = mok_fp8_scales_of(w->s8_q, T, H);
+  TRY(mok_gg_fp8_quantize_act(dy, w->s8_q, qs, T, H, stream));
+  TRY(mok_gg_fp8_fwd(w->s8_q, qs, t + 2 * n, w->s8_wts + 2 * nb, w->ds_a, r.offset, r.count, 1, T,
+                     Is, H, stream));
+  TRY_CUDA(v1_swiglu_backward_packed(w->ds_a, s->sg, w->dsgu, T, NULL, Is,
+                                     w->config.use_swiglu_limit, w->config.swiglu_limit, w->err,
+                                     stream));
+  /* weight gradients in bf16 on the activations and x the forward's GEMMs saw */
+  TRY(mok_gg_fp8_dequantize_act(s->sa, mok_fp8_scales_of(s->sa, T, Is), w->ds_a, T, Is, NULL,
+                                stream));
+  TRY(gg_wgrad(w, r, dy, H, w->ds_a, Is, g->dws_down, H, Is, g, stream));
+  float *xs = mok_fp8_scales_of(w->s8_x, T, H);
+  TRY(mok_gg_fp8_quantize_act(x, w->s8_x, xs, T, H, stream)); /* the forward's bits again */
+  TRY(mok_gg_fp8_dequantize_act(w->s8_x, xs, w->ys, T, H, NULL, stream));
+  TRY(gg_wgrad(w, r, w->dsgu, 2 * Is, w->ys, H, g->dws_gate, Is, H, g, stream));
+  TRY(gg_wgrad(w, r, (const char *)w->dsgu + Is * 2, 2 * Is, w->ys, H, g->dws_up, Is, H, g,
+               stream));
+  /* dx = q([dg, du]) [W_gate; W_up] (their transposes are [H, 2Is]) */
+  float *gs = mok_fp8_scales_of(w->s8_q, T, 2 * Is);
+  TRY(mok_gg_fp8_quantize_act(w->dsgu, w->s8_q, gs, T, 2 * Is, stream));
+  return mok_gg_fp8_fwd(w->s8_q, gs, t, w->s8_wts, w->ys, r.offset, r.count, 1, T, H, 2 * Is,
+                        stream);
+}
+
 mok_status mok_gpu_shared_forward(mok_schedule *s, const mok_weights *wt, const void *x,
                                   cudaStream_t stream) {
   mok_workspace *w = s->ws;
   const int64_t T = w->shape.tokens, H = w->shape.hidden, Is = w->shape.shared_intermediate;
   const int32_t *err = w->err;
   if (Is == 0) return MOK_SUCCESS;
+  if (w->s8_w && T > 0) return shared_forward_fp8(s, wt, x, stream);
   if (w->wgmma && T > 0)
     return gg_mlp_forward(w, shared_rows(s), x, wt->ws_gate, wt->ws_up, wt->ws_down, s->sg, s->sa,
                           w->ys, Is, stream);
@@ -393,6 +481,7 @@ mok_status mok_gpu_shared_backward(mok_schedule *s, const mok_weights *wt, const
   const int mode = grad_mode(g);
   const size_t e2 = 2;
   if (Is == 0) return MOK_SUCCESS;
+  if (w->s8_w && T > 0) return shared_backward_fp8(s, wt, x, dy, g, stream);
   if (w->wgmma && T > 0)
     return gg_mlp_backward(w, shared_rows(s), x, wt->ws_gate, wt->ws_up, wt->ws_down, s->sg, s->sa,
                            dy, w->ds_a, w->dsgu, w->ys, g->dws_gate, g->dws_up, g->dws_down, NULL,

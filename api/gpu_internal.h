@@ -58,6 +58,12 @@ struct mok_workspace {
                                 unweighted d_act product (config fp8_fused_router_grad); the
                                 forward then keeps no outputs                               */
   float *rw_rows;            /*   each row's router weight [rows]                           */
+  void *s8_w, *s8_wt;        /* FP8 shared expert (config fp8_shared_expert; else NULL): its
+                                weights quantized at each call, gate, up [Is, H], down [H, Is]
+                                e4m3, and the backward's gate | up [H, 2Is], down [Is, H]     */
+  float *s8_ws, *s8_wts;     /*   their 128x128 block scales, in the same order               */
+  void *s8_x, *s8_q;         /*   x [T, H] and a data gradient's A operand [T, max(H, 2Is)],
+                                quantized 1x128: codes, then scales (mok_fp8_scales_of)      */
   int32_t *dense_table;      /* the shared expert as one grouped-GEMM expert: offset {0,
                                 T rounded up to 128}, count {T}                           */
   int64_t local_bytes;

@@ -46,7 +46,10 @@ mok_status mok_schedule_create(mok_workspace *w, mok_schedule **out) {
   LOC(o_out, keep_out ? rows * H * 2 : 0);
   LOC(o_sg, T * Is * 4);
   LOC(o_su, T * Is * 4);
-  LOC(o_sa, T * Is * 2);
+  /* the shared expert's activations: bf16, or with the FP8 shared expert its codes and scales */
+  const int64_t sa = w->s8_w && mok_fp8_rows_bytes(T, Is) > T * Is * 2 ? mok_fp8_rows_bytes(T, Is)
+                                                                        : T * Is * 2;
+  LOC(o_sa, sa);
 #undef LOC
   cudaError_t e = cudaMalloc(&s->mem, off);
   if (e != cudaSuccess) {

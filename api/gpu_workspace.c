@@ -39,7 +39,7 @@ static mok_status chunk_geometry(const mok_shape *s, int ep, int *cpr_out, int64
 }
 
 /* What every rank must agree on, as plain integers. */
-#define AGREE_N 21
+#define AGREE_N 22
 static void agreement_row(mok_status st, const mok_shape *s, const mok_config *c, int64_t *row) {
   float L = c->use_swiglu_limit ? c->swiglu_limit : 0.0f;
   int32_t Lbits;
@@ -48,7 +48,7 @@ static void agreement_row(mok_status st, const mok_shape *s, const mok_config *c
                         s->shared_intermediate, c->dtype, c->path, c->fwd_comm_sms, c->bwd_comm_sms,
                         c->tile_m, c->minibatch_rows, c->macrobatch_minibatches, c->ring_bytes,
                         c->schedule_capacity, c->use_swiglu_limit != 0, Lbits, c->timeout_ms,
-                        c->fp8_weight_grads, c->fp8_fused_router_grad};
+                        c->fp8_weight_grads, c->fp8_fused_router_grad, c->fp8_shared_expert};
   memcpy(row, v, sizeof v);
 }
 
@@ -272,6 +272,20 @@ mok_status mok_workspace_create(mok_group *g, const mok_shape *s, const mok_conf
     LOC(o_wbs, rows_pad / 128 * wb_rows * 4);
     if (c->fp8_weight_grads == 2) LOC(o_wam, (int64_t)w->el * wa_rows * 4);
   }
+  /* FP8 shared expert: its weights quantized (gate, up, down; then the backward's transposed
+   * gate | up and down), x quantized, and one operand quantized for a data gradient (dy, then
+   * [dg, du]), each as codes then scales (mok_fp8_scales_of) */
+  const int fp8_shared = fp8 && c->fp8_shared_expert && Is > 0;
+  const int64_t sq_cols = H > 2 * Is ? H : 2 * Is, sblk = (Is / 128) * (H / 128);
+  size_t o_s8w = 0, o_s8ws = 0, o_s8t = 0, o_s8ts = 0, o_s8x = 0, o_s8q = 0;
+  if (fp8_shared) {
+    LOC(o_s8w, 3 * Is * H);
+    LOC(o_s8ws, 3 * sblk * 4);
+    LOC(o_s8t, 3 * Is * H);
+    LOC(o_s8ts, 3 * sblk * 4);
+    LOC(o_s8x, mok_fp8_rows_bytes(T, H));
+    LOC(o_s8q, mok_fp8_rows_bytes(T, sq_cols));
+  }
 #undef LOC
   cudaError_t e = cudaMalloc(&w->local, loff);
   if (e != cudaSuccess) {
@@ -308,6 +322,14 @@ mok_status mok_workspace_create(mok_group *g, const mok_shape *s, const mok_conf
     w->wq_bs = (float *)(L + o_wbs);
     w->wq_amax = c->fp8_weight_grads == 2 ? (float *)(L + o_wam) : NULL;
   }
+  if (fp8_shared) {
+    w->s8_w = L + o_s8w;
+    w->s8_ws = (float *)(L + o_s8ws);
+    w->s8_wt = L + o_s8t;
+    w->s8_wts = (float *)(L + o_s8ts);
+    w->s8_x = L + o_s8x;
+    w->s8_q = L + o_s8q;
+  }
   if (ring) {
     w->view_offset = (int32_t *)(L + o_vo);
     w->view_count = (int32_t *)(L + o_vc);
@@ -327,6 +349,10 @@ mok_status mok_workspace_create(mok_group *g, const mok_shape *s, const mok_conf
   const int32_t dense[4] = {0, (int32_t)((T + 127) / 128 * 128), (int32_t)T, 0};
 
   e = cudaMemset(w->local, 0, o_dout);
+  /* the FP8 shared expert's quantized rows: the scales of the padding rows past T (which the
+   * quantizers never write and the GEMMs' tiles read) stay zero */
+  if (e == cudaSuccess && fp8_shared)
+    e = cudaMemset(L + o_s8x, 0, (size_t)(loff - o_s8x));
   if (e == cudaSuccess) e = cudaMemcpy(w->dense_table, dense, sizeof dense, cudaMemcpyHostToDevice);
   if (e == cudaSuccess) e = cudaMemset(w->sym.ptr, 0, off);
   if (e == cudaSuccess)

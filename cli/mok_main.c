@@ -38,6 +38,8 @@ static void usage(FILE *f) {
           "                         channel (2), or in bf16 (0)\n"
           "  --fp8-fused-drw 0|1    GPU, fp8: d_router_weights inside the SwiGLU backward (1, the\n"
           "                         default) or from the forward's kept outputs\n"
+          "  --fp8-shared 0|1       GPU, fp8: the shared expert's GEMMs in FP8 too (1) or in bf16\n"
+          "                         (0, the default)\n"
           "  --path auto|fused|grouped|v1\n"
           "                         GPU: the default (fused in BF16, grouped in FP8), fused\n"
           "                         (communication inside the grouped GEMM kernels), grouped\n"
@@ -115,6 +117,7 @@ static int parse_run(int argc, char **argv, cli_options *o) {
     else if (strcmp(a, "--macrobatch") == 0) bad = parse_int(a, v, 1, 1 << 20, &n), o->config.macrobatch_minibatches = (int)n;
     else if (strcmp(a, "--fp8-wgrad") == 0) bad = parse_int(a, v, 0, 2, &n), o->config.fp8_weight_grads = (int)n;
     else if (strcmp(a, "--fp8-fused-drw") == 0) bad = parse_int(a, v, 0, 1, &n), o->config.fp8_fused_router_grad = (int)n;
+    else if (strcmp(a, "--fp8-shared") == 0) bad = parse_int(a, v, 0, 1, &n), o->config.fp8_shared_expert = (int)n;
     else if (strcmp(a, "--ring-mb") == 0) bad = parse_int(a, v, 0, 1LL << 30, &n), o->config.ring_bytes = n << 20;
     else if (strcmp(a, "--gg-cluster") == 0) bad = parse_int(a, v, 0, 2, &n), o->gg_cluster = (int)n;
     else if (strcmp(a, "--gg-flags") == 0) bad = parse_int(a, v, 0, 511, &n), o->gg_flags = (int)n;

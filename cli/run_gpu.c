@@ -499,13 +499,19 @@ static int worker(const cli_options *o, int rank, int n, const char *dir) {
   mok_ref_config rc = {.shape = s, .ep = 1, .use_swiglu_limit = cfg.use_swiglu_limit,
                        .swiglu_limit = cfg.swiglu_limit, .round_bf16 = 1, .fp8_block128 = fp8,
                        .fp8_wgrad = fp8 ? cfg.fp8_weight_grads : 0,
-                       .fp8_fused_drw = fp8 && cfg.fp8_fused_router_grad};
+                       .fp8_fused_drw = fp8 && cfg.fp8_fused_router_grad,
+                       .fp8_shared = fp8 && cfg.fp8_shared_expert};
   float *sgw = malloc((size_t)(Is * H + 1) * 4), *suw = malloc((size_t)(Is * H + 1) * 4);
   float *sdw = malloc((size_t)(Is * H + 1) * 4);
   for (int64_t i = 0; i < Is * H; ++i) {
     sgw[i] = rv(seed, rank, TSG, (uint64_t)i, sw);
     suw[i] = rv(seed, rank, TSU, (uint64_t)i, sw);
     sdw[i] = rv(seed, rank, TSD, (uint64_t)i, ssd);
+  }
+  if (rc.fp8_shared && Is > 0) { /* the values the layer's quantization of them gives */
+    fp8_roundtrip(sgw, Is, H);
+    fp8_roundtrip(suw, Is, H);
+    fp8_roundtrip(sdw, H, Is);
   }
   float *xv = malloc((size_t)H * 4), *dyv = malloc((size_t)H * 4), *got = malloc((size_t)H * 4);
   float *yr = malloc((size_t)H * 4), *dxr = malloc((size_t)H * 4);

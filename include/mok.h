@@ -101,7 +101,7 @@ typedef struct {
 } mok_shape;
 
 typedef struct {
-  mok_dtype dtype;             /* routed-expert GEMM precision; the shared expert stays bf16     */
+  mok_dtype dtype;             /* routed-expert GEMM precision (the shared expert's: below)    */
   mok_path path;               /* execution path                                                 */
   int fwd_comm_sms;            /* SMs that move tokens in the forward, 0 (automatic) to half the
                                   SMs. Fused path: the comm CTAs inside gate+up (auto 4; rounded
@@ -148,12 +148,18 @@ typedef struct {
                                   the d_act GEMM), and the forward keeps no expert outputs; 0:
                                   from the forward's kept outputs and the bf16 dy (more exact:
                                   dy not quantized; slower)                                     */
+  int fp8_shared_expert;       /* FP8 only, 0 or 1. 1: the shared expert's GEMMs in FP8 too: its
+                                  bf16 weights quantized in 128x128 blocks by the layer at every
+                                  call, its input, activations, output gradient and gate / up
+                                  gradients in 1x128 blocks, as the routed experts'; its weight
+                                  gradients (those of the dequantized weights) in bf16 from the
+                                  operands the FP8 GEMMs saw. 0: the shared expert in bf16       */
 } mok_config;
 
-/* Fills *config with the defaults: BF16, AUTO path, 4 forward and 4 backward comm SMs, tile_m
- * 128, minibatch 128 rows, 64 minibatches per macrobatch, ring_bytes 0, capacity 0 (worst case), no
- * SwiGLU limit, timeout 10000 ms, deterministic, FP8 weight gradients and the router-weight
- * gradient fused into the SwiGLU backward (when FP8). */
+/* Fills *config with the defaults: BF16, AUTO path, automatic comm SMs, tile_m 128, minibatch
+ * 128 rows, 64 minibatches per macrobatch, ring_bytes 0, capacity 0 (worst case), no SwiGLU
+ * limit, timeout 10000 ms, deterministic, FP8 weight gradients and the router-weight gradient
+ * fused into the SwiGLU backward (when FP8), the shared expert in bf16. */
 mok_status mok_config_init(mok_config *config);
 
 /* Checks a shape and config for the GPU path without touching a device (alignment, ranges, E

@@ -68,7 +68,7 @@ typedef struct {
                             gradients take them unquantized, times the quantized inputs and
                             activations; with round_bf16 the kept pre-activations and d_act
                             are rounded to bf16 as the GPU stores them. The shared expert
-                            stays as is.                                                      */
+                            stays as is unless fp8_shared.                                    */
   int fp8_wgrad;         /* with fp8_block128: the routed weight gradients as the GPU's FP8
                             weight gradients (config fp8_weight_grads) compute them: each
                             expert's rows of their four operands (dout; the activations and
@@ -83,6 +83,10 @@ typedef struct {
                             d_rw = sum_i g_i * act_i over the activations the forward's down
                             GEMM saw (instead of rw * dy quantized, and dy . output; d_rw then
                             carries dy's E4M3 error, ~2-3e-2, like the data gradients)        */
+  int fp8_shared;        /* with fp8_block128: the shared expert quantized the same way as the
+                            routed ones (config fp8_shared_expert; its weights given as
+                            dequantized values), its weight gradients as those of
+                            fp8_wgrad = 0 (Is a multiple of 128)                              */
 } mok_ref_config;
 
 /* One rank's inputs (host). Shared weights are NULL when shape.shared_intermediate == 0. */

@@ -21,6 +21,9 @@ static dims dims_of(const mok_ref_config *c) {
   return d;
 }
 
+/* Whether the shared expert runs in FP8 (mok_ref_config.fp8_shared). */
+static int shared_fp8(const mok_ref_config *c) { return c->fp8_block128 && c->fp8_shared; }
+
 mok_status mok_ref_check(const mok_ref_config *c, const mok_ref_rank *ranks) {
   if (!c || !ranks) return MOK_ERR_INVALID_ARGUMENT;
   const mok_shape *s = &c->shape;
@@ -32,6 +35,7 @@ mok_status mok_ref_check(const mok_ref_config *c, const mok_ref_rank *ranks) {
   if (c->use_swiglu_limit && !(c->swiglu_limit > 0.0f && isfinite(c->swiglu_limit)))
     return MOK_ERR_INVALID_ARGUMENT;
   if (c->fp8_block128 && (s->hidden % 128 || s->intermediate % 128)) return MOK_ERR_MISALIGNED;
+  if (shared_fp8(c) && s->shared_intermediate % 128) return MOK_ERR_MISALIGNED;
   for (int r = 0; r < c->ep; ++r) {
     const mok_ref_rank *in = &ranks[r];
     if (s->tokens > 0 && (!in->x || !in->topk_experts || !in->router_weights))
@@ -251,7 +255,7 @@ mok_status mok_ref_forward_f64(const mok_ref_config *c, const mok_ref_rank *rank
       double *out = y[r] + t * d.H;
       for (int64_t h = 0; h < d.H; ++h) out[h] = 0;
       if (d.Is > 0) {
-        mlp_forward(c, d, shared_mlp(in, d), v, &s, 0);
+        mlp_forward(c, d, shared_mlp(in, d), v, &s, shared_fp8(c));
         for (int64_t h = 0; h < d.H; ++h) out[h] += s.o[h];
       }
       for (int64_t j = 0; j < d.k; ++j) {
@@ -418,12 +422,12 @@ mok_status mok_ref_backward(const mok_ref_config *c, const mok_ref_rank *ranks,
       if (d.Is > 0) {
         mlp m = shared_mlp(in, d);
         for (int64_t h = 0; h < d.H; ++h) dout[h] = dyt[h];
-        mlp_forward(c, d, m, v, &s, 0);
+        mlp_forward(c, d, m, v, &s, shared_fp8(c));
         if (want_ws)
           mlp_backward(c, d, m, v, dout, &s, dx, acc_ws, acc_ws + ws_elems, acc_ws + 2 * ws_elems,
-                       0, NULL);
+                       shared_fp8(c), NULL);
         else
-          mlp_backward(c, d, m, v, dout, &s, dx, NULL, NULL, NULL, 0, NULL);
+          mlp_backward(c, d, m, v, dout, &s, dx, NULL, NULL, NULL, shared_fp8(c), NULL);
       }
       for (int64_t j = 0; j < d.k; ++j) {
         int e = in->topk_experts[t * d.k + j];

@@ -53,6 +53,8 @@ void test_api_config(void) {
   CHECK_STATUS(mok_validate(&dsv3, &bad, 8), MOK_ERR_INVALID_ARGUMENT);
   bad = c, bad.path = (mok_path)9;
   CHECK_STATUS(mok_validate(&dsv3, &bad, 8), MOK_ERR_INVALID_ARGUMENT);
+  bad = c, bad.fp8_shared_expert = 2;
+  CHECK_STATUS(mok_validate(&dsv3, &bad, 8), MOK_ERR_INVALID_ARGUMENT);
   bad = c, bad.fwd_comm_sms = -1;
   CHECK_STATUS(mok_validate(&dsv3, &bad, 8), MOK_ERR_INVALID_ARGUMENT);
   bad = c, bad.bwd_comm_sms = 1000;

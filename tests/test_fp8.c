@@ -174,6 +174,68 @@ void test_fp8_reference_backward(void) {
   problem_free(&p);
 }
 
+/* The FP8 shared expert (fp8_shared): the backward's routed weight gradients and d_rw stay bit for
+ * bit (the shared expert does not feed them) while dx and the shared weight gradients move, within
+ * E4M3's precision; with the router weights zero, y is the shared expert alone and equals the FP8
+ * MLP written out here (x and the activations quantized 1x128, the activation from the unrounded
+ * pre-activations, the bf16 roundings the GPU makes). */
+void test_fp8_reference_shared(void) {
+  mok_shape s = {40, 256, 4, 128, 2, 256};
+  const int64_t T = s.tokens, H = s.hidden, Is = s.shared_intermediate;
+  ref_problem p;
+  CHECK_STATUS(problem_make(&p, &s, 2, MOK_ROUTE_UNIFORM, test_seed()), MOK_SUCCESS);
+  p.cfg.round_bf16 = 1;
+  p.cfg.fp8_block128 = 1;
+  int64_t n[8];
+  float *bf[2][8], *f8[2][8];
+  ref_backward_into(&p, &s, n, bf);
+  p.cfg.fp8_shared = 1;
+  ref_backward_into(&p, &s, n, f8);
+  for (int r = 0; r < 2; ++r) {
+    for (int i = 1; i < 5; ++i) CHECK(same_floats(f8[r][i], bf[r][i], n[i]));
+    const int moved[4] = {0, 5, 6, 7};
+    for (int j = 0; j < 4; ++j) {
+      const double e = rel_error(f8[r][moved[j]], bf[r][moved[j]], n[moved[j]]);
+      CHECK(e > 1e-4 && e < 0.1);
+    }
+  }
+  ref_grads_free(bf);
+  ref_grads_free(f8);
+
+  for (int r = 0; r < 2; ++r)
+    for (int64_t i = 0; i < T * s.top_k; ++i) ((float *)p.ranks[r].router_weights)[i] = 0.0f;
+  CHECK_STATUS(mok_ref_forward(&p.cfg, p.ranks, p.y), MOK_SUCCESS);
+  float *qx = malloc(sizeof(float) * H), *qa = malloc(sizeof(float) * Is);
+  int bad = 0;
+  for (int r = 0; r < 2; ++r) {
+    const mok_ref_rank *in = &p.ranks[r];
+    for (int64_t t = 0; t < T; ++t) {
+      mok_fp8_fake_quantize_row(in->x + t * H, H, qx);
+      for (int64_t i = 0; i < Is; ++i) {
+        double g = 0, u = 0;
+        for (int64_t h = 0; h < H; ++h) {
+          g += (double)in->ws_gate[i * H + h] * qx[h];
+          u += (double)in->ws_up[i * H + h] * qx[h];
+        }
+        qa[i] = mok_bf16_round((float)(g / (1.0 + exp(-g)) * u));
+      }
+      mok_fp8_fake_quantize_row(qa, Is, qa);
+      for (int64_t h = 0; h < H; ++h) {
+        double o = 0;
+        for (int64_t i = 0; i < Is; ++i) o += (double)in->ws_down[h * Is + i] * qa[i];
+        if (p.y[r][t * H + h] != mok_bf16_round((float)o)) ++bad;
+      }
+    }
+  }
+  CHECK(bad == 0);
+  free(qx);
+  free(qa);
+  p.cfg.shape.shared_intermediate = 64; /* FP8 blocks need multiples of 128 */
+  CHECK_STATUS(mok_ref_forward(&p.cfg, p.ranks, p.y), MOK_ERR_MISALIGNED);
+  p.cfg.shape.shared_intermediate = Is;
+  problem_free(&p);
+}
+
 /* Quantization along the rows (the FP8 weight gradients' operands): blocks of 128 rows per
  * column, a short last block on its own rows only; each block's largest magnitude is kept (the
  * code 448 times the scale, to float rounding), the rest within E4M3's step; an all-zero column stays

@@ -9,6 +9,7 @@ static const test_case cases[] = {
     {"fp8_block_quantization", test_fp8_block_quantization},
     {"fp8_reference_forward", test_fp8_reference_forward},
     {"fp8_reference_backward", test_fp8_reference_backward},
+    {"fp8_reference_shared", test_fp8_reference_shared},
     {"fp8_quantize_columns", test_fp8_quantize_columns},
     {"fp8_reference_wgrad", test_fp8_reference_wgrad},
     {"fp8_reference_fused_drw", test_fp8_reference_fused_drw},

@@ -9,6 +9,7 @@ void test_fp8_e4m3(void);
 void test_fp8_block_quantization(void);
 void test_fp8_reference_forward(void);
 void test_fp8_reference_backward(void);
+void test_fp8_reference_shared(void);
 void test_fp8_quantize_columns(void);
 void test_fp8_reference_wgrad(void);
 void test_fp8_reference_fused_drw(void);

@@ -35,7 +35,8 @@ class Config(ctypes.Structure):
                 ("ring_bytes", ctypes.c_int64), ("schedule_capacity", ctypes.c_int64),
                 ("use_swiglu_limit", ctypes.c_int), ("swiglu_limit", ctypes.c_float),
                 ("timeout_ms", ctypes.c_int), ("deterministic", ctypes.c_int),
-                ("fp8_weight_grads", ctypes.c_int), ("fp8_fused_router_grad", ctypes.c_int)]
+                ("fp8_weight_grads", ctypes.c_int), ("fp8_fused_router_grad", ctypes.c_int),
+                ("fp8_shared_expert", ctypes.c_int)]
 
 
 class UniqueId(ctypes.Structure):

@@ -27,6 +27,7 @@ mok_config lh_config(const lh_case *c) {
   cfg.dtype = c->dtype;
   cfg.fp8_weight_grads = c->bf16_wgrad ? 0 : c->expert_wgrad ? 2 : 1;
   cfg.fp8_fused_router_grad = !c->unfused_drw;
+  cfg.fp8_shared_expert = c->dtype != MOK_DTYPE_BF16 && c->fp8_shared;
   if (cfg.minibatch_rows % cfg.tile_m) cfg.minibatch_rows = cfg.tile_m;
   cfg.schedule_capacity = c->capacity;
   cfg.use_swiglu_limit = c->use_limit;
@@ -238,7 +239,8 @@ void lh_check_against_reference(const lh_host *h, const lh_dev *d, int rank, con
   mok_ref_config rc = {.shape = h->shape, .ep = h->ep, .use_swiglu_limit = c->use_limit,
                        .swiglu_limit = c->use_limit ? c->limit : 0.0f, .round_bf16 = 1,
                        .fp8_block128 = fp8, .fp8_wgrad = f8w ? (c->expert_wgrad ? 2 : 1) : 0,
-                       .fp8_fused_drw = fp8 && !c->unfused_drw};
+                       .fp8_fused_drw = fp8 && !c->unfused_drw,
+                       .fp8_shared = fp8 && c->fp8_shared};
   mok_ref_rank ranks[LH_MAX_RANKS];
   float *y[LH_MAX_RANKS];
   mok_ref_grads gr[LH_MAX_RANKS];

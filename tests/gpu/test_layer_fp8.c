@@ -67,6 +67,20 @@ static void fp8_case(lh_case c, const char *label) {
     }
   if (!same) printf("  %s: device weight quantization differs from the host's\n", label);
   CHECK(same);
+  if (c.fp8_shared && Is > 0) /* the layer quantizes the shared weights itself: the reference
+                                gets their dequantized values */
+    for (int r = 0; r < ep; ++r) {
+      float *sw[3] = {h.sg[r], h.su[r], h.sd[r]};
+      const int64_t sr[3] = {Is, Is, H}, scn[3] = {H, H, Is};
+      for (int i = 0; i < 3; ++i) {
+        uint8_t *hq = malloc((size_t)(Is * H));
+        float *hs = malloc(sizeof(float) * (size_t)((Is / 128) * (H / 128)));
+        mok_fp8_quantize_weight_block128(sw[i], 1, sr[i], scn[i], hq, hs);
+        mok_fp8_dequantize_weight_block128(hq, hs, 1, sr[i], scn[i], sw[i]);
+        free(hq);
+        free(hs);
+      }
+    }
 
   lh_env e;
   mok_status st = lh_env_open(gpu_ctx.group, &e, &h, 1);
@@ -102,7 +116,7 @@ static void fp8_case(lh_case c, const char *label) {
     /* the reference in FP8 mode over every rank */
     mok_ref_config rc = {.shape = h.shape, .ep = ep, .use_swiglu_limit = c.use_limit,
                          .swiglu_limit = c.use_limit ? c.limit : 0.0f, .round_bf16 = 1,
-                         .fp8_block128 = 1}; /* forward only */
+                         .fp8_block128 = 1, .fp8_shared = c.fp8_shared}; /* forward only */
     mok_ref_rank ranks[LH_MAX_RANKS];
     float *y[LH_MAX_RANKS];
     for (int r = 0; r < ep; ++r) {
@@ -238,6 +252,21 @@ GPU_TEST(layer_fp8_empty_expert) {
   lh_case c = lh_base_case();
   c.route = MOK_ROUTE_EMPTY_EXPERT; c.k = 3; c.T = 129;
   fp8_case(c, "fp8 empty expert");
+}
+
+/* The shared expert in FP8 too (config fp8_shared_expert: its weights quantized by the layer, its
+ * GEMMs on the FP8 kernels, its weight gradients in bf16 from what they saw), against the
+ * reference's FP8 shared expert; the ops path's y and the ring's (the shared expert in line) bit
+ * for bit, as fp8_case checks. An odd token count leaves padding rows in its last tile. */
+GPU_TEST(layer_fp8_shared) {
+  lh_case c = lh_base_case();
+  c.fp8_shared = 1;
+  c.T = 301; c.Is = 256; c.H = 384; c.I = 256;
+  fp8_case(c, "fp8 shared expert");
+  c.route = MOK_ROUTE_ZIPF; c.E = 16; c.k = 4; c.T = 129; c.H = 256; c.I = 384; c.Is = 128;
+  c.use_limit = 1; c.limit = 0.75f;
+  c.tol = 3e-2; /* the clamp's bound (layer_fp8_zipf_clamp says why) */
+  fp8_case(c, "fp8 shared expert, zipf+clamp");
 }
 
 /* A mode's two cases: the base routing with a shared expert, and Zipf without one (with the
