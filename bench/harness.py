@@ -223,6 +223,8 @@ def main():
                          "the same PyTorch+NCCL BF16 passes (printed after the table)")
     ap.add_argument("--ring-mb", type=int, default=0,
                     help="mok's token ring per layer in MiB (config.ring_bytes; 0: none, the default)")
+    ap.add_argument("--fp8-shared", action="store_true",
+                    help="with --fp8: the shared expert in FP8 too (config.fp8_shared_expert)")
     args = ap.parse_args()
     if args.iters < 50:
         print("note: fewer than 50 timed iterations: figures are indicative only")
@@ -249,7 +251,8 @@ def main():
                         print(f"skip {name} T={T} EP={ep}: does not fit one GPU's memory with the baseline")
                     continue
                 # a group per case: its workspaces go when the case ends
-                group = mf.Group(ring_bytes=args.ring_mb << 20)
+                group = mf.Group(ring_bytes=args.ring_mb << 20,
+                                 fp8_shared_expert=int(args.fp8_shared))
                 try:
                     r = run_case(name, SHAPES[name], T, routing, group, args)
                 except torch.OutOfMemoryError:  # the same shapes on every rank: all of them land here
