@@ -191,8 +191,9 @@ mok_status mok_gg_fp8_dequantize_act(const void *q, const float *scales, void *x
  * tokens contiguous; scales_t [m_pad / 128][cols] fp32, one per column and 128-token block (the
  * block's amax over its real rows / 448, 1 when they are all zero). Padding rows get zero codes
  * and do not count; blocks past expert_offset[E] are not written. cols a multiple of 128.
- * expert_amax: NULL, or scratch of num_experts * cols floats: then one scale per expert and
- * column (its amax over all the expert's real rows), written into each of its blocks. */
+ * expert_amax: NULL, or num_experts * cols floats: then one scale per expert and column (from
+ * its amax over all the expert's real rows, which is also written there), in each of its blocks,
+ * padding blocks included; one kernel reads the expert's rows twice, the second time from L2. */
 mok_status mok_gg_fp8_quantize_t(const void *x, void *q_t, float *scales_t, float *expert_amax,
                                  const int32_t *expert_offset, const int32_t *expert_count,
                                  int num_experts, int64_t m_total, int64_t cols,

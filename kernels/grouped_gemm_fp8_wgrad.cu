@@ -7,7 +7,8 @@
  *     the way in) -> codes [cols, m_pad] e4m3 (transposed: a column's tokens contiguous, the
  *     K-major layout FP8 wgmma needs) and scales [m_pad/128][cols]; padding rows (past each
  *     expert's count) become zero codes and do not count in the amax.
- *   gg_fp8_amax_t_kernel: for per-expert scales, each column's amax over its expert's rows first.
+ *   gg_fp8_quant_t_expert_kernel: the same with one scale per expert and column: a CTA per expert
+ *     and 64 columns takes the amax over the expert's rows, then quantizes them (from L2).
  *   gg_fp8_wgrad_kernel: dW[e] = sum over e's token blocks of A_blk^T B_blk, A and B given as
  *     those transposed codes; 128 x 256 output tiles, one producer warp, two consumer warpgroups
  *     of 64 rows, each 128-column half's m64n128k32 partial per 128 tokens promoted on the CUDA
@@ -41,19 +42,15 @@ __device__ __forceinline__ int f8t_expert_of(const int32_t *offset, int E, int64
  * dequantized to bf16 on the way in, so the result is that of mok_gg_fp8_dequantize_act followed
  * by the bf16 version, bit for bit, without the bf16 copy. Loads the tile (rows past the block's
  * real rows as zeros) and returns those real rows; -1 past the last expert's rows. */
+/* One 128-row block (rows r0..r0 + 127, columns c0..c0 + 63) into the tile, its first `real` rows
+ * from x and the rest zeros. FP8_IN: x holds e4m3 codes with 1x128 scales along the columns
+ * (x_scales [cols/128][m_pad], the layout of mok_gg_fp8_quantize_act), dequantized to bf16 on
+ * the way in, so the result is that of mok_gg_fp8_dequantize_act followed by the bf16 version,
+ * bit for bit, without the bf16 copy. */
 template <bool FP8_IN>
-__device__ __forceinline__ int f8t_load_tile(uint16_t (*tile)[64 + 8], const void *x,
-                                             const float *x_scales, const int32_t *offset,
-                                             const int32_t *count, int E, int64_t cols,
-                                             int64_t m_pad, int *expert) {
-  const int64_t r0 = (int64_t)blockIdx.x * 128, c0 = (int64_t)blockIdx.y * 64;
-  const int e = f8t_expert_of(offset, E, r0);
-  *expert = e;
-  if (e < 0) return -1; /* past the last expert's rows: nothing reads these blocks */
-  /* real rows of this block: the expert's count is past r0 - offset[e] (blocks are inside one
-   * expert: offsets are multiples of 128) */
-  const int64_t real64 = (int64_t)max(count[e], 0) - (r0 - offset[e]);
-  const int real = real64 <= 0 ? 0 : (real64 >= 128 ? 128 : (int)real64);
+__device__ __forceinline__ void f8t_load_block(uint16_t (*tile)[64 + 8], const void *x,
+                                               const float *x_scales, int64_t cols, int64_t m_pad,
+                                               int64_t r0, int64_t c0, int real) {
   if (FP8_IN) {
     for (int i = threadIdx.x; i < 128 * 4; i += 256) { /* 16 codes: chunk i % 4 of row i / 4 */
       const int r = i >> 2, ch = i & 3;
@@ -73,6 +70,30 @@ __device__ __forceinline__ int f8t_load_tile(uint16_t (*tile)[64 + 8], const voi
     }
   }
   __syncthreads();
+}
+
+/* The real rows of the 128-row block at r0 of expert e (blocks are inside one expert: offsets are
+ * multiples of 128): 0 to 128. */
+__device__ __forceinline__ int f8t_real_rows(const int32_t *offset, const int32_t *count, int e,
+                                             int64_t r0) {
+  const int64_t real64 = (int64_t)max(count[e], 0) - (r0 - offset[e]);
+  return real64 <= 0 ? 0 : (real64 >= 128 ? 128 : (int)real64);
+}
+
+/* One CTA (256 threads) per 128 rows x 64 columns: the tile through shared memory (rows past the
+ * block's real rows as zeros), then four threads per column, each 32 consecutive rows. Returns
+ * the block's real rows; -1 past the last expert's rows. */
+template <bool FP8_IN>
+__device__ __forceinline__ int f8t_load_tile(uint16_t (*tile)[64 + 8], const void *x,
+                                             const float *x_scales, const int32_t *offset,
+                                             const int32_t *count, int E, int64_t cols,
+                                             int64_t m_pad, int *expert) {
+  const int64_t r0 = (int64_t)blockIdx.x * 128, c0 = (int64_t)blockIdx.y * 64;
+  const int e = f8t_expert_of(offset, E, r0);
+  *expert = e;
+  if (e < 0) return -1; /* past the last expert's rows: nothing reads these blocks */
+  const int real = f8t_real_rows(offset, count, e, r0);
+  f8t_load_block<FP8_IN>(tile, x, x_scales, cols, m_pad, r0, c0, real);
   return real;
 }
 
@@ -90,32 +111,12 @@ __device__ __forceinline__ float f8t_column(const uint16_t (*tile)[64 + 8], floa
   return fmaxf(amax, __shfl_xor_sync(0xffffffffu, amax, 2));
 }
 
-/* Per-expert scales, first pass: each column's amax over the expert's real rows, as a maximum of
- * the blocks' (order-free, so deterministic) into expert_amax [E][cols], zeroed before. */
-template <bool FP8_IN>
-__global__ void gg_fp8_amax_t_kernel(const void *x, const float *x_scales, float *expert_amax,
-                                     const int32_t *offset, const int32_t *count, int E,
-                                     int64_t cols, int64_t m_pad) {
-  __shared__ __align__(16) uint16_t tile[128][64 + 8];
-  int e;
-  const int real = f8t_load_tile<FP8_IN>(tile, x, x_scales, offset, count, E, cols, m_pad, &e);
-  if (real <= 0) return; /* past the rows, or a block of padding only */
-  float v[32];
-  const float amax = f8t_column(tile, v);
-  if ((threadIdx.x & 3) == 0 && amax > 0.0f)
-    atomicMax((unsigned int *)(expert_amax + (int64_t)e * cols + blockIdx.y * 64 +
-                               (threadIdx.x >> 2)),
-              __float_as_uint(amax)); /* non-negative floats order as their bits */
-}
-
-/* The quantization: each column's scale from its block's amax, or from its expert's
- * (expert_amax, non-NULL: every block of an expert gets the same scale); 32 contiguous codes of
- * the transposed row per thread. */
+/* The quantization with 1x128 scales: each column's scale from its block's amax; 32 contiguous
+ * codes of the transposed row per thread. */
 template <bool FP8_IN>
 __global__ void gg_fp8_quant_t_kernel(const void *x, const float *x_scales, uint8_t *q_t,
-                                      float *scales_t, const float *expert_amax,
-                                      const int32_t *offset, const int32_t *count, int E,
-                                      int64_t cols, int64_t m_pad) {
+                                      float *scales_t, const int32_t *offset,
+                                      const int32_t *count, int E, int64_t cols, int64_t m_pad) {
   __shared__ __align__(16) uint16_t tile[128][64 + 8];
   int e;
   const int real = f8t_load_tile<FP8_IN>(tile, x, x_scales, offset, count, E, cols, m_pad, &e);
@@ -123,9 +124,7 @@ __global__ void gg_fp8_quant_t_kernel(const void *x, const float *x_scales, uint
   const int64_t b = blockIdx.x, c0 = (int64_t)blockIdx.y * 64, r0 = b * 128;
   const int c = threadIdx.x >> 2, sub = threadIdx.x & 3;
   float v[32];
-  float amax = f8t_column(tile, v);
-  if (expert_amax) amax = expert_amax[(int64_t)e * cols + c0 + c];
-  const float scale = f8_scale_of(amax);
+  const float scale = f8_scale_of(f8t_column(tile, v));
   const float inv = 1.0f / scale;
   uint32_t w[8];
 #pragma unroll
@@ -134,6 +133,47 @@ __global__ void gg_fp8_quant_t_kernel(const void *x, const float *x_scales, uint
   dst[0] = make_uint4(w[0], w[1], w[2], w[3]);
   dst[1] = make_uint4(w[4], w[5], w[6], w[7]);
   if (sub == 0) scales_t[b * cols + c0 + c] = scale;
+}
+
+/* Per-expert scales in one kernel: one CTA per (expert, 64 columns) reads the expert's blocks
+ * for the columns' amax, then reads them again (from L2: the CTA just read them) and quantizes
+ * every block of the expert, padding blocks included, with that scale, which also goes to
+ * expert_amax [E][cols]. The same codes and scales as gg_fp8_amax_t_kernel followed by
+ * gg_fp8_quant_t_kernel (a maximum is order-free), without the second pass over DRAM. */
+template <bool FP8_IN>
+__global__ void gg_fp8_quant_t_expert_kernel(const void *x, const float *x_scales, uint8_t *q_t,
+                                             float *scales_t, float *expert_amax,
+                                             const int32_t *offset, const int32_t *count,
+                                             int64_t cols, int64_t m_pad) {
+  __shared__ __align__(16) uint16_t tile[128][64 + 8];
+  const int e = blockIdx.x;
+  const int64_t c0 = (int64_t)blockIdx.y * 64, first = offset[e], end = offset[e + 1];
+  const int c = threadIdx.x >> 2, sub = threadIdx.x & 3;
+  float v[32];
+  float amax = 0.0f;
+  for (int64_t r0 = first; r0 < end; r0 += 128) {
+    const int real = f8t_real_rows(offset, count, e, r0);
+    if (real == 0) break; /* the rest of the expert's blocks are padding */
+    f8t_load_block<FP8_IN>(tile, x, x_scales, cols, m_pad, r0, c0, real);
+    amax = fmaxf(amax, f8t_column(tile, v));
+    __syncthreads(); /* the tile is loaded again next */
+  }
+  if (sub == 0) expert_amax[(int64_t)e * cols + c0 + c] = amax;
+  const float scale = f8_scale_of(amax);
+  const float inv = 1.0f / scale;
+  for (int64_t r0 = first; r0 < end; r0 += 128) {
+    f8t_load_block<FP8_IN>(tile, x, x_scales, cols, m_pad, r0, c0,
+                           f8t_real_rows(offset, count, e, r0));
+    f8t_column(tile, v);
+    uint32_t w[8];
+#pragma unroll
+    for (int j = 0; j < 8; ++j) w[j] = f8_pack4(v + 4 * j, inv);
+    uint4 *dst = (uint4 *)(q_t + (c0 + c) * m_pad + r0 + sub * 32);
+    dst[0] = make_uint4(w[0], w[1], w[2], w[3]);
+    dst[1] = make_uint4(w[4], w[5], w[6], w[7]);
+    if (sub == 0) scales_t[(r0 / 128) * cols + c0 + c] = scale;
+    __syncthreads();
+  }
 }
 
 /* ---- the K-grouped FP8 GEMM ---------------------------------------------------------------- */
@@ -384,7 +424,7 @@ __global__ void __launch_bounds__(F8G_THREADS, 1)
 /* ---- host side ------------------------------------------------------------------------------ */
 
 /* Both transposing quantizers: x bf16 (q_scales NULL) or e4m3 codes with their 1x128 scales;
- * expert_amax non-NULL: one scale per expert and column (the amax pass first). */
+ * expert_amax non-NULL: one scale per expert and column (each column's amax there too). */
 static mok_status f8t_quantize(const void *x, const float *x_scales, void *q_t, float *scales_t,
                                float *expert_amax, const int32_t *expert_offset,
                                const int32_t *expert_count, int num_experts, int64_t m_total,
@@ -397,27 +437,27 @@ static mok_status f8t_quantize(const void *x, const float *x_scales, void *q_t, 
   if (m_pad / 128 > INT32_MAX || cols / 64 > 65535) return MOK_ERR_INVALID_SHAPE;
   const dim3 grid((unsigned)(m_pad / 128), (unsigned)(cols / 64));
   const int fp8_in = x_scales != NULL;
-  if (expert_amax) {
-    if (cudaMemsetAsync(expert_amax, 0, (size_t)num_experts * cols * 4, stream) != cudaSuccess)
-      return MOK_ERR_CUDA;
+  if (expert_amax) { /* one CTA per expert and 64 columns (the amax, then the codes) */
+    if (num_experts > INT32_MAX) return MOK_ERR_INVALID_SHAPE;
+    const dim3 eg((unsigned)num_experts, (unsigned)(cols / 64));
     if (fp8_in)
-      gg_fp8_amax_t_kernel<true><<<grid, 256, 0, stream>>>(x, x_scales, expert_amax,
-                                                           expert_offset, expert_count,
-                                                           num_experts, cols, m_pad);
+      gg_fp8_quant_t_expert_kernel<true><<<eg, 256, 0, stream>>>(
+          x, x_scales, (uint8_t *)q_t, scales_t, expert_amax, expert_offset, expert_count, cols,
+          m_pad);
     else
-      gg_fp8_amax_t_kernel<false><<<grid, 256, 0, stream>>>(x, NULL, expert_amax, expert_offset,
-                                                            expert_count, num_experts, cols,
-                                                            m_pad);
+      gg_fp8_quant_t_expert_kernel<false><<<eg, 256, 0, stream>>>(
+          x, NULL, (uint8_t *)q_t, scales_t, expert_amax, expert_offset, expert_count, cols,
+          m_pad);
+    return cudaGetLastError() == cudaSuccess ? MOK_SUCCESS : MOK_ERR_CUDA;
   }
   if (fp8_in)
     gg_fp8_quant_t_kernel<true><<<grid, 256, 0, stream>>>(x, x_scales, (uint8_t *)q_t, scales_t,
-                                                          expert_amax, expert_offset,
-                                                          expert_count, num_experts, cols, m_pad);
+                                                          expert_offset, expert_count,
+                                                          num_experts, cols, m_pad);
   else
     gg_fp8_quant_t_kernel<false><<<grid, 256, 0, stream>>>(x, NULL, (uint8_t *)q_t, scales_t,
-                                                           expert_amax, expert_offset,
-                                                           expert_count, num_experts, cols,
-                                                           m_pad);
+                                                           expert_offset, expert_count,
+                                                           num_experts, cols, m_pad);
   return cudaGetLastError() == cudaSuccess ? MOK_SUCCESS : MOK_ERR_CUDA;
 }
 
