@@ -83,6 +83,18 @@ def timed(fn, iters, warmup):
     return times
 
 
+def graphed(fn):
+    """fn captured once in a CUDA graph (after a call outside it, so that its workspace and
+    schedule exist), returned as the graph's replay: the time without the host's enqueueing."""
+    fn()
+    torch.cuda.synchronize()
+    g = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(g):
+        fn()
+    torch.cuda.synchronize()
+    return g.replay
+
+
 def slowest_median(times):
     """Median over iterations of the slowest rank's time."""
     t = torch.tensor(times, device="cuda")
@@ -156,6 +168,10 @@ def run_case(name, shape, T, routing, group, args):
         t_b8 = slowest_median(timed(fp8_bwd, args.iters, args.warmup))  # repeats on the kept state
         res.update(fp8_fwd_ms=t_f8, fp8_fwd_tflops=flops / t_f8 * 1e-9, fp8_bwd_ms=t_b8,
                    fp8_bwd_tflops=2 * flops / t_b8 * 1e-9)
+        if args.graph:  # the same passes replayed from CUDA graphs (mok enqueues no host sync)
+            t_f8g = slowest_median(timed(graphed(fp8_fwd), args.iters, args.warmup))
+            t_b8g = slowest_median(timed(graphed(fp8_bwd), args.iters, args.warmup))
+            res.update(fp8_graph_fwd_ms=t_f8g, fp8_graph_bwd_ms=t_b8g)
         del q, t8
     for path in [a for a in args.also.split(",") if a]:  # other mok paths on the same data
         gp = mf.Group(path=path)
@@ -223,6 +239,8 @@ def main():
                          "the same PyTorch+NCCL BF16 passes (printed after the table)")
     ap.add_argument("--ring-mb", type=int, default=0,
                     help="mok's token ring per layer in MiB (config.ring_bytes; 0: none, the default)")
+    ap.add_argument("--graph", action="store_true",
+                    help="with --fp8: also time mok's FP8 passes replayed from CUDA graphs")
     ap.add_argument("--fp8-shared", action="store_true",
                     help="with --fp8: the shared expert in FP8 too (config.fp8_shared_expert)")
     args = ap.parse_args()
@@ -296,6 +314,11 @@ def main():
                       f"mok FP8 {r['fp8_bwd_ms']:8.3f} ms {r['fp8_bwd_tflops']:7.1f} TFLOP/s (BF16 count), "
                       f"{r['base_bwd_ms'] / r['fp8_bwd_ms']:5.2f}x PyTorch+NCCL BF16, "
                       f"dx, d_rw vs baseline {r['check']['fp8_dx']:.1e}, {r['check']['fp8_drw']:.1e}")
+                if "fp8_graph_fwd_ms" in r:
+                    for p in ("fwd", "bwd"):
+                        t = r[f"fp8_graph_{p}_ms"]
+                        print(f"{r['shape']:16s} {r['ep']:2d} {r['tokens']:5d} {r['routing']:8s} {p}  "
+                              f"mok FP8, CUDA graph {t:8.3f} ms, {r[f'base_{p}_ms'] / t:5.2f}x PyTorch+NCCL BF16")
     dist.barrier()
     dist.destroy_process_group()
     if args.breakdown and rank == 0 and rows:
