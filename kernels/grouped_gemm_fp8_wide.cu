@@ -1,6 +1,5 @@
 /* grouped_gemm_fp8_wide.cu — the FP8 block-scaled grouped GEMM with 256-column tiles: the default
- * for gate+up with SwiGLU, and the plain forward under tuning flag 128 (f8_wide in
- * grouped_gemm_fp8.cu says why).
+ * for every product whose columns split into 256 (f8_wide in grouped_gemm_fp8.cu says why).
  *
  * Why: with m64n128k32 every consumer warpgroup re-reads the whole B tile from shared memory, so
  * operand reads plus TMA fills come near the shared-memory bandwidth (docs/PERF.md). m64n256k32
@@ -9,7 +8,11 @@
  * the accumulator Y holds the sum in units of the current K block's scale c (per row and 128-column
  * half: c = scale_a[row] * scale_b[block]). Before K block kb's wgmmas add its raw product into Y,
  * Y is multiplied by c_{kb-1} / c_kb; after the last block the tile is Y * c_last. The same sum as
- * the promotion, with one rounding per block either way.
+ * the promotion, with one rounding per block either way, except that the blocks chain on the
+ * tensor cores (Y is each block's accumulator input), whose FP8 accumulation keeps fewer bits than
+ * fp32 (~14, the DeepSeek-V3 report says), where a promotion adds each block on the CUDA cores;
+ * the tests hold the result within 1e-2 of fp64 at K = 4096, an element-wise comparison with the
+ * promoting 128-column kernel at long K is still to be made.
  *
  * Extreme scale ratios: Y is the sum divided by the current c, so a block scale far below the
  * previous one would blow Y up. Each c is held to at least 2^-40 times the previous block's and to
