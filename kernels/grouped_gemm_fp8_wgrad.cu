@@ -36,12 +36,6 @@ __device__ __forceinline__ int f8t_expert_of(const int32_t *offset, int E, int64
   return lo;
 }
 
-/* One CTA (256 threads) per 128 rows x 64 columns: the tile through shared memory, then four
- * threads per column, each 32 consecutive rows. FP8_IN: x holds e4m3 codes with 1x128 scales
- * along the columns (x_scales [cols/128][m_pad], the layout of mok_gg_fp8_quantize_act),
- * dequantized to bf16 on the way in, so the result is that of mok_gg_fp8_dequantize_act followed
- * by the bf16 version, bit for bit, without the bf16 copy. Loads the tile (rows past the block's
- * real rows as zeros) and returns those real rows; -1 past the last expert's rows. */
 /* One 128-row block (rows r0..r0 + 127, columns c0..c0 + 63) into the tile, its first `real` rows
  * from x and the rest zeros. FP8_IN: x holds e4m3 codes with 1x128 scales along the columns
  * (x_scales [cols/128][m_pad], the layout of mok_gg_fp8_quantize_act), dequantized to bf16 on
@@ -138,8 +132,8 @@ __global__ void gg_fp8_quant_t_kernel(const void *x, const float *x_scales, uint
 /* Per-expert scales in one kernel: one CTA per (expert, 64 columns) reads the expert's blocks
  * for the columns' amax, then reads them again (from L2: the CTA just read them) and quantizes
  * every block of the expert, padding blocks included, with that scale, which also goes to
- * expert_amax [E][cols]. The same codes and scales as gg_fp8_amax_t_kernel followed by
- * gg_fp8_quant_t_kernel (a maximum is order-free), without the second pass over DRAM. */
+ * expert_amax [E][cols]. The same codes and scales as an amax pass over all the blocks followed
+ * by the quantization (a maximum is order-free), without the second pass over DRAM. */
 template <bool FP8_IN>
 __global__ void gg_fp8_quant_t_expert_kernel(const void *x, const float *x_scales, uint8_t *q_t,
                                              float *scales_t, float *expert_amax,
