@@ -348,47 +348,60 @@ static mok_status routed_experts_backward_fused(mok_schedule *s, const mok_weigh
  * and the transposed weights; its weight gradients in bf16 from what the FP8 GEMMs saw (the
  * activations and x dequantized), as config fp8_weight_grads = 0 does for the routed experts. */
 
-/* The shared weights quantized into s8_w / s8_ws; transposed: also the backward's copies. */
+/* Where the FP8 shared expert's quantized weights sit in the workspace: gate, up [Is, H] and down
+ * [H, Is] codes in s8_w with their block scales in s8_ws; the backward's gate | up [H, 2Is] and
+ * down [Is, H] in s8_wt, their scales in s8_wts. */
+typedef struct {
+  uint8_t *gate, *up, *down, *gate_up_t, *down_t;
+  float *gate_s, *up_s, *down_s, *gate_up_t_s, *down_t_s;
+} s8_layout;
+
+static s8_layout shared_fp8_layout(const mok_workspace *w) {
+  const int64_t n = w->shape.shared_intermediate * w->shape.hidden;
+  const int64_t nb = (w->shape.shared_intermediate / 128) * (w->shape.hidden / 128);
+  uint8_t *q = (uint8_t *)w->s8_w, *t = (uint8_t *)w->s8_wt;
+  s8_layout l = {q, q + n, q + 2 * n, t, t + 2 * n,
+                 w->s8_ws, w->s8_ws + nb, w->s8_ws + 2 * nb, w->s8_wts, w->s8_wts + 2 * nb};
+  return l;
+}
+
+/* The shared weights quantized into the layout; transposed: also the backward's copies. */
 static mok_status shared_weights_fp8(const mok_workspace *w, const mok_weights *wt, int transposed,
                                      cudaStream_t stream) {
   const int64_t H = w->shape.hidden, Is = w->shape.shared_intermediate;
-  const int64_t n = Is * H, nb = (Is / 128) * (H / 128);
-  uint8_t *q = (uint8_t *)w->s8_w;
-  float *sc = w->s8_ws;
-  TRY(mok_gg_fp8_quantize_weight(wt->ws_gate, q, sc, 1, Is, H, stream));
-  TRY(mok_gg_fp8_quantize_weight(wt->ws_up, q + n, sc + nb, 1, Is, H, stream));
-  TRY(mok_gg_fp8_quantize_weight(wt->ws_down, q + 2 * n, sc + 2 * nb, 1, H, Is, stream));
+  const s8_layout l = shared_fp8_layout(w);
+  TRY(mok_gg_fp8_quantize_weight(wt->ws_gate, l.gate, l.gate_s, 1, Is, H, stream));
+  TRY(mok_gg_fp8_quantize_weight(wt->ws_up, l.up, l.up_s, 1, Is, H, stream));
+  TRY(mok_gg_fp8_quantize_weight(wt->ws_down, l.down, l.down_s, 1, H, Is, stream));
   if (!transposed) return MOK_SUCCESS;
   mok_weights q8;
   memset(&q8, 0, sizeof q8);
-  q8.w_gate = q;
-  q8.w_up = q + n;
-  q8.w_down = q + 2 * n;
-  q8.w_gate_scale = sc;
-  q8.w_up_scale = sc + nb;
-  q8.w_down_scale = sc + 2 * nb;
-  uint8_t *t = (uint8_t *)w->s8_wt; /* gate | up [H, 2Is], then down [Is, H] */
-  return mok_fp8_transpose_weights(MOK_DTYPE_FP8_BLOCK128, &q8, 1, Is, H, t, w->s8_wts, t + 2 * n,
-                                   w->s8_wts + 2 * nb, stream);
+  q8.w_gate = l.gate;
+  q8.w_up = l.up;
+  q8.w_down = l.down;
+  q8.w_gate_scale = l.gate_s;
+  q8.w_up_scale = l.up_s;
+  q8.w_down_scale = l.down_s;
+  return mok_fp8_transpose_weights(MOK_DTYPE_FP8_BLOCK128, &q8, 1, Is, H, l.gate_up_t,
+                                   l.gate_up_t_s, l.down_t, l.down_t_s, stream);
 }
 
 static mok_status shared_forward_fp8(mok_schedule *s, const mok_weights *wt, const void *x,
                                      cudaStream_t stream) {
   mok_workspace *w = s->ws;
   const int64_t T = w->shape.tokens, H = w->shape.hidden, Is = w->shape.shared_intermediate;
-  const int64_t n = Is * H, nb = (Is / 128) * (H / 128);
   const gg_rows r = shared_rows(s);
-  const uint8_t *q = (const uint8_t *)w->s8_w;
+  const s8_layout l = shared_fp8_layout(w);
   TRY(shared_weights_fp8(w, wt, 0, stream));
   float *xs = mok_fp8_scales_of(w->s8_x, T, H), *as = mok_fp8_scales_of(s->sa, T, Is);
   TRY(mok_gg_fp8_quantize_act(x, w->s8_x, xs, T, H, stream));
   /* ds_a: the bf16 scratch of the 128-column variants, which quantize after */
-  TRY(mok_gg_fp8_gate_up_swiglu_quantized(w->s8_x, xs, q, w->s8_ws, q + n, w->s8_ws + nb, w->ds_a,
+  TRY(mok_gg_fp8_gate_up_swiglu_quantized(w->s8_x, xs, l.gate, l.gate_s, l.up, l.up_s, w->ds_a,
                                           s->sg, s->sa, as, r.offset, r.count, 1, T, Is, H,
                                           w->config.use_swiglu_limit, w->config.swiglu_limit,
                                           stream));
-  return mok_gg_fp8_fwd(s->sa, as, q + 2 * n, w->s8_ws + 2 * nb, w->ys, r.offset, r.count, 1, T, H,
-                        Is, stream);
+  return mok_gg_fp8_fwd(s->sa, as, l.down, l.down_s, w->ys, r.offset, r.count, 1, T, H, Is,
+                        stream);
 }
 
 /* Its backward after shared_forward_fp8 (the pre-activations in sg, the quantized activations in
@@ -398,15 +411,14 @@ static mok_status shared_backward_fp8(mok_schedule *s, const mok_weights *wt, co
                                       const void *dy, const mok_grads *g, cudaStream_t stream) {
   mok_workspace *w = s->ws;
   const int64_t T = w->shape.tokens, H = w->shape.hidden, Is = w->shape.shared_intermediate;
-  const int64_t n = Is * H, nb = (Is / 128) * (H / 128);
   const gg_rows r = shared_rows(s);
-  const uint8_t *t = (const uint8_t *)w->s8_wt;
+  const s8_layout l = shared_fp8_layout(w);
   TRY(shared_weights_fp8(w, wt, 1, stream));
   /* d_act = q(dy) W_down (W_down^T is [Is, H]) */
   float *qs = mok_fp8_scales_of(w->s8_q, T, H);
   TRY(mok_gg_fp8_quantize_act(dy, w->s8_q, qs, T, H, stream));
-  TRY(mok_gg_fp8_fwd(w->s8_q, qs, t + 2 * n, w->s8_wts + 2 * nb, w->ds_a, r.offset, r.count, 1, T,
-                     Is, H, stream));
+  TRY(mok_gg_fp8_fwd(w->s8_q, qs, l.down_t, l.down_t_s, w->ds_a, r.offset, r.count, 1, T, Is, H,
+                     stream));
   TRY_CUDA(v1_swiglu_backward_packed(w->ds_a, s->sg, w->dsgu, T, NULL, Is,
                                      w->config.use_swiglu_limit, w->config.swiglu_limit, w->err,
                                      stream));
@@ -423,8 +435,8 @@ static mok_status shared_backward_fp8(mok_schedule *s, const mok_weights *wt, co
   /* dx = q([dg, du]) [W_gate; W_up] (their transposes are [H, 2Is]) */
   float *gs = mok_fp8_scales_of(w->s8_q, T, 2 * Is);
   TRY(mok_gg_fp8_quantize_act(w->dsgu, w->s8_q, gs, T, 2 * Is, stream));
-  return mok_gg_fp8_fwd(w->s8_q, gs, t, w->s8_wts, w->ys, r.offset, r.count, 1, T, H, 2 * Is,
-                        stream);
+  return mok_gg_fp8_fwd(w->s8_q, gs, l.gate_up_t, l.gate_up_t_s, w->ys, r.offset, r.count, 1, T,
+                        H, 2 * Is, stream);
 }
 
 mok_status mok_gpu_shared_forward(mok_schedule *s, const mok_weights *wt, const void *x,

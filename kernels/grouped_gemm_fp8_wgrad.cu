@@ -105,6 +105,22 @@ __device__ __forceinline__ float f8t_column(const uint16_t (*tile)[64 + 8], floa
   return fmaxf(amax, __shfl_xor_sync(0xffffffffu, amax, 2));
 }
 
+/* This thread's 32 values (v, of column c0 + c, rows r0 + 32 * sub on) as codes of the transposed
+ * row, and the column's scale for the block once per column. */
+__device__ __forceinline__ void f8t_store_column(uint8_t *q_t, float *scales_t, const float *v,
+                                                 float scale, int64_t cols, int64_t m_pad,
+                                                 int64_t r0, int64_t c0) {
+  const int c = threadIdx.x >> 2, sub = threadIdx.x & 3;
+  const float inv = 1.0f / scale;
+  uint32_t w[8];
+#pragma unroll
+  for (int j = 0; j < 8; ++j) w[j] = f8_pack4(v + 4 * j, inv);
+  uint4 *dst = (uint4 *)(q_t + (c0 + c) * m_pad + r0 + sub * 32);
+  dst[0] = make_uint4(w[0], w[1], w[2], w[3]);
+  dst[1] = make_uint4(w[4], w[5], w[6], w[7]);
+  if (sub == 0) scales_t[(r0 / 128) * cols + c0 + c] = scale;
+}
+
 /* The quantization with 1x128 scales: each column's scale from its block's amax; 32 contiguous
  * codes of the transposed row per thread. */
 template <bool FP8_IN>
@@ -115,18 +131,10 @@ __global__ void gg_fp8_quant_t_kernel(const void *x, const float *x_scales, uint
   int e;
   const int real = f8t_load_tile<FP8_IN>(tile, x, x_scales, offset, count, E, cols, m_pad, &e);
   if (real < 0) return;
-  const int64_t b = blockIdx.x, c0 = (int64_t)blockIdx.y * 64, r0 = b * 128;
-  const int c = threadIdx.x >> 2, sub = threadIdx.x & 3;
   float v[32];
   const float scale = f8_scale_of(f8t_column(tile, v));
-  const float inv = 1.0f / scale;
-  uint32_t w[8];
-#pragma unroll
-  for (int j = 0; j < 8; ++j) w[j] = f8_pack4(v + 4 * j, inv);
-  uint4 *dst = (uint4 *)(q_t + (c0 + c) * m_pad + r0 + sub * 32);
-  dst[0] = make_uint4(w[0], w[1], w[2], w[3]);
-  dst[1] = make_uint4(w[4], w[5], w[6], w[7]);
-  if (sub == 0) scales_t[b * cols + c0 + c] = scale;
+  f8t_store_column(q_t, scales_t, v, scale, cols, m_pad, (int64_t)blockIdx.x * 128,
+                   (int64_t)blockIdx.y * 64);
 }
 
 /* Per-expert scales in one kernel: one CTA per (expert, 64 columns) reads the expert's blocks
@@ -154,18 +162,11 @@ __global__ void gg_fp8_quant_t_expert_kernel(const void *x, const float *x_scale
   }
   if (sub == 0) expert_amax[(int64_t)e * cols + c0 + c] = amax;
   const float scale = f8_scale_of(amax);
-  const float inv = 1.0f / scale;
   for (int64_t r0 = first; r0 < end; r0 += 128) {
     f8t_load_block<FP8_IN>(tile, x, x_scales, cols, m_pad, r0, c0,
                            f8t_real_rows(offset, count, e, r0));
     f8t_column(tile, v);
-    uint32_t w[8];
-#pragma unroll
-    for (int j = 0; j < 8; ++j) w[j] = f8_pack4(v + 4 * j, inv);
-    uint4 *dst = (uint4 *)(q_t + (c0 + c) * m_pad + r0 + sub * 32);
-    dst[0] = make_uint4(w[0], w[1], w[2], w[3]);
-    dst[1] = make_uint4(w[4], w[5], w[6], w[7]);
-    if (sub == 0) scales_t[(r0 / 128) * cols + c0 + c] = scale;
+    f8t_store_column(q_t, scales_t, v, scale, cols, m_pad, r0, c0);
     __syncthreads();
   }
 }

@@ -219,6 +219,35 @@ GPU_TEST(layer_determinism) {
   lh_host_free(&h);
 }
 
+/* One run of h's case with its current knobs, against the reference; then, when `compare`, its
+ * outputs bit for bit against the first compared run's (kept in *first; `base` names that run). */
+static void knob_run(lh_host *h, lh_dev *d, const char *label, int compare, void **first,
+                     int64_t *first_bytes, const char *base) {
+  lh_env e;
+  mok_status st = lh_env_open(gpu_ctx.group, &e, h, 1);
+  CHECK_STATUS(st, MOK_SUCCESS);
+  if (st != MOK_SUCCESS) return;
+  lh_dev_upload(d, h, gpu_ctx.rank);
+  CHECK_STATUS(lh_run(e.s, d, e.stream), MOK_SUCCESS);
+  CHECK(cudaStreamSynchronize(e.stream) == cudaSuccess);
+  CHECK_STATUS(lh_device_error(e.ws), MOK_SUCCESS);
+  lh_check_against_reference(h, d, gpu_ctx.rank, label);
+  int64_t bytes = 0;
+  void *snap = lh_snapshot(d, h, &bytes);
+  if (!compare) {
+    free(snap);
+  } else if (!*first) {
+    *first = snap;
+    *first_bytes = bytes;
+  } else {
+    const int same = bytes == *first_bytes && memcmp(snap, *first, (size_t)bytes) == 0;
+    if (!same) printf("  %s: not bitwise equal to the %s run\n", label, base);
+    CHECK(same);
+    free(snap);
+  }
+  lh_env_close(&e);
+}
+
 /* The fused path (the pull by comm CTAs inside gate+up, the pushes by the GEMM epilogues) against
  * the reference, and bitwise equal to the grouped path (separate communication kernels) whatever
  * its comm-SM count and minibatch size (the knobs move rows, never the arithmetic). */
@@ -237,34 +266,14 @@ GPU_TEST(layer_fused_knobs_bitwise) {
   CHECK(lh_dev_alloc(&d, &h) == 0);
   void *first = NULL;
   int64_t first_bytes = 0;
+  const char *force = getenv("MOK_TEST_PATH");
   for (size_t i = 0; i < sizeof runs / sizeof runs[0]; ++i) {
     h.c.path = runs[i].path;
     h.c.comm_sms = runs[i].comm;
     h.c.minibatch_rows = runs[i].mb;
-    lh_env e;
-    mok_status st = lh_env_open(gpu_ctx.group, &e, &h, 1);
-    CHECK_STATUS(st, MOK_SUCCESS);
-    if (st != MOK_SUCCESS) continue;
-    lh_dev_upload(&d, &h, gpu_ctx.rank);
-    CHECK_STATUS(lh_run(e.s, &d, e.stream), MOK_SUCCESS);
-    CHECK(cudaStreamSynchronize(e.stream) == cudaSuccess);
-    CHECK_STATUS(lh_device_error(e.ws), MOK_SUCCESS);
-    lh_check_against_reference(&h, &d, gpu_ctx.rank, runs[i].label);
-    int64_t bytes = 0;
-    void *snap = lh_snapshot(&d, &h, &bytes);
-    const char *force = getenv("MOK_TEST_PATH");
-    if (runs[i].path == MOK_PATH_GROUPED && force && !strcmp(force, "v1")) {
-      free(snap); /* the v1 suite: keeps its own oracle, compared with the reference above */
-    } else if (!first) {
-      first = snap;
-      first_bytes = bytes;
-    } else {
-      const int same = bytes == first_bytes && memcmp(snap, first, (size_t)bytes) == 0;
-      if (!same) printf("  %s: not bitwise equal to the grouped run\n", runs[i].label);
-      CHECK(same);
-      free(snap);
-    }
-    lh_env_close(&e);
+    /* the v1 suite's grouped run keeps its own oracle, compared with the reference only */
+    const int v1 = runs[i].path == MOK_PATH_GROUPED && force && !strcmp(force, "v1");
+    knob_run(&h, &d, runs[i].label, !v1, &first, &first_bytes, "grouped");
   }
   free(first);
   lh_dev_free(&d);
@@ -295,27 +304,7 @@ GPU_TEST(layer_shared_beside_bitwise) {
     h.c.shared_inline = runs[i].inl;
     h.c.comm_sms = runs[i].fwd;
     h.c.bwd_comm_sms = runs[i].bwd;
-    lh_env e;
-    mok_status st = lh_env_open(gpu_ctx.group, &e, &h, 1);
-    CHECK_STATUS(st, MOK_SUCCESS);
-    if (st != MOK_SUCCESS) continue;
-    lh_dev_upload(&d, &h, gpu_ctx.rank);
-    CHECK_STATUS(lh_run(e.s, &d, e.stream), MOK_SUCCESS);
-    CHECK(cudaStreamSynchronize(e.stream) == cudaSuccess);
-    CHECK_STATUS(lh_device_error(e.ws), MOK_SUCCESS);
-    lh_check_against_reference(&h, &d, gpu_ctx.rank, runs[i].label);
-    int64_t bytes = 0;
-    void *snap = lh_snapshot(&d, &h, &bytes);
-    if (!first) {
-      first = snap;
-      first_bytes = bytes;
-    } else {
-      const int same = bytes == first_bytes && memcmp(snap, first, (size_t)bytes) == 0;
-      if (!same) printf("  %s: not bitwise equal to the in-line run\n", runs[i].label);
-      CHECK(same);
-      free(snap);
-    }
-    lh_env_close(&e);
+    knob_run(&h, &d, runs[i].label, 1, &first, &first_bytes, "in-line");
   }
   free(first);
   lh_dev_free(&d);
