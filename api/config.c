@@ -20,7 +20,7 @@ mok_status mok_config_init(mok_config *c) {
   c->swiglu_limit = 0.0f;
   c->timeout_ms = 10000;
   c->deterministic = 1;
-  c->fp8_weight_grads = 1;
+  c->fp8_weight_grads = 3;
   c->fp8_fused_router_grad = 1;
   c->fp8_shared_expert = 0;
   return MOK_SUCCESS;
@@ -71,7 +71,7 @@ mok_status mok_validate(const mok_shape *s, const mok_config *c, int ep) {
   if (c->use_swiglu_limit && !(c->swiglu_limit > 0.0f && isfinite(c->swiglu_limit)))
     return MOK_ERR_INVALID_ARGUMENT;
   if (c->timeout_ms <= 0 || (c->deterministic != 0 && c->deterministic != 1)) return MOK_ERR_INVALID_ARGUMENT;
-  if (c->fp8_weight_grads < 0 || c->fp8_weight_grads > 2) return MOK_ERR_INVALID_ARGUMENT;
+  if (c->fp8_weight_grads < 0 || c->fp8_weight_grads > 3) return MOK_ERR_INVALID_ARGUMENT;
   if (c->fp8_fused_router_grad != 0 && c->fp8_fused_router_grad != 1)
     return MOK_ERR_INVALID_ARGUMENT;
   if (c->fp8_shared_expert != 0 && c->fp8_shared_expert != 1) return MOK_ERR_INVALID_ARGUMENT;

@@ -52,8 +52,10 @@ struct mok_workspace {
   void *wq_a, *wq_b;         /*   their operands quantized 1x128 along the tokens, transposed:
                                 [max(H, 2I)] and [max(H, I)] rows of rows_pad codes         */
   float *wq_as, *wq_bs;      /*   and their scales [rows_pad / 128][max(H, 2I) | max(H, I)]  */
-  float *wq_amax;            /*   per-expert scales (config fp8_weight_grads 2): the amax
-                                scratch [el][max(H, 2I)]; NULL for 1x128 blocks            */
+  float *wq_amax;            /*   per-expert scales (config fp8_weight_grads 2 or 3): the
+                                amax scratch [el][max(H, 2I)]; NULL for 1x128 blocks       */
+  int wq_expert_a;           /*   A (dout, dgu) with per-expert scales too (mode 2)        */
+  int wq_kernel_scales;      /*   mok_gg_fp8_wgrad's expert_scales: 0, 1 (mode 2), 2 (3)   */
   int fp8_fused_drw;         /* FP8: d_router_weights inside the SwiGLU backward, from the
                                 unweighted d_act product (config fp8_fused_router_grad); the
                                 forward then keeps no outputs                               */

@@ -270,7 +270,7 @@ mok_status mok_workspace_create(mok_group *g, const mok_shape *s, const mok_conf
     LOC(o_was, rows_pad / 128 * wa_rows * 4);
     LOC(o_wb, wb_rows * rows_pad);
     LOC(o_wbs, rows_pad / 128 * wb_rows * 4);
-    if (c->fp8_weight_grads == 2) LOC(o_wam, (int64_t)w->el * wa_rows * 4);
+    if (c->fp8_weight_grads >= 2) LOC(o_wam, (int64_t)w->el * wa_rows * 4);
   }
   /* FP8 shared expert: its weights quantized (gate, up, down; then the backward's transposed
    * gate | up and down), x quantized, and one operand quantized for a data gradient (dy, then
@@ -320,7 +320,9 @@ mok_status mok_workspace_create(mok_group *g, const mok_shape *s, const mok_conf
     w->wq_as = (float *)(L + o_was);
     w->wq_b = L + o_wb;
     w->wq_bs = (float *)(L + o_wbs);
-    w->wq_amax = c->fp8_weight_grads == 2 ? (float *)(L + o_wam) : NULL;
+    w->wq_amax = c->fp8_weight_grads >= 2 ? (float *)(L + o_wam) : NULL;
+    w->wq_expert_a = c->fp8_weight_grads == 2;
+    w->wq_kernel_scales = c->fp8_weight_grads == 2 ? 1 : c->fp8_weight_grads == 3 ? 2 : 0;
   }
   if (fp8_shared) {
     w->s8_w = L + o_s8w;

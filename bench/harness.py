@@ -241,8 +241,9 @@ def main():
                     help="mok's token ring per layer in MiB (config.ring_bytes; 0: none, the default)")
     ap.add_argument("--graph", action="store_true",
                     help="with --fp8: also time mok's FP8 passes replayed from CUDA graphs")
-    ap.add_argument("--fp8-shared", action="store_true",
-                    help="with --fp8: the shared expert in FP8 too (config.fp8_shared_expert)")
+    ap.add_argument("--fp8-shared", type=int, choices=(0, 1), default=None,
+                    help="with --fp8: the shared expert in FP8 (1) or bf16 (0) "
+                         "(config.fp8_shared_expert; default: mok's default)")
     args = ap.parse_args()
     if args.iters < 50:
         print("note: fewer than 50 timed iterations: figures are indicative only")
@@ -269,8 +270,10 @@ def main():
                         print(f"skip {name} T={T} EP={ep}: does not fit one GPU's memory with the baseline")
                     continue
                 # a group per case: its workspaces go when the case ends
-                group = mf.Group(ring_bytes=args.ring_mb << 20,
-                                 fp8_shared_expert=int(args.fp8_shared))
+                knobs = {"ring_bytes": args.ring_mb << 20}
+                if args.fp8_shared is not None:
+                    knobs["fp8_shared_expert"] = args.fp8_shared
+                group = mf.Group(**knobs)
                 try:
                     r = run_case(name, SHAPES[name], T, routing, group, args)
                 except torch.OutOfMemoryError:  # the same shapes on every rank: all of them land here

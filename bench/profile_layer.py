@@ -50,7 +50,8 @@ def main():
     ap.add_argument("--macrobatch", type=int, default=0, help="minibatches per macrobatch (0: default)")
     ap.add_argument("--seed", type=int, default=1)
     ap.add_argument("--fp8", action="store_true", help="the FP8 (block-128) forward and backward")
-    ap.add_argument("--fp8-shared", action="store_true", help="with --fp8: the shared expert in FP8 too")
+    ap.add_argument("--fp8-shared", type=int, choices=(0, 1), default=None,
+                    help="with --fp8: the shared expert in FP8 (1) or bf16 (0); default: mok's")
     args = ap.parse_args()
     os.environ.setdefault("NCCL_NVLS_ENABLE", "0")
     local = int(os.environ.get("LOCAL_RANK", "0"))
@@ -61,7 +62,9 @@ def main():
     E = shape[2]
     x, topk, rw, w, dy = make_inputs(shape, args.tokens, args.routing, rank, ep, args.seed)
     wl = [w[n] for n in ("w_gate", "w_up", "w_down", "ws_gate", "ws_up", "ws_down")]
-    knobs = {"ring_bytes": args.ring_mb << 20, "fp8_shared_expert": int(args.fp8_shared)}
+    knobs = {"ring_bytes": args.ring_mb << 20}
+    if args.fp8_shared is not None:
+        knobs["fp8_shared_expert"] = args.fp8_shared
     if args.macrobatch:
         knobs["macrobatch_minibatches"] = args.macrobatch
     group = mf.Group(path=args.path, **knobs)

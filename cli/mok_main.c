@@ -33,9 +33,10 @@ static void usage(FILE *f) {
           "  --routing uniform|zipf token routing (default uniform)\n"
           "  --clamp L              SwiGLU limit L > 0\n"
           "  --dtype bf16|fp8       GPU: routed-expert precision (fp8: block-128 E4M3)\n"
-          "  --fp8-wgrad 0|1|2      GPU, fp8: weight gradients in FP8 with 1x128 scales along the\n"
-          "                         tokens (1, the default), in FP8 with one scale per expert and\n"
-          "                         channel (2), or in bf16 (0)\n"
+          "  --fp8-wgrad 0|1|2|3    GPU, fp8: weight gradients in FP8: the gradients with 1x128\n"
+          "                         scales along the tokens, the activations with one scale per\n"
+          "                         expert and channel (3, the default); both 1x128 (1); both per\n"
+          "                         expert, no promotion (2); or in bf16 (0)\n"
           "  --fp8-fused-drw 0|1    GPU, fp8: d_router_weights inside the SwiGLU backward (1, the\n"
           "                         default) or from the forward's kept outputs\n"
           "  --fp8-shared 0|1       GPU, fp8: the shared expert's GEMMs in FP8 too (1) or in bf16\n"
@@ -115,7 +116,7 @@ static int parse_run(int argc, char **argv, cli_options *o) {
     else if (strcmp(a, "--minibatch") == 0) bad = parse_int(a, v, 1, 1 << 20, &n), o->config.minibatch_rows = (int)n;
     else if (strcmp(a, "--capacity") == 0) bad = parse_int(a, v, 0, 1LL << 31, &n), o->config.schedule_capacity = n;
     else if (strcmp(a, "--macrobatch") == 0) bad = parse_int(a, v, 1, 1 << 20, &n), o->config.macrobatch_minibatches = (int)n;
-    else if (strcmp(a, "--fp8-wgrad") == 0) bad = parse_int(a, v, 0, 2, &n), o->config.fp8_weight_grads = (int)n;
+    else if (strcmp(a, "--fp8-wgrad") == 0) bad = parse_int(a, v, 0, 3, &n), o->config.fp8_weight_grads = (int)n;
     else if (strcmp(a, "--fp8-fused-drw") == 0) bad = parse_int(a, v, 0, 1, &n), o->config.fp8_fused_router_grad = (int)n;
     else if (strcmp(a, "--fp8-shared") == 0) bad = parse_int(a, v, 0, 1, &n), o->config.fp8_shared_expert = (int)n;
     else if (strcmp(a, "--ring-mb") == 0) bad = parse_int(a, v, 0, 1LL << 30, &n), o->config.ring_bytes = n << 20;

@@ -133,12 +133,16 @@ typedef struct {
   int deterministic;           /* 1: every sum in a fixed order, bitwise-identical results run
                                   after run (and across the comm-SM and minibatch knobs); 0: a
                                   path may use faster unordered reductions (v1 is ordered anyway) */
-  int fp8_weight_grads;        /* FP8 only, 0, 1 or 2. 1: the routed weight gradients' GEMMs in
+  int fp8_weight_grads;        /* FP8 only, 0 to 3. 1: the routed weight gradients' GEMMs in
                                   FP8 too, both operands quantized 1x128 along each expert's
                                   tokens (the DeepSeek-V3 recipe; gradients accumulated into bf16
-                                  still take the bf16 route); 2: in FP8 with one scale per expert
-                                  and channel (over all the expert's tokens), so the tokens
-                                  accumulate on the tensor cores with no promotion (faster; the
+                                  still take the bf16 route); 3 (the default): the same, but the
+                                  activations and inputs (x, act) with one scale per expert and
+                                  channel, so each 128-token block's partial is promoted by the
+                                  gradient's scale only (faster; the gradients keep 1x128 scales
+                                  and fp32 promotion per block); 2: both operands with one scale per
+                                  expert and channel (over all the expert's tokens), the tokens
+                                  accumulated on the tensor cores with no promotion (fastest; the
                                   coarser scales and the tensor cores' ~14-bit accumulation cost
                                   precision as experts get long); 0: in bf16, on the forward's
                                   quantized inputs and activations dequantized (more exact,
@@ -148,7 +152,10 @@ typedef struct {
                                   the d_act GEMM), and the forward keeps no expert outputs; 0:
                                   from the forward's kept outputs and the bf16 dy (more exact:
                                   dy not quantized; slower)                                     */
-  int fp8_shared_expert;       /* FP8 only, 0 or 1. 1: the shared expert's GEMMs in FP8 too: its
+  int fp8_shared_expert;       /* FP8 only, 0 or 1. 1: the shared expert's GEMMs in FP8 too (as
+                                  the DeepSeek-V3 recipe runs every GEMM; -0.1 to -0.2 ms at DSv3
+                                  EP=2, but the layer's y is ~3x further from bf16's, its one
+                                  expert's error not averaged over k routed experts): its
                                   bf16 weights quantized in 128x128 blocks by the layer at every
                                   call, its input, activations, output gradient and gate / up
                                   gradients in 1x128 blocks, as the routed experts'; its weight
@@ -158,8 +165,8 @@ typedef struct {
 
 /* Fills *config with the defaults: BF16, AUTO path, automatic comm SMs, tile_m 128, minibatch
  * 128 rows, 64 minibatches per macrobatch, ring_bytes 0, capacity 0 (worst case), no SwiGLU
- * limit, timeout 10000 ms, deterministic, FP8 weight gradients and the router-weight gradient
- * fused into the SwiGLU backward (when FP8), the shared expert in bf16. */
+ * limit, timeout 10000 ms, deterministic; when FP8: weight gradients in FP8 (mode 3), the
+ * router-weight gradient fused into the SwiGLU backward, the shared expert in bf16. */
 mok_status mok_config_init(mok_config *config);
 
 /* Checks a shape and config for the GPU path without touching a device (alignment, ranges, E

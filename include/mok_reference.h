@@ -76,7 +76,9 @@ typedef struct {
                             gradients) quantized to E4M3 in 128-row blocks per column
                             (mok_fp8_fake_quantize_columns), rows in the schedule's order,
                             (source rank, token) ascending; 2: one scale per expert and
-                            column instead (fp8_weight_grads 2)                               */
+                            column instead (fp8_weight_grads 2); 3: so for the activations
+                            and inputs only, the gradients in 128-row blocks (fp8_weight_grads
+                            3)                                                                */
   int fp8_fused_drw;     /* with fp8_block128: the router-weight gradient as the GPU computes
                             it inside the SwiGLU backward: g = rnd(W_down^T q(dy)) from the
                             unweighted dy quantized 1x128, d_act = rw * g (not rounded),

@@ -213,10 +213,12 @@ mok_status mok_gg_fp8_requantize_t(const void *q, const float *q_scales, void *q
  * quantized matrix, e.g. the gate or up half of [dg | du]), likewise b_t, b_scales, b_ld.
  * Each 128-token block is one fp32 partial on the tensor cores, added times its row's and its
  * column's scale on the CUDA cores, blocks in ascending order (deterministic). expert_scales
- * (the operands quantized with expert_amax: every block of an expert the same scales): the
+ * 1 (both operands quantized with expert_amax: every block of an expert the same scales): the
  * expert's blocks accumulate on the tensor cores in ascending order, scaled once at the end (no
  * promotion: the tensor cores' FP8 accumulation keeps ~14 bits, so the error grows with the
- * expert's rows; DeepSeek-V3 reports up to ~2% at K = 4096 for it).
+ * expert's rows; DeepSeek-V3 reports up to ~2% at K = 4096 for it). expert_scales 2 (only B
+ * quantized with expert_amax): each block's partial is still promoted, times A's row scale only
+ * (one FMA per element), and B's column scale is applied once at the end.
  * dw: [num_experts, m, n], fp32 when out_fp32 (accumulate: added to, an expert with no rows left
  * as is), else bf16 (overwritten; accumulate not supported). expert_count[e] == -1: dW[e] left
  * as it is. m, n multiples of 128. */

@@ -12,7 +12,8 @@
  *   gg_fp8_wgrad_kernel: dW[e] = sum over e's token blocks of A_blk^T B_blk, A and B given as
  *     those transposed codes; 128 x 256 output tiles, one producer warp, two consumer warpgroups
  *     of 64 rows, each 128-column half's m64n128k32 partial per 128 tokens promoted on the CUDA
- *     cores; bf16 dW through TMA stores. */
+ *     cores (by its row's and column's scales; by the row's only when B has one scale per expert
+ *     and column, applied once at the end); bf16 dW through TMA stores. */
 #include <cuda.h>
 #include <cuda_runtime.h>
 #include <stdint.h>
@@ -23,7 +24,31 @@
 #include "kernels/gemm_tile_scheduler.h"
 #include "kernels/hopper_ptx.cuh"
 
-/* ---- the transposing quantizer ------------------------------------------------------------- */
+/* ---- the transposing quantizers --------------------------------------------------------------- */
+
+/* Both stream 128-row x 64-column blocks of x through a ring of F8T_SLOTS shared-memory slots
+ * filled by cp.async (rows past a block's real rows zero-filled by the copy), F8T_SLOTS - 1
+ * blocks in flight while one is quantized. (The first version held one 16-byte load per thread at
+ * a time: ~20 KB in flight per SM, ~1.8 TB/s.) A slot's rows are 128 bytes (bf16) or 64 (codes)
+ * with their 16-byte chunks XORed by (row / 32) % 4, so the column readers (four threads per
+ * column, 32 rows each) hit distinct banks; codes carry their rows' 1x128 scales in the slot,
+ * skewed by 4 floats per 32 rows for the same reason. */
+#define F8T_SLOTS 4
+#define F8T_THREADS 256
+#define F8T_BLOCKS_PER_CTA 8 /* the 1x128 kernel: a column slab's blocks per CTA           */
+#define F8T_SCALE_OFF (128 * 64) /* codes slot: the row scales after the codes                */
+#define F8T_SLOT_BYTES(FP8_IN) ((FP8_IN) ? F8T_SCALE_OFF + (128 + 16) * 4 : 128 * 64 * 2)
+
+typedef struct {
+  const void *x;         /* [rows, cols] bf16, or e4m3 codes with x_scales                       */
+  const float *x_scales; /* codes: [cols / 128][m_pad] 1x128 scales along the columns; or NULL  */
+  uint8_t *q_t;          /* [cols, m_pad] codes, transposed                                      */
+  float *scales_t;       /* [m_pad / 128][cols]                                                  */
+  float *expert_amax;    /* per-expert scales: [E][cols], each column's amax                     */
+  const int32_t *offset, *count;
+  int num_experts;
+  int64_t cols, m_pad;
+} f8t_params;
 
 /* The expert whose padded rows hold row r (offsets ascending, offset[E] the end), or -1 past it. */
 __device__ __forceinline__ int f8t_expert_of(const int32_t *offset, int E, int64_t r) {
@@ -36,36 +61,6 @@ __device__ __forceinline__ int f8t_expert_of(const int32_t *offset, int E, int64
   return lo;
 }
 
-/* One 128-row block (rows r0..r0 + 127, columns c0..c0 + 63) into the tile, its first `real` rows
- * from x and the rest zeros. FP8_IN: x holds e4m3 codes with 1x128 scales along the columns
- * (x_scales [cols/128][m_pad], the layout of mok_gg_fp8_quantize_act), dequantized to bf16 on
- * the way in, so the result is that of mok_gg_fp8_dequantize_act followed by the bf16 version,
- * bit for bit, without the bf16 copy. */
-template <bool FP8_IN>
-__device__ __forceinline__ void f8t_load_block(uint16_t (*tile)[64 + 8], const void *x,
-                                               const float *x_scales, int64_t cols, int64_t m_pad,
-                                               int64_t r0, int64_t c0, int real) {
-  if (FP8_IN) {
-    for (int i = threadIdx.x; i < 128 * 4; i += 256) { /* 16 codes: chunk i % 4 of row i / 4 */
-      const int r = i >> 2, ch = i & 3;
-      uint4 v[2] = {make_uint4(0, 0, 0, 0), make_uint4(0, 0, 0, 0)};
-      if (r < real)
-        f8_dequant16(*(const uint4 *)((const uint8_t *)x + (r0 + r) * cols + c0 + ch * 16),
-                      x_scales[(c0 / 128) * m_pad + r0 + r], v);
-      *(uint4 *)&tile[r][ch * 16] = v[0];
-      *(uint4 *)&tile[r][ch * 16 + 8] = v[1];
-    }
-  } else {
-    for (int i = threadIdx.x; i < 128 * 8; i += 256) { /* 16-byte chunk i % 8 of row i / 8 */
-      const int r = i >> 3, ch = i & 7;
-      uint4 v = make_uint4(0, 0, 0, 0);
-      if (r < real) v = *(const uint4 *)((const uint16_t *)x + (r0 + r) * cols + c0 + ch * 8);
-      *(uint4 *)&tile[r][ch * 8] = v;
-    }
-  }
-  __syncthreads();
-}
-
 /* The real rows of the 128-row block at r0 of expert e (blocks are inside one expert: offsets are
  * multiples of 128): 0 to 128. */
 __device__ __forceinline__ int f8t_real_rows(const int32_t *offset, const int32_t *count, int e,
@@ -74,101 +69,172 @@ __device__ __forceinline__ int f8t_real_rows(const int32_t *offset, const int32_
   return real64 <= 0 ? 0 : (real64 >= 128 ? 128 : (int)real64);
 }
 
-/* One CTA (256 threads) per 128 rows x 64 columns: the tile through shared memory (rows past the
- * block's real rows as zeros), then four threads per column, each 32 consecutive rows. Returns
- * the block's real rows; -1 past the last expert's rows. */
+/* This thread's copies of the block at r0 (its first `real` rows from x, the rest zeros),
+ * columns c0..c0 + 63, into the slot; the caller commits the group. */
 template <bool FP8_IN>
-__device__ __forceinline__ int f8t_load_tile(uint16_t (*tile)[64 + 8], const void *x,
-                                             const float *x_scales, const int32_t *offset,
-                                             const int32_t *count, int E, int64_t cols,
-                                             int64_t m_pad, int *expert) {
-  const int64_t r0 = (int64_t)blockIdx.x * 128, c0 = (int64_t)blockIdx.y * 64;
-  const int e = f8t_expert_of(offset, E, r0);
-  *expert = e;
-  if (e < 0) return -1; /* past the last expert's rows: nothing reads these blocks */
-  const int real = f8t_real_rows(offset, count, e, r0);
-  f8t_load_block<FP8_IN>(tile, x, x_scales, cols, m_pad, r0, c0, real);
-  return real;
+__device__ __forceinline__ void f8t_issue(uint8_t *slot, const f8t_params &p, int64_t r0,
+                                          int64_t c0, int real) {
+  const uint32_t s = smem_u32(slot);
+  if (FP8_IN) {
+    const uint8_t *x = (const uint8_t *)p.x;
+#pragma unroll
+    for (int k = 0; k < 2; ++k) { /* 16 codes: chunk i % 4 of row i / 4 */
+      const int i = threadIdx.x + F8T_THREADS * k, r = i >> 2, ch = i & 3, live = r < real;
+      cp_async16(s + r * 64 + ((ch ^ ((r >> 5) & 3)) << 4),
+                 x + (live ? r0 + r : 0) * p.cols + c0 + ch * 16, live ? 16 : 0);
+    }
+    if (threadIdx.x < 32) { /* the rows' scales, four per copy */
+      const int q = threadIdx.x, left = real - 4 * q;
+      const float *src = p.x_scales + (c0 / 128) * p.m_pad + (left > 0 ? r0 + 4 * q : 0);
+      cp_async16(s + F8T_SCALE_OFF + (4 * q + 4 * (q >> 3)) * 4, src,
+                 left <= 0 ? 0 : (left >= 4 ? 16 : 4 * left));
+    }
+  } else {
+    const uint16_t *x = (const uint16_t *)p.x;
+#pragma unroll
+    for (int k = 0; k < 4; ++k) { /* 8 values: chunk i % 8 of row i / 8 */
+      const int i = threadIdx.x + F8T_THREADS * k, r = i >> 3, ch = i & 7, live = r < real;
+      cp_async16(s + r * 128 + ((ch ^ ((r >> 5) & 3)) << 4),
+                 x + (live ? r0 + r : 0) * p.cols + c0 + ch * 8, live ? 16 : 0);
+    }
+  }
 }
 
-/* This thread's 32 values of its column (c = threadIdx.x / 4, rows 32 * (threadIdx.x % 4) on)
- * and the column's amax over the tile, shared by its four threads. */
-__device__ __forceinline__ float f8t_column(const uint16_t (*tile)[64 + 8], float *v) {
+/* This thread's 32 values of its column (c = threadIdx.x / 4, rows 32 * (threadIdx.x % 4) on) as
+ * floats, and the column's amax over the block, shared by its four threads. FP8_IN: each code
+ * times its row's scale rounded to bf16, so the result is that of mok_gg_fp8_dequantize_act
+ * followed by the bf16 version, bit for bit, without the bf16 copy. */
+template <bool FP8_IN>
+__device__ __forceinline__ float f8t_column(const uint8_t *slot, float *v) {
   const int c = threadIdx.x >> 2, sub = threadIdx.x & 3;
+  if (FP8_IN) {
+    const uint8_t *col = slot + sub * 32 * 64 + (((c >> 4) ^ sub) << 4) + (c & 15);
+    const float *sc = (const float *)(slot + F8T_SCALE_OFF) + sub * 36;
+#pragma unroll
+    for (int j = 0; j < 32; j += 2) {
+      const uint16_t pair = (uint16_t)(col[j * 64] | (col[(j + 1) * 64] << 8));
+      uint32_t h;
+      asm("cvt.rn.f16x2.e4m3x2 %0, %1;" : "=r"(h) : "h"(pair));
+      const float2 f = __half22float2(*(const __half2 *)&h);
+      const uint32_t b = pack_bf16x2(f.x * sc[j], f.y * sc[j + 1]);
+      v[j] = __uint_as_float(b << 16);
+      v[j + 1] = __uint_as_float(b & 0xffff0000u);
+    }
+  } else {
+    const uint8_t *col = slot + sub * 32 * 128 + (((c >> 3) ^ sub) << 4) + (c & 7) * 2;
+#pragma unroll
+    for (int j = 0; j < 32; ++j)
+      v[j] = __uint_as_float((uint32_t)*(const uint16_t *)(col + j * 128) << 16);
+  }
   float amax = 0.0f;
 #pragma unroll
-  for (int j = 0; j < 32; ++j) {
-    v[j] = __uint_as_float((uint32_t)tile[sub * 32 + j][c] << 16);
-    amax = fmaxf(amax, fabsf(v[j]));
-  }
+  for (int j = 0; j < 32; ++j) amax = fmaxf(amax, fabsf(v[j]));
   amax = fmaxf(amax, __shfl_xor_sync(0xffffffffu, amax, 1));
   return fmaxf(amax, __shfl_xor_sync(0xffffffffu, amax, 2));
 }
 
 /* This thread's 32 values (v, of column c0 + c, rows r0 + 32 * sub on) as codes of the transposed
  * row, and the column's scale for the block once per column. */
-__device__ __forceinline__ void f8t_store_column(uint8_t *q_t, float *scales_t, const float *v,
-                                                 float scale, int64_t cols, int64_t m_pad,
+__device__ __forceinline__ void f8t_store_column(const f8t_params &p, const float *v, float scale,
                                                  int64_t r0, int64_t c0) {
   const int c = threadIdx.x >> 2, sub = threadIdx.x & 3;
   const float inv = 1.0f / scale;
   uint32_t w[8];
 #pragma unroll
   for (int j = 0; j < 8; ++j) w[j] = f8_pack4(v + 4 * j, inv);
-  uint4 *dst = (uint4 *)(q_t + (c0 + c) * m_pad + r0 + sub * 32);
+  uint4 *dst = (uint4 *)(p.q_t + (c0 + c) * p.m_pad + r0 + sub * 32);
   dst[0] = make_uint4(w[0], w[1], w[2], w[3]);
   dst[1] = make_uint4(w[4], w[5], w[6], w[7]);
-  if (sub == 0) scales_t[(r0 / 128) * cols + c0 + c] = scale;
+  if (sub == 0) p.scales_t[(r0 / 128) * p.cols + c0 + c] = scale;
 }
 
-/* The quantization with 1x128 scales: each column's scale from its block's amax; 32 contiguous
- * codes of the transposed row per thread. */
-template <bool FP8_IN>
-__global__ void gg_fp8_quant_t_kernel(const void *x, const float *x_scales, uint8_t *q_t,
-                                      float *scales_t, const int32_t *offset,
-                                      const int32_t *count, int E, int64_t cols, int64_t m_pad) {
-  __shared__ __align__(16) uint16_t tile[128][64 + 8];
-  int e;
-  const int real = f8t_load_tile<FP8_IN>(tile, x, x_scales, offset, count, E, cols, m_pad, &e);
-  if (real < 0) return;
-  float v[32];
-  const float scale = f8_scale_of(f8t_column(tile, v));
-  f8t_store_column(q_t, scales_t, v, scale, cols, m_pad, (int64_t)blockIdx.x * 128,
-                   (int64_t)blockIdx.y * 64);
+/* What f8t_stream does with each block. */
+#define F8T_AMAX 0  /* only the columns' amax over the blocks                          */
+#define F8T_OWN 1   /* quantize each block with its own columns' scales (1x128)        */
+#define F8T_GIVEN 2 /* quantize each block with the given scales                       */
+
+/* The expert of the block at r0 (fixed_e, or looked up when fixed_e < 0; -1 past the last
+ * expert's rows) and the block's real rows. */
+__device__ __forceinline__ int f8t_block(const f8t_params &p, int fixed_e, int64_t r0,
+                                         int *real) {
+  const int e = fixed_e >= 0 ? fixed_e : f8t_expert_of(p.offset, p.num_experts, r0);
+  *real = e < 0 ? 0 : f8t_real_rows(p.offset, p.count, e, r0);
+  return e;
 }
 
-/* Per-expert scales in one kernel: one CTA per (expert, 64 columns) reads the expert's blocks
- * for the columns' amax, then reads them again (from L2: the CTA just read them) and quantizes
- * every block of the expert, padding blocks included, with that scale, which also goes to
- * expert_amax [E][cols]. The same codes and scales as an amax pass over all the blocks followed
- * by the quantization (a maximum is order-free), without the second pass over DRAM. */
-template <bool FP8_IN>
-__global__ void gg_fp8_quant_t_expert_kernel(const void *x, const float *x_scales, uint8_t *q_t,
-                                             float *scales_t, float *expert_amax,
-                                             const int32_t *offset, const int32_t *count,
-                                             int64_t cols, int64_t m_pad) {
-  __shared__ __align__(16) uint16_t tile[128][64 + 8];
-  const int e = blockIdx.x;
-  const int64_t c0 = (int64_t)blockIdx.y * 64, first = offset[e], end = offset[e + 1];
-  const int c = threadIdx.x >> 2, sub = threadIdx.x & 3;
+/* Blocks i = 0..n-1 at rows (b0 + i * stride) * 128, columns c0..c0 + 63, through the ring.
+ * Returns the columns' amax over them (F8T_AMAX). Blocks past the last expert's rows are skipped
+ * (nothing reads them). */
+template <bool FP8_IN, int WHAT>
+__device__ __forceinline__ float f8t_stream(uint8_t *smem, const f8t_params &p, int fixed_e,
+                                            int64_t b0, int64_t stride, int n, int64_t c0,
+                                            float scale) {
   float v[32];
   float amax = 0.0f;
-  for (int64_t r0 = first; r0 < end; r0 += 128) {
-    const int real = f8t_real_rows(offset, count, e, r0);
-    if (real == 0) break; /* the rest of the expert's blocks are padding */
-    f8t_load_block<FP8_IN>(tile, x, x_scales, cols, m_pad, r0, c0, real);
-    amax = fmaxf(amax, f8t_column(tile, v));
-    __syncthreads(); /* the tile is loaded again next */
+  int real;
+#pragma unroll
+  for (int i = 0; i < F8T_SLOTS - 1; ++i) {
+    if (i < n && f8t_block(p, fixed_e, (b0 + i * stride) * 128, &real) >= 0)
+      f8t_issue<FP8_IN>(smem + i * F8T_SLOT_BYTES(FP8_IN), p, (b0 + i * stride) * 128, c0, real);
+    cp_async_commit();
   }
-  if (sub == 0) expert_amax[(int64_t)e * cols + c0 + c] = amax;
+  for (int i = 0; i < n; ++i) {
+    cp_async_wait<F8T_SLOTS - 2>();
+    __syncthreads(); /* block i landed for all threads; every thread is done with block i - 1 */
+    const int ni = i + F8T_SLOTS - 1;
+    if (ni < n && f8t_block(p, fixed_e, (b0 + ni * stride) * 128, &real) >= 0)
+      f8t_issue<FP8_IN>(smem + (ni % F8T_SLOTS) * F8T_SLOT_BYTES(FP8_IN), p,
+                        (b0 + ni * stride) * 128, c0, real);
+    cp_async_commit();
+    const int64_t r0 = (b0 + i * stride) * 128;
+    if (f8t_block(p, fixed_e, r0, &real) < 0) continue;
+    const float a = f8t_column<FP8_IN>(smem + (i % F8T_SLOTS) * F8T_SLOT_BYTES(FP8_IN), v);
+    if (WHAT == F8T_AMAX) amax = fmaxf(amax, a);
+    else f8t_store_column(p, v, WHAT == F8T_OWN ? f8_scale_of(a) : scale, r0, c0);
+  }
+  cp_async_wait<0>();
+  __syncthreads(); /* the ring is free for the next stream */
+  return amax;
+}
+
+/* 1x128 scales: each column's scale from its block's amax. A CTA per 64 columns and
+ * F8T_BLOCKS_PER_CTA blocks (the column slab's blocks blockIdx.x + i * gridDim.x). */
+template <bool FP8_IN>
+__global__ void __launch_bounds__(F8T_THREADS) gg_fp8_quant_t_kernel(const f8t_params p) {
+  extern __shared__ __align__(128) uint8_t f8t_smem[];
+  const int nb = (int)(p.m_pad / 128);
+  const int n = (nb - (int)blockIdx.x + (int)gridDim.x - 1) / (int)gridDim.x;
+  f8t_stream<FP8_IN, F8T_OWN>(f8t_smem, p, -1, blockIdx.x, gridDim.x, n,
+                              (int64_t)blockIdx.y * 64, 0.0f);
+}
+
+/* One scale per expert and column: a CTA per (expert, 64 columns) streams the expert's real blocks
+ * for the columns' amax (also written to expert_amax), then quantizes every block of the expert,
+ * padding blocks included, with that scale: from the ring itself when the real blocks fit in it
+ * (up to 512 rows), else streaming them again (from L2 mostly). The same codes and scales as an
+ * amax pass over all the blocks followed by the quantization (a maximum is order-free). */
+template <bool FP8_IN>
+__global__ void __launch_bounds__(F8T_THREADS) gg_fp8_quant_t_expert_kernel(const f8t_params p) {
+  extern __shared__ __align__(128) uint8_t f8t_smem[];
+  const int e = blockIdx.x, c = threadIdx.x >> 2, sub = threadIdx.x & 3;
+  const int64_t c0 = (int64_t)blockIdx.y * 64, b0 = p.offset[e] / 128;
+  const int nblk = (int)(p.offset[e + 1] / 128 - b0);
+  const int nlive = min(nblk, (max(p.count[e], 0) + 127) / 128);
+  const float amax = f8t_stream<FP8_IN, F8T_AMAX>(f8t_smem, p, e, b0, 1, nlive, c0, 0.0f);
+  if (sub == 0) p.expert_amax[(int64_t)e * p.cols + c0 + c] = amax;
   const float scale = f8_scale_of(amax);
-  for (int64_t r0 = first; r0 < end; r0 += 128) {
-    f8t_load_block<FP8_IN>(tile, x, x_scales, cols, m_pad, r0, c0,
-                           f8t_real_rows(offset, count, e, r0));
-    f8t_column(tile, v);
-    f8t_store_column(q_t, scales_t, v, scale, cols, m_pad, r0, c0);
-    __syncthreads();
+  float v[32];
+  if (nlive <= F8T_SLOTS) { /* block i is still in slot i: the stream overwrote none */
+    for (int i = 0; i < nlive; ++i) {
+      f8t_column<FP8_IN>(f8t_smem + i * F8T_SLOT_BYTES(FP8_IN), v);
+      f8t_store_column(p, v, scale, (b0 + i) * 128, c0);
+    }
+  } else {
+    f8t_stream<FP8_IN, F8T_GIVEN>(f8t_smem, p, e, b0, 1, nlive, c0, scale);
   }
+#pragma unroll
+  for (int j = 0; j < 32; ++j) v[j] = 0.0f;
+  for (int i = nlive; i < nblk; ++i) f8t_store_column(p, v, scale, (b0 + i) * 128, c0);
 }
 
 /* ---- the K-grouped FP8 GEMM ---------------------------------------------------------------- */
@@ -208,7 +274,8 @@ typedef struct {
   int m, n;                         /* dW rows and columns per expert                       */
   int m_tiles, n_tiles, group_m;
   int out_fp32, accumulate;
-  int expert_scales;                /* every block of an expert carries the same scales        */
+  int expert_scales;                /* 1: every block of an expert carries the same scales
+                                       (both operands); 2: B's only (A's per block)            */
 } f8g_params;
 
 /* acc[i] += part[i] * sa(row) * sb(col) for one m64n128 fragment: element i of this thread sits
@@ -226,10 +293,23 @@ __device__ __forceinline__ void f8g_promote(float *acc, const float *part, float
   }
 }
 
+/* acc[i] += part[i] * sa(row): the promotion when B carries one scale per expert and column
+ * (applied once at the end), so only A's row scale changes from block to block. */
+__device__ __forceinline__ void f8g_promote_rows(float *acc, const float *part, float sa0,
+                                                 float sa1) {
+#pragma unroll
+  for (int n8 = 0; n8 < 16; ++n8) {
+    acc[4 * n8 + 0] = fmaf(part[4 * n8 + 0], sa0, acc[4 * n8 + 0]);
+    acc[4 * n8 + 1] = fmaf(part[4 * n8 + 1], sa0, acc[4 * n8 + 1]);
+    acc[4 * n8 + 2] = fmaf(part[4 * n8 + 2], sa1, acc[4 * n8 + 2]);
+    acc[4 * n8 + 3] = fmaf(part[4 * n8 + 3], sa1, acc[4 * n8 + 3]);
+  }
+}
+
 /* One 128-column half of a token block: four m64n128k32 into part, then the promotion. The two
  * warpgroups issue without taking turns: handing the tensor pipe over when a batch was issued,
  * half done or done measured 2-11% slower (docs/PERF.md). */
-template <int H>
+template <int H, bool ROWS_ONLY>
 __device__ __forceinline__ void f8g_half(float *acc, float *part, uint64_t da, uint64_t db,
                                          float sa0, float sa1, const float *sbs, int lane) {
   wgmma_fence();
@@ -240,7 +320,28 @@ __device__ __forceinline__ void f8g_half(float *acc, float *part, uint64_t da, u
   wgmma_commit();
   wgmma_wait<0>();
   reg_fence(part, 64);
-  f8g_promote(acc + 64 * H, part, sa0, sa1, sbs + 128 * H, lane);
+  if (ROWS_ONLY) f8g_promote_rows(acc + 64 * H, part, sa0, sa1);
+  else f8g_promote(acc + 64 * H, part, sa0, sa1, sbs + 128 * H, lane);
+}
+
+/* The promoted main loop over a tile's nkb token blocks (expert_scales 0, or 2 = ROWS_ONLY). */
+template <bool ROWS_ONLY>
+__device__ __forceinline__ void f8g_blocks(float *acc, float *part, int nkb, bool right,
+                                           const uint8_t *smem, uint32_t full0, uint32_t empty0,
+                                           uint64_t da0, uint64_t db0, int r0, int lane,
+                                           int *stage, uint32_t *phase) {
+  for (int kb = 0; kb < nkb; ++kb) {
+    mbar_wait(full0 + 8 * *stage, *phase);
+    const uint64_t da = wgmma_desc_add(da0, *stage * F8G_STAGE_BYTES);
+    const uint64_t db = wgmma_desc_add(db0, *stage * F8G_STAGE_BYTES);
+    const float *sas = (const float *)(smem + F8G_SC_OFF + *stage * F8G_SC_BYTES);
+    const float *sbs = sas + F8G_BM;
+    const float sa0 = sas[r0], sa1 = sas[r0 + 8];
+    f8g_half<0, ROWS_ONLY>(acc, part, da, db, sa0, sa1, sbs, lane);
+    if (right) f8g_half<1, ROWS_ONLY>(acc, part, da, db, sa0, sa1, sbs, lane);
+    gg_release<1>(empty0 + 8 * *stage, lane);
+    if (++*stage == F8G_STAGES) { *stage = 0; *phase ^= 1; }
+  }
 }
 
 static_assert(F8G_EPI_OFF % 1024 == 0 && F8G_STAGE_BYTES % 1024 == 0, "128B-swizzle atoms");
@@ -328,7 +429,7 @@ __global__ void __launch_bounds__(F8G_THREADS, 1)
       const bool right = n0 + 128 < p.n; /* the tile has its right 128-column half */
 #pragma unroll
       for (int i = 0; i < 128; ++i) acc[i] = 0.0f;
-      if (p.expert_scales) {
+      if (p.expert_scales == 1) {
         /* one scale per expert, row and column: the expert's token blocks chain on the tensor
          * cores straight into acc (no partial, no promotion), scaled once below. Both halves
          * always: a missing right half (its reloaded left half) is computed and never stored. */
@@ -370,17 +471,23 @@ __global__ void __launch_bounds__(F8G_THREADS, 1)
           }
         }
       }
-      for (int kb = 0; kb < nkb && !p.expert_scales; ++kb) {
-        mbar_wait(full0 + 8 * stage, phase);
-        const uint64_t da = wgmma_desc_add(da0, stage * F8G_STAGE_BYTES);
-        const uint64_t db = wgmma_desc_add(db0, stage * F8G_STAGE_BYTES);
-        const float *sas = (const float *)(smem + F8G_SC_OFF + stage * F8G_SC_BYTES);
-        const float *sbs = sas + F8G_BM;
-        const float sa0 = sas[r0], sa1 = sas[r0 + 8];
-        f8g_half<0>(acc, part, da, db, sa0, sa1, sbs, lane);
-        if (right) f8g_half<1>(acc, part, da, db, sa0, sa1, sbs, lane);
-        gg_release<1>(empty0 + 8 * stage, lane);
-        if (++stage == F8G_STAGES) { stage = 0; phase ^= 1; }
+      if (p.expert_scales == 0)
+        f8g_blocks<false>(acc, part, nkb, right, smem, full0, empty0, da0, db0, r0, lane, &stage,
+                          &phase);
+      if (p.expert_scales == 2 && nkb > 0) {
+        f8g_blocks<true>(acc, part, nkb, right, smem, full0, empty0, da0, db0, r0, lane, &stage,
+                         &phase);
+        /* B's scales are the expert's (the same in its every block): once, here */
+        const float *sb = p.b_scales + (size_t)blocks0[t.expert] * p.b_ld;
+#pragma unroll
+        for (int n8 = 0; n8 < 32; ++n8) {
+          const int col = n0 + 8 * n8 + 2 * (lane & 3);
+          const float2 b = col < p.n ? *(const float2 *)(sb + col) : make_float2(0.0f, 0.0f);
+          acc[4 * n8 + 0] *= b.x;
+          acc[4 * n8 + 1] *= b.y;
+          acc[4 * n8 + 2] *= b.x;
+          acc[4 * n8 + 3] *= b.y;
+        }
       }
       /* ------------------------------ epilogue ------------------------------ */
       if (!p.out_fp32) {
@@ -430,29 +537,37 @@ static mok_status f8t_quantize(const void *x, const float *x_scales, void *q_t, 
     return MOK_ERR_MISALIGNED;
   const int64_t m_pad = MOK_GG_FP8_SCALE_ROWS(m_total);
   if (m_pad / 128 > INT32_MAX || cols / 64 > 65535) return MOK_ERR_INVALID_SHAPE;
-  const dim3 grid((unsigned)(m_pad / 128), (unsigned)(cols / 64));
-  const int fp8_in = x_scales != NULL;
-  if (expert_amax) { /* one CTA per expert and 64 columns (the amax, then the codes) */
-    if (num_experts > INT32_MAX) return MOK_ERR_INVALID_SHAPE;
-    const dim3 eg((unsigned)num_experts, (unsigned)(cols / 64));
-    if (fp8_in)
-      gg_fp8_quant_t_expert_kernel<true><<<eg, 256, 0, stream>>>(
-          x, x_scales, (uint8_t *)q_t, scales_t, expert_amax, expert_offset, expert_count, cols,
-          m_pad);
-    else
-      gg_fp8_quant_t_expert_kernel<false><<<eg, 256, 0, stream>>>(
-          x, NULL, (uint8_t *)q_t, scales_t, expert_amax, expert_offset, expert_count, cols,
-          m_pad);
-    return cudaGetLastError() == cudaSuccess ? MOK_SUCCESS : MOK_ERR_CUDA;
-  }
-  if (fp8_in)
-    gg_fp8_quant_t_kernel<true><<<grid, 256, 0, stream>>>(x, x_scales, (uint8_t *)q_t, scales_t,
-                                                          expert_offset, expert_count,
-                                                          num_experts, cols, m_pad);
-  else
-    gg_fp8_quant_t_kernel<false><<<grid, 256, 0, stream>>>(x, NULL, (uint8_t *)q_t, scales_t,
-                                                           expert_offset, expert_count,
-                                                           num_experts, cols, m_pad);
+  if (x_scales && ((uintptr_t)x_scales & 15)) return MOK_ERR_MISALIGNED;
+  f8t_params p;
+  p.x = x;
+  p.x_scales = x_scales;
+  p.q_t = (uint8_t *)q_t;
+  p.scales_t = scales_t;
+  p.expert_amax = expert_amax;
+  p.offset = expert_offset;
+  p.count = expert_count;
+  p.num_experts = num_experts;
+  p.cols = cols;
+  p.m_pad = m_pad;
+  const int fp8_in = x_scales != NULL, per_expert = expert_amax != NULL;
+  const void *kernels[2][2] = {
+      {(const void *)gg_fp8_quant_t_kernel<false>, (const void *)gg_fp8_quant_t_kernel<true>},
+      {(const void *)gg_fp8_quant_t_expert_kernel<false>,
+       (const void *)gg_fp8_quant_t_expert_kernel<true>}};
+  const void *kernel = kernels[per_expert][fp8_in];
+  const int smem = F8T_SLOTS * (fp8_in ? F8T_SLOT_BYTES(1) : F8T_SLOT_BYTES(0));
+  if (cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, smem) !=
+      cudaSuccess)
+    return MOK_ERR_CUDA;
+  /* per expert: a CTA per (expert, 64 columns); 1x128: a CTA per 64 columns and
+     F8T_BLOCKS_PER_CTA of their blocks */
+  const int64_t nb = m_pad / 128;
+  const dim3 grid(per_expert ? (unsigned)num_experts
+                             : (unsigned)((nb + F8T_BLOCKS_PER_CTA - 1) / F8T_BLOCKS_PER_CTA),
+                  (unsigned)(cols / 64));
+  void *args[] = {&p};
+  if (cudaLaunchKernel(kernel, grid, dim3(F8T_THREADS), args, (size_t)smem, stream) != cudaSuccess)
+    return MOK_ERR_CUDA;
   return cudaGetLastError() == cudaSuccess ? MOK_SUCCESS : MOK_ERR_CUDA;
 }
 
@@ -485,6 +600,7 @@ extern "C" mok_status mok_gg_fp8_wgrad(const void *a_t, const float *a_scales, i
     return MOK_ERR_INVALID_ARGUMENT;
   if (num_experts <= 0 || m_total <= 0 || m <= 0 || n <= 0) return MOK_ERR_INVALID_SHAPE;
   if (accumulate && !out_fp32) return MOK_ERR_INVALID_ARGUMENT; /* as the bf16 kernel */
+  if (expert_scales < 0 || expert_scales > 2) return MOK_ERR_INVALID_ARGUMENT;
   if (a_ld < m || b_ld < n || a_ld > INT32_MAX || b_ld > INT32_MAX) return MOK_ERR_INVALID_SHAPE;
   if (m % 128 || n % 128 || a_ld % 4 || b_ld % 4 || ((uintptr_t)a_t & 15) || ((uintptr_t)b_t & 15) ||
       ((uintptr_t)a_scales & 15) || ((uintptr_t)b_scales & 15) || ((uintptr_t)dw & 15))
@@ -514,7 +630,7 @@ extern "C" mok_status mok_gg_fp8_wgrad(const void *a_t, const float *a_scales, i
   p.group_m = 8;
   p.out_fp32 = out_fp32 != 0;
   p.accumulate = accumulate != 0;
-  p.expert_scales = expert_scales != 0;
+  p.expert_scales = expert_scales;
   const size_t esz = out_fp32 ? 4 : 2;
   for (int e0 = 0; e0 < num_experts; e0 += F8_MAX_EXPERTS) {
     p.num_experts = num_experts - e0 < F8_MAX_EXPERTS ? num_experts - e0 : F8_MAX_EXPERTS;

@@ -1,6 +1,6 @@
 /* hopper_ptx.cuh — inline-PTX helpers for sm_90a kernels: mbarriers, TMA (bulk tensor) loads and
- * stores, proxy fences, wgmma (descriptors, fence/commit/wait, m64n256k16 bf16), stmatrix,
- * setmaxnreg and named barriers. Header-only, device code only; owned by the grouped GEMM. */
+ * stores, cp.async (zero-filling), proxy fences, wgmma (descriptors, fence/commit/wait,
+ * m64n256k16 bf16), stmatrix, setmaxnreg and named barriers. Header-only, device code only; owned by the grouped GEMM. */
 #ifndef MOK_HOPPER_PTX_CUH
 #define MOK_HOPPER_PTX_CUH
 
@@ -239,6 +239,17 @@ MOK_DEV void stmatrix_x4(uint32_t addr, uint32_t r0, uint32_t r1, uint32_t r2, u
   asm volatile("stmatrix.sync.aligned.m8n8.x4.shared.b16 [%0], {%1, %2, %3, %4};\n" ::"r"(addr),
                "r"(r0), "r"(r1), "r"(r2), "r"(r3)
                : "memory");
+}
+/* cp.async of 16 bytes, of which the first src_bytes come from src and the rest are zeros. */
+MOK_DEV void cp_async16(uint32_t dst, const void *src, uint32_t src_bytes) {
+  asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(dst), "l"(src),
+               "r"(src_bytes)
+               : "memory");
+}
+MOK_DEV void cp_async_commit(void) { asm volatile("cp.async.commit_group;\n" ::: "memory"); }
+/* This thread's cp.async groups but the newest N are complete. */
+template <int N> MOK_DEV void cp_async_wait(void) {
+  asm volatile("cp.async.wait_group %0;\n" ::"n"(N) : "memory");
 }
 MOK_DEV uint32_t pack_bf16x2(float lo, float hi) {
   uint32_t r;

@@ -3,6 +3,7 @@
  * device memory. Two launchers: row-grouped products (forward GEMMs, data gradients) and
  * row-reduced products (weight gradients, one output matrix per group). Correctness first; the
  * fast TMA + wgmma kernels live in kernels/grouped_gemm*. */
+#include "kernels/hopper_ptx.cuh"
 #include "kernels/v1_common.cuh"
 #include "kernels/v1_kernels.h"
 
@@ -17,14 +18,6 @@
 #define B_LD_T (BN + 8)  /* B tile [BK][BN]                                   */
 #define A_STAGE (BM * A_LD_N > BK * A_LD_T ? BM * A_LD_N : BK * A_LD_T)
 #define B_STAGE (BN * B_LD_N > BK * B_LD_T ? BN * B_LD_N : BK * B_LD_T)
-
-__device__ __forceinline__ void cp_async16(void *smem, const void *gmem, int bytes) {
-  unsigned s = (unsigned)__cvta_generic_to_shared(smem);
-  asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(s), "l"(gmem), "r"(bytes));
-}
-__device__ __forceinline__ void cp_async_commit(void) { asm volatile("cp.async.commit_group;\n" ::); }
-template <int N>
-__device__ __forceinline__ void cp_async_wait(void) { asm volatile("cp.async.wait_group %0;\n" ::"n"(N)); }
 
 __device__ __forceinline__ void mma_bf16(float *c, const uint32_t *a, const uint32_t *b) {
   asm volatile(
@@ -53,12 +46,12 @@ __device__ __forceinline__ void load_a(bf16 *sa, const bf16 *A, int64_t lda, int
       int row = c >> 2, kc = (c & 3) * 8;
       bool ok = m0 + row < m_lim && k0 + kc < k_lim;
       const bf16 *src = ok ? A + (m0 + row) * lda + k0 + kc : A;
-      cp_async16(sa + row * A_LD_N + kc, src, ok ? 16 : 0);
+      cp_async16(smem_u32(sa + row * A_LD_N + kc), src, ok ? 16 : 0);
     } else {
       int kr = c >> 3, mc = (c & 7) * 8;
       bool ok = k0 + kr < k_lim;
       const bf16 *src = ok ? A + (k0 + kr) * lda + m0 + mc : A;
-      cp_async16(sa + kr * A_LD_T + mc, src, ok ? 16 : 0);
+      cp_async16(smem_u32(sa + kr * A_LD_T + mc), src, ok ? 16 : 0);
     }
   }
 }
@@ -78,12 +71,12 @@ __device__ __forceinline__ void load_b(bf16 *sb, const bf16 *B, const bf16 *B2, 
       int n = c >> 2, kc = (c & 3) * 8;
       bool ok = k0 + kc < k_lim;
       const bf16 *src = ok ? base + (n0 + n) * ldb + kb + kc : B;
-      cp_async16(sb + n * B_LD_N + kc, src, ok ? 16 : 0);
+      cp_async16(smem_u32(sb + n * B_LD_N + kc), src, ok ? 16 : 0);
     } else {
       int kr = c >> 4, nc = (c & 15) * 8;
       bool ok = k0 + kr < k_lim;
       const bf16 *src = ok ? base + (kb + kr) * ldb + n0 + nc : B;
-      cp_async16(sb + kr * B_LD_T + nc, src, ok ? 16 : 0);
+      cp_async16(smem_u32(sb + kr * B_LD_T + nc), src, ok ? 16 : 0);
     }
   }
 }

@@ -347,20 +347,24 @@ static void wgrad_rows_add(wgrad_rows *w, dims d, int e, const double *dout, con
 }
 
 /* Each expert's operands quantized along its rows, then dW_down += dout^T act,
- * dW_gate += dg^T x, dW_up += du^T x into the double accumulators (expert e at e * I * H). */
-static void wgrad_rows_reduce(wgrad_rows *w, dims d, int per_expert, double *acc_gate,
+ * dW_gate += dg^T x, dW_up += du^T x into the double accumulators (expert e at e * I * H).
+ * mode (c->fp8_wgrad): 1: every operand in 128-row blocks; 2: every operand with one scale per
+ * column over all the expert's rows; 3: the activations and inputs (act, x) so, the gradients
+ * (dout, dg, du) in 128-row blocks. */
+static void wgrad_rows_reduce(wgrad_rows *w, dims d, int mode, double *acc_gate,
                               double *acc_up, double *acc_down) {
   for (int64_t e = 0; e < d.EL * d.ep; ++e) {
     const int64_t r0 = w->first[e], n = w->first[e + 1] - r0;
     if (n == 0) continue;
     float *dout = w->dout + r0 * d.H, *x = w->x + r0 * d.H;
     float *act = w->act + r0 * d.I, *dg = w->dg + r0 * d.I, *du = w->du + r0 * d.I;
-    const int64_t block = per_expert ? n : 128; /* one scale per column: over all n rows */
-    mok_fp8_fake_quantize_columns(dout, n, d.H, block);
-    mok_fp8_fake_quantize_columns(x, n, d.H, block);
-    mok_fp8_fake_quantize_columns(act, n, d.I, block);
-    mok_fp8_fake_quantize_columns(dg, n, d.I, block);
-    mok_fp8_fake_quantize_columns(du, n, d.I, block);
+    /* one scale per column over all n rows, or per 128 rows */
+    const int64_t grad_block = mode == 2 ? n : 128, act_block = mode >= 2 ? n : 128;
+    mok_fp8_fake_quantize_columns(dout, n, d.H, grad_block);
+    mok_fp8_fake_quantize_columns(x, n, d.H, act_block);
+    mok_fp8_fake_quantize_columns(act, n, d.I, act_block);
+    mok_fp8_fake_quantize_columns(dg, n, d.I, grad_block);
+    mok_fp8_fake_quantize_columns(du, n, d.I, grad_block);
     double *gd = acc_down + e * d.I * d.H, *gg = acc_gate + e * d.I * d.H;
     double *gu = acc_up + e * d.I * d.H;
     for (int64_t r = 0; r < n; ++r)
@@ -458,7 +462,7 @@ mok_status mok_ref_backward(const mok_ref_config *c, const mok_ref_rank *ranks,
       store(grads[r].dws_down, acc_ws + 2 * ws_elems, ws_elems);
     }
   }
-  if (ok && f8w) wgrad_rows_reduce(&wr, d, c->fp8_wgrad == 2, acc_gate, acc_up, acc_down);
+  if (ok && f8w) wgrad_rows_reduce(&wr, d, c->fp8_wgrad, acc_gate, acc_up, acc_down);
   if (f8w) wgrad_rows_free(&wr);
   for (int r = 0; ok && want_w && r < d.ep; ++r) {
     store(grads[r].dw_gate, acc_gate + r * w_elems, w_elems);

@@ -303,7 +303,8 @@ void test_fp8_reference_wgrad(void) {
   int64_t n[8];
   float *un[2][8], *fw[2][8];
   ref_backward_into(&p, &s, n, un);
-  for (int mode = 1; mode <= 2; ++mode) { /* 1x128 blocks; one scale per expert and column */
+  for (int mode = 1; mode <= 3; ++mode) { /* 1x128 blocks; one scale per expert and column; so
+                                              for the activations and inputs only */
     p.cfg.fp8_wgrad = mode;
     ref_backward_into(&p, &s, n, fw);
     for (int r = 0; r < 2; ++r) {

@@ -25,7 +25,8 @@ mok_config lh_config(const lh_case *c) {
   if (c->macro_minibatches) cfg.macrobatch_minibatches = c->macro_minibatches;
   cfg.ring_bytes = c->ring_bytes;
   cfg.dtype = c->dtype;
-  cfg.fp8_weight_grads = c->bf16_wgrad ? 0 : c->expert_wgrad ? 2 : 1;
+  if (c->bf16_wgrad) cfg.fp8_weight_grads = 0;
+  else if (c->expert_wgrad) cfg.fp8_weight_grads = c->expert_wgrad;
   cfg.fp8_fused_router_grad = !c->unfused_drw;
   cfg.fp8_shared_expert = c->dtype != MOK_DTYPE_BF16 && c->fp8_shared;
   if (cfg.minibatch_rows % cfg.tile_m) cfg.minibatch_rows = cfg.tile_m;
@@ -236,9 +237,12 @@ void lh_check_against_reference(const lh_host *h, const lh_dev *d, int rank, con
   const int fp8 = c->dtype == MOK_DTYPE_FP8_BLOCK128;
   /* the GPU's FP8 weight gradients: on unless asked off, or accumulating into bf16 (then bf16) */
   const int f8w = fp8 && !c->bf16_wgrad && (c->grad_fp32 || !c->accumulate);
+  mok_config dflt; /* the layer's FP8 weight-gradient mode: the case's, or the default */
+  mok_config_init(&dflt);
+  const int wmode = c->expert_wgrad ? c->expert_wgrad : dflt.fp8_weight_grads;
   mok_ref_config rc = {.shape = h->shape, .ep = h->ep, .use_swiglu_limit = c->use_limit,
                        .swiglu_limit = c->use_limit ? c->limit : 0.0f, .round_bf16 = 1,
-                       .fp8_block128 = fp8, .fp8_wgrad = f8w ? (c->expert_wgrad ? 2 : 1) : 0,
+                       .fp8_block128 = fp8, .fp8_wgrad = f8w ? wmode : 0,
                        .fp8_fused_drw = fp8 && !c->unfused_drw,
                        .fp8_shared = fp8 && c->fp8_shared};
   mok_ref_rank ranks[LH_MAX_RANKS];

@@ -886,8 +886,9 @@ static std::vector<double> quant_t(const gg_rows &g, const std::vector<uint16_t>
 
 /* dW[e] = A_e^T B_e on the FP8 kernel against the host product of the same dequantized operands
  * (fp64): odd and zero counts, padding rows NaN in the bf16 inputs, experts at count -1 left as
- * they were; A a row block of a wider quantized matrix (a_ld > m) when `half`; expert: both
- * operands with one scale per expert and column, the tokens chained on the tensor cores. */
+ * they were; A a row block of a wider quantized matrix (a_ld > m) when `half`; expert 1: both
+ * operands with one scale per expert and column, the tokens chained on the tensor cores; 2: B
+ * only, A per 128 rows (each block promoted by A's row scale). */
 static void run_fp8_wgrad(int E, int max_rows, int64_t m, int64_t n, int out_fp32, int accumulate,
                           int half, int skip, int expert = 0) {
   gg_rng r = {test_seed() ^ 0xf8e1};
@@ -903,8 +904,8 @@ static void run_fp8_wgrad(int E, int max_rows, int64_t m, int64_t n, int out_fp3
   int32_t *doff = to_dev(g.offset), *dcnt = to_dev(g.count), *dcnt_call = to_dev(cnt_dev);
   uint8_t *qa, *qb;
   float *sa, *sb;
-  std::vector<double> av = quant_t(g, a, am, &qa, &sa, doff, dcnt, expert);
-  std::vector<double> bv = quant_t(g, b, n, &qb, &sb, doff, dcnt, expert);
+  std::vector<double> av = quant_t(g, a, am, &qa, &sa, doff, dcnt, expert == 1);
+  std::vector<double> bv = quant_t(g, b, n, &qb, &sb, doff, dcnt, expert != 0);
   const size_t nw = (size_t)E * m * n;
   std::vector<float> init(nw);
   for (size_t i = 0; i < nw; ++i) init[i] = accumulate ? (float)(2 * gg_uniform(&r) - 1) : NAN;
@@ -968,9 +969,18 @@ static void test_gg_fp8_wgrad(void) {
   run_fp8_wgrad(7, 300, 256, 128, 1, 1, 0, 1, 1);
   run_fp8_wgrad(4, 700, 384, 640, 0, 0, 0, 0, 1);
   run_fp8_wgrad(3, 450, 256, 640, 1, 0, 1, 0, 1);
+  /* per-expert scales for B only: the same cases' kinds */
+  run_fp8_wgrad(6, 300, 256, 384, 1, 0, 0, 0, 2);
+  run_fp8_wgrad(7, 300, 256, 128, 1, 1, 0, 1, 2);
+  run_fp8_wgrad(4, 700, 384, 640, 0, 0, 0, 0, 2);
+  run_fp8_wgrad(3, 450, 256, 640, 1, 0, 1, 0, 2);
   /* refused */
   CHECK_STATUS(mok_gg_fp8_wgrad(NULL, NULL, 128, NULL, NULL, 128, NULL, 1, 0, 0, NULL, NULL, 1, 128,
                                 128, 128, 0),
+               MOK_ERR_INVALID_ARGUMENT);
+  void *nz = (void *)16;
+  CHECK_STATUS(mok_gg_fp8_wgrad(nz, (const float *)nz, 128, nz, (const float *)nz, 128, nz, 1, 0,
+                                3, (const int32_t *)nz, (const int32_t *)nz, 1, 128, 128, 128, 0),
                MOK_ERR_INVALID_ARGUMENT);
 }
 
@@ -981,7 +991,7 @@ static void test_gg_fp8_requant_t(void) {
   gg_rng r = {test_seed() ^ 0x7e9a};
   const int E = 6;
   const int64_t cols = 384;
-  gg_rows g = make_rows(&r, E, 300, 1);
+  gg_rows g = make_rows(&r, E, 700, 1); /* experts past the quantizer's 4-block ring too */
   const int64_t m = g.m_total, mp = MOK_GG_FP8_SCALE_ROWS(m), nb = mp / 128;
   std::vector<uint16_t> x(m * cols);
   fill_bf16(&r, x, 2.0f);

@@ -291,11 +291,14 @@ GPU_TEST(layer_fp8_wgrad_bf16) {
 }
 
 /* FP8 weight gradients with one scale per expert and column (config fp8_weight_grads = 2: the
- * expert's tokens chained on the tensor cores, no promotion). */
+ * expert's tokens chained on the tensor cores, no promotion), and with such scales for the
+ * activations only (3: the gradients per 128 tokens, each block promoted). */
 GPU_TEST(layer_fp8_wgrad_expert) {
   lh_case c = lh_base_case();
-  c.expert_wgrad = 1;
+  c.expert_wgrad = 2;
   fp8_mode_cases(c, "fp8, per-expert wgrad", "fp8, per-expert wgrad, zipf", 0);
+  c.expert_wgrad = 3;
+  fp8_mode_cases(c, "fp8, per-expert act wgrad", "fp8, per-expert act wgrad, zipf", 0);
 }
 
 /* The router-weight gradient from the forward's kept outputs (config fp8_fused_router_grad = 0;

@@ -15,7 +15,7 @@ def main():
     assert (cfg.fwd_comm_sms, cfg.bwd_comm_sms, cfg.tile_m, cfg.minibatch_rows) == (0, 0, 128, 128)
     assert cfg.macrobatch_minibatches == 64 and cfg.ring_bytes == 0 and cfg.schedule_capacity == 0
     assert cfg.use_swiglu_limit == 0 and cfg.timeout_ms == 10000 and cfg.deterministic == 1
-    assert cfg.fp8_weight_grads == 1 and cfg.fp8_fused_router_grad == 1 and cfg.fp8_shared_expert == 0
+    assert cfg.fp8_weight_grads == 3 and cfg.fp8_fused_router_grad == 1 and cfg.fp8_shared_expert == 0
 
     dsv3 = c.Shape(7168, 7168, 256, 2048, 8, 2048)
     c.call("mok_validate", ctypes.byref(dsv3), ctypes.byref(cfg), 8)
