@@ -29,13 +29,13 @@
 /* Both stream 128-row x 64-column blocks of x through a ring of F8T_SLOTS shared-memory slots
  * filled by cp.async (rows past a block's real rows zero-filled by the copy), F8T_SLOTS - 1
  * blocks in flight while one is quantized. (The first version held one 16-byte load per thread at
- * a time: ~20 KB in flight per SM, ~1.8 TB/s.) A slot's rows are 128 bytes (bf16) or 64 (codes)
+ * a time: ~20 KB in flight per SM, ~2.4 TB/s.) A slot's rows are 128 bytes (bf16) or 64 (codes)
  * with their 16-byte chunks XORed by (row / 32) % 4, so the column readers (four threads per
  * column, 32 rows each) hit distinct banks; codes carry their rows' 1x128 scales in the slot,
  * skewed by 4 floats per 32 rows for the same reason. */
 #define F8T_SLOTS 4
 #define F8T_THREADS 256
-#define F8T_BLOCKS_PER_CTA 8 /* the 1x128 kernel: a column slab's blocks per CTA           */
+#define F8T_BLOCKS_PER_CTA 8 /* the 1x128 kernel: consecutive blocks per CTA              */
 #define F8T_SCALE_OFF (128 * 64) /* codes slot: the row scales after the codes                */
 #define F8T_SLOT_BYTES(FP8_IN) ((FP8_IN) ? F8T_SCALE_OFF + (128 + 16) * 4 : 128 * 64 * 2)
 
@@ -153,41 +153,49 @@ __device__ __forceinline__ void f8t_store_column(const f8t_params &p, const floa
 #define F8T_OWN 1   /* quantize each block with its own columns' scales (1x128)        */
 #define F8T_GIVEN 2 /* quantize each block with the given scales                       */
 
-/* The expert of the block at r0 (fixed_e, or looked up when fixed_e < 0; -1 past the last
- * expert's rows) and the block's real rows. */
-__device__ __forceinline__ int f8t_block(const f8t_params &p, int fixed_e, int64_t r0,
+/* The expert of the block at r0 and the block's real rows: fixed_e, or (fixed_e < 0) found from
+ * *cursor, an expert at or before the block's (blocks come in ascending order), which it advances;
+ * -1 past the last expert's rows. */
+__device__ __forceinline__ int f8t_block(const f8t_params &p, int fixed_e, int *cursor, int64_t r0,
                                          int *real) {
-  const int e = fixed_e >= 0 ? fixed_e : f8t_expert_of(p.offset, p.num_experts, r0);
+  int e = fixed_e;
+  if (e < 0 && r0 < p.offset[p.num_experts]) {
+    e = *cursor;
+    while (p.offset[e + 1] <= r0) ++e;
+    *cursor = e;
+  }
   *real = e < 0 ? 0 : f8t_real_rows(p.offset, p.count, e, r0);
   return e;
 }
 
-/* Blocks i = 0..n-1 at rows (b0 + i * stride) * 128, columns c0..c0 + 63, through the ring.
- * Returns the columns' amax over them (F8T_AMAX). Blocks past the last expert's rows are skipped
- * (nothing reads them). */
+/* Blocks b0..b0 + n - 1 (rows from b0 * 128), columns c0..c0 + 63, through the ring. Returns the
+ * columns' amax over them (F8T_AMAX). Blocks past the last expert's rows are skipped (nothing
+ * reads them). */
 template <bool FP8_IN, int WHAT>
 __device__ __forceinline__ float f8t_stream(uint8_t *smem, const f8t_params &p, int fixed_e,
-                                            int64_t b0, int64_t stride, int n, int64_t c0,
-                                            float scale) {
+                                            int64_t b0, int n, int64_t c0, float scale) {
   float v[32];
   float amax = 0.0f;
   int real;
+  /* the issuing and the quantizing walk's experts (one lookup, then forward) */
+  int ce = fixed_e >= 0 ? fixed_e : max(f8t_expert_of(p.offset, p.num_experts, b0 * 128), 0);
+  int cq = ce;
 #pragma unroll
   for (int i = 0; i < F8T_SLOTS - 1; ++i) {
-    if (i < n && f8t_block(p, fixed_e, (b0 + i * stride) * 128, &real) >= 0)
-      f8t_issue<FP8_IN>(smem + i * F8T_SLOT_BYTES(FP8_IN), p, (b0 + i * stride) * 128, c0, real);
+    if (i < n && f8t_block(p, fixed_e, &ce, (b0 + i) * 128, &real) >= 0)
+      f8t_issue<FP8_IN>(smem + i * F8T_SLOT_BYTES(FP8_IN), p, (b0 + i) * 128, c0, real);
     cp_async_commit();
   }
   for (int i = 0; i < n; ++i) {
     cp_async_wait<F8T_SLOTS - 2>();
     __syncthreads(); /* block i landed for all threads; every thread is done with block i - 1 */
     const int ni = i + F8T_SLOTS - 1;
-    if (ni < n && f8t_block(p, fixed_e, (b0 + ni * stride) * 128, &real) >= 0)
-      f8t_issue<FP8_IN>(smem + (ni % F8T_SLOTS) * F8T_SLOT_BYTES(FP8_IN), p,
-                        (b0 + ni * stride) * 128, c0, real);
+    if (ni < n && f8t_block(p, fixed_e, &ce, (b0 + ni) * 128, &real) >= 0)
+      f8t_issue<FP8_IN>(smem + (ni % F8T_SLOTS) * F8T_SLOT_BYTES(FP8_IN), p, (b0 + ni) * 128, c0,
+                        real);
     cp_async_commit();
-    const int64_t r0 = (b0 + i * stride) * 128;
-    if (f8t_block(p, fixed_e, r0, &real) < 0) continue;
+    const int64_t r0 = (b0 + i) * 128;
+    if (f8t_block(p, fixed_e, &cq, r0, &real) < 0) continue;
     const float a = f8t_column<FP8_IN>(smem + (i % F8T_SLOTS) * F8T_SLOT_BYTES(FP8_IN), v);
     if (WHAT == F8T_AMAX) amax = fmaxf(amax, a);
     else f8t_store_column(p, v, WHAT == F8T_OWN ? f8_scale_of(a) : scale, r0, c0);
@@ -198,13 +206,12 @@ __device__ __forceinline__ float f8t_stream(uint8_t *smem, const f8t_params &p, 
 }
 
 /* 1x128 scales: each column's scale from its block's amax. A CTA per 64 columns and
- * F8T_BLOCKS_PER_CTA blocks (the column slab's blocks blockIdx.x + i * gridDim.x). */
+ * F8T_BLOCKS_PER_CTA consecutive blocks. */
 template <bool FP8_IN>
 __global__ void __launch_bounds__(F8T_THREADS) gg_fp8_quant_t_kernel(const f8t_params p) {
   extern __shared__ __align__(128) uint8_t f8t_smem[];
-  const int nb = (int)(p.m_pad / 128);
-  const int n = (nb - (int)blockIdx.x + (int)gridDim.x - 1) / (int)gridDim.x;
-  f8t_stream<FP8_IN, F8T_OWN>(f8t_smem, p, -1, blockIdx.x, gridDim.x, n,
+  const int nb = (int)(p.m_pad / 128), b0 = (int)blockIdx.x * F8T_BLOCKS_PER_CTA;
+  f8t_stream<FP8_IN, F8T_OWN>(f8t_smem, p, -1, b0, min(F8T_BLOCKS_PER_CTA, nb - b0),
                               (int64_t)blockIdx.y * 64, 0.0f);
 }
 
@@ -220,7 +227,7 @@ __global__ void __launch_bounds__(F8T_THREADS) gg_fp8_quant_t_expert_kernel(cons
   const int64_t c0 = (int64_t)blockIdx.y * 64, b0 = p.offset[e] / 128;
   const int nblk = (int)(p.offset[e + 1] / 128 - b0);
   const int nlive = min(nblk, (max(p.count[e], 0) + 127) / 128);
-  const float amax = f8t_stream<FP8_IN, F8T_AMAX>(f8t_smem, p, e, b0, 1, nlive, c0, 0.0f);
+  const float amax = f8t_stream<FP8_IN, F8T_AMAX>(f8t_smem, p, e, b0, nlive, c0, 0.0f);
   if (sub == 0) p.expert_amax[(int64_t)e * p.cols + c0 + c] = amax;
   const float scale = f8_scale_of(amax);
   float v[32];
@@ -230,7 +237,7 @@ __global__ void __launch_bounds__(F8T_THREADS) gg_fp8_quant_t_expert_kernel(cons
       f8t_store_column(p, v, scale, (b0 + i) * 128, c0);
     }
   } else {
-    f8t_stream<FP8_IN, F8T_GIVEN>(f8t_smem, p, e, b0, 1, nlive, c0, scale);
+    f8t_stream<FP8_IN, F8T_GIVEN>(f8t_smem, p, e, b0, nlive, c0, scale);
   }
 #pragma unroll
   for (int j = 0; j < 32; ++j) v[j] = 0.0f;
