@@ -193,14 +193,16 @@ mok_status mok_gg_fp8_dequantize_act(const void *q, const float *scales, void *x
  * and do not count; blocks past expert_offset[E] are not written. cols a multiple of 128.
  * expert_amax: NULL, or num_experts * cols floats: then one scale per expert and column (from
  * its amax over all the expert's real rows, which is also written there), in each of its blocks,
- * padding blocks included; one kernel reads the expert's rows twice, the second time from L2. */
+ * padding blocks included; one kernel reads the expert's rows once when they fit its ring of
+ * four 128-row blocks, else twice (the second time mostly from L2). */
 mok_status mok_gg_fp8_quantize_t(const void *x, void *q_t, float *scales_t, float *expert_amax,
                                  const int32_t *expert_offset, const int32_t *expert_count,
                                  int num_experts, int64_t m_total, int64_t cols,
                                  cudaStream_t stream);
 
-/* The same from q [m_total, cols] e4m3 codes with scales as mok_gg_fp8_quantize_act writes them:
- * bit for bit mok_gg_fp8_dequantize_act then mok_gg_fp8_quantize_t, without the bf16 copy. */
+/* The same from q [m_total, cols] e4m3 codes with scales as mok_gg_fp8_quantize_act writes them
+ * (q_scales 16-byte aligned): bit for bit mok_gg_fp8_dequantize_act then mok_gg_fp8_quantize_t,
+ * without the bf16 copy. */
 mok_status mok_gg_fp8_requantize_t(const void *q, const float *q_scales, void *q_t,
                                    float *scales_t, float *expert_amax,
                                    const int32_t *expert_offset, const int32_t *expert_count,
