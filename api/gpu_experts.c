@@ -214,8 +214,10 @@ static mok_status fp8_wgrad(const mok_schedule *s, int64_t a_row, int64_t a_ld, 
                             int64_t n, void *dw, const mok_grads *g, cudaStream_t stream) {
   const mok_workspace *w = s->ws;
   const int64_t rows_pad = MOK_GG_FP8_SCALE_ROWS(s->rows);
+  /* the kernel's expert_scales: both operands per expert (mode 2), B's only (mode 3), or none */
+  const int mode = w->config.fp8_weight_grads, scales = mode == 2 ? 1 : mode == 3 ? 2 : 0;
   TRY(mok_gg_fp8_wgrad((const char *)w->wq_a + a_row * rows_pad, w->wq_as + a_row, a_ld, w->wq_b,
-                       w->wq_bs, n, dw, g->grad_fp32, g->accumulate, w->wq_kernel_scales,
+                       w->wq_bs, n, dw, g->grad_fp32, g->accumulate, scales,
                        s->expert_offset, s->expert_count, w->el, s->rows, m, n, stream));
   TRY_CUDA(v1_nan_if_error(dw, (int64_t)w->el * m * n, g->grad_fp32, w->err, stream));
   return MOK_SUCCESS;
@@ -226,8 +228,8 @@ static mok_status fp8_wgrad(const mok_schedule *s, int64_t a_row, int64_t a_ld, 
  * for bf16-accumulated gradients) in FP8: each operand quantized 1x128 along the tokens (or with
  * one scale per expert and channel: act and x in modes 2 and 3, dout and dgu in mode 2) and
  * transposed into wq_a / wq_b (dout and dgu from bf16, act and x requantized from their codes:
- * the same bits as dequantizing them first) for the K-grouped FP8 GEMM. Else in bf16 (gg_wgrad) on act and x dequantized (into d_a, then
- * into d_out, which this overwrites). */
+ * the same bits as dequantizing them first) for the K-grouped FP8 GEMM. Else in bf16 (gg_wgrad)
+ * on act and x dequantized (into d_a, then into d_out, which this overwrites). */
 static mok_status fp8_backward_weight_grads(mok_schedule *s, const mok_grads *g,
                                             const int32_t *used, cudaStream_t stream) {
   mok_workspace *w = s->ws;
@@ -237,7 +239,7 @@ static mok_status fp8_backward_weight_grads(mok_schedule *s, const mok_grads *g,
   const int el = w->el;
   if (w->fp8_wgrad && (g->grad_fp32 || !g->accumulate)) {
     /* per-expert scales: the activations' (modes 2, 3) and the gradients' (mode 2) */
-    float *ea = w->wq_amax, *ea_grad = w->wq_expert_a ? w->wq_amax : NULL;
+    float *ea = w->wq_amax, *ea_grad = w->config.fp8_weight_grads == 2 ? w->wq_amax : NULL;
     TRY(mok_gg_fp8_quantize_t(w->d_out, w->wq_a, w->wq_as, ea_grad, off, cnt, el, rows, H,
                               stream));
     TRY(mok_gg_fp8_requantize_t(s->a, mok_fp8_scales_of(s->a, rows, I), w->wq_b, w->wq_bs, ea, off,

@@ -54,8 +54,6 @@ struct mok_workspace {
   float *wq_as, *wq_bs;      /*   and their scales [rows_pad / 128][max(H, 2I) | max(H, I)]  */
   float *wq_amax;            /*   per-expert scales (config fp8_weight_grads 2 or 3): the
                                 amax scratch [el][max(H, 2I)]; NULL for 1x128 blocks       */
-  int wq_expert_a;           /*   A (dout, dgu) with per-expert scales too (mode 2)        */
-  int wq_kernel_scales;      /*   mok_gg_fp8_wgrad's expert_scales: 0, 1 (mode 2), 2 (3)   */
   int fp8_fused_drw;         /* FP8: d_router_weights inside the SwiGLU backward, from the
                                 unweighted d_act product (config fp8_fused_router_grad); the
                                 forward then keeps no outputs                               */

@@ -321,8 +321,6 @@ mok_status mok_workspace_create(mok_group *g, const mok_shape *s, const mok_conf
     w->wq_b = L + o_wb;
     w->wq_bs = (float *)(L + o_wbs);
     w->wq_amax = c->fp8_weight_grads >= 2 ? (float *)(L + o_wam) : NULL;
-    w->wq_expert_a = c->fp8_weight_grads == 2;
-    w->wq_kernel_scales = c->fp8_weight_grads == 2 ? 1 : c->fp8_weight_grads == 3 ? 2 : 0;
   }
   if (fp8_shared) {
     w->s8_w = L + o_s8w;

@@ -345,7 +345,7 @@ int main(int argc, char **argv) {
       printf("%-22s %-10s %10.3f %8.0f GB/s\n", s.name, "f8w_quant", ms, qbytes / ms * 1e-6);
       ms = time_median_ms(run_fp8_wgrad, &fw, 2, iters);
       printf("%-22s %-10s %10.3f %10.1f\n", s.name, "fp8_wgrad", ms, flop / ms * 1e-9);
-      /* one scale per expert and column: the quantization (with its amax pass), the GEMM */
+      /* one scale per expert and column: the quantization (amax, then codes), the GEMM */
       CK(cudaMalloc(&fw.amax, (size_t)c.E * (s.n > s.k ? s.n : s.k) * 4));
       ms = time_median_ms(run_fp8_wgrad_quant, &fw, 2, iters);
       printf("%-22s %-10s %10.3f %8.0f GB/s\n", s.name, "f8w_quantx", ms, qbytes / ms * 1e-6);

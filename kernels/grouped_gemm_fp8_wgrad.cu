@@ -8,7 +8,8 @@
  *     K-major layout FP8 wgmma needs) and scales [m_pad/128][cols]; padding rows (past each
  *     expert's count) become zero codes and do not count in the amax.
  *   gg_fp8_quant_t_expert_kernel: the same with one scale per expert and column: a CTA per expert
- *     and 64 columns takes the amax over the expert's rows, then quantizes them (from L2).
+ *     and 64 columns takes the amax over the expert's rows, then quantizes them (from its
+ *     shared-memory ring when they fit, else read again).
  *   gg_fp8_wgrad_kernel: dW[e] = sum over e's token blocks of A_blk^T B_blk, A and B given as
  *     those transposed codes; 128 x 256 output tiles, one producer warp, two consumer warpgroups
  *     of 64 rows, each 128-column half's m64n128k32 partial per 128 tokens promoted on the CUDA
@@ -75,28 +76,20 @@ template <bool FP8_IN>
 __device__ __forceinline__ void f8t_issue(uint8_t *slot, const f8t_params &p, int64_t r0,
                                           int64_t c0, int real) {
   const uint32_t s = smem_u32(slot);
-  if (FP8_IN) {
-    const uint8_t *x = (const uint8_t *)p.x;
+  const int es = FP8_IN ? 1 : 2, row_bytes = 64 * es, chunks = row_bytes / 16; /* per row */
+  const uint8_t *x = (const uint8_t *)p.x + c0 * es;
 #pragma unroll
-    for (int k = 0; k < 2; ++k) { /* 16 codes: chunk i % 4 of row i / 4 */
-      const int i = threadIdx.x + F8T_THREADS * k, r = i >> 2, ch = i & 3, live = r < real;
-      cp_async16(s + r * 64 + ((ch ^ ((r >> 5) & 3)) << 4),
-                 x + (live ? r0 + r : 0) * p.cols + c0 + ch * 16, live ? 16 : 0);
-    }
-    if (threadIdx.x < 32) { /* the rows' scales, four per copy */
-      const int q = threadIdx.x, left = real - 4 * q;
-      const float *src = p.x_scales + (c0 / 128) * p.m_pad + (left > 0 ? r0 + 4 * q : 0);
-      cp_async16(s + F8T_SCALE_OFF + (4 * q + 4 * (q >> 3)) * 4, src,
-                 left <= 0 ? 0 : (left >= 4 ? 16 : 4 * left));
-    }
-  } else {
-    const uint16_t *x = (const uint16_t *)p.x;
-#pragma unroll
-    for (int k = 0; k < 4; ++k) { /* 8 values: chunk i % 8 of row i / 8 */
-      const int i = threadIdx.x + F8T_THREADS * k, r = i >> 3, ch = i & 7, live = r < real;
-      cp_async16(s + r * 128 + ((ch ^ ((r >> 5) & 3)) << 4),
-                 x + (live ? r0 + r : 0) * p.cols + c0 + ch * 8, live ? 16 : 0);
-    }
+  for (int k = 0; k < 128 * chunks / F8T_THREADS; ++k) { /* chunk i % chunks of row i / chunks */
+    const int i = threadIdx.x + F8T_THREADS * k, r = i / chunks, ch = i % chunks;
+    const int live = r < real;
+    cp_async16(s + r * row_bytes + ((ch ^ ((r >> 5) & 3)) << 4),
+               x + (live ? r0 + r : 0) * p.cols * es + ch * 16, live ? 16 : 0);
+  }
+  if (FP8_IN && threadIdx.x < 32) { /* the rows' scales, four per copy */
+    const int q = threadIdx.x, left = real - 4 * q;
+    const float *src = p.x_scales + (c0 / 128) * p.m_pad + (left > 0 ? r0 + 4 * q : 0);
+    cp_async16(s + F8T_SCALE_OFF + (4 * q + 4 * (q >> 3)) * 4, src,
+               left <= 0 ? 0 : (left >= 4 ? 16 : 4 * left));
   }
 }
 
@@ -111,14 +104,17 @@ __device__ __forceinline__ float f8t_column(const uint8_t *slot, float *v) {
     const uint8_t *col = slot + sub * 32 * 64 + (((c >> 4) ^ sub) << 4) + (c & 15);
     const float *sc = (const float *)(slot + F8T_SCALE_OFF) + sub * 36;
 #pragma unroll
-    for (int j = 0; j < 32; j += 2) {
-      const uint16_t pair = (uint16_t)(col[j * 64] | (col[(j + 1) * 64] << 8));
-      uint32_t h;
-      asm("cvt.rn.f16x2.e4m3x2 %0, %1;" : "=r"(h) : "h"(pair));
-      const float2 f = __half22float2(*(const __half2 *)&h);
-      const uint32_t b = pack_bf16x2(f.x * sc[j], f.y * sc[j + 1]);
-      v[j] = __uint_as_float(b << 16);
-      v[j + 1] = __uint_as_float(b & 0xffff0000u);
+    for (int j = 0; j < 32; j += 4) { /* four rows' codes at a time */
+      float f[4];
+      f8_codes4((uint32_t)col[j * 64] | (uint32_t)col[(j + 1) * 64] << 8 |
+                    (uint32_t)col[(j + 2) * 64] << 16 | (uint32_t)col[(j + 3) * 64] << 24,
+                f);
+#pragma unroll
+      for (int q = 0; q < 4; q += 2) {
+        const uint32_t b = pack_bf16x2(f[q] * sc[j + q], f[q + 1] * sc[j + q + 1]);
+        v[j + q] = __uint_as_float(b << 16);
+        v[j + q + 1] = __uint_as_float(b & 0xffff0000u);
+      }
     }
   } else {
     const uint8_t *col = slot + sub * 32 * 128 + (((c >> 3) ^ sub) << 4) + (c & 7) * 2;
@@ -313,6 +309,21 @@ __device__ __forceinline__ void f8g_promote_rows(float *acc, const float *part, 
   }
 }
 
+/* acc[i] *= sa(row) * sb(col), once per tile: sb the expert's column scales (from its first block),
+ * columns past n times 0 (never stored). sa0 = sa1 = 1 when A's scales were applied per block. */
+__device__ __forceinline__ void f8g_scale_once(float *acc, const float *sb, int n0, int n, float sa0,
+                                               float sa1, int lane) {
+#pragma unroll
+  for (int n8 = 0; n8 < 32; ++n8) {
+    const int col = n0 + 8 * n8 + 2 * (lane & 3);
+    const float2 b = col < n ? *(const float2 *)(sb + col) : make_float2(0.0f, 0.0f);
+    acc[4 * n8 + 0] *= sa0 * b.x;
+    acc[4 * n8 + 1] *= sa0 * b.y;
+    acc[4 * n8 + 2] *= sa1 * b.x;
+    acc[4 * n8 + 3] *= sa1 * b.y;
+  }
+}
+
 /* One 128-column half of a token block: four m64n128k32 into part, then the promotion. The two
  * warpgroups issue without taking turns: handing the tensor pipe over when a batch was issued,
  * half done or done measured 2-11% slower (docs/PERF.md). */
@@ -464,18 +475,9 @@ __global__ void __launch_bounds__(F8G_THREADS, 1)
           gg_release<1>(empty0 + 8 * (stage == 0 ? F8G_STAGES - 1 : stage - 1), lane);
           const size_t blk0 = (size_t)blocks0[t.expert];
           const int row = t.m_tile * F8G_BM + r0;
-          const float sa0 = p.a_scales[blk0 * p.a_ld + row];
-          const float sa1 = p.a_scales[blk0 * p.a_ld + row + 8];
-          const float *sb = p.b_scales + blk0 * p.b_ld;
-#pragma unroll
-          for (int n8 = 0; n8 < 32; ++n8) {
-            const int col = n0 + 8 * n8 + 2 * (lane & 3);
-            const float2 b = col < p.n ? *(const float2 *)(sb + col) : make_float2(0.0f, 0.0f);
-            acc[4 * n8 + 0] *= sa0 * b.x;
-            acc[4 * n8 + 1] *= sa0 * b.y;
-            acc[4 * n8 + 2] *= sa1 * b.x;
-            acc[4 * n8 + 3] *= sa1 * b.y;
-          }
+          f8g_scale_once(acc, p.b_scales + blk0 * p.b_ld, n0, p.n,
+                         p.a_scales[blk0 * p.a_ld + row], p.a_scales[blk0 * p.a_ld + row + 8],
+                         lane);
         }
       }
       if (p.expert_scales == 0)
@@ -485,16 +487,8 @@ __global__ void __launch_bounds__(F8G_THREADS, 1)
         f8g_blocks<true>(acc, part, nkb, right, smem, full0, empty0, da0, db0, r0, lane, &stage,
                          &phase);
         /* B's scales are the expert's (the same in its every block): once, here */
-        const float *sb = p.b_scales + (size_t)blocks0[t.expert] * p.b_ld;
-#pragma unroll
-        for (int n8 = 0; n8 < 32; ++n8) {
-          const int col = n0 + 8 * n8 + 2 * (lane & 3);
-          const float2 b = col < p.n ? *(const float2 *)(sb + col) : make_float2(0.0f, 0.0f);
-          acc[4 * n8 + 0] *= b.x;
-          acc[4 * n8 + 1] *= b.y;
-          acc[4 * n8 + 2] *= b.x;
-          acc[4 * n8 + 3] *= b.y;
-        }
+        f8g_scale_once(acc, p.b_scales + (size_t)blocks0[t.expert] * p.b_ld, n0, p.n, 1.0f, 1.0f,
+                       lane);
       }
       /* ------------------------------ epilogue ------------------------------ */
       if (!p.out_fp32) {

@@ -291,7 +291,7 @@ void test_fp8_quantize_columns(void) {
 }
 
 /* The reference's FP8 weight-gradient modes (1x128 blocks along the tokens; one scale per expert
- * and column): the data gradients (dx, d_rw) and the shared expert's weight gradients are those
+ * and column; that for the activations and inputs only): the data gradients (dx, d_rw) and the shared expert's weight gradients are those
  * of the FP8 mode bit for bit; the routed weight gradients differ (their operands are also
  * quantized along the tokens) by E4M3's precision. */
 void test_fp8_reference_wgrad(void) {

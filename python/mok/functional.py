@@ -316,8 +316,9 @@ def moe_backward_fp8(dy, x, topk, rw, q_gate, s_gate, q_up, s_up, q_down, s_down
                      ws_up, ws_down, group_id, num_experts, swiglu_limit=0.0, slot=0):
     """The backward of moe_forward_fp8 with the same arguments and slot (on the schedule its
     forward kept), t the four tensors of transpose_weights_fp8: the data gradients run in FP8 on
-    them, the weight gradients in FP8 too (each operand quantized 1x128 along the expert's tokens;
-    a Group made with fp8_weight_grads=0: in bf16). Returns dx, d_router_weights and the bf16
+    them, the weight gradients in FP8 too (along the expert's tokens: the gradients in 1x128
+    blocks, the inputs and activations with one scale per expert and channel; the Group's
+    fp8_weight_grads picks another mode, 0: in bf16). Returns dx, d_router_weights and the bf16
     gradients of w_gate, w_up, w_down (the dequantized weights the forward saw) and of the shared
     expert."""
     _check_fp8(x, topk, rw, q_gate, s_gate, q_up, s_up, q_down, s_down, ws_gate, ws_up, ws_down,

@@ -26,7 +26,7 @@ mok_config lh_config(const lh_case *c) {
   cfg.ring_bytes = c->ring_bytes;
   cfg.dtype = c->dtype;
   if (c->bf16_wgrad) cfg.fp8_weight_grads = 0;
-  else if (c->expert_wgrad) cfg.fp8_weight_grads = c->expert_wgrad;
+  else if (c->wgrad_mode) cfg.fp8_weight_grads = c->wgrad_mode;
   cfg.fp8_fused_router_grad = !c->unfused_drw;
   cfg.fp8_shared_expert = c->dtype != MOK_DTYPE_BF16 && c->fp8_shared;
   if (cfg.minibatch_rows % cfg.tile_m) cfg.minibatch_rows = cfg.tile_m;
@@ -239,7 +239,7 @@ void lh_check_against_reference(const lh_host *h, const lh_dev *d, int rank, con
   const int f8w = fp8 && !c->bf16_wgrad && (c->grad_fp32 || !c->accumulate);
   mok_config dflt; /* the layer's FP8 weight-gradient mode: the case's, or the default */
   mok_config_init(&dflt);
-  const int wmode = c->expert_wgrad ? c->expert_wgrad : dflt.fp8_weight_grads;
+  const int wmode = c->wgrad_mode ? c->wgrad_mode : dflt.fp8_weight_grads;
   mok_ref_config rc = {.shape = h->shape, .ep = h->ep, .use_swiglu_limit = c->use_limit,
                        .swiglu_limit = c->use_limit ? c->limit : 0.0f, .round_bf16 = 1,
                        .fp8_block128 = fp8, .fp8_wgrad = f8w ? wmode : 0,

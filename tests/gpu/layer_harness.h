@@ -34,8 +34,7 @@ typedef struct {
   int macro_minibatches;  /* 0: default                                                     */
   double tol;             /* the gradients' bound against the reference; 0: LH_TOL          */
   int bf16_wgrad;         /* FP8: config fp8_weight_grads = 0 (bf16 weight gradients)       */
-  int expert_wgrad;       /* FP8: config fp8_weight_grads = this (2 or 3: per-expert scales);
-                             0: the default                                                 */
+  int wgrad_mode;         /* FP8: config fp8_weight_grads = this (1 to 3); 0: the default     */
   int unfused_drw;        /* FP8: config fp8_fused_router_grad = 0 (d_rw from kept outputs) */
   int fp8_shared;         /* FP8: config fp8_shared_expert = 1 (the shared expert in FP8; the
                              host's shared weights then hold their dequantized values)       */

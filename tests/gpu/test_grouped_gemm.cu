@@ -845,7 +845,7 @@ static std::vector<double> quant_t(const gg_rows &g, const std::vector<uint16_t>
   float *amax = NULL;
   if (expert) {
     CHECK(cudaMalloc((void **)&amax, (size_t)g.E * cols * 4) == cudaSuccess);
-    cudaMemset(amax, 0x7f, (size_t)g.E * cols * 4); /* poison: the call zeroes it */
+    cudaMemset(amax, 0x7f, (size_t)g.E * cols * 4); /* poison: the call writes every entry */
   }
   CHECK_STATUS(mok_gg_fp8_quantize_t(dx, *dq, *ds, amax, doff, dcnt, g.E, g.m_total, cols, 0),
                MOK_SUCCESS);

@@ -16,7 +16,7 @@
 static void fp8_case(lh_case c, const char *label) {
   /* FP8 weight gradients (the default): both sides quantize each expert's operands along the
    * tokens, but from inputs that differ by the forward's own rounding (an activation one E4M3 step
-   * apart moves its whole 128-token block's code choices), so dW sits at 0.5-1.0e-2 of the
+   * apart moves its whole block's code choices: 128 tokens, or the expert's with per-expert scales), so dW sits at 0.5-1.0e-2 of the
    * reference (measured; bf16 weight gradients: 0.25-0.7e-2) */
   if (!c.tol && !c.bf16_wgrad) c.tol = 1.5e-2;
   c.dtype = MOK_DTYPE_FP8_BLOCK128;
@@ -290,14 +290,22 @@ GPU_TEST(layer_fp8_wgrad_bf16) {
   fp8_mode_cases(c, "fp8, bf16 wgrad", "fp8, bf16 wgrad, zipf", 0);
 }
 
+/* FP8 weight gradients with both operands in 1x128 blocks (config fp8_weight_grads = 1, the
+ * DeepSeek-V3 recipe; the default, 3, gives the activations per-expert scales). */
+GPU_TEST(layer_fp8_wgrad_1x128) {
+  lh_case c = lh_base_case();
+  c.wgrad_mode = 1;
+  fp8_mode_cases(c, "fp8, 1x128 wgrad", "fp8, 1x128 wgrad, zipf", 0);
+}
+
 /* FP8 weight gradients with one scale per expert and column (config fp8_weight_grads = 2: the
  * expert's tokens chained on the tensor cores, no promotion), and with such scales for the
  * activations only (3: the gradients per 128 tokens, each block promoted). */
 GPU_TEST(layer_fp8_wgrad_expert) {
   lh_case c = lh_base_case();
-  c.expert_wgrad = 2;
+  c.wgrad_mode = 2;
   fp8_mode_cases(c, "fp8, per-expert wgrad", "fp8, per-expert wgrad, zipf", 0);
-  c.expert_wgrad = 3;
+  c.wgrad_mode = 3;
   fp8_mode_cases(c, "fp8, per-expert act wgrad", "fp8, per-expert act wgrad, zipf", 0);
 }
 
