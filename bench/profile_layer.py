@@ -52,6 +52,7 @@ def main():
     ap.add_argument("--fp8", action="store_true", help="the FP8 (block-128) forward and backward")
     ap.add_argument("--fp8-shared", type=int, choices=(0, 1), default=None,
                     help="with --fp8: the shared expert in FP8 (1) or bf16 (0); default: mok's")
+    ap.add_argument("--forward-only", action="store_true", help="profile the forward alone")
     args = ap.parse_args()
     os.environ.setdefault("NCCL_NVLS_ENABLE", "0")
     local = int(os.environ.get("LOCAL_RANK", "0"))
@@ -74,10 +75,14 @@ def main():
 
         def step():
             mf.moe_forward_fp8(x, topk, rw, *q[0], *q[1], *q[2], *wl[3:], group.id, E)
+            if args.forward_only:
+                return
             mf.moe_backward_fp8(dy, x, topk, rw, *q[0], *q[1], *q[2], t8, *wl[3:], group.id, E)
     else:
         def step():
             mf.moe_forward(x, topk, rw, *wl, group.id, E, 0.0)
+            if args.forward_only:
+                return
             mf.moe_backward(dy, x, topk, rw, *wl, group.id, E, 0.0)
 
     for _ in range(3):
@@ -104,7 +109,7 @@ def main():
         print(f"{args.shape}, T {args.tokens}/rank, EP={ep}, {args.routing}, path {args.path}, "
               f"{'FP8' if args.fp8 else 'BF16'}, "
               f"ring {args.ring_mb} MiB: "
-              f"GPU time per step (forward + backward), rank 0, {args.steps} steps")
+              f"GPU time per step ({'forward' if args.forward_only else 'forward + backward'}), rank 0, {args.steps} steps")
         print(f"{'kernel':62s} {'calls/step':>10s} {'ms/step':>9s} {'share':>7s}")
         for label, (calls, us) in sorted(per.items(), key=lambda kv: -kv[1][1]):
             print(f"{label:62s} {calls / args.steps:10.1f} {us / 1e3 / args.steps:9.3f} "

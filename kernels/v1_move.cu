@@ -12,6 +12,8 @@
 #define WARPS 8      /* warps per CTA of the row kernels, one row each                  */
 #define WARPS_FEW 32 /* with r.ctas CTAs: more warps each, so few SMs keep NVLink busy */
 #define LOAD_BATCH 4 /* 16-byte loads a lane issues before it uses any (reverse combines) */
+#define PULL_BATCH 8 /* the same for the dispatch pulls, which only copy what they load     */
+#define RC_BATCH 7   /* the same for the FP8 reverse combine: 28 words a lane at H = 7168     */
 
 /* The rows this warp moves: its one row (a CTA per WARPS rows), or, with r.ctas CTAs, every
  * (grid's warps)-th row from its first. */
@@ -19,6 +21,22 @@
   for (int64_t row = (int64_t)blockIdx.x * (blockDim.x >> 5) + (threadIdx.x >> 5),           \
                rows_ = v1_error((r).err) ? 0 : v1_route_rows(r);                             \
        row < rows_; row += (int64_t)gridDim.x * (blockDim.x >> 5))
+
+/* A warp copies a row of nv 16-byte words, PULL_BATCH loads per lane in flight before it stores
+ * any: a remote row loaded one word at a time (the loop the compiler makes of dst[i] = s[i],
+ * since dst may alias s) costs a NVLink round trip per word, and few comm SMs stay
+ * latency-bound. */
+__device__ __forceinline__ void copy_row(uint4 *dst, const uint4 *s, int64_t nv, int lane) {
+  for (int64_t i0 = lane; i0 < nv; i0 += 32 * PULL_BATCH) {
+    uint4 v[PULL_BATCH];
+#pragma unroll
+    for (int b = 0; b < PULL_BATCH; ++b)
+      if (i0 + 32 * b < nv) v[b] = s[i0 + 32 * b];
+#pragma unroll
+    for (int b = 0; b < PULL_BATCH; ++b)
+      if (i0 + 32 * b < nv) dst[i0 + 32 * b] = v[b];
+  }
+}
 
 __global__ void __launch_bounds__(WARPS_FEW * 32) dispatch_pull_kernel(v1_route r, size_t x_off, bf16 *recv) {
   const int lane = threadIdx.x & 31;
@@ -30,9 +48,7 @@ __global__ void __launch_bounds__(WARPS_FEW * 32) dispatch_pull_kernel(v1_route 
       for (int64_t i = lane; i < nv; i += 32) dst[i] = make_uint4(0, 0, 0, 0);
       continue;
     }
-    const uint4 *s = v1_slot_row(r, x_off, slot, nv);
-#pragma unroll 4
-    for (int64_t i = lane; i < nv; i += 32) dst[i] = s[i];
+    copy_row(dst, v1_slot_row(r, x_off, slot, nv), nv, lane);
   }
 }
 
@@ -56,11 +72,13 @@ __global__ void __launch_bounds__(WARPS_FEW * 32) dispatch_pull_fp8_kernel(v1_ro
     }
     const char *base = r.peer_base[mok_sched_slot_rank(slot, r.tokens, r.top_k)];
     const int64_t t = mok_sched_slot_token(slot, r.tokens, r.top_k);
-    const uint4 *s = (const uint4 *)(base + x8_off) + t * nv;
-#pragma unroll 4
-    for (int64_t i = lane; i < nv; i += 32) dst[i] = s[i];
     const float *ss = (const float *)(base + s_off) + t * kbs;
-    for (int64_t kb = lane; kb < kbs; kb += 32) scales[kb * m_pad + row] = ss[kb];
+    /* the first 64 scales are loaded before the codes, so their round trip overlaps the codes' */
+    const float s0 = lane < kbs ? ss[lane] : 0.0f, s1 = lane + 32 < kbs ? ss[lane + 32] : 0.0f;
+    copy_row(dst, (const uint4 *)(base + x8_off) + t * nv, nv, lane);
+    if (lane < kbs) scales[lane * m_pad + row] = s0;
+    if (lane + 32 < kbs) scales[(lane + 32) * m_pad + row] = s1;
+    for (int64_t kb = lane + 64; kb < kbs; kb += 32) scales[kb * m_pad + row] = ss[kb];
   }
 }
 
@@ -235,18 +253,18 @@ __global__ void __launch_bounds__(WARPS_FEW * 32) reverse_combine_fp8_kernel(v1_
     const float w = slot >= 0 ? *v1_slot_f32(r, r.peer_base, rw_off, slot) : 0.0f;
     const uint4 *dy = slot >= 0 ? v1_slot_row(r, dy_off, slot, nv) : NULL;
     /* 16 lanes hold a 128-value block: chunk i = 32 * it + lane is block i / 16 (H % 128 == 0,
-     * so a half-warp is all in or all out). LOAD_BATCH chunks are loaded before any is used, so
+     * so a half-warp is all in or all out). RC_BATCH chunks are loaded before any is used, so
      * that a warp keeps that many remote loads in flight (on few comm SMs, one at a time left
      * this kernel latency-bound). */
-    for (int64_t it0 = 0; it0 * 32 < nv; it0 += LOAD_BATCH) {
-      uint4 v[LOAD_BATCH];
+    for (int64_t it0 = 0; it0 * 32 < nv; it0 += RC_BATCH) {
+      uint4 v[RC_BATCH];
 #pragma unroll
-      for (int b = 0; b < LOAD_BATCH; ++b) {
+      for (int b = 0; b < RC_BATCH; ++b) {
         const int64_t i = (it0 + b) * 32 + lane;
         v[b] = i < nv && dy ? dy[i] : make_uint4(0, 0, 0, 0);
       }
 #pragma unroll
-      for (int b = 0; b < LOAD_BATCH; ++b) {
+      for (int b = 0; b < RC_BATCH; ++b) {
         if ((it0 + b) * 32 >= nv) break; /* the same for the whole warp */
         const int64_t i = (it0 + b) * 32 + lane;
         float f[8], amax = 0.0f, fw[8];
