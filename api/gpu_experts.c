@@ -264,8 +264,9 @@ static mok_status fp8_backward_weight_grads(mok_schedule *s, const mok_grads *g,
 
 /* FP8 backward (see gpu_internal.h). Scratch reuse, in order: d_out (rw * dy) is quantized into
  * fp8_q for d_act = dout W_down (FP8); SwiGLU backward gives dgu; the weight gradients
- * (fp8_backward_weight_grads; their bf16 route leaves x in d_out); dgu, quantized into fp8_q,
- * gives dx = dgu [W_gate; W_up] (FP8), pushed to the source ranks. */
+ * (fp8_backward_weight_grads; their bf16 route leaves x in d_out); dgu, quantized into fp8_q
+ * (by the SwiGLU backward itself when it also makes d_rw), gives dx = dgu [W_gate; W_up] (FP8),
+ * pushed to the source ranks. */
 static mok_status routed_experts_backward_fp8(mok_schedule *s, const mok_weights *wt,
                                               const mok_grads *g, cudaStream_t stream) {
   mok_workspace *w = s->ws;
@@ -279,9 +280,12 @@ static mok_status routed_experts_backward_fp8(mok_schedule *s, const mok_weights
                      w->el, rows, I, H, stream));
   if (w->fp8_fused_drw) {
     const v1_route r = mok_gpu_route(s);
+    /* dgu's 1x128 codes for the dx GEMM come out of the same kernel (the weight gradients
+     * between here and that GEMM leave fp8_q alone) */
     TRY_CUDA(v1_swiglu_backward_rw(&r, w->off_drw, w->d_a, s->g, s->a,
                                    mok_fp8_scales_of(s->a, rows, I), MOK_GG_FP8_SCALE_ROWS(rows),
-                                   w->rw_rows, w->dgu, I, w->config.use_swiglu_limit,
+                                   w->rw_rows, w->dgu, w->fp8_q, w->fp8_q_scales,
+                                   MOK_GG_FP8_SCALE_ROWS(rows), I, w->config.use_swiglu_limit,
                                    w->config.swiglu_limit, stream));
   } else {
     TRY_CUDA(v1_swiglu_backward_packed(w->d_a, s->g, w->dgu, rows, used, I,
@@ -289,7 +293,8 @@ static mok_status routed_experts_backward_fp8(mok_schedule *s, const mok_weights
                                        stream));
   }
   TRY(fp8_backward_weight_grads(s, g, used, stream));
-  TRY(mok_gg_fp8_quantize_act_upto(w->dgu, w->fp8_q, w->fp8_q_scales, rows, 2 * I, used, stream));
+  if (!w->fp8_fused_drw)
+    TRY(mok_gg_fp8_quantize_act_upto(w->dgu, w->fp8_q, w->fp8_q_scales, rows, 2 * I, used, stream));
   const mok_gg_move push = fused_move(s, 1, 0);
   return mok_gg_fp8_fwd_pushed(w->fp8_q, w->fp8_q_scales, wt->w_gate_up_t, wt->w_gate_up_t_scale,
                                NULL, off, cnt, w->el, rows, H, 2 * I, &push, stream);

@@ -53,6 +53,9 @@ def main():
     ap.add_argument("--fp8-shared", type=int, choices=(0, 1), default=None,
                     help="with --fp8: the shared expert in FP8 (1) or bf16 (0); default: mok's")
     ap.add_argument("--forward-only", action="store_true", help="profile the forward alone")
+    ap.add_argument("--timeline", action="store_true",
+                    help="also one step from an idle GPU after a barrier (as bench/harness.py times "
+                         "it): each kernel's start, length and stream, rank 0")
     args = ap.parse_args()
     os.environ.setdefault("NCCL_NVLS_ENABLE", "0")
     local = int(os.environ.get("LOCAL_RANK", "0"))
@@ -115,8 +118,33 @@ def main():
             print(f"{label:62s} {calls / args.steps:10.1f} {us / 1e3 / args.steps:9.3f} "
                   f"{100.0 * us / max(total, 1e-9):6.1f}%")
         print(f"{'sum of kernel time (kernels may overlap)':62s} {'':10s} {total / 1e3 / args.steps:9.3f}")
+    if args.timeline:
+        timeline(step, rank)
     group.destroy()
     dist.destroy_process_group()
+
+
+def timeline(step, rank):
+    """One step profiled from an idle GPU after a barrier: its kernels in start order, with the
+    start relative to the first one, the length and the stream, and the gaps where no kernel runs."""
+    torch.cuda.synchronize()
+    dist.barrier()
+    with torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CUDA]) as prof:
+        step()
+        torch.cuda.synchronize()
+    kern = [e for e in prof.events() if e.device_type == torch.autograd.DeviceType.CUDA]
+    kern.sort(key=lambda e: e.time_range.start)
+    if rank != 0 or not kern:
+        return
+    t0, busy_to, idle = kern[0].time_range.start, kern[0].time_range.start, 0.0
+    print(f"\ntimeline of one step from idle, rank 0: {'start us':>9s} {'us':>8s} {'stream':>6s}  kernel")
+    for e in kern:
+        s, t = e.time_range.start, e.time_range.end
+        if s > busy_to:
+            idle += s - busy_to
+        busy_to = max(busy_to, t)
+        print(f"{'':36s} {s - t0:9.1f} {t - s:8.1f} {getattr(e, 'thread', 0):6d}  {kernel_label(e.name)}")
+    print(f"{'':36s} span {busy_to - t0:.1f} us, no kernel running {idle:.1f} us")
 
 
 if __name__ == "__main__":

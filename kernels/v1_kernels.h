@@ -120,11 +120,14 @@ cudaError_t v1_reverse_combine_fp8(const v1_route *r, size_t dy_off, size_t rw_o
  * unweighted product dy W_down^T), d_act = rw_rows[row] * g, dgu [rows, 2I] from d_act and the
  * packed pre-activations (as v1_swiglu_backward_packed), and d_rw = sum_i g_i * act_i, act the
  * forward's codes [rows, I] e4m3 times their scales [I / 128][m_pad] (what its down GEMM read),
- * pushed into the source rank's fp32 [T*k] buffer at drw_off. Padding rows of dgu get zeros. */
+ * pushed into the source rank's fp32 [T*k] buffer at drw_off. Padding rows of dgu get zeros.
+ * q (or NULL): dgu also quantized 1x128 into q [rows, 2I] e4m3 and q_scales [2I / 128][q_m_pad]
+ * (q_m_pad >= capacity), bit for bit what mok_gg_fp8_quantize_act_upto makes of dgu. I % 128 == 0. */
 cudaError_t v1_swiglu_backward_rw(const v1_route *r, size_t drw_off, const void *g,
                                   const void *preact, const void *act, const float *act_scales,
-                                  int64_t m_pad, const float *rw_rows, void *dgu, int64_t I,
-                                  int use_limit, float limit, cudaStream_t stream);
+                                  int64_t m_pad, const float *rw_rows, void *dgu, void *q,
+                                  float *q_scales, int64_t q_m_pad, int64_t I, int use_limit,
+                                  float limit, cudaStream_t stream);
 
 /* The ops layer's variant of the above with dy rows already pulled (dy_rows [capacity, H], local):
  * rw from the source rank's buffer through rw_base (rw_off), d_rw pushed through r->peer_base. */

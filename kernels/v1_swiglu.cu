@@ -41,10 +41,10 @@ __global__ void swiglu_fwd_kernel(const float *g, const float *u, bf16 *a, int64
   }
 }
 
-/* Eight columns c*8.. of one row: d/dg into row[c], d/du into row[nv + c] (16-byte words). */
-__device__ __forceinline__ void swiglu_bwd8(const float *fd, const float *fg, const float *fu,
-                                            uint4 *row, int64_t c, int64_t nv, int use_limit,
-                                            float L) {
+/* Eight columns of the SwiGLU backward: d/dg and d/du, bf16-packed, from d_act fd and the
+ * pre-activations fg, fu. */
+__device__ __forceinline__ void swiglu_bwd8_packed(const float *fd, const float *fg, const float *fu,
+                                                   uint4 *pg, uint4 *pu, int use_limit, float L) {
   float dg[8], du[8];
 #pragma unroll
   for (int q = 0; q < 8; ++q) {
@@ -56,8 +56,15 @@ __device__ __forceinline__ void swiglu_bwd8(const float *fd, const float *fg, co
     dg[q] = (use_limit && fg[q] > L) ? 0.0f : fd[q] * uc * dsilu;
     du[q] = (use_limit && (fu[q] > L || fu[q] < -L)) ? 0.0f : fd[q] * silu;
   }
-  row[c] = v1_pack8(dg);
-  row[nv + c] = v1_pack8(du);
+  *pg = v1_pack8(dg);
+  *pu = v1_pack8(du);
+}
+
+/* Eight columns c*8.. of one row: d/dg into row[c], d/du into row[nv + c] (16-byte words). */
+__device__ __forceinline__ void swiglu_bwd8(const float *fd, const float *fg, const float *fu,
+                                            uint4 *row, int64_t c, int64_t nv, int use_limit,
+                                            float L) {
+  swiglu_bwd8_packed(fd, fg, fu, &row[c], &row[nv + c], use_limit, L);
 }
 
 __global__ void swiglu_bwd_kernel(const bf16 *da, const float *g, const float *u, bf16 *dgu,
@@ -95,42 +102,77 @@ __global__ void swiglu_bwd_packed_kernel(const bf16 *da, const bf16 *preact, bf1
   }
 }
 
+/* Eight bf16 values of a 1x128 block held by a half-warp (lane & 15 the position), quantized as
+ * mok_gg_fp8_quantize_act does, bit for bit: the block's amax over the bf16 values, scale
+ * amax / 448, codes to *q, the scale to *scale from the half-warp's first lane. Every lane of the
+ * warp calls it (the shuffles); active says whether this one stores. */
+__device__ __forceinline__ void quant_block8(uint4 packed, uint8_t *q, float *scale, int lane,
+                                             bool active) {
+  float v[8], amax = 0.0f;
+  v1_unpack8(packed, v);
+#pragma unroll
+  for (int j = 0; j < 8; ++j) amax = fmaxf(amax, fabsf(v[j]));
+#pragma unroll
+  for (int o = 8; o > 0; o >>= 1) amax = fmaxf(amax, __shfl_xor_sync(0xffffffffu, amax, o));
+  if (!active) return;
+  const float sc = f8_scale_of(amax), inv = 1.0f / sc;
+  *(uint2 *)q = make_uint2(f8_pack4(v, inv), f8_pack4(v + 4, inv));
+  if ((lane & 15) == 0) *scale = sc;
+}
+
 /* FP8 backward with the router-weight gradient fused (v1_swiglu_backward_rw): one warp per row,
- * 8 columns per lane and step. d_rw's partial sums are the lanes' in column order, combined in a
- * fixed butterfly: deterministic. */
+ * 8 columns per lane and step (I % 128 == 0, so a 128-column block is a half-warp's step: whole
+ * half-warps are in or out). d_rw's partial sums are the lanes' in column order, combined in a
+ * fixed butterfly: deterministic. With q, dgu is also quantized 1x128 (the dx GEMM's A operand). */
 #define RW_WARPS 8
 __global__ void swiglu_bwd_rw_kernel(v1_route r, size_t drw_off, const bf16 *g, const bf16 *preact,
                                      const uint8_t *act, const float *act_scales, int64_t m_pad,
-                                     const float *rw_rows, bf16 *dgu, int64_t I, int use_limit,
-                                     float L) {
+                                     const float *rw_rows, bf16 *dgu, uint8_t *q, float *q_scales,
+                                     int64_t q_m_pad, int64_t I, int use_limit, float L) {
   const int lane = threadIdx.x & 31;
   const int64_t row = (int64_t)blockIdx.x * RW_WARPS + (threadIdx.x >> 5);
   if (v1_error(r.err) || row >= v1_route_rows(r)) return;
   const int64_t nv = I / 8;
   uint4 *out = (uint4 *)(dgu + row * 2 * I);
+  uint8_t *qrow = q ? q + row * 2 * I : NULL;
   const int32_t slot = r.row_src[row];
-  if (slot < 0) {
-    for (int64_t c = lane; c < 2 * nv; c += 32) out[c] = make_uint4(0, 0, 0, 0);
+  if (slot < 0) { /* padding: zeros, zero codes, scale 1 (what quantizing zeros gives) */
+    for (int64_t c = lane; c < 2 * nv; c += 32) {
+      out[c] = make_uint4(0, 0, 0, 0);
+      if (q) *(uint2 *)(qrow + c * 8) = make_uint2(0, 0);
+    }
+    for (int64_t kb = lane; q && kb < 2 * nv / 16; kb += 32) q_scales[kb * q_m_pad + row] = 1.0f;
     return;
   }
   const float w = rw_rows[row];
   const uint4 *pre = (const uint4 *)(preact + row * 2 * I);
   float dot = 0.0f;
-  for (int64_t c = lane; c < nv; c += 32) {
-    float fg[8], fp[8], fu[8], fa[8], fd[8];
-    v1_unpack8(((const uint4 *)(g + row * I))[c], fg);
-    v1_unpack8(pre[c], fp);
-    v1_unpack8(pre[nv + c], fu);
-    const uint2 codes = *(const uint2 *)(act + row * I + c * 8);
-    const float s = act_scales[(c / 16) * m_pad + row];
-    f8_codes4(codes.x, fa);
-    f8_codes4(codes.y, fa + 4);
+  for (int64_t c0 = 0; c0 < nv; c0 += 32) {
+    const int64_t c = c0 + lane;
+    const bool in = c < nv;
+    uint4 pg = make_uint4(0, 0, 0, 0), pu = pg;
+    if (in) {
+      float fg[8], fp[8], fu[8], fa[8], fd[8];
+      v1_unpack8(((const uint4 *)(g + row * I))[c], fg);
+      v1_unpack8(pre[c], fp);
+      v1_unpack8(pre[nv + c], fu);
+      const uint2 codes = *(const uint2 *)(act + row * I + c * 8);
+      const float s = act_scales[(c / 16) * m_pad + row];
+      f8_codes4(codes.x, fa);
+      f8_codes4(codes.y, fa + 4);
 #pragma unroll
-    for (int q = 0; q < 8; ++q) {
-      dot += fg[q] * (fa[q] * s);
-      fd[q] = w * fg[q];
+      for (int j = 0; j < 8; ++j) {
+        dot += fg[j] * (fa[j] * s);
+        fd[j] = w * fg[j];
+      }
+      swiglu_bwd8_packed(fd, fp, fu, &pg, &pu, use_limit, L);
+      out[c] = pg;
+      out[nv + c] = pu;
     }
-    swiglu_bwd8(fd, fp, fu, out, c, nv, use_limit, L);
+    if (q) { /* the warp together: dg's block (c / 16), then du's (nv + c) / 16 */
+      quant_block8(pg, qrow + c * 8, q_scales + (c / 16) * q_m_pad + row, lane, in);
+      quant_block8(pu, qrow + (nv + c) * 8, q_scales + ((nv + c) / 16) * q_m_pad + row, lane, in);
+    }
   }
 #pragma unroll
   for (int m = 16; m > 0; m >>= 1) dot += __shfl_xor_sync(0xffffffffu, dot, m);
@@ -188,13 +230,15 @@ extern "C" cudaError_t v1_swiglu_backward_packed(const void *da, const void *pre
 extern "C" cudaError_t v1_swiglu_backward_rw(const v1_route *r, size_t drw_off, const void *g,
                                              const void *preact, const void *act,
                                              const float *act_scales, int64_t m_pad,
-                                             const float *rw_rows, void *dgu, int64_t I,
+                                             const float *rw_rows, void *dgu, void *q,
+                                             float *q_scales, int64_t q_m_pad, int64_t I,
                                              int use_limit, float limit, cudaStream_t stream) {
   if (r->capacity <= 0 || I <= 0) return cudaSuccess;
+  if (I % 128 || (q && (!q_scales || q_m_pad < r->capacity))) return cudaErrorInvalidValue;
   swiglu_bwd_rw_kernel<<<(unsigned)((r->capacity + RW_WARPS - 1) / RW_WARPS), RW_WARPS * 32, 0,
                          stream>>>(*r, drw_off, (const bf16 *)g, (const bf16 *)preact,
                                    (const uint8_t *)act, act_scales, m_pad, rw_rows, (bf16 *)dgu,
-                                   I, use_limit, limit);
+                                   (uint8_t *)q, q_scales, q_m_pad, I, use_limit, limit);
   return cudaGetLastError();
 }
 

@@ -1,0 +1,136 @@
+/* test_swiglu_quant.c — the FP8 SwiGLU backward with the router-weight gradient quantizes its dgu
+ * 1x128 on the way out (the dx GEMM's A operand): those codes and scales are bit for bit what
+ * quantizing its dgu afterwards gives (mok_gg_fp8_quantize_act_upto), padding rows included, and
+ * dgu and d_rw are the same with and without the quantization. Random inputs on real schedules;
+ * intermediate sizes whose 128-column blocks leave half a warp idle in the last step. */
+#include <stdlib.h>
+#include <string.h>
+#include <cuda_runtime_api.h>
+#include "api/gpu_internal.h"
+#include "kernels/grouped_gemm.h"
+#include "kernels/v1_kernels.h"
+#include "tests/gpu/gpu_test.h"
+#include "tests/gpu/layer_harness.h"
+
+/* Copies n bytes of device memory to a fresh host buffer (the caller frees it). */
+static char *to_host(const void *dev, size_t n) {
+  char *h = malloc(n + 1);
+  if (h && cudaMemcpy(h, dev, n, cudaMemcpyDeviceToHost) != cudaSuccess) memset(h, 0x5A, n);
+  return h;
+}
+
+static void swiglu_quant_case(int64_t T, int64_t I, mok_route_kind route, int use_limit,
+                              const char *label) {
+  lh_case c = lh_base_case();
+  c.T = T;
+  c.I = I;
+  c.route = route;
+  c.dtype = MOK_DTYPE_FP8_BLOCK128;
+  lh_host h;
+  if (lh_host_make(&h, &c, gpu_ctx.size, test_seed())) return; /* routing cannot serve the shape */
+  lh_dev d;
+  CHECK(lh_dev_alloc(&d, &h) == 0);
+  lh_dev_upload(&d, &h, gpu_ctx.rank);
+  lh_env e;
+  mok_status st = lh_env_open(gpu_ctx.group, &e, &h, 1);
+  CHECK_STATUS(st, MOK_SUCCESS);
+  if (st == MOK_SUCCESS) {
+    mok_workspace *w = e.ws;
+    cudaStream_t q = e.stream;
+    CHECK_STATUS(mok_schedule_build(e.s, d.topk, q), MOK_SUCCESS);
+    int64_t rows = 0;
+    CHECK_STATUS(mok_schedule_rows(e.s, &rows), MOK_SUCCESS);
+    const int64_t cap = w->cap, m_pad = MOK_GG_FP8_SCALE_ROWS(cap), kb2 = 2 * I / 128;
+    const uint64_t seed = test_seed() + 17u * (uint64_t)gpu_ctx.rank;
+    void *g = NULL, *pre = NULL, *act = NULL, *codes = NULL, *dgu[2] = {NULL, NULL};
+    void *qa = NULL, *qb = NULL;
+    float *act_s = NULL, *rw_rows = NULL, *sa = NULL, *sb = NULL;
+    CHECK(cudaMalloc(&g, (size_t)(cap * I * 2 + 16)) == cudaSuccess);
+    CHECK(cudaMalloc(&pre, (size_t)(cap * 2 * I * 2 + 16)) == cudaSuccess);
+    CHECK(cudaMalloc(&act, (size_t)(cap * I * 2 + 16)) == cudaSuccess);
+    CHECK(cudaMalloc(&codes, (size_t)(cap * I + 16)) == cudaSuccess);
+    CHECK(cudaMalloc((void **)&act_s, (size_t)((I / 128) * m_pad * 4 + 16)) == cudaSuccess);
+    CHECK(cudaMalloc((void **)&rw_rows, (size_t)(cap * 4 + 16)) == cudaSuccess);
+    for (int i = 0; i < 2; ++i) CHECK(cudaMalloc(&dgu[i], (size_t)(cap * 2 * I * 2 + 16)) == cudaSuccess);
+    CHECK(cudaMalloc(&qa, (size_t)(cap * 2 * I + 16)) == cudaSuccess);
+    CHECK(cudaMalloc(&qb, (size_t)(cap * 2 * I + 16)) == cudaSuccess);
+    CHECK(cudaMalloc((void **)&sa, (size_t)(kb2 * m_pad * 4 + 16)) == cudaSuccess);
+    CHECK(cudaMalloc((void **)&sb, (size_t)(kb2 * m_pad * 4 + 16)) == cudaSuccess);
+    /* inputs: g, the pre-activations (some past the clamp's 1.5), act through its quantization,
+     * router weights in (0, 1] */
+    CHECK(v1_fill_random_bf16(g, cap * I, seed, 1, 0.5f, q) == cudaSuccess);
+    CHECK(v1_fill_random_bf16(pre, cap * 2 * I, seed, 2, 3.0f, q) == cudaSuccess);
+    CHECK(v1_fill_random_bf16(act, cap * I, seed, 3, 2.0f, q) == cudaSuccess);
+    CHECK_STATUS(mok_gg_fp8_quantize_act(act, codes, act_s, cap, I, q), MOK_SUCCESS);
+    float *hw = malloc((size_t)(cap * 4 + 4));
+    uint64_t z = seed | 1u;
+    for (int64_t i = 0; i < cap; ++i) {
+      z = z * 6364136223846793005ull + 1442695040888963407ull;
+      hw[i] = (float)((z >> 40) + 1) / 16777216.0f;
+    }
+    CHECK(cudaMemcpy(rw_rows, hw, (size_t)(cap * 4), cudaMemcpyHostToDevice) == cudaSuccess);
+    free(hw);
+    /* poison what the two runs write */
+    CHECK(cudaMemsetAsync(qa, 0xFF, (size_t)(cap * 2 * I), q) == cudaSuccess);
+    CHECK(cudaMemsetAsync(qb, 0xFE, (size_t)(cap * 2 * I), q) == cudaSuccess);
+    CHECK(cudaMemsetAsync(sa, 0xFF, (size_t)(kb2 * m_pad * 4), q) == cudaSuccess);
+    CHECK(cudaMemsetAsync(sb, 0xFE, (size_t)(kb2 * m_pad * 4), q) == cudaSuccess);
+    CHECK(cudaMemsetAsync(dgu[0], 0xFF, (size_t)(cap * 2 * I * 2), q) == cudaSuccess);
+    CHECK(cudaMemsetAsync(dgu[1], 0xFE, (size_t)(cap * 2 * I * 2), q) == cudaSuccess);
+    v1_route r = mok_gpu_route(e.s);
+    const size_t drw_bytes = (size_t)(T * c.k * 4);
+    char *drw[2] = {NULL, NULL};
+    const int32_t *used = e.s->expert_offset + w->el;
+    for (int run = 0; run < 2; ++run) {
+      CHECK_STATUS(mok_gpu_barrier(w, q), MOK_SUCCESS); /* every rank's d_rw slots free */
+      CHECK(v1_swiglu_backward_rw(&r, w->off_drw, g, pre, codes, act_s, m_pad, rw_rows, dgu[run],
+                                  run ? qb : NULL, run ? sb : NULL, m_pad, I, use_limit, 1.5f,
+                                  q) == cudaSuccess);
+      if (!run) CHECK_STATUS(mok_gg_fp8_quantize_act_upto(dgu[0], qa, sa, cap, 2 * I, used, q),
+                             MOK_SUCCESS);
+      CHECK_STATUS(mok_gpu_barrier(w, q), MOK_SUCCESS); /* every peer's d_rw pushed here */
+      CHECK(cudaStreamSynchronize(q) == cudaSuccess);
+      drw[run] = to_host((char *)w->sym.ptr + w->off_drw, drw_bytes);
+    }
+    CHECK_STATUS(lh_device_error(w), MOK_SUCCESS);
+    /* rows [0, rows) are the schedule's (real and padding); compare those */
+    char *a = to_host(dgu[0], (size_t)(rows * 2 * I * 2)), *b = to_host(dgu[1], (size_t)(rows * 2 * I * 2));
+    const int same_dgu = memcmp(a, b, (size_t)(rows * 2 * I * 2)) == 0;
+    free(a);
+    free(b);
+    a = to_host(qa, (size_t)(rows * 2 * I));
+    b = to_host(qb, (size_t)(rows * 2 * I));
+    const int same_codes = memcmp(a, b, (size_t)(rows * 2 * I)) == 0;
+    free(a);
+    free(b);
+    float *ha = (float *)to_host(sa, (size_t)(kb2 * m_pad * 4));
+    float *hb = (float *)to_host(sb, (size_t)(kb2 * m_pad * 4));
+    int same_scales = 1;
+    for (int64_t kb = 0; kb < kb2; ++kb)
+      if (rows > 0 && memcmp(ha + kb * m_pad, hb + kb * m_pad, (size_t)(rows * 4)) != 0) same_scales = 0;
+    const int same_drw = memcmp(drw[0], drw[1], drw_bytes) == 0;
+    if (!(same_dgu && same_codes && same_scales && same_drw))
+      fprintf(stderr, "  %s: dgu %s, codes %s, scales %s, d_rw %s\n", label,
+              same_dgu ? "equal" : "DIFFER", same_codes ? "equal" : "DIFFER",
+              same_scales ? "equal" : "DIFFER", same_drw ? "equal" : "DIFFER");
+    else
+      printf("  %-34s r%d %lld rows: dgu, its codes and scales, d_rw bitwise equal\n", label,
+             gpu_ctx.rank, (long long)rows);
+    CHECK(same_dgu && same_codes && same_scales && same_drw);
+    free(ha);
+    free(hb);
+    free(drw[0]);
+    free(drw[1]);
+    void *bufs[] = {g, pre, act, codes, act_s, rw_rows, dgu[0], dgu[1], qa, qb, sa, sb};
+    for (size_t i = 0; i < sizeof bufs / sizeof bufs[0]; ++i) cudaFree(bufs[i]);
+  }
+  lh_env_close(&e);
+  lh_dev_free(&d);
+  lh_host_free(&h);
+}
+
+GPU_TEST(swiglu_bwd_fused_quant_bitwise) {
+  swiglu_quant_case(333, 256, MOK_ROUTE_ZIPF, 0, "T=333 I=256 zipf");
+  swiglu_quant_case(200, 384, MOK_ROUTE_UNIFORM, 1, "T=200 I=384 (half-warp tail), clamp");
+  swiglu_quant_case(50, 128, MOK_ROUTE_EMPTY_RANK, 0, "empty rank, I=128");
+}
