@@ -125,19 +125,34 @@ def main():
 
 
 def timeline(step, rank):
-    """One step profiled from an idle GPU after a barrier: its kernels in start order, with the
-    start relative to the first one, the length and the stream, and the gaps where no kernel runs."""
-    torch.cuda.synchronize()
-    dist.barrier()
-    with torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CUDA]) as prof:
-        step()
-        torch.cuda.synchronize()
-    kern = [e for e in prof.events() if e.device_type == torch.autograd.DeviceType.CUDA]
-    kern.sort(key=lambda e: e.time_range.start)
-    if rank != 0 or not kern:
+    """One step profiled from an idle GPU after a barrier (the second of two): its kernels in
+    start order, with the start relative to the first one, the length and the stream, and the
+    gaps where no kernel runs; then the host's CUDA API calls inside the step's call (those over
+    20 us, and the total by name)."""
+    acts = [torch.profiler.ProfilerActivity.CPU, torch.profiler.ProfilerActivity.CUDA]
+    with torch.profiler.profile(activities=acts) as prof:
+        for _ in range(2):  # the second is shown: the profiler's own start-up lands in the first
+            torch.cuda.synchronize()
+            dist.barrier()
+            with torch.profiler.record_function("mok_step"):
+                step()
+            torch.cuda.synchronize()
+    if rank != 0:
         return
-    t0, busy_to, idle = kern[0].time_range.start, kern[0].time_range.start, 0.0
-    print(f"\ntimeline of one step from idle, rank 0: {'start us':>9s} {'us':>8s} {'stream':>6s}  kernel")
+    evs = list(prof.events())
+    gpu = sorted((e for e in evs if e.device_type == torch.autograd.DeviceType.CUDA
+                  and e.name != "mok_step"), key=lambda e: e.time_range.start)
+    # the second step's kernels: those after the last NCCL kernel (the barrier before that step)
+    last = max([i for i, e in enumerate(gpu) if "nccl" in e.name.lower()], default=-1)
+    kern = gpu[last + 1:]
+    cpu = sorted((e for e in evs if e.device_type == torch.autograd.DeviceType.CPU
+                  and e.name == "mok_step"), key=lambda e: e.time_range.start)
+    if not kern or not cpu:
+        return
+    t0 = kern[0].time_range.start
+    busy_to, idle = t0, 0.0
+    print(f"\ntimeline of one step from idle, rank 0 (us from its first kernel): "
+          f"{'start':>9s} {'us':>8s} {'stream':>6s}  kernel")
     for e in kern:
         s, t = e.time_range.start, e.time_range.end
         if s > busy_to:
@@ -145,6 +160,22 @@ def timeline(step, rank):
         busy_to = max(busy_to, t)
         print(f"{'':36s} {s - t0:9.1f} {t - s:8.1f} {getattr(e, 'thread', 0):6d}  {kernel_label(e.name)}")
     print(f"{'':36s} span {busy_to - t0:.1f} us, no kernel running {idle:.1f} us")
+    # the host side on its own clock (the profiler's host and device clocks are not compared)
+    h0, h1 = cpu[-1].time_range.start, cpu[-1].time_range.end
+    api = sorted((e for e in evs if e.device_type == torch.autograd.DeviceType.CPU
+                  and e.name.startswith("cu") and h0 <= e.time_range.start <= h1),
+                 key=lambda e: e.time_range.start)
+    total = collections.defaultdict(lambda: [0, 0.0])
+    print(f"host CUDA calls over 20 us (us from the step's call): {'start':>9s} {'us':>8s}  call")
+    for e in api:
+        d = e.time_range.end - e.time_range.start
+        total[e.name][0] += 1
+        total[e.name][1] += d
+        if d > 20:
+            print(f"{'':53s} {e.time_range.start - h0:9.1f} {d:8.1f}  {e.name}")
+    print(f"host step {h1 - h0:.1f} us; CUDA calls by name (calls, us):")
+    for name, (n, d) in sorted(total.items(), key=lambda kv: -kv[1][1])[:10]:
+        print(f"{'':27s} {n:5d} {d:9.1f}  {name}")
 
 
 if __name__ == "__main__":
