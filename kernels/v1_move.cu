@@ -11,7 +11,7 @@
 
 #define WARPS 8      /* warps per CTA of the row kernels, one row each                  */
 #define WARPS_FEW 32 /* with r.ctas CTAs: more warps each, so few SMs keep NVLink busy */
-#define LOAD_BATCH 4 /* 16-byte loads a lane issues before it uses any (reverse combines) */
+#define LOAD_BATCH 4 /* 16-byte loads a lane issues before it uses any (BF16 reverse combine) */
 #define PULL_BATCH 8 /* the same for the dispatch pulls, which only copy what they load     */
 #define RC_BATCH 7   /* the same for the FP8 reverse combine: 28 words a lane at H = 7168     */
 
@@ -24,7 +24,7 @@
 
 /* A warp copies a row of nv 16-byte words, PULL_BATCH loads per lane in flight before it stores
  * any: a remote row loaded one word at a time (the loop the compiler makes of dst[i] = s[i],
- * since dst may alias s) costs a NVLink round trip per word, and few comm SMs stay
+ * since dst may alias s) costs an NVLink round trip per word, and few comm SMs stay
  * latency-bound. */
 __device__ __forceinline__ void copy_row(uint4 *dst, const uint4 *s, int64_t nv, int lane) {
   for (int64_t i0 = lane; i0 < nv; i0 += 32 * PULL_BATCH) {
