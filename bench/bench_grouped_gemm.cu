@@ -300,6 +300,22 @@ int main(int argc, char **argv) {
       }
       double ms = time_median_ms(run_fp8_fwd, &f, 3, iters);
       printf("%-22s %-10s %10.3f %10.1f\n", s.name, "fp8_fwd", ms, flop / ms * 1e-9);
+      /* the 256-column kernel's warpgroups issuing as they come (flag 512), then the default
+       * again: A, B, A in one process, so that the card's state is shared */
+      for (int rep = 0; rep < 2; ++rep) {
+        gg_set_tuning(0, 0, 0, rep == 0 ? base_flags | 512 : base_flags);
+        const char *sfx = rep == 0 ? "_noturn" : "_again";
+        char nm[32];
+        if (s.gateup) {
+          ms = time_median_ms(run_fp8_swiglu, &f, 3, iters);
+          snprintf(nm, sizeof nm, "fp8_swiglu%s", sfx);
+          printf("%-22s %-10s %10.3f %10.1f\n", s.name, nm, ms, flop / ms * 1e-9);
+        }
+        ms = time_median_ms(run_fp8_fwd, &f, 3, iters);
+        snprintf(nm, sizeof nm, "fp8_fwd%s", sfx);
+        printf("%-22s %-10s %10.3f %10.1f\n", s.name, nm, ms, flop / ms * 1e-9);
+      }
+      gg_set_tuning(0, cl_env ? atoi(cl_env) : 0, 0, base_flags);
       if (s.sweep & 2) { /* FP8 variants: 32 / 16 = three / two warpgroups, 4 = clusters of 2,
                             64 = direct epilogue + a stage, 2 = two partials (two warpgroups),
                             128 = 256-column tiles with a rescaled accumulator */

@@ -41,6 +41,8 @@ typedef struct {
                             slot on the source rank (move: kernels/fused_comm.h)             */
   mok_gg_move move;
   int64_t move_m_total;
+  int turns;             /* the 256-column kernel: the consumer warpgroups issue each K block in
+                            turn (f8w_turn_wait)                                              */
 } f8_params;
 
 /* The start of an FP8 kernel's CTA: the stage ring (thread 0; `releases` consumer-warp arrivals

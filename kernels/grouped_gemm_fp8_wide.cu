@@ -39,6 +39,7 @@
 #include "kernels/grouped_gemm.h"
 #include "kernels/grouped_gemm_common.cuh"
 #include "kernels/grouped_gemm_fp8_common.cuh"
+#include "kernels/grouped_gemm_tmap.h"
 #include "kernels/gemm_tile_scheduler.h"
 #include "kernels/hopper_ptx.cuh"
 
@@ -54,6 +55,24 @@
 #define F8W_THREADS 384
 #define F8W_FIRST_MIN 0x1p-126f /* the smallest c: no zero or subnormal divisor */
 #define F8W_DROP_MIN 0x1p-40f  /* the smallest ratio of a block's c to the previous one's */
+#define F8W_BAR_TURN 4 /* named barriers 4 and 5: warpgroup 0's and warpgroup 1's turn to issue */
+
+/* Turns. Both warpgroups wait on the same full barrier, so when a stage lands late they are
+ * released together, issue their K blocks at once, and the tensor cores interleave the two
+ * groups: both drain at about the same time and both rescale with the tensor cores idle, a state
+ * that then persists. Taking turns keeps the queue ordered: warpgroup 1 issues block g after
+ * warpgroup 0 has issued it, warpgroup 0 issues block g + 1 after warpgroup 1 has issued g. Each
+ * group then finishes a whole block (512 tensor clocks) before the other's, and each warpgroup's
+ * drain and rescale run while the other's block is on the tensor cores. The sequence runs on
+ * across tiles (both warpgroups walk the same tiles and K blocks), so one's epilogue overlaps the
+ * other's last block. A warpgroup without rows in a tile still takes its turns. */
+__device__ __forceinline__ void f8w_turn_wait(bool turns, int cwg, bool first) {
+  if (turns && !(cwg == 0 && first)) named_bar_sync(F8W_BAR_TURN + cwg, 256);
+}
+/* last: warpgroup 1's final block, whose pass no one waits for */
+__device__ __forceinline__ void f8w_turn_pass(bool turns, int cwg, bool last) {
+  if (turns && !(cwg == 1 && last)) named_bar_arrive(F8W_BAR_TURN + 1 - cwg, 256);
+}
 
 /* Four m64n256k32 wgmmas of one K block into Y (first: the tile's first block, which starts Y). */
 __device__ __forceinline__ void f8w_issue(float *y, uint64_t da, uint64_t db, int st, bool first) {
@@ -146,7 +165,10 @@ __global__ void __launch_bounds__(F8W_THREADS, 1)
     int stage = 0;
     uint32_t phase = 0;
     float y[128];
+    const bool turns = p.turns != 0;
+    bool first = true; /* no block issued yet by this warpgroup */
     for (int u = unit0; u < total; u += ustride) {
+      const bool last_tile = u + ustride >= total;
       gg_tile t = gg_decode_m_grouped(u, prefix, E, p.n_tiles, p.group_m);
       const int m_tile = t.m_tile * CL + rank;
       const int cnt = max(p.count[t.expert], 0);
@@ -166,6 +188,9 @@ __global__ void __launch_bounds__(F8W_THREADS, 1)
         for (int kb = 0; kb < kbs; ++kb) {
           mbar_wait(full0 + 8 * stage, phase);
           gg_release<CL>(empty0 + 8 * stage, lane);
+          f8w_turn_wait(turns, cwg, first);
+          f8w_turn_pass(turns, cwg, last_tile && kb == kbs - 1);
+          first = false;
           if (++stage == F8W_STAGES) { stage = 0; phase ^= 1; }
         }
         continue;
@@ -196,7 +221,10 @@ __global__ void __launch_bounds__(F8W_THREADS, 1)
           f8w_scale_half(y, f00, f10);
           f8w_scale_half(y + 64, f01, f11);
         }
+        f8w_turn_wait(turns, cwg, first);
         f8w_issue(y, da0, db0, stage, kb == 0);
+        f8w_turn_pass(turns, cwg, last_tile && kb == kbs - 1);
+        first = false;
         c00 = n00, c10 = n10, c01 = n01, c11 = n11;
         prev = stage;
         if (++stage == F8W_STAGES) { stage = 0; phase ^= 1; }
@@ -269,6 +297,7 @@ mok_status f8_wide_launch(int mode, int cl, const CUtensorMap *a, const CUtensor
     p.n_tiles = p.n_out / 128;
   }
   p.group_m = 16 / cl;
+  p.turns = !(gg_tuning_flags() & 512); /* flag 512: the warpgroups issue as they come */
   const int max_tiles = (int)((m_total + F8W_BM - 1) / F8W_BM) * p.n_tiles;
   const int e_all = p.num_experts, base_all = p.expert_base;
   const int32_t *off_all = p.offset, *cnt_all = p.count;

@@ -648,6 +648,72 @@ static void test_gg_fp8_extreme_scales(void) {
   gg_restore_tuning();
 }
 
+/* The 256-column kernel's warpgroups taking turns (the default) against issuing as they come
+ * (flag 512): only the order of issue differs, so every real row's bits must be equal, for the
+ * plain product and gate+up with SwiGLU. Counts whose last tile leaves warpgroup 1 without rows
+ * (it still takes its turns), an empty expert, a one-row expert, and enough tiles that each CTA
+ * walks several (the turns run on across tiles). The outputs start as NaN, so rows the kernel
+ * skipped do not compare equal. */
+static void test_gg_fp8_turns_bitwise(void) {
+  gg_rng r = {test_seed() ^ 0xf87e};
+  gg_rows g;
+  g.E = 6;
+  g.count = {300, 0, 64, 65, 1, 129 + (int)gg_below(&r, 120)};
+  g.offset.resize(g.E + 1);
+  int32_t off = 0;
+  for (int e = 0; e < g.E; ++e) {
+    g.offset[e] = off;
+    off += (g.count[e] + 127) / 128 * 128;
+  }
+  g.offset[g.E] = off;
+  g.m_total = off;
+  const int64_t n = 1024, k = 768, inter = 512;
+  std::vector<uint16_t> a(g.m_total * k), w((size_t)g.E * n * k);
+  fill_bf16(&r, a, 1.0f);
+  fill_bf16(&r, w, 0.5f);
+  nan_padding(g, a, k);
+  uint8_t *qa, *qw;
+  float *sa, *sw;
+  quant_act(g, a, k, &qa, &sa);
+  quant_weight(w, g.E, n, k, &qw, &sw);
+  int32_t *doff = to_dev(g.offset), *dcnt = to_dev(g.count);
+  const std::vector<uint16_t> nan_c(g.m_total * n, BF16_NAN);
+  std::vector<uint16_t> got[2][2]; /* [flags 0 / 512][fwd / swiglu] */
+  const int flags[] = {0, 512};
+  for (int f = 0; f < 2; ++f) {
+    gg_set_tuning(0, 0, 0, flags[f]);
+    uint16_t *dc = to_dev(nan_c), *dact = to_dev(nan_c);
+    CHECK_STATUS(mok_gg_fp8_fwd(qa, sa, qw, sw, dc, doff, dcnt, g.E, g.m_total, n, k, 0),
+                 MOK_SUCCESS);
+    /* gate and up: the quantized weights' bytes read as two [E, inter, k] tensors */
+    CHECK_STATUS(mok_gg_fp8_gate_up_swiglu(qa, sa, qw, sw, qw + inter * k, sw + (inter / 128) * (k / 128),
+                                           dact, NULL, doff, dcnt, g.E, g.m_total, inter, k, 0,
+                                           0.0f, 0),
+                 MOK_SUCCESS);
+    CUDA_OK(cudaDeviceSynchronize());
+    got[f][0] = from_dev(dc, nan_c.size());
+    got[f][1] = from_dev(dact, (size_t)g.m_total * inter);
+    cudaFree(dc);
+    cudaFree(dact);
+  }
+  gg_restore_tuning();
+  long diff[2] = {0, 0}, nan_rows = 0;
+  for (int e = 0; e < g.E; ++e)
+    for (int i = 0; i < g.count[e]; ++i) {
+      const int64_t row = g.offset[e] + i;
+      for (int o = 0; o < 2; ++o) {
+        const int64_t cols = o ? inter : n;
+        diff[o] += memcmp(&got[0][o][row * cols], &got[1][o][row * cols], cols * 2) != 0;
+        for (int64_t j = 0; j < cols; ++j)
+          if (got[0][o][row * cols + j] == BF16_NAN) { ++nan_rows; break; }
+      }
+    }
+  printf("    rows differing: fwd %ld, swiglu %ld; rows with an unwritten value %ld\n", diff[0],
+         diff[1], nan_rows);
+  CHECK(diff[0] == 0 && diff[1] == 0 && nan_rows == 0);
+  cudaFree(qa); cudaFree(qw); cudaFree(sa); cudaFree(sw); cudaFree(doff); cudaFree(dcnt);
+}
+
 /* Gate+up with the activations quantized for down (mok_gg_fp8_gate_up_swiglu_quantized): on
  * every real row the same codes and scales, bit for bit, as the bf16 activations of
  * mok_gg_fp8_gate_up_swiglu quantized by mok_gg_fp8_quantize_act; in the epilogue of the default
@@ -1196,6 +1262,7 @@ extern "C" const test_case gg_test_cases[] = {
     {"gg_fp8_variants", test_gg_fp8_variants},
     {"gg_fp8_exact_capacity", test_gg_fp8_exact_capacity},
     {"gg_fp8_extreme_scales", test_gg_fp8_extreme_scales},
+    {"gg_fp8_turns_bitwise", test_gg_fp8_turns_bitwise},
     {"gg_fp8_quantize_rows", test_gg_fp8_quantize_rows},
     {"gg_fp8_swiglu_quantized", test_gg_fp8_swiglu_quantized},
     {"gg_fp8_layout", test_gg_fp8_layout},
