@@ -146,11 +146,24 @@ __device__ __forceinline__ void gg_store_pass(const float *acc, uint32_t stage, 
  * to their rows' (token, j) slots on the source ranks (q: kernels/fused_comm.h), 16 bytes per
  * thread and step (the same bf16 values the TMA stores write locally); rows at or past m_total and
  * padding rows never move; a row holds `hidden` bf16 values. Reads the staging buffer between the
- * pass's last barrier and the next pass's first. */
-template <int NBOX = 2>
-__device__ __forceinline__ void gg_push_pass(const uint8_t *stage, int wtid, const mok_gg_move &q,
-                                             int64_t m_total, int64_t hidden, int col0, int col_end,
-                                             int row0) {
+ * pass's last barrier and the next pass's first.
+ * gg_push_slots loads the slots of the rows this thread moves (the same in every pass of a
+ * fragment: -1 where nothing moves), so that a caller can load them once per tile, early;
+ * gg_push_pass_slots moves one pass with them. */
+template <int NBOX>
+__device__ __forceinline__ void gg_push_slots(const mok_gg_move &q, int64_t m_total, int64_t row0,
+                                              int wtid, int32_t *slot) {
+#pragma unroll
+  for (int j = 0; j < 8 * NBOX / 2; ++j) {
+    const int64_t grow = row0 + wtid / (8 * NBOX) + (128 / (8 * NBOX)) * j;
+    slot[j] = grow < m_total ? q.row_src[grow] : -1;
+  }
+}
+
+template <int NBOX>
+__device__ __forceinline__ void gg_push_pass_slots(const uint8_t *stage, int wtid,
+                                                   const mok_gg_move &q, int64_t hidden, int col0,
+                                                   int col_end, const int32_t *slot) {
   const int c = wtid & (8 * NBOX - 1); /* 16-byte chunk among the pass's 64 * NBOX columns */
   if (col0 + c * 8 >= col_end) return;
   const int64_t row_bytes = hidden * 2, per_rank = q.tokens * q.top_k;
@@ -158,15 +171,22 @@ __device__ __forceinline__ void gg_push_pass(const uint8_t *stage, int wtid, con
 #pragma unroll
   for (int j = 0; j < 8 * NBOX / 2; ++j) {
     const int row = wtid / (8 * NBOX) + (128 / (8 * NBOX)) * j;
-    const int64_t grow = (int64_t)row0 + row;
-    if (grow >= m_total) break;
-    const int32_t slot = q.row_src[grow];
-    if (slot < 0) continue;
+    if (slot[j] < 0) continue;
     const uint4 v = *(const uint4 *)(stage + box * 8192 + row * 128 + ((cc ^ (row & 7)) << 4));
-    char *dst = q.peer_base[mok_sched_slot_rank(slot, q.tokens, q.top_k)] + q.peer_off +
-                (int64_t)(slot % per_rank) * row_bytes + (int64_t)(col0 + c * 8) * 2;
+    char *dst = q.peer_base[mok_sched_slot_rank(slot[j], q.tokens, q.top_k)] + q.peer_off +
+                (int64_t)(slot[j] % per_rank) * row_bytes + (int64_t)(col0 + c * 8) * 2;
     *(uint4 *)dst = v;
   }
+}
+
+template <int NBOX = 2>
+__device__ __forceinline__ void gg_push_pass(const uint8_t *stage, int wtid, const mok_gg_move &q,
+                                             int64_t m_total, int64_t hidden, int col0, int col_end,
+                                             int row0) {
+  if (col0 + (wtid & (8 * NBOX - 1)) * 8 >= col_end) return;
+  int32_t slot[8 * NBOX / 2];
+  gg_push_slots<NBOX>(q, m_total, row0, wtid, slot);
+  gg_push_pass_slots<NBOX>(stage, wtid, q, hidden, col0, col_end, slot);
 }
 
 /* Host check of a fused move's fields that both directions read (kernels/fused_comm.h), and that

@@ -466,7 +466,8 @@ static mok_status f8_launch(const CUtensorMap *a, const CUtensorMap *b0, const C
   const int flags = gg_tuning_flags();
   const int wide = f8_wide(p.push);
   if (wide) { /* where the columns split into 256 (flag 4: cluster pairs) */
-    const mok_status st = f8_wide_launch(MODE, (flags & 4) ? 2 : 1, a, b0, b1, p, m_total, stream);
+    const mok_status st = f8_wide_launch(MODE, (flags & 4) ? 2 : 1, a, b0, b1, c0, p, m_total,
+                                         stream);
     if (st != MOK_ERR_NOT_SUPPORTED) return st;
   }
   const int db = (flags & 2) ? 1 : 0, cl = (flags & 4) ? 2 : 1;

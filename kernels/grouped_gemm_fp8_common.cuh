@@ -43,6 +43,8 @@ typedef struct {
   int64_t move_m_total;
   int turns;             /* the 256-column kernel: the consumer warpgroups issue each K block in
                             turn (f8w_turn_wait)                                              */
+  int direct;            /* the 256-column kernel, FWD: c stored from registers (f8_store_direct)
+                            instead of staged 64 x 64 boxes and TMA stores                    */
 } f8_params;
 
 /* The start of an FP8 kernel's CTA: the stage ring (thread 0; `releases` consumer-warp arrivals
@@ -184,10 +186,11 @@ __device__ __forceinline__ void f8_store_quant(const float *acc, uint8_t *q, flo
 }
 
 /* The 256-column variant (flag 128): a, b0, b1 the tensor maps of A (128-row boxes) and of the
- * weights (64-row boxes); p as for the 128-column kernel, n_tiles counting 256 output columns (FWD)
+ * weights (64-row boxes), c the output's (64 x 64 bf16 boxes; FWD with p.c0 only); p as for the 128-column kernel, n_tiles counting 256 output columns (FWD)
  * or 128 gate + 128 up rows (SWIGLU); cl 1, or 2 for cluster pairs sharing B. MOK_ERR_NOT_SUPPORTED
  * when the columns do not split so. */
 mok_status f8_wide_launch(int mode, int cl, const CUtensorMap *a, const CUtensorMap *b0,
-                          const CUtensorMap *b1, f8_params p, int64_t m_total, cudaStream_t stream);
+                          const CUtensorMap *b1, const CUtensorMap *c, f8_params p,
+                          int64_t m_total, cudaStream_t stream);
 
 #endif /* MOK_GROUPED_GEMM_FP8_COMMON_CUH */

@@ -24,8 +24,13 @@
  *
  * Shape: persistent, a TMA producer warp and two consumer warpgroups (64 rows x 256 columns each,
  * 232 registers), 128-row tiles, BK = 128, 4 stages of 48 KB (A 16 KB, B 32 KB) and their row
- * scales, the direct epilogue (f8_store_direct); a push (the backward's dx) stages 64 x 64 boxes
- * and sends them from there (gg_push_pass), 16 bytes per thread and row. CL = 2: a cluster pair
+ * scales. Epilogue: the plain product stages 64 x 64 boxes (stmatrix) and stores them with TMA, and
+ * a push (the forward's down, the backward's dx) sends each staged box to the rows' slots
+ * (gg_push_pass_slots, 16 bytes per thread and row; the slots loaded at the tile's start); gate+up
+ * stores from registers (bf16 act, or its quantized codes). Stores from registers write 16 bytes
+ * per row and warp instruction, half a sector, and on the down shape (16 K blocks per tile) cost
+ * a third of the kernel's time. The next tile is decoded, and its first weight scales loaded,
+ * before the epilogue; inside a tile each block's weight scales are loaded a block ahead. CL = 2: a cluster pair
  * of vertically adjacent tiles of one expert shares the B tile through multicast, each CTA
  * loading two of its four 64-row boxes, so L2 serves 32 KB instead of 48 KB per CTA and K block.
  *
@@ -92,11 +97,27 @@ __device__ __forceinline__ void f8w_scale_half(float *y, float f0, float f1) {
   for (int i = 0; i < 64; ++i) y[i] *= (i & 2) ? f1 : f0;
 }
 
+/* Where tile t's weight scales start: FWD two blocks of b (the low half's at the offset, the high
+ * half's kbs further), SWIGLU the gate's and the up's block (the same offset in each). */
+template <int MODE>
+__device__ __forceinline__ int f8w_scales_at(const f8_params &p, gg_tile t, int kbs) {
+  const int bexp = p.expert_base + t.expert;
+  return (bexp * (p.b_rows / 128) + (MODE == F8_FWD ? 2 : 1) * t.n_tile) * kbs;
+}
+/* The weight scales of K block kb of the tile whose scales start at off: low and high half. */
+template <int MODE>
+__device__ __forceinline__ void f8w_load_scales(const f8_params &p, int off, int kbs, int kb,
+                                                float *lo, float *hi) {
+  *lo = __ldg(p.b_scales0 + off + kb);
+  *hi = __ldg(MODE == F8_FWD ? p.b_scales0 + off + kbs + kb : p.b_scales1 + off + kb);
+}
+
 template <int MODE, int CL>
 __global__ void __launch_bounds__(F8W_THREADS, 1)
     gg_fp8_wide_kernel(const __grid_constant__ CUtensorMap tm_a,
                        const __grid_constant__ CUtensorMap tm_b0,
-                       const __grid_constant__ CUtensorMap tm_b1, const f8_params p) {
+                       const __grid_constant__ CUtensorMap tm_b1,
+                       const __grid_constant__ CUtensorMap tm_c, const f8_params p) {
   extern __shared__ __align__(1024) uint8_t smem[];
   __shared__ __align__(8) uint64_t bars[2 * F8W_STAGES];
   __shared__ int32_t prefix[F8_MAX_EXPERTS + 1];
@@ -109,18 +130,19 @@ __global__ void __launch_bounds__(F8W_THREADS, 1)
   const int E = p.num_experts;
   const int rank = CL > 1 ? (int)cluster_ctarank() : 0;
   const int unit0 = blockIdx.x / CL, ustride = gridDim.x / CL;
+  const bool tma_c = MODE == F8_FWD && p.c0 && !p.direct; /* FWD: c through TMA stores */
   const int total = f8_cta_start<MODE, CL>(smem_base, full0, empty0, F8W_STAGES, 8 * CL, F8W_BM,
-                                           &tm_a, &tm_b0, &tm_b1, NULL, p.count, E,
-                                           p.n_tiles, prefix);
+                                           &tm_a, &tm_b0, &tm_b1, tma_c ? &tm_c : NULL, p.count,
+                                           E, p.n_tiles, prefix);
 
   if (wg == 0) {
     /* ------------------------------ producer ------------------------------ */
     setmaxnreg_dec<40>();
     if (tid == 0) {
-      int stage = 0;
+      int stage = 0, cursor = 0;
       uint32_t phase = 0;
       for (int u = unit0; u < total; u += ustride) {
-        gg_tile t = gg_decode_m_grouped(u, prefix, E, p.n_tiles, p.group_m);
+        gg_tile t = gg_decode_m_grouped_from(u, prefix, E, p.n_tiles, p.group_m, &cursor);
         const int m_tile = t.m_tile * CL + rank;
         /* a pair's tile past the expert's rows loads the expert's first rows (ignored) */
         const int a_row = p.offset[t.expert] +
@@ -167,22 +189,32 @@ __global__ void __launch_bounds__(F8W_THREADS, 1)
     float y[128];
     const bool turns = p.turns != 0;
     bool first = true; /* no block issued yet by this warpgroup */
+    int cursor = 0;
+    /* The next tile is decoded, and its first block's weight scales loaded, before the current
+     * tile's epilogue, so that their latency hides behind it. */
+    gg_tile t = {0, 0, 0};
+    int ws_next = 0; /* the next tile's weight scales (f8w_scales_at) */
+    float bl = 0.f, bh = 0.f;
+    if (unit0 < total) {
+      t = gg_decode_m_grouped_from(unit0, prefix, E, p.n_tiles, p.group_m, &cursor);
+      ws_next = f8w_scales_at<MODE>(p, t, kbs);
+      f8w_load_scales<MODE>(p, ws_next, kbs, 0, &bl, &bh);
+    }
     for (int u = unit0; u < total; u += ustride) {
       const bool last_tile = u + ustride >= total;
-      gg_tile t = gg_decode_m_grouped(u, prefix, E, p.n_tiles, p.group_m);
       const int m_tile = t.m_tile * CL + rank;
       const int cnt = max(p.count[t.expert], 0);
       const int rows = min(cnt - (m_tile * F8W_BM + cwg * 64), 64);
-      const int bexp = p.expert_base + t.expert;
-      /* weight-scale rows of the two 128-column halves: FWD two blocks, SWIGLU gate and up */
-      const float *sbl, *sbh;
-      if (MODE == F8_FWD) {
-        sbl = p.b_scales0 + ((size_t)bexp * (p.b_rows / 128) + 2 * t.n_tile) * kbs;
-        sbh = sbl + kbs;
-      } else {
-        const size_t blk = (size_t)bexp * (p.b_rows / 128) + t.n_tile;
-        sbl = p.b_scales0 + blk * kbs;
-        sbh = p.b_scales1 + blk * kbs;
+      const int64_t row0 = (int64_t)p.offset[t.expert] + m_tile * F8W_BM + cwg * 64;
+      /* a pushing epilogue's destination slots (gg_push_slots), loaded while the math runs */
+      int32_t slot[4] = {-1, -1, -1, -1};
+      if (MODE == F8_FWD && p.push && rows > 0)
+        gg_push_slots<1>(p.move, p.move_m_total, row0, wtid, slot);
+      const gg_tile tile = t;
+      const int ws = ws_next;
+      if (!last_tile) { /* the next tile */
+        t = gg_decode_m_grouped_from(u + ustride, prefix, E, p.n_tiles, p.group_m, &cursor);
+        ws_next = f8w_scales_at<MODE>(p, t, kbs);
       }
       if (rows <= 0) { /* no real row in this warpgroup's 64: release the stages, no math */
         for (int kb = 0; kb < kbs; ++kb) {
@@ -193,6 +225,7 @@ __global__ void __launch_bounds__(F8W_THREADS, 1)
           first = false;
           if (++stage == F8W_STAGES) { stage = 0; phase ^= 1; }
         }
+        if (!last_tile) f8w_load_scales<MODE>(p, ws_next, kbs, 0, &bl, &bh);
         continue;
       }
       const uint32_t sas0 = smem_base + F8W_SC_OFF + 4 * r0;
@@ -200,7 +233,6 @@ __global__ void __launch_bounds__(F8W_THREADS, 1)
       int prev = -1;
       for (int kb = 0; kb < kbs; ++kb) {
         mbar_wait(full0 + 8 * stage, phase);
-        const float bl = __ldg(sbl + kb), bh = __ldg(sbh + kb);
         const float a0 = lds_f32(sas0 + stage * (F8W_BM * 4));
         const float a1 = lds_f32(sas0 + stage * (F8W_BM * 4) + 32);
         /* this block's c, held to 2^-40 of the previous one's and to 2^-126 (so that its
@@ -210,6 +242,9 @@ __global__ void __launch_bounds__(F8W_THREADS, 1)
         const float n10 = fmaxf(a1 * bl, fmaxf(c10 * m, F8W_FIRST_MIN));
         const float n01 = fmaxf(a0 * bh, fmaxf(c01 * m, F8W_FIRST_MIN));
         const float n11 = fmaxf(a1 * bh, fmaxf(c11 * m, F8W_FIRST_MIN));
+        /* the next block's weight scales (or the next tile's first), a block ahead */
+        if (kb + 1 < kbs) f8w_load_scales<MODE>(p, ws, kbs, kb + 1, &bl, &bh);
+        else if (!last_tile) f8w_load_scales<MODE>(p, ws_next, kbs, 0, &bl, &bh);
         if (kb > 0) {
           const float f00 = c00 * rcp_approx(n00), f10 = c10 * rcp_approx(n10);
           const float f01 = c01 * rcp_approx(n01), f11 = c11 * rcp_approx(n11);
@@ -235,24 +270,24 @@ __global__ void __launch_bounds__(F8W_THREADS, 1)
       f8w_scale_half(y, c00, c10);
       f8w_scale_half(y + 64, c01, c11);
 
-      const int64_t row0 = (int64_t)p.offset[t.expert] + m_tile * F8W_BM + cwg * 64;
       if (MODE == F8_FWD) {
-        const int col0 = t.n_tile * 256;
-        if (p.c0) f8_store_direct<0, 32>(y, p.c0, p.n_out, row0, col0, rows, wtid);
-        if (p.push) { /* four 64-column passes through the staging box, each pushed */
+        const int col0 = tile.n_tile * 256;
+        if (p.c0 && !tma_c) f8_store_direct<0, 32>(y, p.c0, p.n_out, row0, col0, rows, wtid);
+        if (tma_c || p.push) { /* four 64-column passes through the staging box */
           const uint32_t epi = smem_base + F8W_EPI_OFF + cwg * 8192;
           const uint8_t *epi_ptr = smem + F8W_EPI_OFF + cwg * 8192;
-          gg_store_pass<0, 1>(y, epi, wtid, nullptr, col0, p.n_out, (int)row0, 2 + cwg);
-          gg_push_pass<1>(epi_ptr, wtid, p.move, p.move_m_total, p.n_out, col0, p.n_out, row0);
-          gg_store_pass<8, 1>(y, epi, wtid, nullptr, col0 + 64, p.n_out, (int)row0, 2 + cwg);
-          gg_push_pass<1>(epi_ptr, wtid, p.move, p.move_m_total, p.n_out, col0 + 64, p.n_out, row0);
-          gg_store_pass<16, 1>(y, epi, wtid, nullptr, col0 + 128, p.n_out, (int)row0, 2 + cwg);
-          gg_push_pass<1>(epi_ptr, wtid, p.move, p.move_m_total, p.n_out, col0 + 128, p.n_out, row0);
-          gg_store_pass<24, 1>(y, epi, wtid, nullptr, col0 + 192, p.n_out, (int)row0, 2 + cwg);
-          gg_push_pass<1>(epi_ptr, wtid, p.move, p.move_m_total, p.n_out, col0 + 192, p.n_out, row0);
+          const CUtensorMap *mc = tma_c ? &tm_c : nullptr;
+          gg_store_pass<0, 1>(y, epi, wtid, mc, col0, p.n_out, (int)row0, 2 + cwg);
+          if (p.push) gg_push_pass_slots<1>(epi_ptr, wtid, p.move, p.n_out, col0, p.n_out, slot);
+          gg_store_pass<8, 1>(y, epi, wtid, mc, col0 + 64, p.n_out, (int)row0, 2 + cwg);
+          if (p.push) gg_push_pass_slots<1>(epi_ptr, wtid, p.move, p.n_out, col0 + 64, p.n_out, slot);
+          gg_store_pass<16, 1>(y, epi, wtid, mc, col0 + 128, p.n_out, (int)row0, 2 + cwg);
+          if (p.push) gg_push_pass_slots<1>(epi_ptr, wtid, p.move, p.n_out, col0 + 128, p.n_out, slot);
+          gg_store_pass<24, 1>(y, epi, wtid, mc, col0 + 192, p.n_out, (int)row0, 2 + cwg);
+          if (p.push) gg_push_pass_slots<1>(epi_ptr, wtid, p.move, p.n_out, col0 + 192, p.n_out, slot);
         }
       } else {
-        const int col0 = t.n_tile * 128;
+        const int col0 = tile.n_tile * 128;
         if (p.has_preact) {
           f8_store_direct<0, 16>(y, p.c1, 2 * p.n_out, row0, col0, rows, wtid);
           f8_store_direct<16, 16>(y, p.c1, 2 * p.n_out, row0, p.n_out + col0, rows, wtid);
@@ -264,6 +299,7 @@ __global__ void __launch_bounds__(F8W_THREADS, 1)
           f8_store_direct<0, 16>(y, p.c0, p.n_out, row0, col0, rows, wtid);
       }
     }
+    if (tma_c && wtid == 0) bulk_wait0(); /* the last TMA stores have left shared memory */
     if (MODE == F8_FWD && p.push)
       __threadfence_system(); /* the pushed rows, before the cross-rank barrier after the kernel */
   }
@@ -271,8 +307,8 @@ __global__ void __launch_bounds__(F8W_THREADS, 1)
 
 template <int MODE, int CL>
 static mok_status f8w_launch_mode(const CUtensorMap *a, const CUtensorMap *b0,
-                                  const CUtensorMap *b1, f8_params p, int max_units,
-                                  cudaStream_t stream) {
+                                  const CUtensorMap *b1, const CUtensorMap *c, f8_params p,
+                                  int max_units, cudaStream_t stream) {
   static int max_ctas = 0; /* co-resident CTAs (whole clusters), found once */
   if (!max_ctas)
     GG_TRY(gg_coresident_ctas((const void *)gg_fp8_wide_kernel<MODE, CL>, F8W_THREADS, F8W_SMEM,
@@ -283,13 +319,14 @@ static mok_status f8w_launch_mode(const CUtensorMap *a, const CUtensorMap *b0,
   cudaLaunchAttribute attr;
   const cudaLaunchConfig_t cfg =
       gg_cluster_config(units * CL, F8W_THREADS, F8W_SMEM, CL, stream, &attr);
-  if (cudaLaunchKernelEx(&cfg, gg_fp8_wide_kernel<MODE, CL>, *a, *b0, *b1, p) != cudaSuccess)
+  if (cudaLaunchKernelEx(&cfg, gg_fp8_wide_kernel<MODE, CL>, *a, *b0, *b1, *c, p) != cudaSuccess)
     return MOK_ERR_CUDA;
   return MOK_SUCCESS;
 }
 
 mok_status f8_wide_launch(int mode, int cl, const CUtensorMap *a, const CUtensorMap *b0,
-                          const CUtensorMap *b1, f8_params p, int64_t m_total, cudaStream_t stream) {
+                          const CUtensorMap *b1, const CUtensorMap *c, f8_params p,
+                          int64_t m_total, cudaStream_t stream) {
   if (mode == F8_FWD) {
     if (p.n_out % 256) return MOK_ERR_NOT_SUPPORTED;
     p.n_tiles = p.n_out / 256;
@@ -298,6 +335,7 @@ mok_status f8_wide_launch(int mode, int cl, const CUtensorMap *a, const CUtensor
   }
   p.group_m = 16 / cl;
   p.turns = !(gg_tuning_flags() & 512); /* flag 512: the warpgroups issue as they come */
+  p.direct = (gg_tuning_flags() & 1024) != 0; /* flag 1024: FWD's c stored from registers */
   const int max_tiles = (int)((m_total + F8W_BM - 1) / F8W_BM) * p.n_tiles;
   const int e_all = p.num_experts, base_all = p.expert_base;
   const int32_t *off_all = p.offset, *cnt_all = p.count;
@@ -310,11 +348,11 @@ mok_status f8_wide_launch(int mode, int cl, const CUtensorMap *a, const CUtensor
     const int units = cl == 2 ? (max_tiles + p.num_experts * p.n_tiles) / 2 + 1 : max_tiles;
     mok_status st;
     if (mode == F8_FWD)
-      st = cl == 2 ? f8w_launch_mode<F8_FWD, 2>(a, b0, b1, p, units, stream)
-                   : f8w_launch_mode<F8_FWD, 1>(a, b0, b1, p, units, stream);
+      st = cl == 2 ? f8w_launch_mode<F8_FWD, 2>(a, b0, b1, c, p, units, stream)
+                   : f8w_launch_mode<F8_FWD, 1>(a, b0, b1, c, p, units, stream);
     else
-      st = cl == 2 ? f8w_launch_mode<F8_SWIGLU, 2>(a, b0, b1, p, units, stream)
-                   : f8w_launch_mode<F8_SWIGLU, 1>(a, b0, b1, p, units, stream);
+      st = cl == 2 ? f8w_launch_mode<F8_SWIGLU, 2>(a, b0, b1, c, p, units, stream)
+                   : f8w_launch_mode<F8_SWIGLU, 1>(a, b0, b1, c, p, units, stream);
     if (st != MOK_SUCCESS) return st;
   }
   return MOK_SUCCESS;

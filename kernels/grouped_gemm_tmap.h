@@ -31,7 +31,8 @@ mok_status gg_device_sms(int *sms);
  * epilogue with one more stage (2, 16, 32 and 64 also move gate+up off its default, the 256-column
  * kernel), 128 = the 256-column kernel (now the default: no effect; + 4: in cluster pairs), 256 =
  * pushed products kept on the 128-column kernel, 512 = the 256-column kernel's consumer
- * warpgroups issuing without taking turns (the previous default). The bits are shared: one value sets every
+ * warpgroups issuing without taking turns (the previous default), 1024 = its plain products
+ * storing c from registers (the previous default). The bits are shared: one value sets every
  * kernel's probes.
  * gg_last_grid() is the grid of the last launch. */
 #ifdef __cplusplus

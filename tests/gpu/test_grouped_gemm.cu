@@ -648,13 +648,14 @@ static void test_gg_fp8_extreme_scales(void) {
   gg_restore_tuning();
 }
 
-/* The 256-column kernel's warpgroups taking turns (the default) against issuing as they come
- * (flag 512): only the order of issue differs, so every real row's bits must be equal, for the
- * plain product and gate+up with SwiGLU. Counts whose last tile leaves warpgroup 1 without rows
- * (it still takes its turns), an empty expert, a one-row expert, and enough tiles that each CTA
- * walks several (the turns run on across tiles). The outputs start as NaN, so rows the kernel
- * skipped do not compare equal. */
-static void test_gg_fp8_turns_bitwise(void) {
+/* The 256-column kernel's variants that change only the order of work or the way c is stored:
+ * the warpgroups taking turns (the default) against issuing as they come (flag 512), and c
+ * through staged boxes and TMA stores (the default) against stores from registers (flag 1024).
+ * Every real row's bits must be equal, for the plain product and (turns only) gate+up with
+ * SwiGLU. Counts whose last tile leaves warpgroup 1 without rows (it still takes its turns), an
+ * empty expert, a one-row expert, and enough tiles that each CTA walks several (the turns run on
+ * across tiles). The outputs start as NaN, so rows the kernel skipped do not compare equal. */
+static void test_gg_fp8_wide_orders_bitwise(void) {
   gg_rng r = {test_seed() ^ 0xf87e};
   gg_rows g;
   g.E = 6;
@@ -678,9 +679,9 @@ static void test_gg_fp8_turns_bitwise(void) {
   quant_weight(w, g.E, n, k, &qw, &sw);
   int32_t *doff = to_dev(g.offset), *dcnt = to_dev(g.count);
   const std::vector<uint16_t> nan_c(g.m_total * n, BF16_NAN);
-  std::vector<uint16_t> got[2][2]; /* [flags 0 / 512][fwd / swiglu] */
-  const int flags[] = {0, 512};
-  for (int f = 0; f < 2; ++f) {
+  std::vector<uint16_t> got[3][2]; /* [flags 0 / 512 / 1024][fwd / swiglu] */
+  const int flags[] = {0, 512, 1024};
+  for (int f = 0; f < 3; ++f) {
     gg_set_tuning(0, 0, 0, flags[f]);
     uint16_t *dc = to_dev(nan_c), *dact = to_dev(nan_c);
     CHECK_STATUS(mok_gg_fp8_fwd(qa, sa, qw, sw, dc, doff, dcnt, g.E, g.m_total, n, k, 0),
@@ -697,7 +698,7 @@ static void test_gg_fp8_turns_bitwise(void) {
     cudaFree(dact);
   }
   gg_restore_tuning();
-  long diff[2] = {0, 0}, nan_rows = 0;
+  long diff[3] = {0, 0, 0}, nan_rows = 0; /* fwd 512, swiglu 512, fwd 1024 */
   for (int e = 0; e < g.E; ++e)
     for (int i = 0; i < g.count[e]; ++i) {
       const int64_t row = g.offset[e] + i;
@@ -707,10 +708,11 @@ static void test_gg_fp8_turns_bitwise(void) {
         for (int64_t j = 0; j < cols; ++j)
           if (got[0][o][row * cols + j] == BF16_NAN) { ++nan_rows; break; }
       }
+      diff[2] += memcmp(&got[0][0][row * n], &got[2][0][row * n], n * 2) != 0;
     }
-  printf("    rows differing: fwd %ld, swiglu %ld; rows with an unwritten value %ld\n", diff[0],
-         diff[1], nan_rows);
-  CHECK(diff[0] == 0 && diff[1] == 0 && nan_rows == 0);
+  printf("    rows differing: fwd %ld, swiglu %ld (turns); fwd %ld (direct stores); rows with an "
+         "unwritten value %ld\n", diff[0], diff[1], diff[2], nan_rows);
+  CHECK(diff[0] == 0 && diff[1] == 0 && diff[2] == 0 && nan_rows == 0);
   cudaFree(qa); cudaFree(qw); cudaFree(sa); cudaFree(sw); cudaFree(doff); cudaFree(dcnt);
 }
 
@@ -1262,7 +1264,7 @@ extern "C" const test_case gg_test_cases[] = {
     {"gg_fp8_variants", test_gg_fp8_variants},
     {"gg_fp8_exact_capacity", test_gg_fp8_exact_capacity},
     {"gg_fp8_extreme_scales", test_gg_fp8_extreme_scales},
-    {"gg_fp8_turns_bitwise", test_gg_fp8_turns_bitwise},
+    {"gg_fp8_wide_orders_bitwise", test_gg_fp8_wide_orders_bitwise},
     {"gg_fp8_quantize_rows", test_gg_fp8_quantize_rows},
     {"gg_fp8_swiglu_quantized", test_gg_fp8_swiglu_quantized},
     {"gg_fp8_layout", test_gg_fp8_layout},
