@@ -462,12 +462,13 @@ static int f8_nwg(int wide, int64_t m_total, int num_experts) {
 template <int MODE>
 static mok_status f8_launch(const CUtensorMap *a, const CUtensorMap *b0, const CUtensorMap *b1,
                             const CUtensorMap *c0, const CUtensorMap *c1, f8_params p,
-                            int64_t m_total, cudaStream_t stream) {
+                            int64_t m_total, cudaStream_t stream, const CUtensorMap *q = NULL) {
   const int flags = gg_tuning_flags();
   const int wide = f8_wide(p.push);
   if (wide) { /* where the columns split into 256 (flag 4: cluster pairs) */
-    const mok_status st = f8_wide_launch(MODE, (flags & 4) ? 2 : 1, a, b0, b1, c0, p, m_total,
-                                         stream);
+    p.q_tma = q != NULL;
+    const mok_status st = f8_wide_launch(MODE, (flags & 4) ? 2 : 1, a, b0, b1,
+                                         MODE == F8_FWD ? c0 : c1, q ? q : a, p, m_total, stream);
     if (st != MOK_ERR_NOT_SUPPORTED) return st;
   }
   const int db = (flags & 2) ? 1 : 0, cl = (flags & 4) ? 2 : 1;
@@ -601,12 +602,14 @@ static mok_status f8_gate_up(const void *x, const float *x_scales, const void *w
   /* the 256-column kernel quantizes in its epilogue (one 128-block per row and tile); the
    * 128-column variants write bf16 act, quantized after */
   const int fused_q = q_act && f8_wide(0);
+  CUtensorMap tq; /* the codes, stored by TMA from a staged 64 x 128-byte box */
   if (fused_q) {
     if (((uintptr_t)q_act & 15) || ((uintptr_t)q_scales & 15)) return MOK_ERR_MISALIGNED;
     p.q_act = (uint8_t *)q_act;
     p.q_scales = q_scales;
+    GG_TRY(gg_make_tmap_2d(&tq, q_act, m_total, inter, 1, 64, 128));
   }
-  GG_TRY(f8_launch<F8_SWIGLU>(&ta, &tg, &tu, &tc, &tp, p, m_total, stream));
+  GG_TRY(f8_launch<F8_SWIGLU>(&ta, &tg, &tu, &tc, &tp, p, m_total, stream, fused_q ? &tq : NULL));
   if (q_act && !fused_q) return mok_gg_fp8_quantize_act(act, q_act, q_scales, m_total, inter, stream);
   return MOK_SUCCESS;
 }

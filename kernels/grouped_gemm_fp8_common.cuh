@@ -33,6 +33,7 @@ typedef struct {
   int has_preact;
   int group_m;
   uint16_t *c0, *c1;     /* the outputs for the direct epilogue (FWD: c; SWIGLU: act, preact) */
+  int q_tma;             /* q_act has a tensor map (the 256-column kernel's tm_q)             */
   uint8_t *q_act;        /* SWIGLU on the 256-column kernel, when set: the activations quantized
                             in the epilogue (codes [m_total, n_out] e4m3 and q_scales
                             [n_out / 128][m_pad]) instead of bf16 act                       */
@@ -43,8 +44,9 @@ typedef struct {
   int64_t move_m_total;
   int turns;             /* the 256-column kernel: the consumer warpgroups issue each K block in
                             turn (f8w_turn_wait)                                              */
-  int direct;            /* the 256-column kernel, FWD: c stored from registers (f8_store_direct)
-                            instead of staged 64 x 64 boxes and TMA stores                    */
+  int direct;            /* the 256-column kernel: FWD's c and SWIGLU's preact stored from
+                            registers (f8_store_direct) instead of staged 64 x 64 boxes and TMA
+                            stores                                                           */
 } f8_params;
 
 /* The start of an FP8 kernel's CTA: the stage ring (thread 0; `releases` consumer-warp arrivals
@@ -185,12 +187,66 @@ __device__ __forceinline__ void f8_store_quant(const float *acc, uint8_t *q, flo
   }
 }
 
+/* f8_store_quant with the codes staged in a 64 x 128-byte box (128-byte swizzle) at stage and
+ * stored by one TMA store (map: the codes' tensor map, 64 x 128 boxes) at (col0, row0): full
+ * 128-byte rows instead of 2-byte stores. All 64 rows are stored (the codes of padding rows too);
+ * the scales of real rows only, as f8_store_quant. bar_id: the warpgroup's named barrier. */
+__device__ __forceinline__ void f8_store_quant_tma(const float *acc, uint32_t stage,
+                                                   const CUtensorMap *map, float *scales,
+                                                   int64_t m_pad, int row0, int col0, int rows,
+                                                   int wtid, int bar_id) {
+  const int lane = wtid & 31;
+  const int r = (wtid >> 5) * 16 + (lane >> 2);
+  float v[64];
+  float amax0 = 0.0f, amax1 = 0.0f;
+#pragma unroll
+  for (int i = 0; i < 64; i += 2) {
+    const uint32_t pk = pack_bf16x2(acc[i], acc[i + 1]);
+    v[i] = __uint_as_float(pk << 16);
+    v[i + 1] = __uint_as_float(pk & 0xffff0000u);
+    const float m = fmaxf(fabsf(v[i]), fabsf(v[i + 1]));
+    if (i & 2) amax1 = fmaxf(amax1, m);
+    else amax0 = fmaxf(amax0, m);
+  }
+#pragma unroll
+  for (int o = 1; o < 4; o <<= 1) {
+    amax0 = fmaxf(amax0, __shfl_xor_sync(0xffffffffu, amax0, o));
+    amax1 = fmaxf(amax1, __shfl_xor_sync(0xffffffffu, amax1, o));
+  }
+  const float scale0 = f8_scale_of(amax0), scale1 = f8_scale_of(amax1);
+  const float inv0 = 1.0f / scale0, inv1 = 1.0f / scale1;
+  if (wtid == 0) bulk_wait_read0(); /* the previous store has left the box */
+  named_bar_sync(bar_id, 128);
+  /* row r, columns 8j + 2q, 8j + 2q + 1: 16-byte chunk j / 2, swizzled by the row */
+  const uint32_t b0 = stage + r * 128, b1 = b0 + 8 * 128;
+  const int q2 = 2 * (lane & 3), sw = r & 7; /* rows r and r + 8 share the swizzle */
+#pragma unroll
+  for (int j = 0; j < 16; ++j) {
+    const float *w = v + 4 * j;
+    const uint32_t at = (((j >> 1) ^ sw) << 4) + ((j & 1) << 3) + q2;
+    sts_u16(b0 + at, f8_pack2(w[0] * inv0, w[1] * inv0));
+    sts_u16(b1 + at, f8_pack2(w[2] * inv1, w[3] * inv1));
+  }
+  fence_proxy_async_smem();
+  named_bar_sync(bar_id, 128);
+  if (wtid == 0) {
+    tma_store_2d(map, stage, col0, row0);
+    bulk_commit();
+  }
+  if ((lane & 3) == 0) {
+    float *s = scales + (int64_t)(col0 / 128) * m_pad + row0 + r;
+    if (r < rows) s[0] = scale0;
+    if (r + 8 < rows) s[8] = scale1;
+  }
+}
+
 /* The 256-column variant (flag 128): a, b0, b1 the tensor maps of A (128-row boxes) and of the
- * weights (64-row boxes), c the output's (64 x 64 bf16 boxes; FWD with p.c0 only); p as for the 128-column kernel, n_tiles counting 256 output columns (FWD)
+ * weights (64-row boxes), c the staged output's (64 x 64 bf16 boxes: FWD's c, SWIGLU's preact),
+ * q (SWIGLU with p.q_tma) the quantized activations' (64 x 128 bytes); p as for the 128-column kernel, n_tiles counting 256 output columns (FWD)
  * or 128 gate + 128 up rows (SWIGLU); cl 1, or 2 for cluster pairs sharing B. MOK_ERR_NOT_SUPPORTED
  * when the columns do not split so. */
 mok_status f8_wide_launch(int mode, int cl, const CUtensorMap *a, const CUtensorMap *b0,
-                          const CUtensorMap *b1, const CUtensorMap *c, f8_params p,
-                          int64_t m_total, cudaStream_t stream);
+                          const CUtensorMap *b1, const CUtensorMap *c, const CUtensorMap *q,
+                          f8_params p, int64_t m_total, cudaStream_t stream);
 
 #endif /* MOK_GROUPED_GEMM_FP8_COMMON_CUH */

@@ -27,7 +27,8 @@
  * scales. Epilogue: the plain product stages 64 x 64 boxes (stmatrix) and stores them with TMA, and
  * a push (the forward's down, the backward's dx) sends each staged box to the rows' slots
  * (gg_push_pass_slots, 16 bytes per thread and row; the slots loaded at the tile's start); gate+up
- * stores from registers (bf16 act, or its quantized codes). Stores from registers write 16 bytes
+ * stages its bf16 pre-activations the same way, and its quantized activations (codes) in a 64 x
+ * 128-byte box stored by TMA (f8_store_quant_tma); bf16 act goes from registers. Stores from registers write 16 bytes
  * per row and warp instruction, half a sector, and on the down shape (16 K blocks per tile) cost
  * a third of the kernel's time. The next tile is decoded, and its first weight scales loaded,
  * before the epilogue; inside a tile each block's weight scales are loaded a block ahead. CL = 2: a cluster pair
@@ -117,7 +118,8 @@ __global__ void __launch_bounds__(F8W_THREADS, 1)
     gg_fp8_wide_kernel(const __grid_constant__ CUtensorMap tm_a,
                        const __grid_constant__ CUtensorMap tm_b0,
                        const __grid_constant__ CUtensorMap tm_b1,
-                       const __grid_constant__ CUtensorMap tm_c, const f8_params p) {
+                       const __grid_constant__ CUtensorMap tm_c,
+                       const __grid_constant__ CUtensorMap tm_q, const f8_params p) {
   extern __shared__ __align__(1024) uint8_t smem[];
   __shared__ __align__(8) uint64_t bars[2 * F8W_STAGES];
   __shared__ int32_t prefix[F8_MAX_EXPERTS + 1];
@@ -130,7 +132,9 @@ __global__ void __launch_bounds__(F8W_THREADS, 1)
   const int E = p.num_experts;
   const int rank = CL > 1 ? (int)cluster_ctarank() : 0;
   const int unit0 = blockIdx.x / CL, ustride = gridDim.x / CL;
-  const bool tma_c = MODE == F8_FWD && p.c0 && !p.direct; /* FWD: c through TMA stores */
+  /* through staged boxes and TMA stores (tm_c): FWD's c, SWIGLU's pre-activations */
+  const bool tma_c = !p.direct && (MODE == F8_FWD ? p.c0 != nullptr : p.has_preact != 0);
+  if (threadIdx.x == 32 && MODE == F8_SWIGLU && p.q_tma) tma_prefetch_desc(&tm_q);
   const int total = f8_cta_start<MODE, CL>(smem_base, full0, empty0, F8W_STAGES, 8 * CL, F8W_BM,
                                            &tm_a, &tm_b0, &tm_b1, tma_c ? &tm_c : NULL, p.count,
                                            E, p.n_tiles, prefix);
@@ -288,18 +292,28 @@ __global__ void __launch_bounds__(F8W_THREADS, 1)
         }
       } else {
         const int col0 = tile.n_tile * 128;
-        if (p.has_preact) {
+        if (p.has_preact && tma_c) { /* g | u: four 64-column boxes, two of each */
+          const uint32_t epi = smem_base + F8W_EPI_OFF + cwg * 8192;
+          const int ld = 2 * p.n_out;
+          gg_store_pass<0, 1>(y, epi, wtid, &tm_c, col0, ld, (int)row0, 2 + cwg);
+          gg_store_pass<8, 1>(y, epi, wtid, &tm_c, col0 + 64, ld, (int)row0, 2 + cwg);
+          gg_store_pass<16, 1>(y, epi, wtid, &tm_c, p.n_out + col0, ld, (int)row0, 2 + cwg);
+          gg_store_pass<24, 1>(y, epi, wtid, &tm_c, p.n_out + col0 + 64, ld, (int)row0, 2 + cwg);
+        } else if (p.has_preact) {
           f8_store_direct<0, 16>(y, p.c1, 2 * p.n_out, row0, col0, rows, wtid);
           f8_store_direct<16, 16>(y, p.c1, 2 * p.n_out, row0, p.n_out + col0, rows, wtid);
         }
         gg_swiglu<64>(y, p.use_limit, p.limit);
-        if (p.q_act)
+        if (p.q_act && p.q_tma && !p.direct)
+          f8_store_quant_tma(y, smem_base + F8W_EPI_OFF + cwg * 8192, &tm_q, p.q_scales, p.m_pad,
+                             (int)row0, col0, rows, wtid, 2 + cwg);
+        else if (p.q_act)
           f8_store_quant(y, p.q_act, p.q_scales, p.n_out, p.m_pad, row0, col0, rows, wtid);
         else
           f8_store_direct<0, 16>(y, p.c0, p.n_out, row0, col0, rows, wtid);
       }
     }
-    if (tma_c && wtid == 0) bulk_wait0(); /* the last TMA stores have left shared memory */
+    if (wtid == 0) bulk_wait0(); /* the last TMA stores are done */
     if (MODE == F8_FWD && p.push)
       __threadfence_system(); /* the pushed rows, before the cross-rank barrier after the kernel */
   }
@@ -307,8 +321,9 @@ __global__ void __launch_bounds__(F8W_THREADS, 1)
 
 template <int MODE, int CL>
 static mok_status f8w_launch_mode(const CUtensorMap *a, const CUtensorMap *b0,
-                                  const CUtensorMap *b1, const CUtensorMap *c, f8_params p,
-                                  int max_units, cudaStream_t stream) {
+                                  const CUtensorMap *b1, const CUtensorMap *c,
+                                  const CUtensorMap *q, f8_params p, int max_units,
+                                  cudaStream_t stream) {
   static int max_ctas = 0; /* co-resident CTAs (whole clusters), found once */
   if (!max_ctas)
     GG_TRY(gg_coresident_ctas((const void *)gg_fp8_wide_kernel<MODE, CL>, F8W_THREADS, F8W_SMEM,
@@ -319,14 +334,14 @@ static mok_status f8w_launch_mode(const CUtensorMap *a, const CUtensorMap *b0,
   cudaLaunchAttribute attr;
   const cudaLaunchConfig_t cfg =
       gg_cluster_config(units * CL, F8W_THREADS, F8W_SMEM, CL, stream, &attr);
-  if (cudaLaunchKernelEx(&cfg, gg_fp8_wide_kernel<MODE, CL>, *a, *b0, *b1, *c, p) != cudaSuccess)
+  if (cudaLaunchKernelEx(&cfg, gg_fp8_wide_kernel<MODE, CL>, *a, *b0, *b1, *c, *q, p) != cudaSuccess)
     return MOK_ERR_CUDA;
   return MOK_SUCCESS;
 }
 
 mok_status f8_wide_launch(int mode, int cl, const CUtensorMap *a, const CUtensorMap *b0,
-                          const CUtensorMap *b1, const CUtensorMap *c, f8_params p,
-                          int64_t m_total, cudaStream_t stream) {
+                          const CUtensorMap *b1, const CUtensorMap *c, const CUtensorMap *q,
+                          f8_params p, int64_t m_total, cudaStream_t stream) {
   if (mode == F8_FWD) {
     if (p.n_out % 256) return MOK_ERR_NOT_SUPPORTED;
     p.n_tiles = p.n_out / 256;
@@ -335,7 +350,7 @@ mok_status f8_wide_launch(int mode, int cl, const CUtensorMap *a, const CUtensor
   }
   p.group_m = 16 / cl;
   p.turns = !(gg_tuning_flags() & 512); /* flag 512: the warpgroups issue as they come */
-  p.direct = (gg_tuning_flags() & 1024) != 0; /* flag 1024: FWD's c stored from registers */
+  p.direct = (gg_tuning_flags() & 1024) != 0; /* flag 1024: c or preact stored from registers */
   const int max_tiles = (int)((m_total + F8W_BM - 1) / F8W_BM) * p.n_tiles;
   const int e_all = p.num_experts, base_all = p.expert_base;
   const int32_t *off_all = p.offset, *cnt_all = p.count;
@@ -348,11 +363,11 @@ mok_status f8_wide_launch(int mode, int cl, const CUtensorMap *a, const CUtensor
     const int units = cl == 2 ? (max_tiles + p.num_experts * p.n_tiles) / 2 + 1 : max_tiles;
     mok_status st;
     if (mode == F8_FWD)
-      st = cl == 2 ? f8w_launch_mode<F8_FWD, 2>(a, b0, b1, c, p, units, stream)
-                   : f8w_launch_mode<F8_FWD, 1>(a, b0, b1, c, p, units, stream);
+      st = cl == 2 ? f8w_launch_mode<F8_FWD, 2>(a, b0, b1, c, q, p, units, stream)
+                   : f8w_launch_mode<F8_FWD, 1>(a, b0, b1, c, q, p, units, stream);
     else
-      st = cl == 2 ? f8w_launch_mode<F8_SWIGLU, 2>(a, b0, b1, c, p, units, stream)
-                   : f8w_launch_mode<F8_SWIGLU, 1>(a, b0, b1, c, p, units, stream);
+      st = cl == 2 ? f8w_launch_mode<F8_SWIGLU, 2>(a, b0, b1, c, q, p, units, stream)
+                   : f8w_launch_mode<F8_SWIGLU, 1>(a, b0, b1, c, q, p, units, stream);
     if (st != MOK_SUCCESS) return st;
   }
   return MOK_SUCCESS;

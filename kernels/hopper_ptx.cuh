@@ -160,6 +160,10 @@ MOK_DEV float lds_f32(uint32_t addr) {
   asm volatile("ld.shared.f32 %0, [%1];\n" : "=f"(v) : "r"(addr) : "memory");
   return v;
 }
+/* Two bytes to shared memory by shared-window address. */
+MOK_DEV void sts_u16(uint32_t addr, uint16_t v) {
+  asm volatile("st.shared.u16 [%0], %1;\n" ::"r"(addr), "h"(v) : "memory");
+}
 /* 1 / x to within an ulp (MUFU.RCP alone: no IEEE-division slow path); x a normal float. */
 MOK_DEV float rcp_approx(float x) {
   float r;

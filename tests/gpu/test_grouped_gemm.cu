@@ -648,13 +648,14 @@ static void test_gg_fp8_extreme_scales(void) {
   gg_restore_tuning();
 }
 
-/* The 256-column kernel's variants that change only the order of work or the way c is stored:
- * the warpgroups taking turns (the default) against issuing as they come (flag 512), and c
- * through staged boxes and TMA stores (the default) against stores from registers (flag 1024).
- * Every real row's bits must be equal, for the plain product and (turns only) gate+up with
- * SwiGLU. Counts whose last tile leaves warpgroup 1 without rows (it still takes its turns), an
- * empty expert, a one-row expert, and enough tiles that each CTA walks several (the turns run on
- * across tiles). The outputs start as NaN, so rows the kernel skipped do not compare equal. */
+/* The 256-column kernel's variants that change only the order of work or the way outputs are
+ * stored: the warpgroups taking turns (the default) against issuing as they come (flag 512), and
+ * c (plain product) and the pre-activations (gate+up) through staged boxes and TMA stores (the
+ * default) against stores from registers (flag 1024). Every real row's bits must be equal: c,
+ * act and preact. Counts whose last tile leaves warpgroup 1 without rows (it still takes its
+ * turns), an empty expert, a one-row expert, and enough tiles that each CTA walks several (the
+ * turns run on across tiles). The outputs start as NaN, so rows the kernel skipped do not compare
+ * equal. */
 static void test_gg_fp8_wide_orders_bitwise(void) {
   gg_rng r = {test_seed() ^ 0xf87e};
   gg_rows g;
@@ -679,47 +680,54 @@ static void test_gg_fp8_wide_orders_bitwise(void) {
   quant_weight(w, g.E, n, k, &qw, &sw);
   int32_t *doff = to_dev(g.offset), *dcnt = to_dev(g.count);
   const std::vector<uint16_t> nan_c(g.m_total * n, BF16_NAN);
-  std::vector<uint16_t> got[3][2]; /* [flags 0 / 512 / 1024][fwd / swiglu] */
+  std::vector<uint16_t> got[3][3]; /* [flags 0 / 512 / 1024][c / act / preact] */
   const int flags[] = {0, 512, 1024};
   for (int f = 0; f < 3; ++f) {
     gg_set_tuning(0, 0, 0, flags[f]);
-    uint16_t *dc = to_dev(nan_c), *dact = to_dev(nan_c);
+    uint16_t *dc = to_dev(nan_c), *dact = to_dev(nan_c), *dpre = to_dev(nan_c); /* n = 2 inter */
     CHECK_STATUS(mok_gg_fp8_fwd(qa, sa, qw, sw, dc, doff, dcnt, g.E, g.m_total, n, k, 0),
                  MOK_SUCCESS);
     /* gate and up: the quantized weights' bytes read as two [E, inter, k] tensors */
     CHECK_STATUS(mok_gg_fp8_gate_up_swiglu(qa, sa, qw, sw, qw + inter * k, sw + (inter / 128) * (k / 128),
-                                           dact, NULL, doff, dcnt, g.E, g.m_total, inter, k, 0,
+                                           dact, dpre, doff, dcnt, g.E, g.m_total, inter, k, 0,
                                            0.0f, 0),
                  MOK_SUCCESS);
     CUDA_OK(cudaDeviceSynchronize());
     got[f][0] = from_dev(dc, nan_c.size());
     got[f][1] = from_dev(dact, (size_t)g.m_total * inter);
+    got[f][2] = from_dev(dpre, nan_c.size());
     cudaFree(dc);
     cudaFree(dact);
+    cudaFree(dpre);
   }
   gg_restore_tuning();
-  long diff[3] = {0, 0, 0}, nan_rows = 0; /* fwd 512, swiglu 512, fwd 1024 */
+  long diff[2][3] = {{0, 0, 0}, {0, 0, 0}}, nan_rows = 0; /* [flags 512 / 1024][c / act / preact] */
+  const int64_t cols[3] = {n, inter, n};
   for (int e = 0; e < g.E; ++e)
     for (int i = 0; i < g.count[e]; ++i) {
       const int64_t row = g.offset[e] + i;
-      for (int o = 0; o < 2; ++o) {
-        const int64_t cols = o ? inter : n;
-        diff[o] += memcmp(&got[0][o][row * cols], &got[1][o][row * cols], cols * 2) != 0;
-        for (int64_t j = 0; j < cols; ++j)
-          if (got[0][o][row * cols + j] == BF16_NAN) { ++nan_rows; break; }
+      for (int o = 0; o < 3; ++o) {
+        const int64_t w = cols[o];
+        for (int f = 1; f < 3; ++f)
+          diff[f - 1][o] += memcmp(&got[0][o][row * w], &got[f][o][row * w], w * 2) != 0;
+        for (int64_t j = 0; j < w; ++j)
+          if (got[0][o][row * w + j] == BF16_NAN) { ++nan_rows; break; }
       }
-      diff[2] += memcmp(&got[0][0][row * n], &got[2][0][row * n], n * 2) != 0;
     }
-  printf("    rows differing: fwd %ld, swiglu %ld (turns); fwd %ld (direct stores); rows with an "
-         "unwritten value %ld\n", diff[0], diff[1], diff[2], nan_rows);
-  CHECK(diff[0] == 0 && diff[1] == 0 && diff[2] == 0 && nan_rows == 0);
+  printf("    rows differing (c, act, preact): turns %ld %ld %ld, stores from registers %ld %ld "
+         "%ld; rows with an unwritten value %ld\n", diff[0][0], diff[0][1], diff[0][2],
+         diff[1][0], diff[1][1], diff[1][2], nan_rows);
+  for (int f = 0; f < 2; ++f)
+    for (int o = 0; o < 3; ++o) CHECK(diff[f][o] == 0);
+  CHECK(nan_rows == 0);
   cudaFree(qa); cudaFree(qw); cudaFree(sa); cudaFree(sw); cudaFree(doff); cudaFree(dcnt);
 }
 
 /* Gate+up with the activations quantized for down (mok_gg_fp8_gate_up_swiglu_quantized): on
  * every real row the same codes and scales, bit for bit, as the bf16 activations of
  * mok_gg_fp8_gate_up_swiglu quantized by mok_gg_fp8_quantize_act; in the epilogue of the default
- * (256-column) kernel, and after a 128-column kernel (flag 16); with and without the clamp. */
+ * (256-column) kernel, which stages the codes and stores them by TMA, with them stored from
+ * registers (flag 1024), and after a 128-column kernel (flag 16); with and without the clamp. */
 static void test_gg_fp8_swiglu_quantized(void) {
   gg_rng r = {test_seed() ^ 0xf8a9};
   const int E = 5;
@@ -748,7 +756,7 @@ static void test_gg_fp8_swiglu_quantized(void) {
   uint16_t *p0 = NULL, *p1 = NULL; /* the pre-activations kept for backward, written alongside */
   cudaMalloc((void **)&p0, g.m_total * 2 * inter * 2);
   cudaMalloc((void **)&p1, g.m_total * 2 * inter * 2);
-  const int flags[] = {0, 16};
+  const int flags[] = {0, 16, 1024}; /* default (staged codes), 128 columns, from registers */
   for (int f : flags)
     for (int lim = 0; lim < 2; ++lim) {
       gg_set_tuning(0, 0, 0, f);
