@@ -467,8 +467,9 @@ static mok_status f8_launch(const CUtensorMap *a, const CUtensorMap *b0, const C
   const int wide = f8_wide(p.push);
   if (wide) { /* where the columns split into 256 (flag 4: cluster pairs) */
     p.q_tma = q != NULL;
+    p.act_tma = MODE == F8_SWIGLU && !q; /* act: c0's map */
     const mok_status st = f8_wide_launch(MODE, (flags & 4) ? 2 : 1, a, b0, b1,
-                                         MODE == F8_FWD ? c0 : c1, q ? q : a, p, m_total, stream);
+                                         MODE == F8_FWD ? c0 : c1, q ? q : c0, p, m_total, stream);
     if (st != MOK_ERR_NOT_SUPPORTED) return st;
   }
   const int db = (flags & 2) ? 1 : 0, cl = (flags & 4) ? 2 : 1;

@@ -33,7 +33,8 @@ typedef struct {
   int has_preact;
   int group_m;
   uint16_t *c0, *c1;     /* the outputs for the direct epilogue (FWD: c; SWIGLU: act, preact) */
-  int q_tma;             /* q_act has a tensor map (the 256-column kernel's tm_q)             */
+  int q_tma;             /* the 256-column kernel's tm_act maps q_act (64 x 128-byte boxes)   */
+  int act_tma;           /* the 256-column kernel's tm_act maps bf16 act, c0 (64 x 64 boxes)  */
   uint8_t *q_act;        /* SWIGLU on the 256-column kernel, when set: the activations quantized
                             in the epilogue (codes [m_total, n_out] e4m3 and q_scales
                             [n_out / 128][m_pad]) instead of bf16 act                       */
@@ -242,7 +243,7 @@ __device__ __forceinline__ void f8_store_quant_tma(const float *acc, uint32_t st
 
 /* The 256-column variant (flag 128): a, b0, b1 the tensor maps of A (128-row boxes) and of the
  * weights (64-row boxes), c the staged output's (64 x 64 bf16 boxes: FWD's c, SWIGLU's preact),
- * q (SWIGLU with p.q_tma) the quantized activations' (64 x 128 bytes); p as for the 128-column kernel, n_tiles counting 256 output columns (FWD)
+ * q (SWIGLU) the activations' (p.q_tma: the codes, 64 x 128 bytes; else bf16 act, 64 x 64); p as for the 128-column kernel, n_tiles counting 256 output columns (FWD)
  * or 128 gate + 128 up rows (SWIGLU); cl 1, or 2 for cluster pairs sharing B. MOK_ERR_NOT_SUPPORTED
  * when the columns do not split so. */
 mok_status f8_wide_launch(int mode, int cl, const CUtensorMap *a, const CUtensorMap *b0,

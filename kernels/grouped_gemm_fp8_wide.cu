@@ -27,8 +27,8 @@
  * scales. Epilogue: the plain product stages 64 x 64 boxes (stmatrix) and stores them with TMA, and
  * a push (the forward's down, the backward's dx) sends each staged box to the rows' slots
  * (gg_push_pass_slots, 16 bytes per thread and row; the slots loaded at the tile's start); gate+up
- * stages its bf16 pre-activations the same way, and its quantized activations (codes) in a 64 x
- * 128-byte box stored by TMA (f8_store_quant_tma); bf16 act goes from registers. Stores from registers write 16 bytes
+ * stages its bf16 pre-activations the same way, its bf16 activations too, or their quantized codes
+ * in a 64 x 128-byte box stored by TMA (f8_store_quant_tma). Stores from registers write 16 bytes
  * per row and warp instruction, half a sector, and on the down shape (16 K blocks per tile) cost
  * a third of the kernel's time. The next tile is decoded, and its first weight scales loaded,
  * before the epilogue; inside a tile each block's weight scales are loaded a block ahead. CL = 2: a cluster pair
@@ -119,7 +119,7 @@ __global__ void __launch_bounds__(F8W_THREADS, 1)
                        const __grid_constant__ CUtensorMap tm_b0,
                        const __grid_constant__ CUtensorMap tm_b1,
                        const __grid_constant__ CUtensorMap tm_c,
-                       const __grid_constant__ CUtensorMap tm_q, const f8_params p) {
+                       const __grid_constant__ CUtensorMap tm_act, const f8_params p) {
   extern __shared__ __align__(1024) uint8_t smem[];
   __shared__ __align__(8) uint64_t bars[2 * F8W_STAGES];
   __shared__ int32_t prefix[F8_MAX_EXPERTS + 1];
@@ -134,7 +134,7 @@ __global__ void __launch_bounds__(F8W_THREADS, 1)
   const int unit0 = blockIdx.x / CL, ustride = gridDim.x / CL;
   /* through staged boxes and TMA stores (tm_c): FWD's c, SWIGLU's pre-activations */
   const bool tma_c = !p.direct && (MODE == F8_FWD ? p.c0 != nullptr : p.has_preact != 0);
-  if (threadIdx.x == 32 && MODE == F8_SWIGLU && p.q_tma) tma_prefetch_desc(&tm_q);
+  if (threadIdx.x == 32 && MODE == F8_SWIGLU && (p.q_tma || p.act_tma)) tma_prefetch_desc(&tm_act);
   const int total = f8_cta_start<MODE, CL>(smem_base, full0, empty0, F8W_STAGES, 8 * CL, F8W_BM,
                                            &tm_a, &tm_b0, &tm_b1, tma_c ? &tm_c : NULL, p.count,
                                            E, p.n_tiles, prefix);
@@ -304,13 +304,18 @@ __global__ void __launch_bounds__(F8W_THREADS, 1)
           f8_store_direct<16, 16>(y, p.c1, 2 * p.n_out, row0, p.n_out + col0, rows, wtid);
         }
         gg_swiglu<64>(y, p.use_limit, p.limit);
-        if (p.q_act && p.q_tma && !p.direct)
-          f8_store_quant_tma(y, smem_base + F8W_EPI_OFF + cwg * 8192, &tm_q, p.q_scales, p.m_pad,
-                             (int)row0, col0, rows, wtid, 2 + cwg);
-        else if (p.q_act)
+        const uint32_t epi = smem_base + F8W_EPI_OFF + cwg * 8192;
+        if (p.q_act && p.q_tma && !p.direct) {
+          f8_store_quant_tma(y, epi, &tm_act, p.q_scales, p.m_pad, (int)row0, col0, rows, wtid,
+                             2 + cwg);
+        } else if (p.q_act) {
           f8_store_quant(y, p.q_act, p.q_scales, p.n_out, p.m_pad, row0, col0, rows, wtid);
-        else
+        } else if (p.act_tma && !p.direct) { /* bf16 act: two 64-column boxes */
+          gg_store_pass<0, 1>(y, epi, wtid, &tm_act, col0, p.n_out, (int)row0, 2 + cwg);
+          gg_store_pass<8, 1>(y, epi, wtid, &tm_act, col0 + 64, p.n_out, (int)row0, 2 + cwg);
+        } else {
           f8_store_direct<0, 16>(y, p.c0, p.n_out, row0, col0, rows, wtid);
+        }
       }
     }
     if (wtid == 0) bulk_wait0(); /* the last TMA stores are done */
