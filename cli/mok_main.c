@@ -58,7 +58,7 @@ static void usage(FILE *f) {
           "                         epilogue; 128: 256-column tiles for the plain forward too;\n"
           "                         256: pushed products on 128-column tiles; 512: the\n"
           "                         256-column kernel's warpgroups issue without turns;\n"
-          "                         1024: its plain products store c from registers;\n"
+          "                         1024: its outputs stored from registers;\n"
           "                         see kernels/grouped_gemm_tmap.h)\n");
 }
 

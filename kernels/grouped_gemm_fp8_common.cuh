@@ -45,9 +45,8 @@ typedef struct {
   int64_t move_m_total;
   int turns;             /* the 256-column kernel: the consumer warpgroups issue each K block in
                             turn (f8w_turn_wait)                                              */
-  int direct;            /* the 256-column kernel: FWD's c and SWIGLU's preact stored from
-                            registers (f8_store_direct) instead of staged 64 x 64 boxes and TMA
-                            stores                                                           */
+  int direct;            /* the 256-column kernel: its outputs (c; preact, act, the codes)
+                            stored from registers instead of staged boxes and TMA stores     */
 } f8_params;
 
 /* The start of an FP8 kernel's CTA: the stage ring (thread 0; `releases` consumer-warp arrivals
@@ -143,19 +142,10 @@ __device__ __forceinline__ void f8_dequant16(uint4 codes, float s, uint4 *out) {
   out[1] = make_uint4(o[4], o[5], o[6], o[7]);
 }
 
-/* Quantizing epilogue of a warpgroup's 64 rows x 128 columns (acc[0, 64): the m64n128 fragment,
- * one 128-block per row): each value rounded to bf16, then the block's scale = amax / 448 (1 for
- * an all-zero block) and the codes = value / scale in e4m3, the very steps of the activation
- * quantizer (gg_quant_act_kernel) on the bf16 activations, so the same bits without the bf16
- * round trip through memory. A row's 128 values lie in one quad of lanes (32 each); codes go to
- * q[(row0 + r) * ld + col0 ...], the scale to scales[kb * m_pad + row0 + r]; rows past `rows`
- * are skipped. */
-__device__ __forceinline__ void f8_store_quant(const float *acc, uint8_t *q, float *scales,
-                                               int64_t ld, int64_t m_pad, int64_t row0, int col0,
-                                               int rows, int wtid) {
-  const int lane = wtid & 31;
-  const int r = (wtid >> 5) * 16 + (lane >> 2);
-  float v[64]; /* the values rounded to bf16 */
+/* The first steps of the quantizing epilogues: the 64 x 128 fragment's values rounded to bf16
+ * (v), and the scales of this thread's rows r and r + 8 from their quads' amax. */
+__device__ __forceinline__ void f8_quant_rows(const float *acc, float *v, float *scale0,
+                                              float *scale1) {
   float amax0 = 0.0f, amax1 = 0.0f; /* rows r and r + 8 */
 #pragma unroll
   for (int i = 0; i < 64; i += 2) {
@@ -171,7 +161,25 @@ __device__ __forceinline__ void f8_store_quant(const float *acc, uint8_t *q, flo
     amax0 = fmaxf(amax0, __shfl_xor_sync(0xffffffffu, amax0, o));
     amax1 = fmaxf(amax1, __shfl_xor_sync(0xffffffffu, amax1, o));
   }
-  const float scale0 = f8_scale_of(amax0), scale1 = f8_scale_of(amax1);
+  *scale0 = f8_scale_of(amax0);
+  *scale1 = f8_scale_of(amax1);
+}
+
+/* Quantizing epilogue of a warpgroup's 64 rows x 128 columns (acc[0, 64): the m64n128 fragment,
+ * one 128-block per row): each value rounded to bf16, then the block's scale = amax / 448 (1 for
+ * an all-zero block) and the codes = value / scale in e4m3, the very steps of the activation
+ * quantizer (gg_quant_act_kernel) on the bf16 activations, so the same bits without the bf16
+ * round trip through memory. A row's 128 values lie in one quad of lanes (32 each); codes go to
+ * q[(row0 + r) * ld + col0 ...], the scale to scales[kb * m_pad + row0 + r]; rows past `rows`
+ * are skipped. */
+__device__ __forceinline__ void f8_store_quant(const float *acc, uint8_t *q, float *scales,
+                                               int64_t ld, int64_t m_pad, int64_t row0, int col0,
+                                               int rows, int wtid) {
+  const int lane = wtid & 31;
+  const int r = (wtid >> 5) * 16 + (lane >> 2);
+  float v[64]; /* the values rounded to bf16 */
+  float scale0, scale1;
+  f8_quant_rows(acc, v, &scale0, &scale1);
   const float inv0 = 1.0f / scale0, inv1 = 1.0f / scale1;
   uint8_t *q0 = q + (row0 + r) * ld + col0 + 2 * (lane & 3);
   uint8_t *q1 = q0 + 8 * ld;
@@ -199,22 +207,8 @@ __device__ __forceinline__ void f8_store_quant_tma(const float *acc, uint32_t st
   const int lane = wtid & 31;
   const int r = (wtid >> 5) * 16 + (lane >> 2);
   float v[64];
-  float amax0 = 0.0f, amax1 = 0.0f;
-#pragma unroll
-  for (int i = 0; i < 64; i += 2) {
-    const uint32_t pk = pack_bf16x2(acc[i], acc[i + 1]);
-    v[i] = __uint_as_float(pk << 16);
-    v[i + 1] = __uint_as_float(pk & 0xffff0000u);
-    const float m = fmaxf(fabsf(v[i]), fabsf(v[i + 1]));
-    if (i & 2) amax1 = fmaxf(amax1, m);
-    else amax0 = fmaxf(amax0, m);
-  }
-#pragma unroll
-  for (int o = 1; o < 4; o <<= 1) {
-    amax0 = fmaxf(amax0, __shfl_xor_sync(0xffffffffu, amax0, o));
-    amax1 = fmaxf(amax1, __shfl_xor_sync(0xffffffffu, amax1, o));
-  }
-  const float scale0 = f8_scale_of(amax0), scale1 = f8_scale_of(amax1);
+  float scale0, scale1;
+  f8_quant_rows(acc, v, &scale0, &scale1);
   const float inv0 = 1.0f / scale0, inv1 = 1.0f / scale1;
   if (wtid == 0) bulk_wait_read0(); /* the previous store has left the box */
   named_bar_sync(bar_id, 128);
@@ -243,9 +237,10 @@ __device__ __forceinline__ void f8_store_quant_tma(const float *acc, uint32_t st
 
 /* The 256-column variant (flag 128): a, b0, b1 the tensor maps of A (128-row boxes) and of the
  * weights (64-row boxes), c the staged output's (64 x 64 bf16 boxes: FWD's c, SWIGLU's preact),
- * q (SWIGLU) the activations' (p.q_tma: the codes, 64 x 128 bytes; else bf16 act, 64 x 64); p as for the 128-column kernel, n_tiles counting 256 output columns (FWD)
- * or 128 gate + 128 up rows (SWIGLU); cl 1, or 2 for cluster pairs sharing B. MOK_ERR_NOT_SUPPORTED
- * when the columns do not split so. */
+ * q (SWIGLU) the activations' (p.q_tma: the codes, 64 x 128 bytes; else bf16 act, 64 x 64); p as
+ * for the 128-column kernel, n_tiles counting 256 output columns (FWD) or 128 gate + 128 up rows
+ * (SWIGLU); cl 1, or 2 for cluster pairs sharing B. MOK_ERR_NOT_SUPPORTED when the columns do not
+ * split so. */
 mok_status f8_wide_launch(int mode, int cl, const CUtensorMap *a, const CUtensorMap *b0,
                           const CUtensorMap *b1, const CUtensorMap *c, const CUtensorMap *q,
                           f8_params p, int64_t m_total, cudaStream_t stream);

@@ -24,16 +24,17 @@
  *
  * Shape: persistent, a TMA producer warp and two consumer warpgroups (64 rows x 256 columns each,
  * 232 registers), 128-row tiles, BK = 128, 4 stages of 48 KB (A 16 KB, B 32 KB) and their row
- * scales. Epilogue: the plain product stages 64 x 64 boxes (stmatrix) and stores them with TMA, and
- * a push (the forward's down, the backward's dx) sends each staged box to the rows' slots
- * (gg_push_pass_slots, 16 bytes per thread and row; the slots loaded at the tile's start); gate+up
- * stages its bf16 pre-activations the same way, its bf16 activations too, or their quantized codes
- * in a 64 x 128-byte box stored by TMA (f8_store_quant_tma). Stores from registers write 16 bytes
- * per row and warp instruction, half a sector, and on the down shape (16 K blocks per tile) cost
- * a third of the kernel's time. The next tile is decoded, and its first weight scales loaded,
- * before the epilogue; inside a tile each block's weight scales are loaded a block ahead. CL = 2: a cluster pair
- * of vertically adjacent tiles of one expert shares the B tile through multicast, each CTA
- * loading two of its four 64-row boxes, so L2 serves 32 KB instead of 48 KB per CTA and K block.
+ * scales. Epilogue: the plain product stages 64 x 64 boxes (stmatrix) and stores them with TMA,
+ * and a push (the forward's down, the backward's dx) sends each staged box to the rows' slots
+ * (gg_push_pass_slots, 16 bytes per thread and row; the slots loaded at the tile's start);
+ * gate+up stages its bf16 pre-activations the same way, its bf16 activations too, or their
+ * quantized codes in a 64 x 128-byte box stored by TMA (f8_store_quant_tma). Stores from
+ * registers (flag 1024) write 16 bytes per row and warp instruction, half a sector: on the down
+ * shape (16 K blocks per tile) the kernel ran 654 TFLOP/s with them against 860 staged. The next
+ * tile is decoded, and its first weight scales loaded, before the epilogue; inside a tile each
+ * block's weight scales are loaded a block ahead. CL = 2: a cluster pair of vertically adjacent
+ * tiles of one expert shares the B tile through multicast, each CTA loading two of its four
+ * 64-row boxes, so L2 serves 32 KB instead of 48 KB per CTA and K block.
  *
  * Not done: each K block as two m64n128k32 groups, one per 128-column half of Y, rescaling one half
  * while the other half's wgmmas run (wgmma.wait_group 1). ptxas moves the multiplies of one half
@@ -274,26 +275,26 @@ __global__ void __launch_bounds__(F8W_THREADS, 1)
       f8w_scale_half(y, c00, c10);
       f8w_scale_half(y + 64, c01, c11);
 
+      const uint32_t epi = smem_base + F8W_EPI_OFF + cwg * 8192; /* the warpgroup's staging box */
       if (MODE == F8_FWD) {
         const int col0 = tile.n_tile * 256;
         if (p.c0 && !tma_c) f8_store_direct<0, 32>(y, p.c0, p.n_out, row0, col0, rows, wtid);
         if (tma_c || p.push) { /* four 64-column passes through the staging box */
-          const uint32_t epi = smem_base + F8W_EPI_OFF + cwg * 8192;
           const uint8_t *epi_ptr = smem + F8W_EPI_OFF + cwg * 8192;
           const CUtensorMap *mc = tma_c ? &tm_c : nullptr;
-          gg_store_pass<0, 1>(y, epi, wtid, mc, col0, p.n_out, (int)row0, 2 + cwg);
-          if (p.push) gg_push_pass_slots<1>(epi_ptr, wtid, p.move, p.n_out, col0, p.n_out, slot);
-          gg_store_pass<8, 1>(y, epi, wtid, mc, col0 + 64, p.n_out, (int)row0, 2 + cwg);
-          if (p.push) gg_push_pass_slots<1>(epi_ptr, wtid, p.move, p.n_out, col0 + 64, p.n_out, slot);
-          gg_store_pass<16, 1>(y, epi, wtid, mc, col0 + 128, p.n_out, (int)row0, 2 + cwg);
-          if (p.push) gg_push_pass_slots<1>(epi_ptr, wtid, p.move, p.n_out, col0 + 128, p.n_out, slot);
-          gg_store_pass<24, 1>(y, epi, wtid, mc, col0 + 192, p.n_out, (int)row0, 2 + cwg);
-          if (p.push) gg_push_pass_slots<1>(epi_ptr, wtid, p.move, p.n_out, col0 + 192, p.n_out, slot);
+          const int n = p.n_out;
+          gg_store_pass<0, 1>(y, epi, wtid, mc, col0, n, (int)row0, 2 + cwg);
+          if (p.push) gg_push_pass_slots<1>(epi_ptr, wtid, p.move, n, col0, n, slot);
+          gg_store_pass<8, 1>(y, epi, wtid, mc, col0 + 64, n, (int)row0, 2 + cwg);
+          if (p.push) gg_push_pass_slots<1>(epi_ptr, wtid, p.move, n, col0 + 64, n, slot);
+          gg_store_pass<16, 1>(y, epi, wtid, mc, col0 + 128, n, (int)row0, 2 + cwg);
+          if (p.push) gg_push_pass_slots<1>(epi_ptr, wtid, p.move, n, col0 + 128, n, slot);
+          gg_store_pass<24, 1>(y, epi, wtid, mc, col0 + 192, n, (int)row0, 2 + cwg);
+          if (p.push) gg_push_pass_slots<1>(epi_ptr, wtid, p.move, n, col0 + 192, n, slot);
         }
       } else {
         const int col0 = tile.n_tile * 128;
         if (p.has_preact && tma_c) { /* g | u: four 64-column boxes, two of each */
-          const uint32_t epi = smem_base + F8W_EPI_OFF + cwg * 8192;
           const int ld = 2 * p.n_out;
           gg_store_pass<0, 1>(y, epi, wtid, &tm_c, col0, ld, (int)row0, 2 + cwg);
           gg_store_pass<8, 1>(y, epi, wtid, &tm_c, col0 + 64, ld, (int)row0, 2 + cwg);
@@ -304,7 +305,6 @@ __global__ void __launch_bounds__(F8W_THREADS, 1)
           f8_store_direct<16, 16>(y, p.c1, 2 * p.n_out, row0, p.n_out + col0, rows, wtid);
         }
         gg_swiglu<64>(y, p.use_limit, p.limit);
-        const uint32_t epi = smem_base + F8W_EPI_OFF + cwg * 8192;
         if (p.q_act && p.q_tma && !p.direct) {
           f8_store_quant_tma(y, epi, &tm_act, p.q_scales, p.m_pad, (int)row0, col0, rows, wtid,
                              2 + cwg);
@@ -339,7 +339,8 @@ static mok_status f8w_launch_mode(const CUtensorMap *a, const CUtensorMap *b0,
   cudaLaunchAttribute attr;
   const cudaLaunchConfig_t cfg =
       gg_cluster_config(units * CL, F8W_THREADS, F8W_SMEM, CL, stream, &attr);
-  if (cudaLaunchKernelEx(&cfg, gg_fp8_wide_kernel<MODE, CL>, *a, *b0, *b1, *c, *q, p) != cudaSuccess)
+  if (cudaLaunchKernelEx(&cfg, gg_fp8_wide_kernel<MODE, CL>, *a, *b0, *b1, *c, *q, p) !=
+      cudaSuccess)
     return MOK_ERR_CUDA;
   return MOK_SUCCESS;
 }
@@ -355,7 +356,7 @@ mok_status f8_wide_launch(int mode, int cl, const CUtensorMap *a, const CUtensor
   }
   p.group_m = 16 / cl;
   p.turns = !(gg_tuning_flags() & 512); /* flag 512: the warpgroups issue as they come */
-  p.direct = (gg_tuning_flags() & 1024) != 0; /* flag 1024: c or preact stored from registers */
+  p.direct = (gg_tuning_flags() & 1024) != 0; /* flag 1024: outputs stored from registers */
   const int max_tiles = (int)((m_total + F8W_BM - 1) / F8W_BM) * p.n_tiles;
   const int e_all = p.num_experts, base_all = p.expert_base;
   const int32_t *off_all = p.offset, *cnt_all = p.count;

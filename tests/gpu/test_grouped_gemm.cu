@@ -688,9 +688,9 @@ static void test_gg_fp8_wide_orders_bitwise(void) {
     CHECK_STATUS(mok_gg_fp8_fwd(qa, sa, qw, sw, dc, doff, dcnt, g.E, g.m_total, n, k, 0),
                  MOK_SUCCESS);
     /* gate and up: the quantized weights' bytes read as two [E, inter, k] tensors */
-    CHECK_STATUS(mok_gg_fp8_gate_up_swiglu(qa, sa, qw, sw, qw + inter * k, sw + (inter / 128) * (k / 128),
-                                           dact, dpre, doff, dcnt, g.E, g.m_total, inter, k, 0,
-                                           0.0f, 0),
+    CHECK_STATUS(mok_gg_fp8_gate_up_swiglu(qa, sa, qw, sw, qw + inter * k,
+                                           sw + (inter / 128) * (k / 128), dact, dpre, doff, dcnt,
+                                           g.E, g.m_total, inter, k, 0, 0.0f, 0),
                  MOK_SUCCESS);
     CUDA_OK(cudaDeviceSynchronize());
     got[f][0] = from_dev(dc, nan_c.size());
