@@ -650,9 +650,9 @@ static void test_gg_fp8_extreme_scales(void) {
 
 /* The 256-column kernel's variants that change only the order of work or the way outputs are
  * stored: the warpgroups taking turns (the default) against issuing as they come (flag 512), and
- * c (plain product) and the pre-activations (gate+up) through staged boxes and TMA stores (the
- * default) against stores from registers (flag 1024). Every real row's bits must be equal: c,
- * act and preact. Counts whose last tile leaves warpgroup 1 without rows (it still takes its
+ * c (plain product) and gate+up's activations and pre-activations through staged boxes and TMA
+ * stores (the default) against stores from registers (flag 1024). Every real row's bits must be
+ * equal: c, act and preact. Counts whose last tile leaves warpgroup 1 without rows (it still takes its
  * turns), an empty expert, a one-row expert, and enough tiles that each CTA walks several (the
  * turns run on across tiles). The outputs start as NaN, so rows the kernel skipped do not compare
  * equal. */
