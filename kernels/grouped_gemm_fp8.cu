@@ -305,19 +305,7 @@ __global__ void gg_quant_act_kernel(const uint16_t *x, uint8_t *q, float *scales
       v[2 * j + 1] = bf16_to_f(u[j] >> 16);
     }
   }
-  float amax = 0.0f;
-#pragma unroll
-  for (int j = 0; j < 8; ++j) amax = fmaxf(amax, fabsf(v[j]));
-#pragma unroll
-  for (int o = 8; o > 0; o >>= 1) amax = fmaxf(amax, __shfl_xor_sync(0xffffffffu, amax, o));
-  if (!active) return;
-  const float scale = f8_scale_of(amax);
-  const float inv = 1.0f / scale;
-  uint32_t packed[2];
-#pragma unroll
-  for (int j = 0; j < 2; ++j) packed[j] = f8_pack4(v + 4 * j, inv);
-  *(uint2 *)(q + at) = make_uint2(packed[0], packed[1]);
-  if (lane == 0) scales[kb * s_kb + row * s_row] = scale;
+  f8_quant_block8(v, q + at, scales + kb * s_kb + row * s_row, lane, active);
 }
 
 /* One CTA (256 threads) per 128x128 block: each thread holds half a row (64 values). */
@@ -462,12 +450,11 @@ static int f8_nwg(int wide, int64_t m_total, int num_experts) {
 template <int MODE>
 static mok_status f8_launch(const CUtensorMap *a, const CUtensorMap *b0, const CUtensorMap *b1,
                             const CUtensorMap *c0, const CUtensorMap *c1, f8_params p,
-                            int64_t m_total, cudaStream_t stream, const CUtensorMap *q = NULL) {
+                            int64_t m_total, cudaStream_t stream,
+                            const CUtensorMap *q = NULL /* the codes' map, with p.q_act */) {
   const int flags = gg_tuning_flags();
   const int wide = f8_wide(p.push);
   if (wide) { /* where the columns split into 256 (flag 4: cluster pairs) */
-    p.q_tma = q != NULL;
-    p.act_tma = MODE == F8_SWIGLU && !q; /* act: c0's map */
     const mok_status st = f8_wide_launch(MODE, (flags & 4) ? 2 : 1, a, b0, b1,
                                          MODE == F8_FWD ? c0 : c1, q ? q : c0, p, m_total, stream);
     if (st != MOK_ERR_NOT_SUPPORTED) return st;

@@ -33,8 +33,6 @@ typedef struct {
   int has_preact;
   int group_m;
   uint16_t *c0, *c1;     /* the outputs for the direct epilogue (FWD: c; SWIGLU: act, preact) */
-  int q_tma;             /* the 256-column kernel's tm_act maps q_act (64 x 128-byte boxes)   */
-  int act_tma;           /* the 256-column kernel's tm_act maps bf16 act, c0 (64 x 64 boxes)  */
   uint8_t *q_act;        /* SWIGLU on the 256-column kernel, when set: the activations quantized
                             in the epilogue (codes [m_total, n_out] e4m3 and q_scales
                             [n_out / 128][m_pad]) instead of bf16 act                       */
@@ -114,6 +112,25 @@ __device__ __forceinline__ uint16_t f8_pack2(float lo, float hi) {
 __device__ __forceinline__ uint32_t f8_pack4(const float *v, float inv) {
   return (uint32_t)f8_pack2(v[0] * inv, v[1] * inv) |
          ((uint32_t)f8_pack2(v[2] * inv, v[3] * inv) << 16);
+}
+
+/* One 1x128 block held by a half-warp, eight values a lane (lane & 15 the position), quantized:
+ * the block's amax by shuffles, scale f8_scale_of(amax), the eight codes to *q (8 bytes), the
+ * scale to *scale from the half-warp's first lane. Every lane of the warp calls it (the
+ * shuffles); active says whether this one stores. The one quantizer of 1x128 activation blocks in
+ * registers: gg_quant_act_kernel and the SwiGLU backward's fused quantization share it, so their
+ * codes agree bit for bit. */
+__device__ __forceinline__ void f8_quant_block8(const float *v, uint8_t *q, float *scale, int lane,
+                                                bool active) {
+  float amax = 0.0f;
+#pragma unroll
+  for (int j = 0; j < 8; ++j) amax = fmaxf(amax, fabsf(v[j]));
+#pragma unroll
+  for (int o = 8; o > 0; o >>= 1) amax = fmaxf(amax, __shfl_xor_sync(0xffffffffu, amax, o));
+  if (!active) return;
+  const float sc = f8_scale_of(amax), inv = 1.0f / sc;
+  *(uint2 *)q = make_uint2(f8_pack4(v, inv), f8_pack4(v + 4, inv));
+  if ((lane & 15) == 0) *scale = sc;
 }
 
 /* Four e4m3 codes (the first in the low byte) as floats, exactly (through f16x2: E4M3 is within
@@ -237,10 +254,10 @@ __device__ __forceinline__ void f8_store_quant_tma(const float *acc, uint32_t st
 
 /* The 256-column variant (flag 128): a, b0, b1 the tensor maps of A (128-row boxes) and of the
  * weights (64-row boxes), c the staged output's (64 x 64 bf16 boxes: FWD's c, SWIGLU's preact),
- * q (SWIGLU) the activations' (p.q_tma: the codes, 64 x 128 bytes; else bf16 act, 64 x 64); p as
- * for the 128-column kernel, n_tiles counting 256 output columns (FWD) or 128 gate + 128 up rows
- * (SWIGLU); cl 1, or 2 for cluster pairs sharing B. MOK_ERR_NOT_SUPPORTED when the columns do not
- * split so. */
+ * q (SWIGLU) the activations' (p.q_act set: the codes, 64 x 128 bytes; else bf16 act, 64 x
+ * 64); p as for the 128-column kernel, n_tiles counting 256 output columns (FWD) or 128 gate + 128
+ * up rows (SWIGLU); cl 1, or 2 for cluster pairs sharing B. MOK_ERR_NOT_SUPPORTED when the columns
+ * do not split so. */
 mok_status f8_wide_launch(int mode, int cl, const CUtensorMap *a, const CUtensorMap *b0,
                           const CUtensorMap *b1, const CUtensorMap *c, const CUtensorMap *q,
                           f8_params p, int64_t m_total, cudaStream_t stream);

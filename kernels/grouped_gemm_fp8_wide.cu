@@ -135,7 +135,7 @@ __global__ void __launch_bounds__(F8W_THREADS, 1)
   const int unit0 = blockIdx.x / CL, ustride = gridDim.x / CL;
   /* through staged boxes and TMA stores (tm_c): FWD's c, SWIGLU's pre-activations */
   const bool tma_c = !p.direct && (MODE == F8_FWD ? p.c0 != nullptr : p.has_preact != 0);
-  if (threadIdx.x == 32 && MODE == F8_SWIGLU && (p.q_tma || p.act_tma)) tma_prefetch_desc(&tm_act);
+  if (threadIdx.x == 32 && MODE == F8_SWIGLU && !p.direct) tma_prefetch_desc(&tm_act);
   const int total = f8_cta_start<MODE, CL>(smem_base, full0, empty0, F8W_STAGES, 8 * CL, F8W_BM,
                                            &tm_a, &tm_b0, &tm_b1, tma_c ? &tm_c : NULL, p.count,
                                            E, p.n_tiles, prefix);
@@ -305,12 +305,12 @@ __global__ void __launch_bounds__(F8W_THREADS, 1)
           f8_store_direct<16, 16>(y, p.c1, 2 * p.n_out, row0, p.n_out + col0, rows, wtid);
         }
         gg_swiglu<64>(y, p.use_limit, p.limit);
-        if (p.q_act && p.q_tma && !p.direct) {
+        if (p.q_act && !p.direct) {
           f8_store_quant_tma(y, epi, &tm_act, p.q_scales, p.m_pad, (int)row0, col0, rows, wtid,
                              2 + cwg);
         } else if (p.q_act) {
           f8_store_quant(y, p.q_act, p.q_scales, p.n_out, p.m_pad, row0, col0, rows, wtid);
-        } else if (p.act_tma && !p.direct) { /* bf16 act: two 64-column boxes */
+        } else if (!p.direct) { /* bf16 act: two 64-column boxes */
           gg_store_pass<0, 1>(y, epi, wtid, &tm_act, col0, p.n_out, (int)row0, 2 + cwg);
           gg_store_pass<8, 1>(y, epi, wtid, &tm_act, col0 + 64, p.n_out, (int)row0, 2 + cwg);
         } else {

@@ -38,6 +38,11 @@ __device__ __forceinline__ void copy_row(uint4 *dst, const uint4 *s, int64_t nv,
   }
 }
 
+/* A padding row (no source slot) of nv 16-byte words, zeroed by a warp. */
+__device__ __forceinline__ void zero_row(uint4 *dst, int64_t nv, int lane) {
+  for (int64_t i = lane; i < nv; i += 32) dst[i] = make_uint4(0, 0, 0, 0);
+}
+
 __global__ void __launch_bounds__(WARPS_FEW * 32) dispatch_pull_kernel(v1_route r, size_t x_off, bf16 *recv) {
   const int lane = threadIdx.x & 31;
   const int64_t nv = r.hidden / 8;
@@ -45,7 +50,7 @@ __global__ void __launch_bounds__(WARPS_FEW * 32) dispatch_pull_kernel(v1_route 
     uint4 *dst = (uint4 *)(recv + row * r.hidden);
     const int32_t slot = r.row_src[row];
     if (slot < 0) {
-      for (int64_t i = lane; i < nv; i += 32) dst[i] = make_uint4(0, 0, 0, 0);
+      zero_row(dst, nv, lane);
       continue;
     }
     copy_row(dst, v1_slot_row(r, x_off, slot, nv), nv, lane);
@@ -66,7 +71,7 @@ __global__ void __launch_bounds__(WARPS_FEW * 32) dispatch_pull_fp8_kernel(v1_ro
     uint4 *dst = (uint4 *)(recv8 + row * r.hidden);
     const int32_t slot = r.row_src[row];
     if (slot < 0) {
-      for (int64_t i = lane; i < nv; i += 32) dst[i] = make_uint4(0, 0, 0, 0);
+      zero_row(dst, nv, lane);
       for (int64_t kb = lane; kb < kbs; kb += 32) scales[kb * m_pad + row] = 1.0f;
       continue;
     }
@@ -109,7 +114,7 @@ __global__ void __launch_bounds__(PULL_WARPS * 32) dispatch_pull_bulk_kernel(v1_
   for (int64_t row = first; row < nrows; row += stride)
     if (r.row_src[row] < 0) {
       uint4 *dst = (uint4 *)(recv + row * r.hidden);
-      for (int64_t i = lane; i < r.hidden / 8; i += 32) dst[i] = make_uint4(0, 0, 0, 0);
+      zero_row(dst, r.hidden / 8, lane);
     }
   if (lane != 0) return;
   /* two buffers and their mbarriers; scalars, not arrays, so nothing goes to local memory */
@@ -224,7 +229,7 @@ __global__ void __launch_bounds__(WARPS_FEW * 32) weight_rows_kernel(v1_route r,
     uint4 *dst = (uint4 *)(d_out + row * r.hidden);
     const int32_t slot = r.row_src[row];
     if (slot < 0) {
-      for (int64_t i = lane; i < nv; i += 32) dst[i] = make_uint4(0, 0, 0, 0);
+      zero_row(dst, nv, lane);
       continue;
     }
     const float w = *v1_slot_f32(r, rw_base, rw_off, slot);

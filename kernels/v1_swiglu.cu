@@ -102,22 +102,13 @@ __global__ void swiglu_bwd_packed_kernel(const bf16 *da, const bf16 *preact, bf1
   }
 }
 
-/* Eight bf16 values of a 1x128 block held by a half-warp (lane & 15 the position), quantized as
- * mok_gg_fp8_quantize_act does, bit for bit: the block's amax over the bf16 values, scale
- * amax / 448, codes to *q, the scale to *scale from the half-warp's first lane. Every lane of the
- * warp calls it (the shuffles); active says whether this one stores. */
+/* Eight bf16 values of a 1x128 block held by a half-warp, quantized as mok_gg_fp8_quantize_act
+ * does, bit for bit (f8_quant_block8). */
 __device__ __forceinline__ void quant_block8(uint4 packed, uint8_t *q, float *scale, int lane,
                                              bool active) {
-  float v[8], amax = 0.0f;
+  float v[8];
   v1_unpack8(packed, v);
-#pragma unroll
-  for (int j = 0; j < 8; ++j) amax = fmaxf(amax, fabsf(v[j]));
-#pragma unroll
-  for (int o = 8; o > 0; o >>= 1) amax = fmaxf(amax, __shfl_xor_sync(0xffffffffu, amax, o));
-  if (!active) return;
-  const float sc = f8_scale_of(amax), inv = 1.0f / sc;
-  *(uint2 *)q = make_uint2(f8_pack4(v, inv), f8_pack4(v + 4, inv));
-  if ((lane & 15) == 0) *scale = sc;
+  f8_quant_block8(v, q, scale, lane, active);
 }
 
 /* FP8 backward with the router-weight gradient fused (v1_swiglu_backward_rw): one warp per row,

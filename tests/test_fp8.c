@@ -138,6 +138,14 @@ static void ref_backward_into(ref_problem *p, const mok_shape *s, int64_t n[8], 
   CHECK_STATUS(mok_ref_backward(&p->cfg, p->ranks, (const float *const *)p->dy, rg), MOK_SUCCESS);
 }
 
+/* Two ranks of uniform routing on shape s, the reference in its FP8 (block-128) mode with the
+ * GPU's bf16 roundings. */
+static void fp8_problem(ref_problem *p, const mok_shape *s) {
+  CHECK_STATUS(problem_make(p, s, 2, MOK_ROUTE_UNIFORM, test_seed()), MOK_SUCCESS);
+  p->cfg.round_bf16 = 1;
+  p->cfg.fp8_block128 = 1;
+}
+
 static void ref_grads_free(float *g[2][8]) {
   for (int r = 0; r < 2; ++r)
     for (int i = 0; i < 8; ++i) free(g[r][i]);
@@ -183,9 +191,7 @@ void test_fp8_reference_shared(void) {
   mok_shape s = {40, 256, 4, 128, 2, 256};
   const int64_t T = s.tokens, H = s.hidden, Is = s.shared_intermediate;
   ref_problem p;
-  CHECK_STATUS(problem_make(&p, &s, 2, MOK_ROUTE_UNIFORM, test_seed()), MOK_SUCCESS);
-  p.cfg.round_bf16 = 1;
-  p.cfg.fp8_block128 = 1;
+  fp8_problem(&p, &s);
   int64_t n[8];
   float *bf[2][8], *f8[2][8];
   ref_backward_into(&p, &s, n, bf);
@@ -291,15 +297,13 @@ void test_fp8_quantize_columns(void) {
 }
 
 /* The reference's FP8 weight-gradient modes (1x128 blocks along the tokens; one scale per expert
- * and column; that for the activations and inputs only): the data gradients (dx, d_rw) and the shared expert's weight gradients are those
- * of the FP8 mode bit for bit; the routed weight gradients differ (their operands are also
- * quantized along the tokens) by E4M3's precision. */
+ * and column; that for the activations and inputs only): the data gradients (dx, d_rw) and the
+ * shared expert's weight gradients are those of the FP8 mode bit for bit; the routed weight
+ * gradients differ (their operands are also quantized along the tokens) by E4M3's precision. */
 void test_fp8_reference_wgrad(void) {
   mok_shape s = {150, 256, 4, 128, 2, 128}; /* 150 tokens, k 2: experts with >128 rows */
   ref_problem p;
-  CHECK_STATUS(problem_make(&p, &s, 2, MOK_ROUTE_UNIFORM, test_seed()), MOK_SUCCESS);
-  p.cfg.round_bf16 = 1;
-  p.cfg.fp8_block128 = 1;
+  fp8_problem(&p, &s);
   int64_t n[8];
   float *un[2][8], *fw[2][8];
   ref_backward_into(&p, &s, n, un);
@@ -310,7 +314,8 @@ void test_fp8_reference_wgrad(void) {
     for (int r = 0; r < 2; ++r) {
       for (int i = 2; i < 5; ++i) {
         const double e = rel_error(fw[r][i], un[r][i], n[i]);
-        if (r == 0) printf("    fp8 weight gradients, mode %d: dW %d vs unquantized %.3e\n", mode, i, e);
+        if (r == 0)
+          printf("    fp8 weight gradients, mode %d: dW %d vs unquantized %.3e\n", mode, i, e);
         CHECK(e > 1e-3 && e < 0.06);
       }
       for (int i = 0; i < 8; ++i)
@@ -331,9 +336,7 @@ void test_fp8_reference_wgrad(void) {
 void test_fp8_reference_fused_drw(void) {
   mok_shape s = {40, 256, 4, 128, 2, 0};
   ref_problem p;
-  CHECK_STATUS(problem_make(&p, &s, 2, MOK_ROUTE_UNIFORM, test_seed()), MOK_SUCCESS);
-  p.cfg.round_bf16 = 1;
-  p.cfg.fp8_block128 = 1;
+  fp8_problem(&p, &s);
   int64_t n[8];
   float *un[2][8], *fu[2][8];
   ref_backward_into(&p, &s, n, un);

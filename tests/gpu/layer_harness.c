@@ -368,39 +368,48 @@ mok_status lh_device_error(mok_workspace *ws) {
   return dev;
 }
 
+int lh_setup_open(mok_group *g, lh_setup *u, const lh_case *c, const char *label, mok_status *st) {
+  if (lh_host_make(&u->h, c, gpu_ctx.size, test_seed())) {
+    printf("  %-26s not possible at EP=%d: skipped\n", label, gpu_ctx.size);
+    lh_host_free(&u->h);
+    return 0;
+  }
+  CHECK(lh_dev_alloc(&u->d, &u->h) == 0);
+  lh_dev_upload(&u->d, &u->h, gpu_ctx.rank);
+  *st = lh_env_open(g, &u->e, &u->h, 1);
+  CHECK_STATUS(*st, MOK_SUCCESS);
+  return 1;
+}
+
+void lh_setup_close(lh_setup *u) {
+  lh_env_close(&u->e);
+  lh_dev_free(&u->d);
+  lh_host_free(&u->h);
+}
+
 /* One case: fresh inputs, one run, compare (or expect a device fault and NaN outputs). */
 void lh_run_case(mok_group *g, const lh_case *c, const char *label, mok_status expect) {
-  lh_host h;
-  if (lh_host_make(&h, c, gpu_ctx.size, test_seed())) {
-    printf("  %-26s not possible at EP=%d: skipped\n", label, gpu_ctx.size);
-    lh_host_free(&h);
-    return;
-  }
-  lh_dev d;
-  CHECK(lh_dev_alloc(&d, &h) == 0);
-  lh_dev_upload(&d, &h, gpu_ctx.rank);
-  lh_env e;
-  mok_status st = lh_env_open(g, &e, &h, 1);
-  CHECK_STATUS(st, MOK_SUCCESS);
+  lh_setup u;
+  mok_status st;
+  if (!lh_setup_open(g, &u, c, label, &st)) return;
   if (st == MOK_SUCCESS) {
-    CHECK_STATUS(lh_run(e.s, &d, e.stream), MOK_SUCCESS);
-    CHECK(cudaStreamSynchronize(e.stream) == cudaSuccess);
-    mok_status dev = lh_device_error(e.ws);
+    const lh_env *e = &u.e;
+    CHECK_STATUS(lh_run(e->s, &u.d, e->stream), MOK_SUCCESS);
+    CHECK(cudaStreamSynchronize(e->stream) == cudaSuccess);
+    mok_status dev = lh_device_error(e->ws);
     if (dev != expect)
       fprintf(stderr, "  %s: device status %d (%s), want %d\n", label, dev, mok_status_string(dev), expect);
     CHECK_STATUS(dev, expect);
     if (expect == MOK_SUCCESS) {
       int64_t rows = -1;
-      CHECK_STATUS(mok_schedule_rows(e.s, &rows), MOK_SUCCESS);
+      CHECK_STATUS(mok_schedule_rows(e->s, &rows), MOK_SUCCESS);
       CHECK(rows >= 0);
-      lh_check_against_reference(&h, &d, gpu_ctx.rank, label);
+      lh_check_against_reference(&u.h, &u.d, gpu_ctx.rank, label);
     } else {
-      lh_check_all_nan(&h, &d, label);
+      lh_check_all_nan(&u.h, &u.d, label);
     }
   }
-  lh_env_close(&e);
-  lh_dev_free(&d);
-  lh_host_free(&h);
+  lh_setup_close(&u);
 }
 
 

@@ -108,6 +108,18 @@ mok_status lh_device_error(mok_workspace *ws);
  * fault, check that every rank reports it and every output is NaN). */
 void lh_run_case(mok_group *g, const lh_case *c, const char *label, mok_status expect);
 
+/* A case's set-up: fresh host inputs (the test's seed), their device copies (outputs poisoned), a
+ * workspace with one schedule and a stream on group g. lh_setup_open returns 0 when the routing
+ * cannot serve the shape at this EP (label printed as skipped; nothing to close), else 1 with the
+ * workspace's status in *st, checked to be MOK_SUCCESS; lh_setup_close after that either way. */
+typedef struct {
+  lh_host h;
+  lh_dev d;
+  lh_env e;
+} lh_setup;
+int lh_setup_open(mok_group *g, lh_setup *u, const lh_case *c, const char *label, mok_status *st);
+void lh_setup_close(lh_setup *u);
+
 /* config.ring_bytes of `regions` token-ring regions for case c (its shape and macrobatch knob) on
  * a group of ep ranks. */
 int64_t lh_ring_bytes(const lh_case *c, int ep, int regions);

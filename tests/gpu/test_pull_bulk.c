@@ -14,32 +14,28 @@ static void pull_case(int64_t T, int64_t H, mok_route_kind route, const char *la
   c.T = T;
   c.H = H;
   c.route = route;
-  lh_host h;
-  if (lh_host_make(&h, &c, gpu_ctx.size, test_seed())) return; /* routing cannot serve the shape */
-  lh_dev d;
-  CHECK(lh_dev_alloc(&d, &h) == 0);
-  lh_dev_upload(&d, &h, gpu_ctx.rank);
-  lh_env e;
-  mok_status st = lh_env_open(gpu_ctx.group, &e, &h, 1);
-  CHECK_STATUS(st, MOK_SUCCESS);
+  lh_setup u;
+  mok_status st;
+  if (!lh_setup_open(gpu_ctx.group, &u, &c, label, &st)) return;
   if (st == MOK_SUCCESS) {
-    mok_workspace *w = e.ws;
-    cudaStream_t q = e.stream;
+    mok_workspace *w = u.e.ws;
+    mok_schedule *sched = u.e.s;
+    cudaStream_t q = u.e.stream;
     const size_t bytes = (size_t)(w->cap * H * 2);
     void *want = NULL, *got = NULL;
     CHECK(cudaMalloc(&want, bytes + 16) == cudaSuccess && cudaMalloc(&got, bytes + 16) == cudaSuccess);
     char *a = malloc(bytes + 1), *b = malloc(bytes + 1);
-    CHECK_STATUS(mok_schedule_build(e.s, d.topk, q), MOK_SUCCESS);
+    CHECK_STATUS(mok_schedule_build(sched, u.d.topk, q), MOK_SUCCESS);
     if (T > 0)
-      CHECK(cudaMemcpyAsync((char *)w->sym.ptr + w->off_x, d.x, (size_t)(T * H * 2),
+      CHECK(cudaMemcpyAsync((char *)w->sym.ptr + w->off_x, u.d.x, (size_t)(T * H * 2),
                             cudaMemcpyDeviceToDevice, q) == cudaSuccess);
     CHECK_STATUS(mok_gpu_barrier(w, q), MOK_SUCCESS); /* every rank's x staged */
-    v1_route r = mok_gpu_route(e.s);
+    v1_route r = mok_gpu_route(sched);
     CHECK(cudaMemsetAsync(want, 0xFF, bytes, q) == cudaSuccess);
     CHECK(v1_dispatch_pull(&r, w->off_x, want, q) == cudaSuccess);
     CHECK(cudaStreamSynchronize(q) == cudaSuccess);
     int64_t rows = 0;
-    CHECK_STATUS(mok_schedule_rows(e.s, &rows), MOK_SUCCESS);
+    CHECK_STATUS(mok_schedule_rows(sched, &rows), MOK_SUCCESS);
     CHECK(cudaMemcpy(a, want, (size_t)(rows * H * 2), cudaMemcpyDeviceToHost) == cudaSuccess);
     const int ctas[4] = {1, 3, 16, 132};
     for (int i = 0; i < 4; ++i) {
@@ -59,9 +55,7 @@ static void pull_case(int64_t T, int64_t H, mok_route_kind route, const char *la
     cudaFree(want);
     cudaFree(got);
   }
-  lh_env_close(&e);
-  lh_dev_free(&d);
-  lh_host_free(&h);
+  lh_setup_close(&u);
 }
 
 GPU_TEST(pull_bulk_matches_plain) {

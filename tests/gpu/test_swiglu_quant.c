@@ -26,20 +26,16 @@ static void swiglu_quant_case(int64_t T, int64_t I, mok_route_kind route, int us
   c.I = I;
   c.route = route;
   c.dtype = MOK_DTYPE_FP8_BLOCK128;
-  lh_host h;
-  if (lh_host_make(&h, &c, gpu_ctx.size, test_seed())) return; /* routing cannot serve the shape */
-  lh_dev d;
-  CHECK(lh_dev_alloc(&d, &h) == 0);
-  lh_dev_upload(&d, &h, gpu_ctx.rank);
-  lh_env e;
-  mok_status st = lh_env_open(gpu_ctx.group, &e, &h, 1);
-  CHECK_STATUS(st, MOK_SUCCESS);
+  lh_setup u;
+  mok_status st;
+  if (!lh_setup_open(gpu_ctx.group, &u, &c, label, &st)) return;
   if (st == MOK_SUCCESS) {
-    mok_workspace *w = e.ws;
-    cudaStream_t q = e.stream;
-    CHECK_STATUS(mok_schedule_build(e.s, d.topk, q), MOK_SUCCESS);
+    mok_workspace *w = u.e.ws;
+    mok_schedule *sched = u.e.s;
+    cudaStream_t q = u.e.stream;
+    CHECK_STATUS(mok_schedule_build(sched, u.d.topk, q), MOK_SUCCESS);
     int64_t rows = 0;
-    CHECK_STATUS(mok_schedule_rows(e.s, &rows), MOK_SUCCESS);
+    CHECK_STATUS(mok_schedule_rows(sched, &rows), MOK_SUCCESS);
     const int64_t cap = w->cap, m_pad = MOK_GG_FP8_SCALE_ROWS(cap), kb2 = 2 * I / 128;
     const uint64_t seed = test_seed() + 17u * (uint64_t)gpu_ctx.rank;
     void *g = NULL, *pre = NULL, *act = NULL, *codes = NULL, *dgu[2] = {NULL, NULL};
@@ -77,10 +73,10 @@ static void swiglu_quant_case(int64_t T, int64_t I, mok_route_kind route, int us
     CHECK(cudaMemsetAsync(sb, 0xFE, (size_t)(kb2 * m_pad * 4), q) == cudaSuccess);
     CHECK(cudaMemsetAsync(dgu[0], 0xFF, (size_t)(cap * 2 * I * 2), q) == cudaSuccess);
     CHECK(cudaMemsetAsync(dgu[1], 0xFE, (size_t)(cap * 2 * I * 2), q) == cudaSuccess);
-    v1_route r = mok_gpu_route(e.s);
+    v1_route r = mok_gpu_route(sched);
     const size_t drw_bytes = (size_t)(T * c.k * 4);
     char *drw[2] = {NULL, NULL};
-    const int32_t *used = e.s->expert_offset + w->el;
+    const int32_t *used = sched->expert_offset + w->el;
     for (int run = 0; run < 2; ++run) {
       CHECK_STATUS(mok_gpu_barrier(w, q), MOK_SUCCESS); /* every rank's d_rw slots free */
       CHECK(v1_swiglu_backward_rw(&r, w->off_drw, g, pre, codes, act_s, m_pad, rw_rows, dgu[run],
@@ -124,9 +120,7 @@ static void swiglu_quant_case(int64_t T, int64_t I, mok_route_kind route, int us
     void *bufs[] = {g, pre, act, codes, act_s, rw_rows, dgu[0], dgu[1], qa, qb, sa, sb};
     for (size_t i = 0; i < sizeof bufs / sizeof bufs[0]; ++i) cudaFree(bufs[i]);
   }
-  lh_env_close(&e);
-  lh_dev_free(&d);
-  lh_host_free(&h);
+  lh_setup_close(&u);
 }
 
 GPU_TEST(swiglu_bwd_fused_quant_bitwise) {
