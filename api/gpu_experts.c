@@ -12,6 +12,7 @@
 #include "api/gpu_internal.h"
 #include "kernels/fused_comm.h"
 #include "kernels/grouped_gemm.h"
+#include "kernels/grouped_gemm_tmap.h"
 
 #define TRY_CUDA(expr) do { cudaError_t e_ = (expr); if (e_ != cudaSuccess) return mok_gpu_status(e_); } while (0)
 #define TRY(expr) do { mok_status s_ = (expr); if (s_ != MOK_SUCCESS) return s_; } while (0)
@@ -190,6 +191,22 @@ static mok_status routed_experts_forward_fp8(mok_schedule *s, const mok_weights 
   mok_workspace *w = s->ws;
   const int64_t H = w->shape.hidden, I = w->shape.intermediate, rows = s->rows;
   float *x_scales = mok_fp8_scales_of(s->recv_x, rows, H), *a_scales = mok_fp8_scales_of(s->a, rows, I);
+  if (push && !(gg_tuning_flags() & 2048)) {
+    /* gate+up and down in one launch: down starts on each SM once gate+up has no tile left for
+     * it, a row block's down tiles once that block's activations are stored (no barrier between
+     * the two; tuning flag 2048: the two launches below) */
+    const mok_gg_move q = fused_move(s, 1, 0);
+    const mok_gg_fp8_mlp m = {
+        .x = s->recv_x, .w_gate = wt->w_gate, .w_up = wt->w_up, .w_down = wt->w_down,
+        .x_scales = x_scales, .w_gate_scales = wt->w_gate_scale, .w_up_scales = wt->w_up_scale,
+        .w_down_scales = wt->w_down_scale, .preact = s->g, .q_act = s->a, .out = out,
+        .q_scales = a_scales, .push = &q, .expert_offset = s->expert_offset,
+        .expert_count = s->expert_count, .num_experts = (int)w->el, .m_total = rows, .inter = I,
+        .hidden = H, .use_limit = w->config.use_swiglu_limit, .limit = w->config.swiglu_limit,
+        .sync = w->mlp_sync, .err = w->err, .timeout_ns = w->timeout_ns};
+    const mok_status st = mok_gg_fp8_mlp_forward(&m, stream);
+    if (st != MOK_ERR_NOT_SUPPORTED) return st;
+  }
   /* the activations come out of gate+up already quantized for down (w->d_a: the bf16 scratch of
    * the 128-column variants, which quantize after) */
   TRY(mok_gg_fp8_gate_up_swiglu_quantized(s->recv_x, x_scales, wt->w_gate, wt->w_gate_scale,

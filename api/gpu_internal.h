@@ -70,6 +70,8 @@ struct mok_workspace {
   int sched_parallel;        /* schedule build by the parallel kernels (same table)          */
   int fused_dispatch;        /* MOK_PATH_FUSED: dispatch / combine inside the GEMM kernels   */
   int32_t *ready;            /* [ready_count] per-minibatch flags of the fused comm CTAs     */
+  int32_t *mlp_sync;         /* FP8: the one-launch forward MLP's counters
+                                (mok_gg_fp8_mlp_sync_ints(rows))                             */
   int64_t ready_count;
   int sms;                   /* the device's SMs                                         */
   int fwd_comm, bwd_comm;    /* comm SMs (config fwd_comm_sms, bwd_comm_sms; 0 resolved)   */

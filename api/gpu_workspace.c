@@ -6,6 +6,7 @@
 #include <string.h>
 #include <cuda_runtime_api.h>
 #include "api/gpu_internal.h"
+#include "kernels/fused_comm.h"
 #include "schedule/pipeline.h"
 
 mok_status mok_gpu_status(cudaError_t e) {
@@ -254,9 +255,12 @@ mok_status mok_workspace_create(mok_group *g, const mok_shape *s, const mok_conf
   const int64_t rows_pad = (rows + 127) / 128 * 128; /* rows of a scale table */
   const int64_t q_cols = H > 2 * I ? H : 2 * I;
   size_t o_q = 0, o_qs = 0, o_wa = 0, o_was = 0, o_wb = 0, o_wbs = 0, o_rwr = 0, o_wam = 0;
-  if (fp8) { /* the backward's quantized data-gradient operand and its 1x128 scales */
+  size_t o_mlp = 0;
+  if (fp8) { /* the backward's quantized data-gradient operand and its 1x128 scales; the
+              * one-launch forward MLP's claim and readiness counters */
     LOC(o_q, rows * q_cols);
     LOC(o_qs, q_cols / 128 * rows_pad * 4);
+    LOC(o_mlp, mok_gg_fp8_mlp_sync_ints(rows) * 4);
   }
   /* FP8, the router-weight gradient inside the SwiGLU backward (config fp8_fused_router_grad):
    * each row's router weight */
@@ -309,6 +313,7 @@ mok_status mok_workspace_create(mok_group *g, const mok_shape *s, const mok_conf
   if (fp8) {
     w->fp8_q = L + o_q;
     w->fp8_q_scales = (float *)(L + o_qs);
+    w->mlp_sync = (int32_t *)(L + o_mlp);
   }
   if (fused_drw) {
     w->fp8_fused_drw = 1;
@@ -388,6 +393,10 @@ const char *mok_workspace_kernels(const mok_workspace *w) {
   if (!w) return "";
   if (w->fused_dispatch)
     return "fused: communication inside the grouped TMA + wgmma GEMMs";
+  if (w->config.dtype == MOK_DTYPE_FP8_BLOCK128)
+    return "grouped FP8: separate dispatch and reverse combine, TMA + wgmma expert GEMMs, the "
+           "forward's expert MLP in one launch (gate+up, then down pushing the combine) where the "
+           "hidden size splits into 256";
   return w->wgmma ? "grouped: separate communication kernels, grouped TMA + wgmma expert GEMMs"
                   : "v1: separate communication kernels, mma.sync expert GEMMs";
 }

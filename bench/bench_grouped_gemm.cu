@@ -13,6 +13,7 @@
 #include <string.h>
 #include <algorithm>
 #include <vector>
+#include "kernels/fused_comm.h"
 #include "kernels/grouped_gemm.h"
 #include "kernels/grouped_gemm_tmap.h"
 
@@ -122,6 +123,39 @@ static mok_status run_fp8_swiglu(void *p) {
   f8ctx_t *c = (f8ctx_t *)p;
   return mok_gg_fp8_gate_up_swiglu(c->qa, c->sa, c->qb, c->sb, c->qb2, c->sb2, c->c, NULL, c->off,
                                    c->cnt, c->E, c->m_total, c->n / 2, c->k, 0, 0.f, 0);
+}
+/* The forward MLP of a gate+up shape (n = 2 inter, k = hidden): gate+up with the activations
+ * quantized, then down (w_down [E, k, n / 2]: the first half of the same quantized bytes), in one
+ * launch or two. */
+typedef struct {
+  f8ctx_t *f;
+  void *q_act, *pre, *out;
+  float *q_scales;
+  int32_t *sync, *err;
+} mlp_t;
+static mok_status run_fp8_mlp(void *p) {
+  mlp_t *m = (mlp_t *)p;
+  f8ctx_t *c = m->f;
+  mok_gg_fp8_mlp a = {};
+  a.x = c->qa; a.x_scales = c->sa;
+  a.w_gate = c->qb; a.w_gate_scales = c->sb; a.w_up = c->qb2; a.w_up_scales = c->sb2;
+  a.w_down = c->qb; a.w_down_scales = c->sb;
+  a.preact = m->pre; a.q_act = m->q_act; a.q_scales = m->q_scales; a.out = m->out;
+  a.expert_offset = c->off; a.expert_count = c->cnt; a.num_experts = c->E;
+  a.m_total = c->m_total; a.inter = c->n / 2; a.hidden = c->k;
+  a.sync = m->sync; a.err = m->err; a.timeout_ns = 10000000000LL;
+  return mok_gg_fp8_mlp_forward(&a, 0);
+}
+static mok_status run_fp8_mlp2(void *p) {
+  mlp_t *m = (mlp_t *)p;
+  f8ctx_t *c = m->f;
+  const int64_t inter = c->n / 2;
+  mok_status st = mok_gg_fp8_gate_up_swiglu_quantized(
+      c->qa, c->sa, c->qb, c->sb, c->qb2, c->sb2, m->out, m->pre, m->q_act, m->q_scales, c->off,
+      c->cnt, c->E, c->m_total, inter, c->k, 0, 0.f, 0);
+  if (st != MOK_SUCCESS) return st;
+  return mok_gg_fp8_fwd(m->q_act, m->q_scales, c->qb, c->sb, m->out, c->off, c->cnt, c->E,
+                        c->m_total, c->k, inter, 0);
 }
 static mok_status run_dgrad(void *p) { /* dA [M, k] = dC [M, n] x W [E, n, k] */
   ctx_t *c = (ctx_t *)p;
@@ -300,6 +334,33 @@ int main(int argc, char **argv) {
       }
       double ms = time_median_ms(run_fp8_fwd, &f, 3, iters);
       printf("%-22s %-10s %10.3f %10.1f\n", s.name, "fp8_fwd", ms, flop / ms * 1e-9);
+      if (s.gateup) { /* the forward MLP in one launch and in two, interleaved twice */
+        mlp_t m = {&f, NULL, NULL, NULL, NULL, NULL, NULL};
+        const int64_t inter = s.n / 2;
+        CK(cudaMalloc(&m.q_act, (size_t)o * inter));
+        CK(cudaMalloc(&m.q_scales, (size_t)(inter / 128) * MOK_GG_FP8_SCALE_ROWS(o) * 4));
+        CK(cudaMalloc(&m.pre, (size_t)o * s.n * 2));
+        CK(cudaMalloc(&m.out, (size_t)o * s.k * 2));
+        CK(cudaMalloc(&m.sync, mok_gg_fp8_mlp_sync_ints(o) * 4));
+        CK(cudaMalloc(&m.err, 4));
+        CK(cudaMemset(m.err, 0, 4));
+        const double mflop = 1.5 * flop; /* gate+up 2 M n k, down 2 M k n / 2 */
+        for (int rep = 0; rep < 2; ++rep) { /* one launch; down tiles early (4096); two */
+          ms = time_median_ms(run_fp8_mlp, &m, 3, iters);
+          printf("%-22s %-10s %10.3f %10.1f\n", s.name, "fp8_mlp", ms, mflop / ms * 1e-9);
+          gg_set_tuning(0, 0, 0, base_flags | 4096);
+          ms = time_median_ms(run_fp8_mlp, &m, 3, iters);
+          printf("%-22s %-10s %10.3f %10.1f\n", s.name, "fp8_mlp_early", ms, mflop / ms * 1e-9);
+          gg_set_tuning(0, cl_env ? atoi(cl_env) : 0, 0, base_flags);
+          ms = time_median_ms(run_fp8_mlp2, &m, 3, iters);
+          printf("%-22s %-10s %10.3f %10.1f\n", s.name, "fp8_mlp2", ms, mflop / ms * 1e-9);
+        }
+        int32_t err = 0;
+        CK(cudaMemcpy(&err, m.err, 4, cudaMemcpyDeviceToHost));
+        if (err) printf("%-22s fp8_mlp: error word %d\n", s.name, err);
+        cudaFree(m.q_act); cudaFree(m.q_scales); cudaFree(m.pre); cudaFree(m.out);
+        cudaFree(m.sync); cudaFree(m.err);
+      }
       /* the 256-column kernel's warpgroups issuing as they come (flag 512), its outputs stored
        * from registers (flag 1024), then the default again: A, B, C, A in one process, so that
        * the card's state is shared */

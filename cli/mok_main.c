@@ -58,7 +58,9 @@ static void usage(FILE *f) {
           "                         epilogue; 128: 256-column tiles for the plain forward too;\n"
           "                         256: pushed products on 128-column tiles; 512: the\n"
           "                         256-column kernel's warpgroups issue without turns;\n"
-          "                         1024: its outputs stored from registers;\n"
+          "                         1024: its outputs stored from registers; 2048: the FP8\n"
+          "                         forward MLP as two launches, not one; 4096: its down\n"
+          "                         tiles as soon as their rows are ready;\n"
           "                         see kernels/grouped_gemm_tmap.h)\n");
 }
 
@@ -123,7 +125,7 @@ static int parse_run(int argc, char **argv, cli_options *o) {
     else if (strcmp(a, "--fp8-shared") == 0) bad = parse_int(a, v, 0, 1, &n), o->config.fp8_shared_expert = (int)n;
     else if (strcmp(a, "--ring-mb") == 0) bad = parse_int(a, v, 0, 1LL << 30, &n), o->config.ring_bytes = n << 20;
     else if (strcmp(a, "--gg-cluster") == 0) bad = parse_int(a, v, 0, 2, &n), o->gg_cluster = (int)n;
-    else if (strcmp(a, "--gg-flags") == 0) bad = parse_int(a, v, 0, 2047, &n), o->gg_flags = (int)n;
+    else if (strcmp(a, "--gg-flags") == 0) bad = parse_int(a, v, 0, 8191, &n), o->gg_flags = (int)n;
     else if (strcmp(a, "--routing") == 0) {
       if (strcmp(v, "uniform") == 0) o->routing = CLI_ROUTING_UNIFORM;
       else if (strcmp(v, "zipf") == 0) o->routing = CLI_ROUTING_ZIPF;

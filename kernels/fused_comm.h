@@ -1,5 +1,6 @@
 /* fused_comm.h — C API of the fused path's communication inside the grouped GEMMs
- * (kernels/grouped_gemm_bf16.cu and, for the FP8 forward's push, kernels/grouped_gemm_fp8.cu;
+ * (kernels/grouped_gemm_bf16.cu and, for the FP8 forward's push, kernels/grouped_gemm_fp8.cu and
+ * the one-launch MLP kernels/grouped_gemm_fp8_mlp.cu;
  * device side of the pull kernels/comm_move.cuh, of the push gg_push_pass).
  *   pull (gate+up, forward dispatch): the last `ctas` CTAs of the launch are comm CTAs. The
  *     schedule's rows are walked in minibatches of mb_rows, in order; every comm warp (6 per CTA)
@@ -62,6 +63,35 @@ mok_status mok_gg_fp8_fwd_pushed(const void *a, const float *a_scales, const voi
                                  const int32_t *expert_count, int num_experts, int64_t m_total,
                                  int64_t n, int64_t k, const mok_gg_move *push,
                                  cudaStream_t stream);
+
+/* The routed experts' FP8 forward MLP in one persistent launch (kernels/grouped_gemm_fp8_mlp.cu):
+ * mok_gg_fp8_gate_up_swiglu_quantized, then mok_gg_fp8_fwd (out) or mok_gg_fp8_fwd_pushed (push;
+ * out may then be NULL), bit for bit, with each 128-row block's down tiles starting as soon as
+ * its gate+up tiles have stored their activations. Layout and operands as those calls take them:
+ * x [m_total, hidden] e4m3 with x_scales; w_gate, w_up [E, inter, hidden]; w_down [E, hidden,
+ * inter] (e4m3, 128x128 block scales); preact NULL or [m_total, 2 * inter] bf16; q_act [m_total,
+ * inter] e4m3 and q_scales the activations. sync: mok_gg_fp8_mlp_sync_ints(m_total) int32 of
+ * device memory the launch zeroes and uses; err: the sticky error word, set to
+ * MOK_ERR_TIMEOUT when a wait for rows exceeds timeout_ns. MOK_ERR_NOT_SUPPORTED where one launch
+ * does not cover the call (hidden not a multiple of 256, more than 256 experts): the caller makes
+ * the two launches. */
+typedef struct {
+  const void *x, *w_gate, *w_up, *w_down;
+  const float *x_scales, *w_gate_scales, *w_up_scales, *w_down_scales;
+  void *preact, *q_act, *out;
+  float *q_scales;
+  const mok_gg_move *push;
+  const int32_t *expert_offset, *expert_count;
+  int num_experts;
+  int64_t m_total, inter, hidden;
+  int use_limit;
+  float limit;
+  int32_t *sync, *err;
+  int64_t timeout_ns;
+} mok_gg_fp8_mlp;
+
+int64_t mok_gg_fp8_mlp_sync_ints(int64_t m_total);
+mok_status mok_gg_fp8_mlp_forward(const mok_gg_fp8_mlp *m, cudaStream_t stream);
 
 /* mok_gg_bf16_dgrad_pair, and da's real rows pushed to their slots by the epilogues. */
 mok_status mok_gg_bf16_dgrad_pair_pushed(const void *dc, const void *w0, const void *w1, void *da,

@@ -45,6 +45,8 @@ typedef struct {
                             turn (f8w_turn_wait)                                              */
   int direct;            /* the 256-column kernel: its outputs (c; preact, act, the codes)
                             stored from registers instead of staged boxes and TMA stores     */
+  int d_early;           /* the one-launch MLP: down tiles claimed as soon as their rows are
+                            ready, between gate+up tiles (else once gate+up ran out)         */
 } f8_params;
 
 /* The start of an FP8 kernel's CTA: the stage ring (thread 0; `releases` consumer-warp arrivals

@@ -32,7 +32,9 @@ mok_status gg_device_sms(int *sms);
  * kernel), 128 = the 256-column kernel (now the default: no effect; + 4: in cluster pairs), 256 =
  * pushed products kept on the 128-column kernel, 512 = the 256-column kernel's consumer
  * warpgroups issuing without taking turns (the previous default), 1024 = its plain products
- * storing c from registers (the previous default). The bits are shared: one value sets every
+ * storing c from registers (the previous default), 2048 = the layer's FP8 forward MLP as two
+ * launches (gate+up, then down) instead of one (grouped_gemm_fp8_mlp.cu), 4096 = that one launch
+ * claiming down tiles as soon as their rows are ready (not once gate+up ran out). The bits are shared: one value sets every
  * kernel's probes.
  * gg_last_grid() is the grid of the last launch. */
 #ifdef __cplusplus

@@ -38,6 +38,20 @@ MOK_DEV uint32_t mbar_try_wait(uint32_t bar, uint32_t parity) {
       : "memory");
   return ok;
 }
+/* Whether the phase with the given parity has completed, without waiting. */
+MOK_DEV uint32_t mbar_test_wait(uint32_t bar, uint32_t parity) {
+  uint32_t ok;
+  asm volatile(
+      "{\n"
+      ".reg .pred p;\n"
+      "mbarrier.test_wait.parity.shared::cta.b64 p, [%1], %2;\n"
+      "selp.u32 %0, 1, 0, p;\n"
+      "}\n"
+      : "=r"(ok)
+      : "r"(bar), "r"(parity)
+      : "memory");
+  return ok;
+}
 /* Spins until the phase with the given parity has completed. */
 MOK_DEV void mbar_wait(uint32_t bar, uint32_t parity) {
   while (!mbar_try_wait(bar, parity)) {

@@ -798,6 +798,116 @@ static void test_gg_fp8_swiglu_quantized(void) {
   cudaFree(s1); cudaFree(p0); cudaFree(p1);
 }
 
+/* The forward MLP in one launch (mok_gg_fp8_mlp_forward): the activations' codes and scales, the
+ * pre-activations and the down output bit for bit those of the two launches
+ * (mok_gg_fp8_gate_up_swiglu_quantized, then mok_gg_fp8_fwd) on every real row, with and without
+ * the clamp, with the warpgroups' turns off (flag 512), stores from registers (flag 1024) and down
+ * tiles claimed between gate+up tiles (flag 4096), and on grids of 1 and 3 CTAs
+ * (mok_gg_set_max_ctas), where CTAs wait for the rows of the down tile they hold. Outputs start as NaN; the error word stays 0. Then the
+ * errors: a NULL operand, a shape one launch does not cover. */
+static void test_gg_fp8_mlp_one_launch(void) {
+  gg_rng r = {test_seed() ^ 0xf8c1};
+  const int E = 7;
+  const int64_t inter = 384, hidden = 512;
+  gg_rows g = make_rows(&r, E, 700, 1);
+  const int64_t mp = MOK_GG_FP8_SCALE_ROWS(g.m_total), kbs = inter / 128;
+  std::vector<uint16_t> x(g.m_total * hidden), wg((size_t)E * inter * hidden),
+      wu((size_t)E * inter * hidden), wd((size_t)E * hidden * inter);
+  fill_bf16(&r, x, 1.0f);
+  fill_bf16(&r, wg, 0.2f);
+  fill_bf16(&r, wu, 0.2f);
+  fill_bf16(&r, wd, 0.2f);
+  uint8_t *qx, *qg, *qu, *qd;
+  float *sx, *sg, *su, *sd;
+  quant_act(g, x, hidden, &qx, &sx);
+  quant_weight(wg, E, inter, hidden, &qg, &sg);
+  quant_weight(wu, E, inter, hidden, &qu, &su);
+  quant_weight(wd, E, hidden, inter, &qd, &sd);
+  int32_t *doff = to_dev(g.offset), *dcnt = to_dev(g.count);
+  const size_t nq = g.m_total * inter, ns = kbs * mp, npre = g.m_total * 2 * inter,
+               nout = g.m_total * hidden;
+  uint8_t *q[2];
+  float *sc[2];
+  uint16_t *pre[2], *out[2], *act = NULL;
+  for (int i = 0; i < 2; ++i) {
+    cudaMalloc((void **)&q[i], nq);
+    cudaMalloc((void **)&sc[i], ns * 4);
+    cudaMalloc((void **)&pre[i], npre * 2);
+    cudaMalloc((void **)&out[i], nout * 2);
+  }
+  cudaMalloc((void **)&act, nq * 2);
+  int32_t *sync = NULL, *err = NULL;
+  cudaMalloc((void **)&sync, mok_gg_fp8_mlp_sync_ints(g.m_total) * 4);
+  cudaMalloc((void **)&err, 4);
+  cudaMemset(err, 0, 4);
+  mok_gg_fp8_mlp m = {};
+  m.x = qx; m.x_scales = sx;
+  m.w_gate = qg; m.w_gate_scales = sg; m.w_up = qu; m.w_up_scales = su;
+  m.w_down = qd; m.w_down_scales = sd;
+  m.preact = pre[1]; m.q_act = q[1]; m.q_scales = sc[1]; m.out = out[1];
+  m.expert_offset = doff; m.expert_count = dcnt; m.num_experts = E;
+  m.m_total = g.m_total; m.inter = inter; m.hidden = hidden;
+  m.sync = sync; m.err = err; m.timeout_ns = 10000000000LL;
+  const struct { int flags, ctas, lim; } runs[] = {
+      {0, 0, 0}, {0, 0, 1}, {512, 0, 0}, {1024, 0, 1}, {0, 1, 0}, {0, 3, 1}, {4096, 0, 0},
+      {4096, 3, 1}};
+  for (const auto &run : runs) {
+    gg_set_tuning(0, 0, 0, run.flags);
+    for (int i = 0; i < 2; ++i) { /* NaN codes, scales, pre-activations and outputs */
+      cudaMemset(q[i], 0x7f, nq);
+      cudaMemset(sc[i], 0xff, ns * 4);
+      cudaMemset(pre[i], 0xff, npre * 2);
+      cudaMemset(out[i], 0xff, nout * 2);
+    }
+    CHECK_STATUS(mok_gg_fp8_gate_up_swiglu_quantized(qx, sx, qg, sg, qu, su, act, pre[0], q[0],
+                                                     sc[0], doff, dcnt, E, g.m_total, inter,
+                                                     hidden, run.lim, 0.75f, 0),
+                 MOK_SUCCESS);
+    CHECK_STATUS(mok_gg_fp8_fwd(q[0], sc[0], qd, sd, out[0], doff, dcnt, E, g.m_total, hidden,
+                                inter, 0),
+                 MOK_SUCCESS);
+    m.use_limit = run.lim;
+    m.limit = 0.75f;
+    const int prev = mok_gg_set_max_ctas(run.ctas);
+    CHECK_STATUS(mok_gg_fp8_mlp_forward(&m, 0), MOK_SUCCESS);
+    mok_gg_set_max_ctas(prev);
+    CUDA_OK(cudaDeviceSynchronize());
+    int32_t e = -1;
+    cudaMemcpy(&e, err, 4, cudaMemcpyDeviceToHost);
+    std::vector<uint8_t> c0 = from_dev(q[0], nq), c1 = from_dev(q[1], nq);
+    std::vector<float> a0 = from_dev(sc[0], ns), a1 = from_dev(sc[1], ns);
+    std::vector<uint16_t> p0 = from_dev(pre[0], npre), p1 = from_dev(pre[1], npre);
+    std::vector<uint16_t> o0 = from_dev(out[0], nout), o1 = from_dev(out[1], nout);
+    int64_t bad = 0, real = 0, nan = 0;
+    for (int ex = 0; ex < E; ++ex)
+      for (int i = 0; i < g.count[ex]; ++i) {
+        const int64_t row = g.offset[ex] + i;
+        ++real;
+        bad += memcmp(&c0[row * inter], &c1[row * inter], inter) != 0;
+        bad += memcmp(&p0[row * 2 * inter], &p1[row * 2 * inter], 2 * inter * 2) != 0;
+        bad += memcmp(&o0[row * hidden], &o1[row * hidden], hidden * 2) != 0;
+        for (int64_t kb = 0; kb < kbs; ++kb)
+          bad += memcmp(&a0[kb * mp + row], &a1[kb * mp + row], 4) != 0;
+        for (int64_t j = 0; j < hidden; ++j) nan += o1[row * hidden + j] == 0xFFFF;
+      }
+    printf("    flags %d, %s CTAs, limit %d: %lld real rows, %lld rows differ, %lld outputs "
+           "unwritten, error word %d\n", run.flags, run.ctas ? (run.ctas == 1 ? "1" : "3") : "all",
+           run.lim, (long long)real, (long long)bad, (long long)nan, e);
+    CHECK(real > 0 && bad == 0 && nan == 0 && e == 0);
+  }
+  gg_restore_tuning();
+  mok_gg_fp8_mlp bad = m;
+  bad.sync = NULL;
+  CHECK_STATUS(mok_gg_fp8_mlp_forward(&bad, 0), MOK_ERR_INVALID_ARGUMENT);
+  bad = m;
+  bad.hidden = 384; /* down's columns not in 256s: the caller makes two launches */
+  CHECK_STATUS(mok_gg_fp8_mlp_forward(&bad, 0), MOK_ERR_NOT_SUPPORTED);
+  for (int i = 0; i < 2; ++i) { cudaFree(q[i]); cudaFree(sc[i]); cudaFree(pre[i]); cudaFree(out[i]); }
+  cudaFree(qx); cudaFree(qg); cudaFree(qu); cudaFree(qd); cudaFree(sx); cudaFree(sg);
+  cudaFree(su); cudaFree(sd); cudaFree(doff); cudaFree(dcnt); cudaFree(act); cudaFree(sync);
+  cudaFree(err);
+}
+
 /* The row-major scale layout (mok_gg_fp8_quantize_act_rows, what the FP8 forward's dispatch moves):
  * the same codes bit for bit, and each scale equal to the K-block-major one; odd row count. */
 static void test_gg_fp8_quantize_rows(void) {
@@ -1251,6 +1361,7 @@ static void test_gg_dgrad_pair_many(void) { run_dgrad(7, 1200, 768, 1024, 24, 1)
 
 extern "C" const test_case gg_test_cases[] = {
     {"gg_bad_args", test_gg_bad_args},
+    {"gg_fp8_mlp_one_launch", test_gg_fp8_mlp_one_launch},
     {"gg_fwd_small", test_gg_fwd_small},
     {"gg_fwd_many_tiles", test_gg_fwd_many_tiles},
     {"gg_fwd_many_experts", test_gg_fwd_many_experts},

@@ -1,0 +1,366 @@
+/* grouped_gemm_fp8_mlp.cu — the FP8 routed experts' forward MLP as one persistent launch: gate+up
+ * with the fused SwiGLU, its activations quantized in the epilogue, and down, whose epilogues push
+ * the rows into their combine slots (or store c), with no grid-wide barrier between the two.
+ *
+ * Work: the gate+up tiles (G: the 256-column kernel's SWIGLU tiles) and the down tiles (D: its
+ * FWD tiles) of every expert, through the per-tile producer and consumer of
+ * grouped_gemm_fp8_wide.cuh. A claiming thread in each CTA takes tickets from two device counters
+ * (fetch-and-add, so no CTA retries another's claim): G tickets while there are any, then D
+ * tickets, each followed by a wait for the D tile's 128-row block (every G tile of those rows has
+ * stored its codes and scales: a count per row block, 2 per G tile, one per consumer warpgroup
+ * after its stores completed, release / acquire at GPU scope; bounded by timeout_ns, then the
+ * error word). So down starts on each CTA as soon as gate+up has no tile left for it, and a row
+ * block's down tiles wait only for that block, not for the whole of gate+up (no grid-wide
+ * barrier). Tuning flag 4096 also takes a D ticket between G tiles whenever the next D tile's rows
+ * are ready; interleaved so, the layer measured slower (docs/PERF.md). A D ticket can overtake
+ * the ready rows only by the tickets taken at the same moment, whose rows' G tiles the other CTAs
+ * then claim, and a CTA's own claimed G tiles never wait (the claiming thread waits, not the
+ * producer): the launch completes whatever number of its CTAs are resident
+ * (a GPU shared with other kernels, a smaller grid). Which CTA computes a tile changes none of its
+ * bits (a tile is computed whole, over the full K in order), so the outputs are bit for bit those
+ * of the two launches (mok_gg_fp8_gate_up_swiglu_quantized, then mok_gg_fp8_fwd[_pushed]).
+ *
+ * The claiming thread hands the tiles to the producer and the consumers through a two-slot queue
+ * in shared memory (mbarriers), so it claims a tile or two ahead of the producer and its waits
+ * never hold the loads; the consumers look for the next tile when their current one starts (one
+ * look per warpgroup, whose warps must run the same code) and load its first weight scales before
+ * their epilogue. A warpgroup's row-block count is added a K block into its next tile (its stores
+ * have completed by then: the wait for them costs nothing), or at once when the next tile is not
+ * in the queue yet (the claiming thread may be waiting for these very rows). */
+#include <cuda.h>
+#include <cuda_runtime.h>
+#include <stdint.h>
+#include "kernels/comm_move.cuh"
+#include "kernels/grouped_gemm.h"
+#include "kernels/grouped_gemm_common.cuh"
+#include "kernels/grouped_gemm_fp8_common.cuh"
+#include "kernels/grouped_gemm_fp8_wide.cuh"
+#include "kernels/grouped_gemm_tmap.h"
+#include "kernels/gemm_tile_scheduler.h"
+#include "kernels/hopper_ptx.cuh"
+
+#define MLP_QSLOTS 2
+/* a queue entry: int4 {kind, expert, m_tile, n_tile} */
+enum { MLP_G = 0, MLP_D = 1, MLP_END = 2, MLP_NONE = 3 /* a consumer's look found none */ };
+
+typedef struct {
+  int32_t *sync; /* [0] G claims, [1] D claims, [2 + b] row block b's count (zeroed per launch) */
+  int32_t *err;  /* the sticky error word                                                    */
+  int64_t timeout_ns;
+} mlp_sync;
+
+/* The claiming thread's state: decode cursors (the counters only grow), whether G ran out. */
+typedef struct {
+  int g_cursor, d_cursor;
+  bool g_done;
+} mlp_claimer;
+
+__device__ __forceinline__ int4 mlp_entry(int kind, gg_tile t) {
+  return make_int4(kind, t.expert, t.m_tile, t.n_tile);
+}
+
+/* D tile d and the count of its row block. */
+__device__ __forceinline__ gg_tile mlp_d_tile(const f8_params &pd, const mlp_sync &q,
+                                              const int32_t *pre_d, int E, int d,
+                                              mlp_claimer &cl, const int32_t **count) {
+  const gg_tile t = gg_decode_m_grouped_from(d, pre_d, E, pd.n_tiles, pd.group_m, &cl.d_cursor);
+  *count = q.sync + 2 + pd.offset[t.expert] / F8W_BM + t.m_tile;
+  return t;
+}
+
+/* The next tile for this CTA (see the file comment): a G ticket while there are any (with
+ * d_early, a D ticket first whenever the next D tile's rows are ready), then D tickets, each
+ * followed by a wait for its rows. Tickets are fetch-and-adds, so CTAs never retry each other's
+ * claims; an early D ticket may overtake the ready rows by the CTAs that took one at the same
+ * moment, whose G tiles the others then claim. MLP_END when both ran out, or on a timeout or a
+ * fault in the error word. */
+__device__ __forceinline__ int4 mlp_claim(const f8_params &pg, const f8_params &pd,
+                                          const mlp_sync &q, const int32_t *pre_g,
+                                          const int32_t *pre_d, int E, mlp_claimer &cl) {
+  const int ng = pre_g[E], nd = pre_d[E], want = 2 * pg.n_tiles;
+  for (;;) {
+    const int dt = *(volatile const int32_t *)(q.sync + 1);
+    if (dt < nd) {
+      const int32_t *count;
+      mlp_d_tile(pd, q, pre_d, E, dt, cl, &count);
+      if (cl.g_done || (pg.d_early && cm_load_acquire(count) >= want)) {
+        const int d = atomicAdd(q.sync + 1, 1);
+        if (d < nd) {
+          const gg_tile t = mlp_d_tile(pd, q, pre_d, E, d, cl, &count);
+          if (!cm_wait_flag(count, want, q.err, q.timeout_ns)) return make_int4(MLP_END, 0, 0, 0);
+          cm_fence_proxy_global(); /* the rows' codes and scales, before the TMA loads */
+          return mlp_entry(MLP_D, t);
+        }
+        continue; /* D ran out meanwhile */
+      }
+    }
+    if (!cl.g_done) {
+      const int g = atomicAdd(q.sync, 1);
+      if (g < ng)
+        return mlp_entry(MLP_G, gg_decode_m_grouped_from(g, pre_g, E, pg.n_tiles, pg.group_m,
+                                                         &cl.g_cursor));
+      cl.g_done = true;
+      continue;
+    }
+    if (dt >= nd) return make_int4(MLP_END, 0, 0, 0);
+  }
+}
+
+/* The claiming thread hands tile u to the producer and the consumers (slot qs of the queue, once
+ * they all took its last). */
+__device__ __forceinline__ void mlp_publish(int4 *queue, uint32_t qfull0, uint32_t qempty0,
+                                            int &qs, uint32_t &qph, int4 u) {
+  mbar_wait(qempty0 + 8 * qs, qph ^ 1);
+  queue[qs] = u;
+  mbar_arrive(qfull0 + 8 * qs);
+  if (++qs == MLP_QSLOTS) qs = 0, qph ^= 1;
+}
+
+/* The producer thread (whole_warp false) or a consumer warp takes the next tile. */
+__device__ __forceinline__ int4 mlp_take(const int4 *queue, uint32_t qfull0, uint32_t qempty0,
+                                         int &qs, uint32_t &qph, int lane, bool whole_warp = true) {
+  mbar_wait(qfull0 + 8 * qs, qph);
+  const int4 u = queue[qs];
+  if (whole_warp) __syncwarp();
+  if (lane == 0) mbar_arrive(qempty0 + 8 * qs);
+  if (++qs == MLP_QSLOTS) qs = 0, qph ^= 1;
+  return u;
+}
+
+/* Where tile u's weight scales start (-1: no tile). */
+__device__ __forceinline__ int mlp_scales_at(const f8_params &pg, const f8_params &pd, int4 u) {
+  const gg_tile t = {u.y, u.z, u.w};
+  if (u.x == MLP_G) return f8w_scales_at<F8_SWIGLU>(pg, t);
+  if (u.x == MLP_D) return f8w_scales_at<F8_FWD>(pd, t);
+  return -1;
+}
+
+__device__ __forceinline__ void mlp_first_scales(const f8_params &pg, const f8_params &pd, int4 u,
+                                                 f8w_cstate &s) {
+  if (u.x == MLP_G) f8w_load_scales<F8_SWIGLU>(pg, mlp_scales_at(pg, pd, u), 0, &s.bl, &s.bh);
+  if (u.x == MLP_D) f8w_load_scales<F8_FWD>(pd, mlp_scales_at(pg, pd, u), 0, &s.bl, &s.bh);
+}
+
+/* One consumer tile of kind MODE, the next one of kind NMODE (its scales at next_ws, or -1). */
+template <int MODE, int NMODE>
+__device__ __forceinline__ void mlp_consume(const f8_params &pg, const f8_params &pd,
+                                            const CUtensorMap *tm_pre, const CUtensorMap *tm_q,
+                                            const CUtensorMap *tm_c, const f8w_consumer &c,
+                                            int4 u, int next_ws, int32_t *signal, f8w_cstate &s,
+                                            float *y) {
+  const f8_params &p = MODE == F8_SWIGLU ? pg : pd;
+  const f8_params &pn = NMODE == F8_SWIGLU ? pg : pd;
+  const gg_tile t = {u.y, u.z, u.w};
+  f8w_consume_tile<MODE, NMODE, 1>(p, pn, MODE == F8_SWIGLU ? tm_pre : tm_c,
+                                   MODE == F8_SWIGLU ? tm_q : tm_c, c, t, 0,
+                                   f8w_scales_at<MODE>(p, t), next_ws, false, s, y, signal);
+}
+
+__global__ void __launch_bounds__(F8W_THREADS, 1)
+    gg_fp8_mlp_kernel(const __grid_constant__ CUtensorMap tm_x,
+                      const __grid_constant__ CUtensorMap tm_wg,
+                      const __grid_constant__ CUtensorMap tm_wu,
+                      const __grid_constant__ CUtensorMap tm_pre,
+                      const __grid_constant__ CUtensorMap tm_q,
+                      const __grid_constant__ CUtensorMap tm_qa,
+                      const __grid_constant__ CUtensorMap tm_wd,
+                      const __grid_constant__ CUtensorMap tm_c, const f8_params pg,
+                      const f8_params pd, const mlp_sync q) {
+  extern __shared__ __align__(1024) uint8_t smem[];
+  __shared__ __align__(8) uint64_t bars[2 * F8W_STAGES + 2 * MLP_QSLOTS];
+  __shared__ int32_t pre_g[F8_MAX_EXPERTS + 1], pre_d[F8_MAX_EXPERTS + 1];
+  __shared__ int4 queue[MLP_QSLOTS];
+  __shared__ int peeked[2][2]; /* a consumer warpgroup's look at the queue, by tile parity */
+
+  const int tid = threadIdx.x;
+  const int wg = tid >> 7;
+  const uint32_t smem_base = smem_u32(smem);
+  const uint32_t full0 = smem_u32(&bars[0]);
+  const uint32_t empty0 = smem_u32(&bars[F8W_STAGES]);
+  const uint32_t qfull0 = smem_u32(&bars[2 * F8W_STAGES]);
+  const uint32_t qempty0 = qfull0 + 8 * MLP_QSLOTS;
+  const int E = pg.num_experts;
+  if (tid == 0) {
+    gg_ring_init(smem_base, full0, empty0, F8W_STAGES, 8);
+    for (int i = 0; i < MLP_QSLOTS; ++i) {
+      mbar_init(qfull0 + 8 * i, 1);
+      mbar_init(qempty0 + 8 * i, 9); /* the producer and every consumer warp take every tile */
+    }
+    fence_mbar_init();
+  }
+  if (tid == 32) {
+    const CUtensorMap *maps[8] = {&tm_x, &tm_wg, &tm_wu, &tm_pre, &tm_q, &tm_qa, &tm_wd, &tm_c};
+    for (int i = 0; i < 8; ++i) tma_prefetch_desc(maps[i]);
+  }
+  if (tid >= 64 && tid < 96) gg_unit_prefix(pg.count, E, F8W_BM, pg.n_tiles, 0, pre_g, tid & 31);
+  if (tid >= 96 && tid < 128) gg_unit_prefix(pd.count, E, F8W_BM, pd.n_tiles, 0, pre_d, tid & 31);
+  __syncthreads();
+
+  if (wg == 0) {
+    /* ------------------------------ producer ------------------------------ */
+    setmaxnreg_dec<40>();
+    if (tid == 0) { /* the producer: the queue's tiles into the stage ring */
+      f8w_ring r = {0, 0};
+      int qs = 0;
+      uint32_t qph = 0;
+      for (;;) {
+        const int4 u = mlp_take(queue, qfull0, qempty0, qs, qph, 0, false);
+        if (u.x == MLP_END) break;
+        const gg_tile t = {u.y, u.z, u.w};
+        if (u.x == MLP_G)
+          f8w_produce_tile<F8_SWIGLU, 1>(pg, &tm_x, &tm_wg, &tm_wu, t, 0, smem_base, full0, empty0,
+                                         r);
+        else
+          f8w_produce_tile<F8_FWD, 1>(pd, &tm_qa, &tm_wd, &tm_wd, t, 0, smem_base, full0, empty0,
+                                      r);
+      }
+    } else if (tid == 32) { /* the claiming thread: tiles into the queue */
+      mlp_claimer cl = {0, 0, false};
+      int qs = 0;
+      uint32_t qph = 0;
+      for (;;) {
+        const int4 u = mlp_claim(pg, pd, q, pre_g, pre_d, E, cl);
+        mlp_publish(queue, qfull0, qempty0, qs, qph, u);
+        if (u.x == MLP_END) break;
+      }
+    }
+  } else {
+    /* ------------------------------ consumers ----------------------------- */
+    setmaxnreg_inc<232>();
+    const f8w_consumer c = f8w_consumer_init(smem_base, full0, empty0, tid, pg.turns != 0);
+    f8w_cstate s;
+    s.ring.stage = 0;
+    s.ring.phase = 0;
+    s.first = true;
+    s.bl = s.bh = 0.f;
+    float y[128];
+    int qs = 0;
+    uint32_t qph = 0;
+    int32_t *pending = nullptr; /* the row block count this warpgroup still owes */
+    int4 u = mlp_take(queue, qfull0, qempty0, qs, qph, c.lane);
+    mlp_first_scales(pg, pd, u, s);
+    for (int i = 0; u.x != MLP_END; ++i) {
+      /* This tile's first stage has landed, so the producer has made its claim of the next:
+       * take it if it is there. One answer for the whole warpgroup (thread 0 looks, the others
+       * read its answer after a barrier; two slots by tile parity), since its warps must run
+       * the same code: the same wgmmas, the same named barriers. */
+      mbar_wait(c.full0 + 8 * s.ring.stage, s.ring.phase);
+      if (c.wtid == 0) peeked[c.cwg][i & 1] = (int)mbar_test_wait(qfull0 + 8 * qs, qph);
+      named_bar_sync(2 + c.cwg, 128);
+      int4 next = make_int4(MLP_NONE, 0, 0, 0);
+      if (peeked[c.cwg][i & 1]) next = mlp_take(queue, qfull0, qempty0, qs, qph, c.lane);
+      const int next_ws = mlp_scales_at(pg, pd, next);
+      if (u.x == MLP_G && next.x == MLP_D)
+        mlp_consume<F8_SWIGLU, F8_FWD>(pg, pd, &tm_pre, &tm_q, &tm_c, c, u, next_ws, pending, s, y);
+      else if (u.x == MLP_G)
+        mlp_consume<F8_SWIGLU, F8_SWIGLU>(pg, pd, &tm_pre, &tm_q, &tm_c, c, u, next_ws, pending, s,
+                                          y);
+      else if (next.x == MLP_G)
+        mlp_consume<F8_FWD, F8_SWIGLU>(pg, pd, &tm_pre, &tm_q, &tm_c, c, u, next_ws, pending, s, y);
+      else
+        mlp_consume<F8_FWD, F8_FWD>(pg, pd, &tm_pre, &tm_q, &tm_c, c, u, next_ws, pending, s, y);
+      pending = u.x == MLP_G ? q.sync + 2 + pg.offset[u.y] / F8W_BM + u.z : nullptr;
+      if (next.x == MLP_NONE) { /* the producer may be waiting for these very rows */
+        f8w_signal(c, pending);
+        pending = nullptr;
+        next = mlp_take(queue, qfull0, qempty0, qs, qph, c.lane);
+        mlp_first_scales(pg, pd, next, s);
+      }
+      u = next;
+    }
+    f8w_signal(c, pending);
+    /* warpgroup 1's pass after its last block, which no block of warpgroup 0 waited for */
+    if (c.turns && c.cwg == 0 && !s.first) named_bar_sync(F8W_BAR_TURN, 256);
+    if (c.wtid == 0) bulk_wait0(); /* the last TMA stores are done */
+    if (pd.push) __threadfence_system(); /* the pushed rows, before the cross-rank barrier */
+  }
+}
+
+/* ---- host ------------------------------------------------------------------------------------ */
+
+extern "C" int64_t mok_gg_fp8_mlp_sync_ints(int64_t m_total) {
+  return 2 + (m_total + F8W_BM - 1) / F8W_BM;
+}
+
+extern "C" mok_status mok_gg_fp8_mlp_forward(const mok_gg_fp8_mlp *m, cudaStream_t stream) {
+  if (!m || !m->x || !m->x_scales || !m->w_gate || !m->w_gate_scales || !m->w_up ||
+      !m->w_up_scales || !m->w_down || !m->w_down_scales || !m->q_act || !m->q_scales ||
+      !m->expert_offset || !m->expert_count || !m->sync || !m->err || (!m->out && !m->push))
+    return MOK_ERR_INVALID_ARGUMENT;
+  const int64_t mt = m->m_total, inter = m->inter, hidden = m->hidden;
+  const int E = m->num_experts;
+  if (E <= 0 || mt <= 0 || inter <= 0 || hidden <= 0) return MOK_ERR_INVALID_SHAPE;
+  if (mt > INT32_MAX || (int64_t)E * inter > INT32_MAX || (int64_t)E * hidden > INT32_MAX)
+    return MOK_ERR_INVALID_SHAPE;
+  if (inter % 128 || hidden % 128) return MOK_ERR_MISALIGNED;
+  if (((uintptr_t)m->x_scales & 15) || ((uintptr_t)m->q_act & 15) ||
+      ((uintptr_t)m->q_scales & 15))
+    return MOK_ERR_MISALIGNED;
+  if (m->use_limit && !(m->limit > 0.0f)) return MOK_ERR_INVALID_ARGUMENT;
+  if (m->push && !gg_move_ok(m->push, 1)) return MOK_ERR_INVALID_ARGUMENT;
+  /* what one launch covers: down's columns in 256s, every expert's prefix in shared memory */
+  if (hidden % 256 || E > F8_MAX_EXPERTS) return MOK_ERR_NOT_SUPPORTED;
+
+  CUtensorMap tx, tg, tu, tpre, tq, tqa, td, tc;
+  GG_TRY(gg_make_tmap_2d(&tx, m->x, mt, hidden, 1, F8W_BM, 128));
+  GG_TRY(gg_make_tmap_2d(&tg, m->w_gate, (int64_t)E * inter, hidden, 1, 64, 128));
+  GG_TRY(gg_make_tmap_2d(&tu, m->w_up, (int64_t)E * inter, hidden, 1, 64, 128));
+  GG_TRY(gg_make_tmap_2d(&tq, m->q_act, mt, inter, 1, 64, 128));
+  GG_TRY(gg_make_tmap_2d(&tqa, m->q_act, mt, inter, 1, F8W_BM, 128));
+  GG_TRY(gg_make_tmap_2d(&td, m->w_down, (int64_t)E * hidden, inter, 1, 64, 128));
+  if (m->preact) GG_TRY(gg_make_tmap_2d(&tpre, m->preact, mt, 2 * inter, 2, 64, 64));
+  else tpre = tq;
+  if (m->out) GG_TRY(gg_make_tmap_2d(&tc, m->out, mt, hidden, 2, 64, 64));
+  else tc = tq; /* push only: the epilogue stages the rows and stores nothing locally */
+
+  const int flags = gg_tuning_flags();
+  f8_params pg = {};
+  pg.offset = m->expert_offset;
+  pg.count = m->expert_count;
+  pg.num_experts = E;
+  pg.m_pad = (int)MOK_GG_FP8_SCALE_ROWS(mt);
+  pg.group_m = 16;
+  pg.turns = !(flags & 512);
+  pg.direct = (flags & 1024) != 0;
+  pg.d_early = (flags & 4096) != 0;
+  f8_params pd = pg;
+  pg.a_scales = m->x_scales;
+  pg.b_scales0 = m->w_gate_scales;
+  pg.b_scales1 = m->w_up_scales;
+  pg.c1 = (uint16_t *)m->preact;
+  pg.n_tiles = (int)(inter / 128);
+  pg.k_blocks = (int)(hidden / F8_BK);
+  pg.b_rows = pg.n_out = (int)inter;
+  pg.use_limit = m->use_limit != 0;
+  pg.limit = m->limit;
+  pg.has_preact = m->preact != NULL;
+  pg.q_act = (uint8_t *)m->q_act;
+  pg.q_scales = m->q_scales;
+  pd.a_scales = m->q_scales;
+  pd.b_scales0 = pd.b_scales1 = m->w_down_scales;
+  pd.c0 = pd.c1 = (uint16_t *)m->out;
+  pd.n_tiles = (int)(hidden / 256);
+  pd.k_blocks = (int)(inter / F8_BK);
+  pd.b_rows = pd.n_out = (int)hidden;
+  if (m->push) {
+    pd.push = 1;
+    pd.move = *m->push;
+    pd.move_m_total = mt;
+  }
+  const mlp_sync q = {m->sync, m->err, m->timeout_ns};
+
+  static int max_ctas = 0; /* co-resident CTAs, found once */
+  if (!max_ctas)
+    GG_TRY(gg_coresident_ctas((const void *)gg_fp8_mlp_kernel, F8W_THREADS, F8W_SMEM, 1,
+                              &max_ctas));
+  const int64_t blocks = (mt + F8W_BM - 1) / F8W_BM;
+  const int64_t units = blocks * (pg.n_tiles + pd.n_tiles);
+  const int cap = gg_ctas_cap(max_ctas, 1);
+  const int grid = units < cap ? (int)units : cap;
+  if (cudaMemsetAsync(m->sync, 0, (size_t)mok_gg_fp8_mlp_sync_ints(mt) * 4, stream) !=
+      cudaSuccess)
+    return MOK_ERR_CUDA;
+  gg_fp8_mlp_kernel<<<grid, F8W_THREADS, F8W_SMEM, stream>>>(tx, tg, tu, tpre, tq, tqa, td, tc,
+                                                             pg, pd, q);
+  return cudaGetLastError() == cudaSuccess ? MOK_SUCCESS : MOK_ERR_CUDA;
+}
