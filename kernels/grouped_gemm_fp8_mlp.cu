@@ -240,10 +240,10 @@ __global__ void __launch_bounds__(F8W_THREADS, 1)
     int4 u = mlp_take(queue, qfull0, qempty0, qs, qph, c.lane);
     mlp_first_scales(pg, pd, u, s);
     for (int i = 0; u.x != MLP_END; ++i) {
-      /* This tile's first stage has landed, so the producer has made its claim of the next:
-       * take it if it is there. One answer for the whole warpgroup (thread 0 looks, the others
-       * read its answer after a barrier; two slots by tile parity), since its warps must run
-       * the same code: the same wgmmas, the same named barriers. */
+      /* Once this tile's first stage has landed, the claiming thread has usually queued the
+       * next one: take it if it is there. One answer for the whole warpgroup (thread 0 looks,
+       * the others read its answer after a barrier; two slots by tile parity), since its warps
+       * must run the same code: the same wgmmas, the same named barriers. */
       mbar_wait(c.full0 + 8 * s.ring.stage, s.ring.phase);
       if (c.wtid == 0) peeked[c.cwg][i & 1] = (int)mbar_test_wait(qfull0 + 8 * qs, qph);
       named_bar_sync(2 + c.cwg, 128);
@@ -260,7 +260,7 @@ __global__ void __launch_bounds__(F8W_THREADS, 1)
       else
         mlp_consume<F8_FWD, F8_FWD>(pg, pd, &tm_pre, &tm_q, &tm_c, c, u, next_ws, pending, s, y);
       pending = u.x == MLP_G ? q.sync + 2 + pg.offset[u.y] / F8W_BM + u.z : nullptr;
-      if (next.x == MLP_NONE) { /* the producer may be waiting for these very rows */
+      if (next.x == MLP_NONE) { /* the claiming thread may be waiting for these very rows */
         f8w_signal(c, pending);
         pending = nullptr;
         next = mlp_take(queue, qfull0, qempty0, qs, qph, c.lane);
