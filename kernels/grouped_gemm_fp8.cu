@@ -488,15 +488,6 @@ static mok_status f8_launch(const CUtensorMap *a, const CUtensorMap *b0, const C
   return MOK_SUCCESS;
 }
 
-static mok_status f8_check(const int32_t *off, const int32_t *cnt, int e, int64_t m_total,
-                           int64_t n, int64_t k) {
-  if (!off || !cnt) return MOK_ERR_INVALID_ARGUMENT;
-  if (e <= 0 || m_total <= 0 || n <= 0 || k <= 0) return MOK_ERR_INVALID_SHAPE;
-  if (m_total > INT32_MAX || (int64_t)e * n > INT32_MAX || k > INT32_MAX) return MOK_ERR_INVALID_SHAPE;
-  if (n % 128 || k % 128) return MOK_ERR_MISALIGNED;
-  return MOK_SUCCESS;
-}
-
 static mok_status f8_fwd(const void *a, const float *a_scales, const void *b, const float *b_scales,
                          void *c, const int32_t *expert_offset, const int32_t *expert_count,
                          int num_experts, int64_t m_total, int64_t n, int64_t k,

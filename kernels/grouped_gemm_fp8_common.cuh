@@ -49,6 +49,17 @@ typedef struct {
                             ready, between gate+up tiles (else once gate+up ran out)         */
 } f8_params;
 
+/* Host check of one FP8 product's row layout and sizes: e experts' offsets and counts, m_total
+ * rows, n output columns, k reduction (multiples of 128, indices within int32). */
+static inline mok_status f8_check(const int32_t *off, const int32_t *cnt, int e, int64_t m_total,
+                                  int64_t n, int64_t k) {
+  if (!off || !cnt) return MOK_ERR_INVALID_ARGUMENT;
+  if (e <= 0 || m_total <= 0 || n <= 0 || k <= 0) return MOK_ERR_INVALID_SHAPE;
+  if (m_total > INT32_MAX || (int64_t)e * n > INT32_MAX || k > INT32_MAX) return MOK_ERR_INVALID_SHAPE;
+  if (n % 128 || k % 128) return MOK_ERR_MISALIGNED;
+  return MOK_SUCCESS;
+}
+
 /* The start of an FP8 kernel's CTA: the stage ring (thread 0; `releases` consumer-warp arrivals
  * per stage), the tensor maps prefetched (thread 32; c0 NULL: none), the unit prefix over experts
  * in units of unit_rows (warp 2), then the cluster (or the CTA) syncs, so that the barrier inits

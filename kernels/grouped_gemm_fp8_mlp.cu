@@ -228,11 +228,7 @@ __global__ void __launch_bounds__(F8W_THREADS, 1)
     /* ------------------------------ consumers ----------------------------- */
     setmaxnreg_inc<232>();
     const f8w_consumer c = f8w_consumer_init(smem_base, full0, empty0, tid, pg.turns != 0);
-    f8w_cstate s;
-    s.ring.stage = 0;
-    s.ring.phase = 0;
-    s.first = true;
-    s.bl = s.bh = 0.f;
+    f8w_cstate s = f8w_cstate_start();
     float y[128];
     int qs = 0;
     uint32_t qph = 0;
@@ -285,14 +281,13 @@ extern "C" int64_t mok_gg_fp8_mlp_sync_ints(int64_t m_total) {
 extern "C" mok_status mok_gg_fp8_mlp_forward(const mok_gg_fp8_mlp *m, cudaStream_t stream) {
   if (!m || !m->x || !m->x_scales || !m->w_gate || !m->w_gate_scales || !m->w_up ||
       !m->w_up_scales || !m->w_down || !m->w_down_scales || !m->q_act || !m->q_scales ||
-      !m->expert_offset || !m->expert_count || !m->sync || !m->err || (!m->out && !m->push))
+      !m->sync || !m->err || (!m->out && !m->push))
     return MOK_ERR_INVALID_ARGUMENT;
   const int64_t mt = m->m_total, inter = m->inter, hidden = m->hidden;
   const int E = m->num_experts;
-  if (E <= 0 || mt <= 0 || inter <= 0 || hidden <= 0) return MOK_ERR_INVALID_SHAPE;
-  if (mt > INT32_MAX || (int64_t)E * inter > INT32_MAX || (int64_t)E * hidden > INT32_MAX)
-    return MOK_ERR_INVALID_SHAPE;
-  if (inter % 128 || hidden % 128) return MOK_ERR_MISALIGNED;
+  /* both products: gate+up (inter columns over hidden), down (hidden over inter) */
+  GG_TRY(f8_check(m->expert_offset, m->expert_count, E, mt, inter, hidden));
+  GG_TRY(f8_check(m->expert_offset, m->expert_count, E, mt, hidden, inter));
   if (((uintptr_t)m->x_scales & 15) || ((uintptr_t)m->q_act & 15) ||
       ((uintptr_t)m->q_scales & 15))
     return MOK_ERR_MISALIGNED;

@@ -54,11 +54,7 @@ __global__ void __launch_bounds__(F8W_THREADS, 1)
     /* ------------------------------ consumers ----------------------------- */
     setmaxnreg_inc<232>();
     const f8w_consumer c = f8w_consumer_init(smem_base, full0, empty0, tid, p.turns != 0);
-    f8w_cstate s;
-    s.ring.stage = 0;
-    s.ring.phase = 0;
-    s.first = true;
-    s.bl = s.bh = 0.f;
+    f8w_cstate s = f8w_cstate_start();
     int cursor = 0;
     float y[128];
     /* The next tile is decoded, and its first block's weight scales loaded, a tile ahead, so

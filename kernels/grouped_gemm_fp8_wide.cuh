@@ -185,6 +185,16 @@ typedef struct {
   float bl, bh;  /* the weight scales of the next block to issue: the tile's first on entry */
 } f8w_cstate;
 
+/* A consumer's state before its first tile: stage 0 of phase 0, no block issued. */
+__device__ __forceinline__ f8w_cstate f8w_cstate_start(void) {
+  f8w_cstate s;
+  s.ring.stage = 0;
+  s.ring.phase = 0;
+  s.first = true;
+  s.bl = s.bh = 0.f;
+  return s;
+}
+
 __device__ __forceinline__ f8w_consumer f8w_consumer_init(uint32_t smem_base, uint32_t full0,
                                                           uint32_t empty0, int tid, bool turns) {
   f8w_consumer c;

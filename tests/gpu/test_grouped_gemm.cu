@@ -451,6 +451,34 @@ static std::vector<double> quant_weight(const std::vector<uint16_t> &w, int64_t 
   return out;
 }
 
+/* An expert MLP's random operands, quantized on the device: x [m_total, hidden] (1x128 scales),
+ * gate and up [E, inter, hidden], with_down: down [E, hidden, inter] (128x128 scales; else NULL). */
+typedef struct {
+  uint8_t *qx, *qg, *qu, *qd;
+  float *sx, *sg, *su, *sd;
+} fp8_mlp_ops;
+
+static fp8_mlp_ops make_fp8_mlp(gg_rng *r, const gg_rows &g, int E, int64_t inter,
+                                int64_t hidden, bool with_down) {
+  fp8_mlp_ops o = {};
+  std::vector<uint16_t> x(g.m_total * hidden), wg((size_t)E * inter * hidden),
+      wu((size_t)E * inter * hidden), wd(with_down ? (size_t)E * hidden * inter : 0);
+  fill_bf16(r, x, 1.0f);
+  fill_bf16(r, wg, 0.2f);
+  fill_bf16(r, wu, 0.2f);
+  if (with_down) fill_bf16(r, wd, 0.2f);
+  quant_act(g, x, hidden, &o.qx, &o.sx);
+  quant_weight(wg, E, inter, hidden, &o.qg, &o.sg);
+  quant_weight(wu, E, inter, hidden, &o.qu, &o.su);
+  if (with_down) quant_weight(wd, E, hidden, inter, &o.qd, &o.sd);
+  return o;
+}
+
+static void free_fp8_mlp(fp8_mlp_ops *o) {
+  cudaFree(o->qx); cudaFree(o->qg); cudaFree(o->qu); cudaFree(o->qd);
+  cudaFree(o->sx); cudaFree(o->sg); cudaFree(o->su); cudaFree(o->sd);
+}
+
 /* tiny: every other row of expert 0 gets one 128-block 1e20 times smaller than the rest, and its
  * last row is 1e25 times smaller throughout (checked on its own, relative to its own size). */
 static void run_fp8_fwd_rows(gg_rng &r, const gg_rows &g, int64_t n, int64_t k, int max_checked,
@@ -734,16 +762,9 @@ static void test_gg_fp8_swiglu_quantized(void) {
   const int64_t inter = 384, hidden = 512;
   gg_rows g = make_rows(&r, E, 400, 1);
   const int64_t mp = MOK_GG_FP8_SCALE_ROWS(g.m_total), kbs = inter / 128;
-  std::vector<uint16_t> x(g.m_total * hidden), wg((size_t)E * inter * hidden),
-      wu((size_t)E * inter * hidden);
-  fill_bf16(&r, x, 1.0f);
-  fill_bf16(&r, wg, 0.2f);
-  fill_bf16(&r, wu, 0.2f);
-  uint8_t *qx, *qg, *qu;
-  float *sx, *sg, *su;
-  quant_act(g, x, hidden, &qx, &sx);
-  quant_weight(wg, E, inter, hidden, &qg, &sg);
-  quant_weight(wu, E, inter, hidden, &qu, &su);
+  fp8_mlp_ops o = make_fp8_mlp(&r, g, E, inter, hidden, false);
+  uint8_t *qx = o.qx, *qg = o.qg, *qu = o.qu;
+  float *sx = o.sx, *sg = o.sg, *su = o.su;
   int32_t *doff = to_dev(g.offset), *dcnt = to_dev(g.count);
   uint16_t *act = NULL;
   uint8_t *q0 = NULL, *q1 = NULL;
@@ -793,7 +814,7 @@ static void test_gg_fp8_swiglu_quantized(void) {
   CHECK_STATUS(mok_gg_fp8_gate_up_swiglu_quantized(qx, sx, qg, sg, qu, su, act, NULL, NULL, s1, doff, dcnt,
                                                    E, g.m_total, inter, hidden, 0, 0.f, 0),
                MOK_ERR_INVALID_ARGUMENT);
-  cudaFree(qx); cudaFree(qg); cudaFree(qu); cudaFree(sx); cudaFree(sg); cudaFree(su);
+  free_fp8_mlp(&o);
   cudaFree(doff); cudaFree(dcnt); cudaFree(act); cudaFree(q0); cudaFree(q1); cudaFree(s0);
   cudaFree(s1); cudaFree(p0); cudaFree(p1);
 }
@@ -803,26 +824,18 @@ static void test_gg_fp8_swiglu_quantized(void) {
  * (mok_gg_fp8_gate_up_swiglu_quantized, then mok_gg_fp8_fwd) on every real row, with and without
  * the clamp, with the warpgroups' turns off (flag 512), stores from registers (flag 1024) and down
  * tiles claimed between gate+up tiles (flag 4096), and on grids of 1 and 3 CTAs
- * (mok_gg_set_max_ctas), where CTAs wait for the rows of the down tile they hold. Outputs start as NaN; the error word stays 0. Then the
- * errors: a NULL operand, a shape one launch does not cover. */
+ * (mok_gg_set_max_ctas), where CTAs wait for the rows of the down tile they hold. Outputs start
+ * as NaN; the error word stays 0. Then the errors: a NULL operand, a shape one launch does not
+ * cover. */
 static void test_gg_fp8_mlp_one_launch(void) {
   gg_rng r = {test_seed() ^ 0xf8c1};
   const int E = 7;
   const int64_t inter = 384, hidden = 512;
   gg_rows g = make_rows(&r, E, 700, 1);
   const int64_t mp = MOK_GG_FP8_SCALE_ROWS(g.m_total), kbs = inter / 128;
-  std::vector<uint16_t> x(g.m_total * hidden), wg((size_t)E * inter * hidden),
-      wu((size_t)E * inter * hidden), wd((size_t)E * hidden * inter);
-  fill_bf16(&r, x, 1.0f);
-  fill_bf16(&r, wg, 0.2f);
-  fill_bf16(&r, wu, 0.2f);
-  fill_bf16(&r, wd, 0.2f);
-  uint8_t *qx, *qg, *qu, *qd;
-  float *sx, *sg, *su, *sd;
-  quant_act(g, x, hidden, &qx, &sx);
-  quant_weight(wg, E, inter, hidden, &qg, &sg);
-  quant_weight(wu, E, inter, hidden, &qu, &su);
-  quant_weight(wd, E, hidden, inter, &qd, &sd);
+  fp8_mlp_ops o = make_fp8_mlp(&r, g, E, inter, hidden, true);
+  uint8_t *qx = o.qx, *qg = o.qg, *qu = o.qu, *qd = o.qd;
+  float *sx = o.sx, *sg = o.sg, *su = o.su, *sd = o.sd;
   int32_t *doff = to_dev(g.offset), *dcnt = to_dev(g.count);
   const size_t nq = g.m_total * inter, ns = kbs * mp, npre = g.m_total * 2 * inter,
                nout = g.m_total * hidden;
@@ -903,9 +916,8 @@ static void test_gg_fp8_mlp_one_launch(void) {
   bad.hidden = 384; /* down's columns not in 256s: the caller makes two launches */
   CHECK_STATUS(mok_gg_fp8_mlp_forward(&bad, 0), MOK_ERR_NOT_SUPPORTED);
   for (int i = 0; i < 2; ++i) { cudaFree(q[i]); cudaFree(sc[i]); cudaFree(pre[i]); cudaFree(out[i]); }
-  cudaFree(qx); cudaFree(qg); cudaFree(qu); cudaFree(qd); cudaFree(sx); cudaFree(sg);
-  cudaFree(su); cudaFree(sd); cudaFree(doff); cudaFree(dcnt); cudaFree(act); cudaFree(sync);
-  cudaFree(err);
+  free_fp8_mlp(&o);
+  cudaFree(doff); cudaFree(dcnt); cudaFree(act); cudaFree(sync); cudaFree(err);
 }
 
 /* The row-major scale layout (mok_gg_fp8_quantize_act_rows, what the FP8 forward's dispatch moves):
