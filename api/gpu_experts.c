@@ -187,25 +187,29 @@ static mok_gg_move fused_move(const mok_schedule *s, int push, int ctas) {
  * ranks' slots (the combine). Neither out nor push (a ring step's replay with the fused
  * d_router_weights): gate+up only, all that backward reads. */
 static mok_status routed_experts_forward_fp8(mok_schedule *s, const mok_weights *wt, void *out,
-                                             int push, cudaStream_t stream) {
+                                             int push, int pull, cudaStream_t stream) {
   mok_workspace *w = s->ws;
   const int64_t H = w->shape.hidden, I = w->shape.intermediate, rows = s->rows;
   float *x_scales = mok_fp8_scales_of(s->recv_x, rows, H), *a_scales = mok_fp8_scales_of(s->a, rows, I);
+  if (pull && !mok_gpu_fp8_pull_inside(w)) return MOK_ERR_NOT_SUPPORTED;
   if (push && !(gg_tuning_flags() & 2048)) {
     /* gate+up and down in one launch: down starts on each SM once gate+up has no tile left for
      * it, a row block's down tiles once that block's activations are stored (no barrier between
-     * the two; tuning flag 2048: the two launches below) */
+     * the two; tuning flag 2048: the two launches below); with pull, the dispatch too (the
+     * staged codes, then their scales, at off_x of every rank: stage_x) */
     const mok_gg_move q = fused_move(s, 1, 0);
+    const mok_gg_move pq = fused_move(s, 0, w->config.fwd_comm_sms);
     const mok_gg_fp8_mlp m = {
         .x = s->recv_x, .w_gate = wt->w_gate, .w_up = wt->w_up, .w_down = wt->w_down,
         .x_scales = x_scales, .w_gate_scales = wt->w_gate_scale, .w_up_scales = wt->w_up_scale,
         .w_down_scales = wt->w_down_scale, .preact = s->g, .q_act = s->a, .out = out,
-        .q_scales = a_scales, .push = &q, .expert_offset = s->expert_offset,
+        .q_scales = a_scales, .push = &q, .pull = pull ? &pq : NULL,
+        .pull_scales_off = w->off_x + (size_t)(w->shape.tokens * H), .expert_offset = s->expert_offset,
         .expert_count = s->expert_count, .num_experts = (int)w->el, .m_total = rows, .inter = I,
         .hidden = H, .use_limit = w->config.use_swiglu_limit, .limit = w->config.swiglu_limit,
         .sync = w->mlp_sync, .err = w->err, .timeout_ns = w->timeout_ns};
     const mok_status st = mok_gg_fp8_mlp_forward(&m, stream);
-    if (st != MOK_ERR_NOT_SUPPORTED) return st;
+    if (st != MOK_ERR_NOT_SUPPORTED || pull) return st;
   }
   /* the activations come out of gate+up already quantized for down (w->d_a: the bf16 scratch of
    * the 128-column variants, which quantize after) */
@@ -326,7 +330,7 @@ static mok_status routed_experts_forward(mok_schedule *s, const mok_weights *wt,
   if (w->config.dtype == MOK_DTYPE_FP8_BLOCK128) { /* the ops layer: bf16 rows, quantized here */
     TRY(mok_gg_fp8_quantize_act(recv, s->recv_x, mok_fp8_scales_of(s->recv_x, s->rows, H), s->rows,
                                 H, stream));
-    return routed_experts_forward_fp8(s, wt, out_rows, 0, stream);
+    return routed_experts_forward_fp8(s, wt, out_rows, 0, 0, stream);
   }
   if (w->wgmma)
     return gg_mlp_forward(w, routed_rows(s), recv, wt->w_gate, wt->w_up, wt->w_down, s->g, s->a,
@@ -555,10 +559,19 @@ static int64_t routed_rows_hint(const mok_workspace *w) {
   } while (0)
 
 mok_status mok_gpu_experts_forward_fp8(mok_schedule *s, const mok_weights *wt, int push,
-                                       cudaStream_t stream) {
+                                       int pull, cudaStream_t stream) {
   /* the fused d_router_weights needs no outputs: push only, and a replay stops after gate+up */
   void *out = s->ws->fp8_fused_drw ? NULL : s->out_rows;
-  WITH_ROWS_HINT(s->ws, routed_experts_forward_fp8(s, wt, out, push, stream));
+  WITH_ROWS_HINT(s->ws, routed_experts_forward_fp8(s, wt, out, push, pull, stream));
+}
+
+/* FP8 forward: whether the dispatch runs inside the one-launch expert MLP (where that launch
+ * covers the shape; tuning flag 8192: the pull kernel of its own, beside the shared expert;
+ * 2048: no one launch at all). */
+int mok_gpu_fp8_pull_inside(const mok_workspace *w) {
+  return w->config.dtype == MOK_DTYPE_FP8_BLOCK128 && !w->fused_dispatch &&
+         !(gg_tuning_flags() & (2048 | 8192)) &&
+         mok_gg_fp8_mlp_supported((int)w->el, w->shape.hidden);
 }
 
 mok_status mok_gpu_experts_backward_fp8(mok_schedule *s, const mok_weights *wt,

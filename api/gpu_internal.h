@@ -136,9 +136,12 @@ mok_status mok_gpu_experts_forward(mok_schedule *s, const mok_weights *wt, const
 /* FP8: the forward experts from rows already quantized into the schedule's recv_x (by
  * v1_dispatch_pull_fp8, or by mok_gpu_experts_forward from bf16 rows), the outputs in out_rows
  * (not with the fused d_router_weights, which needs none); push: the down epilogues also push
- * them into the source ranks' slots (the combine's move). Neither: gate+up only (a replay). */
-mok_status mok_gpu_experts_forward_fp8(mok_schedule *s, const mok_weights *wt, int push,
+ * them into the source ranks' slots (the combine's move). Neither: gate+up only (a replay).
+ * pull (with push, where mok_gpu_fp8_pull_inside): the same launch also pulls recv_x from the
+ * peers' staged x, no v1_dispatch_pull_fp8 before it. */
+mok_status mok_gpu_experts_forward_fp8(mok_schedule *s, const mok_weights *wt, int push, int pull,
                                        cudaStream_t stream);
+int mok_gpu_fp8_pull_inside(const mok_workspace *w);
 /* MOK_PATH_FUSED: the forward experts with the dispatch inside gate+up (recv_x filled from the
  * peers' staged x by the kernel's comm CTAs, x staged on every rank before; w->ready is zeroed
  * here) and, when push, the combine push in down's epilogues (out_rows also in the source ranks'

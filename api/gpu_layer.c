@@ -15,7 +15,9 @@
  * the routed experts' stages run once per macrobatch on a view of the schedule: forward in
  * reverse order, backward in order, replaying the forward of the macrobatches forward did not
  * keep (x is staged again). With a shared expert and separate communication kernels, the shared
- * expert runs on a side stream beside the first of them (see "beside" below). */
+ * expert runs on a side stream beside the first of them (see "beside" below). The FP8 forward
+ * pulls its dispatch inside the one-launch expert MLP where that launch covers the shape
+ * (mok_gpu_fp8_pull_inside); the shared expert then runs in line, on every SM. */
 #include <string.h>
 #include <cuda_runtime_api.h>
 #include "api/gpu_internal.h"
@@ -56,7 +58,7 @@ mok_status mok_gpu_check_weights(const mok_workspace *w, const mok_weights *wt) 
  * communication is inside the GEMMs (the fused forward; a fused backward's ring replays) the
  * shared expert runs in line, after the routed experts. */
 static int beside_forward(const mok_workspace *w) {
-  return w->side && w->shape.tokens > 0 && !w->fused_dispatch;
+  return w->side && w->shape.tokens > 0 && !w->fused_dispatch && !mok_gpu_fp8_pull_inside(w);
 }
 static int beside_backward(const mok_workspace *w) {
   return w->side && w->shape.tokens > 0 && !(w->fused_dispatch && mok_gpu_ring_on(w));
@@ -131,9 +133,11 @@ static mok_status experts_forward_pass(mok_schedule *v, const mok_weights *wt, c
   if (w->fused_dispatch) /* pull and combine push inside the GEMMs */
     return mok_gpu_experts_forward_fused(v, wt, 1, stream);
   if (w->config.dtype == MOK_DTYPE_FP8_BLOCK128) { /* the combine pushed by down's epilogues */
+    if (mok_gpu_fp8_pull_inside(w)) /* and the dispatch pulled in the same launch */
+      return mok_gpu_experts_forward_fp8(v, wt, 1, 1, stream);
     TRY(pull_fp8(v, cp->ctas, stream));
     TRY(after_comm(w, cp, stream));
-    return mok_gpu_experts_forward_fp8(v, wt, 1, stream);
+    return mok_gpu_experts_forward_fp8(v, wt, 1, 0, stream);
   }
   TRY_CUDA(v1_dispatch_pull(&r, w->off_x, v->recv_x, stream));
   TRY(after_comm(w, cp, stream));
@@ -228,7 +232,7 @@ static mok_status experts_replay(mok_schedule *v, const mok_weights *wt, comm_pl
   if (w->config.dtype == MOK_DTYPE_FP8_BLOCK128) {
     TRY(pull_fp8(v, cp->ctas, stream));
     TRY(after_comm(w, cp, stream));
-    return mok_gpu_experts_forward_fp8(v, wt, 0, stream);
+    return mok_gpu_experts_forward_fp8(v, wt, 0, 0, stream);
   }
   v1_route r = route_on(v, cp->ctas);
   TRY_CUDA(v1_dispatch_pull(&r, w->off_x, v->recv_x, stream));

@@ -393,10 +393,13 @@ const char *mok_workspace_kernels(const mok_workspace *w) {
   if (!w) return "";
   if (w->fused_dispatch)
     return "fused: communication inside the grouped TMA + wgmma GEMMs";
-  if (w->config.dtype == MOK_DTYPE_FP8_BLOCK128)
-    return "grouped FP8: separate dispatch and reverse combine, TMA + wgmma expert GEMMs, the "
-           "forward's expert MLP in one launch (gate+up, then down pushing the combine) where the "
-           "hidden size splits into 256";
+  if (w->config.dtype == MOK_DTYPE_FP8_BLOCK128) {
+    if (mok_gpu_fp8_pull_inside(w))
+      return "grouped FP8: the forward's dispatch and expert MLP in one launch (rows pulled by "
+             "every CTA's spare warps, gate+up, then down pushing the combine), the shared expert "
+             "in line; a separate reverse combine, TMA + wgmma expert GEMMs";
+    return "grouped FP8: separate dispatch and reverse combine, TMA + wgmma expert GEMMs";
+  }
   return w->wgmma ? "grouped: separate communication kernels, grouped TMA + wgmma expert GEMMs"
                   : "v1: separate communication kernels, mma.sync expert GEMMs";
 }

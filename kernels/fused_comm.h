@@ -73,14 +73,21 @@ mok_status mok_gg_fp8_fwd_pushed(const void *a, const float *a_scales, const voi
  * inter] e4m3 and q_scales the activations. sync: mok_gg_fp8_mlp_sync_ints(m_total) int32 of
  * device memory the launch zeroes and uses; err: the sticky error word, set to
  * MOK_ERR_TIMEOUT when a wait for rows exceeds timeout_ns. MOK_ERR_NOT_SUPPORTED where one launch
- * does not cover the call (hidden not a multiple of 256, more than 256 experts): the caller makes
- * the two launches. */
+ * does not cover the call (mok_gg_fp8_mlp_supported false): the caller makes the two launches.
+ * pull, when set, is the dispatch inside the launch: x and x_scales are then written by the
+ * launch itself, each row block's real rows pulled from their source ranks' staged codes
+ * (pull->peer_off) and scales (pull_scales_off) as mok's FP8 dispatch stages them
+ * (mok_gg_fp8_quantize_act_rows), its padding rows zero codes with scale 1, bit for bit what
+ * v1_dispatch_pull_fp8 writes, before the block's gate+up tiles load them. pull->ctas: how many
+ * of the launch's CTAs pull, beside their GEMM tiles (0: all); only peer_base, peer_off, tokens,
+ * top_k, row_src and ctas are read. */
 typedef struct {
   const void *x, *w_gate, *w_up, *w_down;
   const float *x_scales, *w_gate_scales, *w_up_scales, *w_down_scales;
   void *preact, *q_act, *out;
   float *q_scales;
-  const mok_gg_move *push;
+  const mok_gg_move *push, *pull;
+  size_t pull_scales_off;
   const int32_t *expert_offset, *expert_count;
   int num_experts;
   int64_t m_total, inter, hidden;
@@ -91,6 +98,7 @@ typedef struct {
 } mok_gg_fp8_mlp;
 
 int64_t mok_gg_fp8_mlp_sync_ints(int64_t m_total);
+int mok_gg_fp8_mlp_supported(int num_experts, int64_t hidden);
 mok_status mok_gg_fp8_mlp_forward(const mok_gg_fp8_mlp *m, cudaStream_t stream);
 
 /* mok_gg_bf16_dgrad_pair, and da's real rows pushed to their slots by the epilogues. */

@@ -26,7 +26,20 @@
  * look per warpgroup, whose warps must run the same code) and load its first weight scales before
  * their epilogue. A warpgroup's row-block count is added a K block into its next tile (its stores
  * have completed by then: the wait for them costs nothing), or at once when the next tile is not
- * in the queue yet (the claiming thread may be waiting for these very rows). */
+ * in the queue yet (the claiming thread may be waiting for these very rows).
+ *
+ * The dispatch inside the launch (optional: mok_gg_fp8_mlp.pull). The rows' codes and scales are
+ * then pulled here from the source ranks' staged x, by the producer warpgroup's two otherwise
+ * idle warps of every CTA (or of the first pull->ctas), while the CTA's GEMM runs: pull tickets
+ * (a third counter) are 32-row pieces of the row blocks the gate+up tiles read, in block order.
+ * Warp 2's lane 0 moves a piece's codes by bulk copies through MLP_PULL_BUFS shared-memory
+ * buffers (a load always in flight per buffer); warp 3 moves its scales into the GEMM's
+ * K-block-major layout and writes the padding rows (zero codes, scale 1: what
+ * v1_dispatch_pull_fp8 writes, so every input bit is that of the pull kernel). Each warp adds 1
+ * to the block's pull count once its part has landed (release); a G ticket's rows are ready at
+ * 2 * MLP_PIECES, which the claiming thread waits for (acquire) as it waits for a D tile's rows.
+ * The pullers depend on nothing but the peers' staged x, so the launch still completes with any
+ * number of resident CTAs as long as one of them pulls. */
 #include <cuda.h>
 #include <cuda_runtime.h>
 #include <stdint.h>
@@ -43,11 +56,33 @@
 /* a queue entry: int4 {kind, expert, m_tile, n_tile} */
 enum { MLP_G = 0, MLP_D = 1, MLP_END = 2, MLP_NONE = 3 /* a consumer's look found none */ };
 
+/* the dispatch inside the launch */
+#define MLP_PIECE_ROWS 32                       /* rows per pull ticket                       */
+#define MLP_PIECES (F8W_BM / MLP_PIECE_ROWS)    /* pull tickets per row block                 */
+#define MLP_PULL_BUFS 4                         /* bulk-copy buffers of warp 2's lane 0       */
+#define MLP_PULL_BUF 3584                       /* bytes per buffer (hidden % 256 == 0 rows   */
+#define MLP_PULL_SMEM (MLP_PULL_BUFS * MLP_PULL_BUF) /* split in whole multiples of 256)      */
+#define MLP_SCALE_LOADS 4                       /* scale loads in flight per lane of warp 3   */
+#define MLP_BAR_PULL 6                          /* named barrier of the two pulling warps     */
+
 typedef struct {
-  int32_t *sync; /* [0] G claims, [1] D claims, [2 + b] row block b's count (zeroed per launch) */
-  int32_t *err;  /* the sticky error word                                                    */
+  int32_t *sync;    /* [0] G claims, [1] D claims, [2] pull claims (zeroed per launch)        */
+  int32_t *d_count; /* [b]: row block b's gate+up count (2 per G tile when its rows are out)  */
+  int32_t *p_count; /* [b]: row block b's pull count (2 per piece landed); NULL: no pull      */
+  int32_t *err;     /* the sticky error word                                                  */
   int64_t timeout_ns;
 } mlp_sync;
+
+typedef struct {
+  char *const *peer_base; /* every rank's symmetric base, mapped here                         */
+  size_t x8_off, s_off;   /* there: the staged codes [T, H] e4m3 and scales [T, H / 128] fp32  */
+  const int32_t *row_src; /* the schedule's sources of the rows, -1 for padding               */
+  int64_t tokens;
+  int top_k;
+  int ctas;               /* CTAs whose spare warps pull (blockIdx.x < ctas); 0: no pull      */
+  uint8_t *x8;            /* the rows' codes [m_total, hidden] (the gate+up A operand)         */
+  float *xs;              /* their scales [hidden / 128][m_pad]                               */
+} mlp_pull;
 
 /* The claiming thread's state: decode cursors (the counters only grow), whether G ran out. */
 typedef struct {
@@ -64,7 +99,7 @@ __device__ __forceinline__ gg_tile mlp_d_tile(const f8_params &pd, const mlp_syn
                                               const int32_t *pre_d, int E, int d,
                                               mlp_claimer &cl, const int32_t **count) {
   const gg_tile t = gg_decode_m_grouped_from(d, pre_d, E, pd.n_tiles, pd.group_m, &cl.d_cursor);
-  *count = q.sync + 2 + pd.offset[t.expert] / F8W_BM + t.m_tile;
+  *count = q.d_count + pd.offset[t.expert] / F8W_BM + t.m_tile;
   return t;
 }
 
@@ -96,13 +131,151 @@ __device__ __forceinline__ int4 mlp_claim(const f8_params &pg, const f8_params &
     }
     if (!cl.g_done) {
       const int g = atomicAdd(q.sync, 1);
-      if (g < ng)
-        return mlp_entry(MLP_G, gg_decode_m_grouped_from(g, pre_g, E, pg.n_tiles, pg.group_m,
-                                                         &cl.g_cursor));
+      if (g < ng) {
+        const gg_tile t = gg_decode_m_grouped_from(g, pre_g, E, pg.n_tiles, pg.group_m,
+                                                   &cl.g_cursor);
+        if (q.p_count) { /* the dispatch in this launch: wait for the tile's rows */
+          if (!cm_wait_flag(q.p_count + pg.offset[t.expert] / F8W_BM + t.m_tile, 2 * MLP_PIECES,
+                            q.err, q.timeout_ns))
+            return make_int4(MLP_END, 0, 0, 0);
+          cm_fence_proxy_global(); /* the rows' codes and scales, before the TMA loads */
+        }
+        return mlp_entry(MLP_G, t);
+      }
       cl.g_done = true;
       continue;
     }
     if (dt >= nd) return make_int4(MLP_END, 0, 0, 0);
+  }
+}
+
+/* ---- the dispatch inside the launch --------------------------------------------------------- */
+
+/* Pull ticket p: the first row of its piece (block p / MLP_PIECES in the order of the gate+up
+ * tiles' row blocks); *cursor as in gg_decode_m_grouped_from. */
+__device__ __forceinline__ int64_t mlp_piece_row(const f8_params &pg, const int32_t *pre_g, int E,
+                                                 int p, int *cursor) {
+  const int u = p / MLP_PIECES, n = pg.n_tiles;
+  int l = *cursor;
+  while (l < E - 1 && pre_g[l + 1] / n <= u) ++l;
+  *cursor = l;
+  return (int64_t)pg.offset[l] + (int64_t)(u - pre_g[l] / n) * F8W_BM +
+         (p % MLP_PIECES) * MLP_PIECE_ROWS;
+}
+
+/* The source row of row's codes (NULL for a padding row). */
+__device__ __forceinline__ const uint8_t *mlp_src_codes(const mlp_pull &pl, int64_t hidden,
+                                                        int64_t row) {
+  const int32_t slot = pl.row_src[row];
+  if (slot < 0) return nullptr;
+  return (const uint8_t *)pl.peer_base[mok_sched_slot_rank(slot, pl.tokens, pl.top_k)] +
+         pl.x8_off + mok_sched_slot_token(slot, pl.tokens, pl.top_k) * hidden;
+}
+
+/* Warp 2, lane 0: the piece's real rows' codes, item i = (row i / per_row, chunk i % per_row) in
+ * buffer i % MLP_PULL_BUFS; each buffer's next load is issued as soon as its store has read it,
+ * so MLP_PULL_BUFS loads are in flight. Returns once the stores are complete. */
+__device__ __forceinline__ void mlp_pull_codes(const mlp_pull &pl, int64_t hidden, int64_t row0,
+                                               uint32_t buf0, uint32_t bar0, uint32_t &phases) {
+  const int per_row = (int)((hidden + MLP_PULL_BUF - 1) / MLP_PULL_BUF);
+  const int items = MLP_PIECE_ROWS * per_row;
+  for (int i = 0; i < items + MLP_PULL_BUFS; ++i) {
+    const int b = i % MLP_PULL_BUFS;
+    const uint32_t buf = buf0 + b * MLP_PULL_BUF, bar = bar0 + 8 * b;
+    if (i >= MLP_PULL_BUFS) { /* item i - BUFS: landed in buffer b; store it */
+      const int j = i - MLP_PULL_BUFS;
+      const int64_t row = row0 + j / per_row, off = (int64_t)(j % per_row) * MLP_PULL_BUF;
+      if (pl.row_src[row] >= 0) {
+        const uint32_t n = (uint32_t)(hidden - off < MLP_PULL_BUF ? hidden - off : MLP_PULL_BUF);
+        mbar_wait(bar, (phases >> b) & 1);
+        phases ^= 1u << b;
+        bulk_store_1d(pl.x8 + row * hidden + off, buf, n);
+        bulk_commit();
+        bulk_wait_read0(); /* buffer b is free again */
+      }
+    }
+    if (i < items) { /* item i: load into buffer b */
+      const int64_t row = row0 + i / per_row, off = (int64_t)(i % per_row) * MLP_PULL_BUF;
+      const uint8_t *src = mlp_src_codes(pl, hidden, row);
+      if (src) {
+        const uint32_t n = (uint32_t)(hidden - off < MLP_PULL_BUF ? hidden - off : MLP_PULL_BUF);
+        mbar_arrive_expect_tx(bar, n);
+        bulk_load_1d(buf, src + off, n, bar);
+      }
+    }
+  }
+  bulk_wait0(); /* every store of the piece is complete */
+}
+
+/* Warp 3: the piece's scales, (row, K block) pairs MLP_SCALE_LOADS per lane in flight, and its padding
+ * rows' zero codes; scale 1 for padding rows. */
+__device__ __forceinline__ void mlp_pull_scales(const mlp_pull &pl, int64_t hidden, int m_pad,
+                                                int64_t row0, int lane) {
+  const int kbs = (int)(hidden / 128);
+  for (int r = 0; r < MLP_PIECE_ROWS; ++r)
+    if (pl.row_src[row0 + r] < 0) {
+      uint4 *dst = (uint4 *)(pl.x8 + (row0 + r) * hidden);
+      for (int64_t v = lane; v < hidden / 16; v += 32) dst[v] = make_uint4(0, 0, 0, 0);
+    }
+  const int pairs = MLP_PIECE_ROWS * kbs;
+  for (int j0 = 0; j0 < pairs; j0 += MLP_SCALE_LOADS * 32) {
+    float v[MLP_SCALE_LOADS];
+#pragma unroll
+    for (int u = 0; u < MLP_SCALE_LOADS; ++u) {
+      const int j = j0 + u * 32 + lane;
+      v[u] = 1.0f;
+      if (j < pairs) {
+        const int64_t row = row0 + j / kbs;
+        const int32_t slot = pl.row_src[row];
+        if (slot >= 0)
+          v[u] = ((const float *)(pl.peer_base[mok_sched_slot_rank(slot, pl.tokens, pl.top_k)] +
+                                  pl.s_off))[mok_sched_slot_token(slot, pl.tokens, pl.top_k) * kbs +
+                                             j % kbs];
+      }
+    }
+#pragma unroll
+    for (int u = 0; u < MLP_SCALE_LOADS; ++u) {
+      const int j = j0 + u * 32 + lane;
+      if (j < pairs) pl.xs[(int64_t)(j % kbs) * m_pad + row0 + j / kbs] = v[u];
+    }
+  }
+}
+
+/* Warps 2 and 3 of a pulling CTA: pull tickets until none is left (or the error word is set).
+ * Warp 2's lane 0 claims and passes the ticket to warp 3 through slot[] (two entries, by parity,
+ * each read before the next barrier lets warp 2 write it again). */
+__device__ __forceinline__ void mlp_pull_rows(const mlp_pull &pl, const mlp_sync &q,
+                                              const f8_params &pg, const int32_t *pre_g, int E,
+                                              int64_t hidden, uint8_t *bufs, uint64_t *bars,
+                                              int *slot, int tid) {
+  const int warp = tid >> 5, lane = tid & 31;
+  const int np = pre_g[E] / pg.n_tiles * MLP_PIECES;
+  const uint32_t buf0 = smem_u32(bufs), bar0 = smem_u32(bars);
+  if (warp == 2 && lane == 0) {
+    for (int b = 0; b < MLP_PULL_BUFS; ++b) mbar_init(bar0 + 8 * b, 1);
+    fence_mbar_init();
+  }
+  uint32_t phases = 0;
+  int cursor = 0;
+  for (int i = 0;; ++i) {
+    if (warp == 2 && lane == 0) slot[i & 1] = cm_error(q.err) ? np : atomicAdd(q.sync + 2, 1);
+    named_bar_sync(MLP_BAR_PULL, 64);
+    const int p = slot[i & 1];
+    if (p >= np) return;
+    const int64_t row0 = mlp_piece_row(pg, pre_g, E, p, &cursor);
+    int32_t *count = q.p_count + row0 / F8W_BM;
+    if (warp == 2) {
+      if (lane == 0) {
+        mlp_pull_codes(pl, hidden, row0, buf0, bar0, phases);
+        cm_fence_proxy_global(); /* the bulk stores, before the count */
+        cm_add_release(count, 1);
+      }
+    } else {
+      mlp_pull_scales(pl, hidden, pg.m_pad, row0, lane);
+      __threadfence();
+      __syncwarp();
+      if (lane == 0) cm_add_release(count, 1);
+    }
   }
 }
 
@@ -165,12 +338,14 @@ __global__ void __launch_bounds__(F8W_THREADS, 1)
                       const __grid_constant__ CUtensorMap tm_qa,
                       const __grid_constant__ CUtensorMap tm_wd,
                       const __grid_constant__ CUtensorMap tm_c, const f8_params pg,
-                      const f8_params pd, const mlp_sync q) {
+                      const f8_params pd, const mlp_sync q, const mlp_pull pl) {
   extern __shared__ __align__(1024) uint8_t smem[];
   __shared__ __align__(8) uint64_t bars[2 * F8W_STAGES + 2 * MLP_QSLOTS];
   __shared__ int32_t pre_g[F8_MAX_EXPERTS + 1], pre_d[F8_MAX_EXPERTS + 1];
   __shared__ int4 queue[MLP_QSLOTS];
   __shared__ int peeked[2][2]; /* a consumer warpgroup's look at the queue, by tile parity */
+  __shared__ __align__(8) uint64_t pull_bars[MLP_PULL_BUFS];
+  __shared__ int pull_slot[2];
 
   const int tid = threadIdx.x;
   const int wg = tid >> 7;
@@ -223,6 +398,9 @@ __global__ void __launch_bounds__(F8W_THREADS, 1)
         mlp_publish(queue, qfull0, qempty0, qs, qph, u);
         if (u.x == MLP_END) break;
       }
+    } else if (tid >= 64 && (int)blockIdx.x < pl.ctas) { /* warps 2 and 3: the dispatch */
+      mlp_pull_rows(pl, q, pg, pre_g, E, (int64_t)pd.n_tiles * 256, smem + F8W_SMEM, pull_bars,
+                    pull_slot, tid);
     }
   } else {
     /* ------------------------------ consumers ----------------------------- */
@@ -255,7 +433,7 @@ __global__ void __launch_bounds__(F8W_THREADS, 1)
         mlp_consume<F8_FWD, F8_SWIGLU>(pg, pd, &tm_pre, &tm_q, &tm_c, c, u, next_ws, pending, s, y);
       else
         mlp_consume<F8_FWD, F8_FWD>(pg, pd, &tm_pre, &tm_q, &tm_c, c, u, next_ws, pending, s, y);
-      pending = u.x == MLP_G ? q.sync + 2 + pg.offset[u.y] / F8W_BM + u.z : nullptr;
+      pending = u.x == MLP_G ? q.d_count + pg.offset[u.y] / F8W_BM + u.z : nullptr;
       if (next.x == MLP_NONE) { /* the claiming thread may be waiting for these very rows */
         f8w_signal(c, pending);
         pending = nullptr;
@@ -275,7 +453,12 @@ __global__ void __launch_bounds__(F8W_THREADS, 1)
 /* ---- host ------------------------------------------------------------------------------------ */
 
 extern "C" int64_t mok_gg_fp8_mlp_sync_ints(int64_t m_total) {
-  return 2 + (m_total + F8W_BM - 1) / F8W_BM;
+  return 3 + 2 * ((m_total + F8W_BM - 1) / F8W_BM);
+}
+
+/* What one launch covers: down's columns in 256s, every expert's prefix in shared memory. */
+extern "C" int mok_gg_fp8_mlp_supported(int num_experts, int64_t hidden) {
+  return hidden % 256 == 0 && num_experts <= F8_MAX_EXPERTS;
 }
 
 extern "C" mok_status mok_gg_fp8_mlp_forward(const mok_gg_fp8_mlp *m, cudaStream_t stream) {
@@ -293,8 +476,10 @@ extern "C" mok_status mok_gg_fp8_mlp_forward(const mok_gg_fp8_mlp *m, cudaStream
     return MOK_ERR_MISALIGNED;
   if (m->use_limit && !(m->limit > 0.0f)) return MOK_ERR_INVALID_ARGUMENT;
   if (m->push && !gg_move_ok(m->push, 1)) return MOK_ERR_INVALID_ARGUMENT;
-  /* what one launch covers: down's columns in 256s, every expert's prefix in shared memory */
-  if (hidden % 256 || E > F8_MAX_EXPERTS) return MOK_ERR_NOT_SUPPORTED;
+  if (m->pull && (!gg_move_ok(m->pull, 0) || m->pull->ctas < 0 ||
+                  (m->pull->peer_off & 15) || (m->pull_scales_off & 3)))
+    return MOK_ERR_INVALID_ARGUMENT;
+  if (!mok_gg_fp8_mlp_supported(E, hidden)) return MOK_ERR_NOT_SUPPORTED;
 
   CUtensorMap tx, tg, tu, tpre, tq, tqa, td, tc;
   GG_TRY(gg_make_tmap_2d(&tx, m->x, mt, hidden, 1, F8W_BM, 128));
@@ -342,20 +527,33 @@ extern "C" mok_status mok_gg_fp8_mlp_forward(const mok_gg_fp8_mlp *m, cudaStream
     pd.move = *m->push;
     pd.move_m_total = mt;
   }
-  const mlp_sync q = {m->sync, m->err, m->timeout_ns};
+  const int64_t blocks = (mt + F8W_BM - 1) / F8W_BM;
+  const mlp_sync q = {m->sync, m->sync + 3, m->pull ? m->sync + 3 + blocks : NULL, m->err,
+                      m->timeout_ns};
 
   static int max_ctas = 0; /* co-resident CTAs, found once */
   if (!max_ctas)
-    GG_TRY(gg_coresident_ctas((const void *)gg_fp8_mlp_kernel, F8W_THREADS, F8W_SMEM, 1,
-                              &max_ctas));
-  const int64_t blocks = (mt + F8W_BM - 1) / F8W_BM;
+    GG_TRY(gg_coresident_ctas((const void *)gg_fp8_mlp_kernel, F8W_THREADS,
+                              F8W_SMEM + MLP_PULL_SMEM, 1, &max_ctas));
   const int64_t units = blocks * (pg.n_tiles + pd.n_tiles);
   const int cap = gg_ctas_cap(max_ctas, 1);
   const int grid = units < cap ? (int)units : cap;
+  mlp_pull pl = {};
+  if (m->pull) {
+    pl.peer_base = m->pull->peer_base;
+    pl.x8_off = m->pull->peer_off;
+    pl.s_off = m->pull_scales_off;
+    pl.row_src = m->pull->row_src;
+    pl.tokens = m->pull->tokens;
+    pl.top_k = m->pull->top_k;
+    pl.ctas = m->pull->ctas > 0 && m->pull->ctas < grid ? m->pull->ctas : grid;
+    pl.x8 = (uint8_t *)m->x;
+    pl.xs = (float *)m->x_scales;
+  }
   if (cudaMemsetAsync(m->sync, 0, (size_t)mok_gg_fp8_mlp_sync_ints(mt) * 4, stream) !=
       cudaSuccess)
     return MOK_ERR_CUDA;
-  gg_fp8_mlp_kernel<<<grid, F8W_THREADS, F8W_SMEM, stream>>>(tx, tg, tu, tpre, tq, tqa, td, tc,
-                                                             pg, pd, q);
+  gg_fp8_mlp_kernel<<<grid, F8W_THREADS, F8W_SMEM + MLP_PULL_SMEM, stream>>>(
+      tx, tg, tu, tpre, tq, tqa, td, tc, pg, pd, q, pl);
   return cudaGetLastError() == cudaSuccess ? MOK_SUCCESS : MOK_ERR_CUDA;
 }

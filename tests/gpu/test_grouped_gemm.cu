@@ -920,6 +920,152 @@ static void test_gg_fp8_mlp_one_launch(void) {
   cudaFree(doff); cudaFree(dcnt); cudaFree(act); cudaFree(sync); cudaFree(err);
 }
 
+static uint8_t rand_e4m3(gg_rng *r);
+
+/* The dispatch inside the one-launch MLP (mok_gg_fp8_mlp.pull): two source "ranks" (buffers
+ * of this GPU behind peer_base) hold staged codes [T, H] and row-major scales [T, H / 128] of
+ * random values; every real row gets a random (rank, token, j) source. The launch's pulled rows
+ * (codes and K-block-major scales, which start as NaN) must be the gathered rows, its padding
+ * rows zero codes with scale 1, on every row of every gate+up tile, and its outputs bit for bit
+ * those of the launch without the pull on the gathered rows; pulled by every CTA, by 1 and by 3
+ * of them, on grids of 1 and 3 CTAs, and with down tiles between gate+up tiles (flag 4096). The
+ * error word stays 0. Then a pull without its peers is refused. */
+static void test_gg_fp8_mlp_pulled(void) {
+  gg_rng r = {test_seed() ^ 0xf8d2};
+  const int E = 7, ranks = 2, top_k = 3;
+  const int64_t inter = 384, hidden = 512, T = 301, kbs = hidden / 128;
+  gg_rows g = make_rows(&r, E, 700, 1);
+  const int64_t mp = MOK_GG_FP8_SCALE_ROWS(g.m_total), qkb = inter / 128;
+  fp8_mlp_ops o = make_fp8_mlp(&r, g, E, inter, hidden, true);
+  /* the staged x of each source rank: codes, then scales, as mok's dispatch stages them */
+  const size_t x8_off = 256, s_off = x8_off + (size_t)(T * hidden);
+  std::vector<uint8_t> staged[2];
+  char *dev_rank[2];
+  for (int k = 0; k < ranks; ++k) {
+    staged[k].resize(s_off + T * kbs * 4);
+    for (int64_t i = 0; i < T * hidden; ++i) staged[k][x8_off + i] = rand_e4m3(&r);
+    for (int64_t i = 0; i < T * kbs; ++i) {
+      const float sc = std::ldexp(1.0f + (float)gg_uniform(&r), -9 + (int)gg_below(&r, 3));
+      memcpy(&staged[k][s_off + i * 4], &sc, 4);
+    }
+    dev_rank[k] = (char *)to_dev(staged[k]);
+  }
+  char **peer_base = to_dev(std::vector<char *>(dev_rank, dev_rank + ranks));
+  /* sources of the rows; the gathered inputs (padding rows: zero codes, scale 1) */
+  std::vector<int32_t> row_src(g.m_total, -1);
+  std::vector<uint8_t> want_x(g.m_total * hidden, 0x7f);
+  std::vector<float> want_s(kbs * mp, NAN);
+  for (int e = 0; e < E; ++e)
+    for (int64_t i = 0; i < (g.count[e] + 127) / 128 * 128; ++i) {
+      const int64_t row = g.offset[e] + i;
+      if (i >= g.count[e]) {
+        memset(&want_x[row * hidden], 0, hidden);
+        for (int64_t kb = 0; kb < kbs; ++kb) want_s[kb * mp + row] = 1.0f;
+        continue;
+      }
+      const int k = (int)gg_below(&r, ranks);
+      const int64_t t = gg_below(&r, (int)T), j = gg_below(&r, top_k);
+      row_src[row] = (int32_t)((k * T + t) * top_k + j);
+      memcpy(&want_x[row * hidden], &staged[k][x8_off + t * hidden], hidden);
+      for (int64_t kb = 0; kb < kbs; ++kb)
+        memcpy(&want_s[kb * mp + row], &staged[k][s_off + (t * kbs + kb) * 4], 4);
+    }
+  CUDA_OK(cudaMemcpy(o.qx, want_x.data(), want_x.size(), cudaMemcpyHostToDevice));
+  CUDA_OK(cudaMemcpy(o.sx, want_s.data(), want_s.size() * 4, cudaMemcpyHostToDevice));
+  int32_t *drow_src = to_dev(row_src), *doff = to_dev(g.offset), *dcnt = to_dev(g.count);
+  const size_t nq = g.m_total * inter, ns = qkb * mp, npre = g.m_total * 2 * inter,
+               nout = g.m_total * hidden, nx = g.m_total * hidden, nxs = kbs * mp;
+  uint8_t *q[2], *px = NULL;
+  float *sc[2], *pxs = NULL;
+  uint16_t *pre[2], *out[2];
+  for (int i = 0; i < 2; ++i) {
+    cudaMalloc((void **)&q[i], nq);
+    cudaMalloc((void **)&sc[i], ns * 4);
+    cudaMalloc((void **)&pre[i], npre * 2);
+    cudaMalloc((void **)&out[i], nout * 2);
+  }
+  cudaMalloc((void **)&px, nx);
+  cudaMalloc((void **)&pxs, nxs * 4);
+  int32_t *sync = NULL, *err = NULL;
+  cudaMalloc((void **)&sync, mok_gg_fp8_mlp_sync_ints(g.m_total) * 4);
+  cudaMalloc((void **)&err, 4);
+  cudaMemset(err, 0, 4);
+  mok_gg_move pull = {};
+  pull.peer_base = peer_base;
+  pull.peer_off = x8_off;
+  pull.tokens = T;
+  pull.top_k = top_k;
+  pull.row_src = drow_src;
+  mok_gg_fp8_mlp m = {};
+  m.w_gate = o.qg; m.w_gate_scales = o.sg; m.w_up = o.qu; m.w_up_scales = o.su;
+  m.w_down = o.qd; m.w_down_scales = o.sd;
+  m.expert_offset = doff; m.expert_count = dcnt; m.num_experts = E;
+  m.m_total = g.m_total; m.inter = inter; m.hidden = hidden;
+  m.sync = sync; m.err = err; m.timeout_ns = 10000000000LL;
+  m.use_limit = 1; m.limit = 0.75f;
+  const struct { int flags, grid, pullers; } runs[] = {
+      {0, 0, 0}, {0, 0, 1}, {0, 0, 3}, {0, 3, 0}, {0, 1, 0}, {4096, 0, 0}, {4096, 3, 1}};
+  for (const auto &run : runs) {
+    gg_set_tuning(0, 0, 0, run.flags);
+    for (int i = 0; i < 2; ++i) { /* NaN codes, scales, pre-activations and outputs */
+      cudaMemset(q[i], 0x7f, nq);
+      cudaMemset(sc[i], 0xff, ns * 4);
+      cudaMemset(pre[i], 0xff, npre * 2);
+      cudaMemset(out[i], 0xff, nout * 2);
+    }
+    cudaMemset(px, 0x7f, nx);
+    cudaMemset(pxs, 0xff, nxs * 4);
+    const int prev = mok_gg_set_max_ctas(run.grid);
+    for (int i = 0; i < 2; ++i) { /* 0: the gathered rows in place; 1: pulled in the launch */
+      pull.ctas = run.pullers;
+      m.x = i ? (void *)px : (void *)o.qx;
+      m.x_scales = i ? pxs : o.sx;
+      m.pull = i ? &pull : NULL;
+      m.pull_scales_off = s_off;
+      m.preact = pre[i]; m.q_act = q[i]; m.q_scales = sc[i]; m.out = out[i];
+      CHECK_STATUS(mok_gg_fp8_mlp_forward(&m, 0), MOK_SUCCESS);
+    }
+    mok_gg_set_max_ctas(prev);
+    CUDA_OK(cudaDeviceSynchronize());
+    int32_t e = -1;
+    cudaMemcpy(&e, err, 4, cudaMemcpyDeviceToHost);
+    std::vector<uint8_t> gx = from_dev(px, nx), c0 = from_dev(q[0], nq), c1 = from_dev(q[1], nq);
+    std::vector<float> gs = from_dev(pxs, nxs), a0 = from_dev(sc[0], ns), a1 = from_dev(sc[1], ns);
+    std::vector<uint16_t> p0 = from_dev(pre[0], npre), p1 = from_dev(pre[1], npre);
+    std::vector<uint16_t> o0 = from_dev(out[0], nout), o1 = from_dev(out[1], nout);
+    int64_t rows = 0, bad_in = 0, bad = 0;
+    for (int ex = 0; ex < E; ++ex)
+      for (int64_t i = 0; i < (g.count[ex] + 127) / 128 * 128; ++i) {
+        const int64_t row = g.offset[ex] + i;
+        ++rows;
+        bad_in += memcmp(&gx[row * hidden], &want_x[row * hidden], hidden) != 0;
+        for (int64_t kb = 0; kb < kbs; ++kb)
+          bad_in += memcmp(&gs[kb * mp + row], &want_s[kb * mp + row], 4) != 0;
+        if (i >= g.count[ex]) continue;
+        bad += memcmp(&c0[row * inter], &c1[row * inter], inter) != 0;
+        bad += memcmp(&p0[row * 2 * inter], &p1[row * 2 * inter], 2 * inter * 2) != 0;
+        bad += memcmp(&o0[row * hidden], &o1[row * hidden], hidden * 2) != 0;
+        for (int64_t kb = 0; kb < qkb; ++kb)
+          bad += memcmp(&a0[kb * mp + row], &a1[kb * mp + row], 4) != 0;
+        for (int64_t jj = 0; jj < hidden; ++jj) bad += o1[row * hidden + jj] == 0xFFFF;
+      }
+    printf("    flags %d, grid %d, pulling CTAs %d: %lld tile rows, %lld pulled rows wrong, "
+           "%lld output rows differ, error word %d\n", run.flags, run.grid, run.pullers,
+           (long long)rows, (long long)bad_in, (long long)bad, e);
+    CHECK(rows > 0 && bad_in == 0 && bad == 0 && e == 0);
+  }
+  gg_restore_tuning();
+  mok_gg_move no_peers = pull;
+  no_peers.peer_base = NULL;
+  m.pull = &no_peers;
+  CHECK_STATUS(mok_gg_fp8_mlp_forward(&m, 0), MOK_ERR_INVALID_ARGUMENT);
+  for (int i = 0; i < 2; ++i) { cudaFree(q[i]); cudaFree(sc[i]); cudaFree(pre[i]); cudaFree(out[i]); }
+  for (int k = 0; k < ranks; ++k) cudaFree(dev_rank[k]);
+  free_fp8_mlp(&o);
+  cudaFree(peer_base); cudaFree(drow_src); cudaFree(doff); cudaFree(dcnt); cudaFree(px);
+  cudaFree(pxs); cudaFree(sync); cudaFree(err);
+}
+
 /* The row-major scale layout (mok_gg_fp8_quantize_act_rows, what the FP8 forward's dispatch moves):
  * the same codes bit for bit, and each scale equal to the K-block-major one; odd row count. */
 static void test_gg_fp8_quantize_rows(void) {
@@ -1374,6 +1520,7 @@ static void test_gg_dgrad_pair_many(void) { run_dgrad(7, 1200, 768, 1024, 24, 1)
 extern "C" const test_case gg_test_cases[] = {
     {"gg_bad_args", test_gg_bad_args},
     {"gg_fp8_mlp_one_launch", test_gg_fp8_mlp_one_launch},
+    {"gg_fp8_mlp_pulled", test_gg_fp8_mlp_pulled},
     {"gg_fwd_small", test_gg_fwd_small},
     {"gg_fwd_many_tiles", test_gg_fwd_many_tiles},
     {"gg_fwd_many_experts", test_gg_fwd_many_experts},
