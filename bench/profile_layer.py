@@ -56,8 +56,13 @@ def main():
     ap.add_argument("--timeline", action="store_true",
                     help="also one step from an idle GPU after a barrier (as bench/harness.py times "
                          "it): each kernel's start, length and stream, rank 0")
+    ap.add_argument("--gg-flags", type=int, default=0,
+                    help="grouped GEMM tuning flags (kernels/grouped_gemm_tmap.h), a probe")
     args = ap.parse_args()
     os.environ.setdefault("NCCL_NVLS_ENABLE", "0")
+    if args.gg_flags:
+        from mok._capi import lib
+        lib.gg_set_tuning(0, 0, 0, args.gg_flags)
     local = int(os.environ.get("LOCAL_RANK", "0"))
     torch.cuda.set_device(local)
     dist.init_process_group("nccl", device_id=torch.device("cuda", local))

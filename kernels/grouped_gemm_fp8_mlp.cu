@@ -62,7 +62,7 @@ enum { MLP_G = 0, MLP_D = 1, MLP_END = 2, MLP_NONE = 3 /* a consumer's look foun
 #define MLP_PULL_BUFS 4                         /* bulk-copy buffers of warp 2's lane 0       */
 #define MLP_PULL_BUF 3584                       /* bytes per buffer (hidden % 256 == 0 rows   */
 #define MLP_PULL_SMEM (MLP_PULL_BUFS * MLP_PULL_BUF) /* split in whole multiples of 256)      */
-#define MLP_SCALE_LOADS 4                       /* scale loads in flight per lane of warp 3   */
+#define MLP_SCALE_ROWS 4                        /* rows whose scales warp 3 loads at once     */
 #define MLP_BAR_PULL 6                          /* named barrier of the two pulling warps     */
 
 typedef struct {
@@ -163,13 +163,24 @@ __device__ __forceinline__ int64_t mlp_piece_row(const f8_params &pg, const int3
          (p % MLP_PIECES) * MLP_PIECE_ROWS;
 }
 
+/* Where row's source token starts in its rank's staged x, as an offset of the row's codes from
+ * x8_off (scales: / 128 * 4 from s_off), and on which rank; -1 for a padding row. int32
+ * arithmetic: a slot is an int32 (rank * T + t) * k + j. */
+__device__ __forceinline__ int mlp_src_rank(const mlp_pull &pl, int64_t row, int *token) {
+  const int32_t slot = pl.row_src[row];
+  if (slot < 0) return -1;
+  const int32_t tk = (int32_t)pl.tokens * pl.top_k, rank = slot / tk;
+  *token = (slot - rank * tk) / pl.top_k;
+  return rank;
+}
+
 /* The source row of row's codes (NULL for a padding row). */
 __device__ __forceinline__ const uint8_t *mlp_src_codes(const mlp_pull &pl, int64_t hidden,
                                                         int64_t row) {
-  const int32_t slot = pl.row_src[row];
-  if (slot < 0) return nullptr;
-  return (const uint8_t *)pl.peer_base[mok_sched_slot_rank(slot, pl.tokens, pl.top_k)] +
-         pl.x8_off + mok_sched_slot_token(slot, pl.tokens, pl.top_k) * hidden;
+  int t = 0;
+  const int rank = mlp_src_rank(pl, row, &t);
+  if (rank < 0) return nullptr;
+  return (const uint8_t *)pl.peer_base[rank] + pl.x8_off + (int64_t)t * hidden;
 }
 
 /* Warp 2, lane 0: the piece's real rows' codes, item i = (row i / per_row, chunk i % per_row) in
@@ -207,37 +218,44 @@ __device__ __forceinline__ void mlp_pull_codes(const mlp_pull &pl, int64_t hidde
   bulk_wait0(); /* every store of the piece is complete */
 }
 
-/* Warp 3: the piece's scales, (row, K block) pairs MLP_SCALE_LOADS per lane in flight, and its padding
- * rows' zero codes; scale 1 for padding rows. */
+/* Warp 3: the piece's scales, MLP_SCALE_ROWS rows at a time (their sources first, then the
+ * lanes' loads of all their K blocks in flight: kb = lane, lane + 32), and its padding rows: zero
+ * codes, scale 1. */
 __device__ __forceinline__ void mlp_pull_scales(const mlp_pull &pl, int64_t hidden, int m_pad,
                                                 int64_t row0, int lane) {
   const int kbs = (int)(hidden / 128);
-  for (int r = 0; r < MLP_PIECE_ROWS; ++r)
-    if (pl.row_src[row0 + r] < 0) {
-      uint4 *dst = (uint4 *)(pl.x8 + (row0 + r) * hidden);
-      for (int64_t v = lane; v < hidden / 16; v += 32) dst[v] = make_uint4(0, 0, 0, 0);
-    }
-  const int pairs = MLP_PIECE_ROWS * kbs;
-  for (int j0 = 0; j0 < pairs; j0 += MLP_SCALE_LOADS * 32) {
-    float v[MLP_SCALE_LOADS];
+  for (int r0 = 0; r0 < MLP_PIECE_ROWS; r0 += MLP_SCALE_ROWS) {
+    const float *src[MLP_SCALE_ROWS];
 #pragma unroll
-    for (int u = 0; u < MLP_SCALE_LOADS; ++u) {
-      const int j = j0 + u * 32 + lane;
-      v[u] = 1.0f;
-      if (j < pairs) {
-        const int64_t row = row0 + j / kbs;
-        const int32_t slot = pl.row_src[row];
-        if (slot >= 0)
-          v[u] = ((const float *)(pl.peer_base[mok_sched_slot_rank(slot, pl.tokens, pl.top_k)] +
-                                  pl.s_off))[mok_sched_slot_token(slot, pl.tokens, pl.top_k) * kbs +
-                                             j % kbs];
+    for (int u = 0; u < MLP_SCALE_ROWS; ++u) {
+      int t = 0;
+      const int rank = mlp_src_rank(pl, row0 + r0 + u, &t);
+      src[u] = rank < 0 ? nullptr
+                        : (const float *)(pl.peer_base[rank] + pl.s_off) + (int64_t)t * kbs;
+    }
+    for (int kb0 = 0; kb0 < kbs; kb0 += 64) {
+      float v[MLP_SCALE_ROWS][2];
+#pragma unroll
+      for (int u = 0; u < MLP_SCALE_ROWS; ++u)
+#pragma unroll
+        for (int h = 0; h < 2; ++h) {
+          const int kb = kb0 + lane + 32 * h;
+          v[u][h] = src[u] && kb < kbs ? src[u][kb] : 1.0f;
+        }
+#pragma unroll
+      for (int u = 0; u < MLP_SCALE_ROWS; ++u)
+#pragma unroll
+        for (int h = 0; h < 2; ++h) {
+          const int kb = kb0 + lane + 32 * h;
+          if (kb < kbs) pl.xs[(int64_t)kb * m_pad + row0 + r0 + u] = v[u][h];
+        }
+    }
+#pragma unroll
+    for (int u = 0; u < MLP_SCALE_ROWS; ++u)
+      if (!src[u]) {
+        uint4 *dst = (uint4 *)(pl.x8 + (row0 + r0 + u) * hidden);
+        for (int64_t c = lane; c < hidden / 16; c += 32) dst[c] = make_uint4(0, 0, 0, 0);
       }
-    }
-#pragma unroll
-    for (int u = 0; u < MLP_SCALE_LOADS; ++u) {
-      const int j = j0 + u * 32 + lane;
-      if (j < pairs) pl.xs[(int64_t)(j % kbs) * m_pad + row0 + j / kbs] = v[u];
-    }
   }
 }
 
