@@ -248,10 +248,15 @@ def main():
                     help="mok's token ring per layer in MiB (config.ring_bytes; 0: none, the default)")
     ap.add_argument("--graph", action="store_true",
                     help="with --fp8: also time mok's FP8 passes replayed from CUDA graphs")
+    ap.add_argument("--gg-flags", type=int, default=0,
+                    help="grouped GEMM tuning flags for mok (kernels/grouped_gemm_tmap.h), a probe")
     ap.add_argument("--fp8-shared", type=int, choices=(0, 1), default=None,
                     help="with --fp8: the shared expert in FP8 (1) or bf16 (0) "
                          "(config.fp8_shared_expert; default: mok's default)")
     args = ap.parse_args()
+    if args.gg_flags:
+        from mok._capi import lib
+        lib.gg_set_tuning(0, 0, 0, args.gg_flags)
     if args.iters < 50:
         print("note: fewer than 50 timed iterations: figures are indicative only")
     os.environ.setdefault("NCCL_NVLS_ENABLE", "0")

@@ -31,7 +31,7 @@
  * The dispatch inside the launch (optional: mok_gg_fp8_mlp.pull). The rows' codes and scales are
  * then pulled here from the source ranks' staged x, by the producer warpgroup's two otherwise
  * idle warps of every CTA (or of the first pull->ctas), while the CTA's GEMM runs: pull tickets
- * (a third counter) are 32-row pieces of the row blocks the gate+up tiles read, in block order.
+ * (a third counter) are 8-row pieces of the row blocks the gate+up tiles read, in block order.
  * Warp 2's lane 0 moves a piece's codes by bulk copies through MLP_PULL_BUFS shared-memory
  * buffers (a load always in flight per buffer); warp 3 moves its scales into the GEMM's
  * K-block-major layout and writes the padding rows (zero codes, scale 1: what
@@ -57,7 +57,7 @@
 enum { MLP_G = 0, MLP_D = 1, MLP_END = 2, MLP_NONE = 3 /* a consumer's look found none */ };
 
 /* the dispatch inside the launch */
-#define MLP_PIECE_ROWS 32                       /* rows per pull ticket                       */
+#define MLP_PIECE_ROWS 8                        /* rows per pull ticket                       */
 #define MLP_PIECES (F8W_BM / MLP_PIECE_ROWS)    /* pull tickets per row block                 */
 #define MLP_PULL_BUFS 4                         /* bulk-copy buffers of warp 2's lane 0       */
 #define MLP_PULL_BUF 3584                       /* bytes per buffer (hidden % 256 == 0 rows   */
@@ -260,7 +260,8 @@ __device__ __forceinline__ void mlp_pull_scales(const mlp_pull &pl, int64_t hidd
 }
 
 /* Warps 2 and 3 of a pulling CTA: pull tickets until none is left (or the error word is set).
- * Warp 2's lane 0 claims and passes the ticket to warp 3 through slot[] (two entries, by parity,
+ * Pieces are 8 rows: at the start every CTA takes one, so 16 CTAs pull each of the first row
+ * blocks and they land after a piece's few round trips. Warp 2's lane 0 claims and passes the ticket to warp 3 through slot[] (two entries, by parity,
  * each read before the next barrier lets warp 2 write it again). */
 __device__ __forceinline__ void mlp_pull_rows(const mlp_pull &pl, const mlp_sync &q,
                                               const f8_params &pg, const int32_t *pre_g, int E,
