@@ -565,13 +565,14 @@ mok_status mok_gpu_experts_forward_fp8(mok_schedule *s, const mok_weights *wt, i
   WITH_ROWS_HINT(s->ws, routed_experts_forward_fp8(s, wt, out, push, pull, stream));
 }
 
-/* FP8 forward: whether the dispatch runs inside the one-launch expert MLP (where that launch
- * covers the shape; tuning flag 8192: the pull kernel of its own, beside the shared expert;
- * 2048: no one launch at all). */
+/* FP8 forward: whether the dispatch runs inside the one-launch expert MLP (tuning flag 8192,
+ * where that launch covers the shape; not with 2048, no one launch at all). Measured as a tie
+ * with the default, the pull kernel of its own beside the shared expert (docs/PERF.md, "The FP8
+ * dispatch inside the one-launch MLP"). */
 int mok_gpu_fp8_pull_inside(const mok_workspace *w) {
-  return w->config.dtype == MOK_DTYPE_FP8_BLOCK128 && !w->fused_dispatch &&
-         !(gg_tuning_flags() & (2048 | 8192)) &&
-         mok_gg_fp8_mlp_supported((int)w->el, w->shape.hidden);
+  const int flags = gg_tuning_flags();
+  return w->config.dtype == MOK_DTYPE_FP8_BLOCK128 && !w->fused_dispatch && (flags & 8192) &&
+         !(flags & 2048) && mok_gg_fp8_mlp_supported((int)w->el, w->shape.hidden);
 }
 
 mok_status mok_gpu_experts_backward_fp8(mok_schedule *s, const mok_weights *wt,

@@ -15,8 +15,8 @@
  * the routed experts' stages run once per macrobatch on a view of the schedule: forward in
  * reverse order, backward in order, replaying the forward of the macrobatches forward did not
  * keep (x is staged again). With a shared expert and separate communication kernels, the shared
- * expert runs on a side stream beside the first of them (see "beside" below). The FP8 forward
- * pulls its dispatch inside the one-launch expert MLP where that launch covers the shape
+ * expert runs on a side stream beside the first of them (see "beside" below). With tuning flag
+ * 8192 the FP8 forward pulls its dispatch inside the one-launch expert MLP
  * (mok_gpu_fp8_pull_inside); the shared expert then runs in line, on every SM. */
 #include <string.h>
 #include <cuda_runtime_api.h>
@@ -133,7 +133,7 @@ static mok_status experts_forward_pass(mok_schedule *v, const mok_weights *wt, c
   if (w->fused_dispatch) /* pull and combine push inside the GEMMs */
     return mok_gpu_experts_forward_fused(v, wt, 1, stream);
   if (w->config.dtype == MOK_DTYPE_FP8_BLOCK128) { /* the combine pushed by down's epilogues */
-    if (mok_gpu_fp8_pull_inside(w)) /* and the dispatch pulled in the same launch */
+    if (mok_gpu_fp8_pull_inside(w)) /* and the dispatch pulled in the same launch (flag 8192) */
       return mok_gpu_experts_forward_fp8(v, wt, 1, 1, stream);
     TRY(pull_fp8(v, cp->ctas, stream));
     TRY(after_comm(w, cp, stream));

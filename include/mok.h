@@ -107,9 +107,9 @@ typedef struct {
                                   SMs. Fused path: the comm CTAs inside gate+up (auto 4; rounded
                                   up to the GEMM's cluster size, 2). Grouped path with a shared
                                   expert: the SMs the dispatch kernel keeps while the shared
-                                  expert's GEMMs run beside it on the others (auto 24). FP8,
-                                  where the dispatch runs inside the expert MLP's launch: the
-                                  CTAs whose two spare producer warps pull (auto: all)          */
+                                  expert's GEMMs run beside it on the others (auto 24). FP8
+                                  with the dispatch inside the expert MLP's launch (a probe,
+                                  docs/PERF.md): the CTAs whose spare warps pull (auto: all)    */
   int bwd_comm_sms;            /* SMs that move tokens in the backward, 0 (automatic: 24) to half
                                   the SMs: with a shared expert, those the reverse combine keeps
                                   while the shared expert's backward runs beside it; the other

@@ -35,8 +35,8 @@ mok_status gg_device_sms(int *sms);
  * storing c from registers (the previous default), 2048 = the layer's FP8 forward MLP as two
  * launches (gate+up, then down) instead of one (grouped_gemm_fp8_mlp.cu), 4096 = that one launch
  * claiming down tiles as soon as their rows are ready (not once gate+up ran out), 8192 = the
- * layer's FP8 dispatch as a kernel of its own beside the shared expert, not inside that one
- * launch. The bits are shared: one value sets every
+ * layer's FP8 dispatch pulled inside that one launch (the shared expert then in line), not by a
+ * kernel of its own beside the shared expert. The bits are shared: one value sets every
  * kernel's probes.
  * gg_last_grid() is the grid of the last launch. */
 #ifdef __cplusplus

@@ -2,7 +2,7 @@
  * mok_quantize_weight equal the host's quantization bit for bit; the layer's output matches the
  * reference's FP8 mode (inputs and activations quantized the same way, weights dequantized) on the
  * routing cases, the ops path's (bf16 rows pulled, then quantized), a token ring's and that of the
- * dispatch as a kernel of its own (not inside the expert MLP's launch) bit for bit.
+ * dispatch pulled inside the expert MLP's launch bit for bit.
  * Backward (data gradients in FP8 on mok_fp8_transpose_weights' copies): refused without them;
  * with them, every gradient matches the reference's FP8 backward, a second backward is bitwise the
  * same, and so is a one-region ring's (which replays the forward); the ops layer refuses it. */
@@ -178,8 +178,8 @@ static void fp8_case(lh_case c, const char *label) {
     printf("  %-28s r%d y of the layer and of the ops path: %s\n", label, rank,
            same_y ? "bitwise equal" : "DIFFER");
     CHECK(same_y);
-    /* the dispatch as a kernel of its own (tuning flag 8192; by default it runs inside the
-     * expert MLP's launch): the same y, bit for bit */
+    /* the dispatch pulled inside the expert MLP's launch (tuning flag 8192; by default a kernel
+     * of its own, beside the shared expert): the same y, bit for bit */
     cudaMemset(y2, 0xFF, (size_t)(T * H * 2 + 16));
     gg_set_tuning(0, 0, 0, 8192);
     CHECK_STATUS(mok_forward(e.s, &wt, d.x, d.rw, y2, e.stream), MOK_SUCCESS);
@@ -188,7 +188,7 @@ static void fp8_case(lh_case c, const char *label) {
     CHECK_STATUS(lh_device_error(e.ws), MOK_SUCCESS);
     cudaMemcpy(yb2, y2, (size_t)(T * H) * 2, cudaMemcpyDeviceToHost);
     const int same_sep = T == 0 || memcmp(yb, yb2, (size_t)(T * H) * 2) == 0;
-    printf("  %-28s r%d y with the dispatch in a kernel of its own: %s\n", label, rank,
+    printf("  %-28s r%d y with the dispatch inside the MLP's launch: %s\n", label, rank,
            same_sep ? "bitwise equal" : "DIFFER");
     CHECK(same_sep);
     /* with a one-region token ring and one-minibatch macrobatches: the same y, bit for bit; with
