@@ -204,9 +204,10 @@ static mok_status routed_experts_forward_fp8(mok_schedule *s, const mok_weights 
         .x_scales = x_scales, .w_gate_scales = wt->w_gate_scale, .w_up_scales = wt->w_up_scale,
         .w_down_scales = wt->w_down_scale, .preact = s->g, .q_act = s->a, .out = out,
         .q_scales = a_scales, .push = &q, .pull = pull ? &pq : NULL,
-        .pull_scales_off = w->off_x + (size_t)(w->shape.tokens * H), .expert_offset = s->expert_offset,
-        .expert_count = s->expert_count, .num_experts = (int)w->el, .m_total = rows, .inter = I,
-        .hidden = H, .use_limit = w->config.use_swiglu_limit, .limit = w->config.swiglu_limit,
+        .pull_scales_off = w->off_x + (size_t)(w->shape.tokens * H),
+        .expert_offset = s->expert_offset, .expert_count = s->expert_count,
+        .num_experts = (int)w->el, .m_total = rows, .inter = I, .hidden = H,
+        .use_limit = w->config.use_swiglu_limit, .limit = w->config.swiglu_limit,
         .sync = w->mlp_sync, .err = w->err, .timeout_ns = w->timeout_ns};
     const mok_status st = mok_gg_fp8_mlp_forward(&m, stream);
     if (st != MOK_ERR_NOT_SUPPORTED || pull) return st;

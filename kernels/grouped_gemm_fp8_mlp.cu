@@ -163,9 +163,8 @@ __device__ __forceinline__ int64_t mlp_piece_row(const f8_params &pg, const int3
          (p % MLP_PIECES) * MLP_PIECE_ROWS;
 }
 
-/* Where row's source token starts in its rank's staged x, as an offset of the row's codes from
- * x8_off (scales: / 128 * 4 from s_off), and on which rank; -1 for a padding row. int32
- * arithmetic: a slot is an int32 (rank * T + t) * k + j. */
+/* The rank row's source token lives on (-1 for a padding row), and in *token the token's row in
+ * that rank's staged x. int32 arithmetic: a slot is the int32 (rank * T + t) * k + j. */
 __device__ __forceinline__ int mlp_src_rank(const mlp_pull &pl, int64_t row, int *token) {
   const int32_t slot = pl.row_src[row];
   if (slot < 0) return -1;
@@ -261,8 +260,9 @@ __device__ __forceinline__ void mlp_pull_scales(const mlp_pull &pl, int64_t hidd
 
 /* Warps 2 and 3 of a pulling CTA: pull tickets until none is left (or the error word is set).
  * Pieces are 8 rows: at the start every CTA takes one, so 16 CTAs pull each of the first row
- * blocks and they land after a piece's few round trips. Warp 2's lane 0 claims and passes the ticket to warp 3 through slot[] (two entries, by parity,
- * each read before the next barrier lets warp 2 write it again). */
+ * blocks and they land after a piece's few round trips. Warp 2's lane 0 claims and passes the
+ * ticket to warp 3 through slot[] (two entries, by parity, each read before the next barrier
+ * lets warp 2 write it again). */
 __device__ __forceinline__ void mlp_pull_rows(const mlp_pull &pl, const mlp_sync &q,
                                               const f8_params &pg, const int32_t *pre_g, int E,
                                               int64_t hidden, uint8_t *bufs, uint64_t *bars,
