@@ -88,6 +88,22 @@ MOK_SCHED_HD gg_tile gg_decode_m_grouped_from(int32_t idx, const int32_t *prefix
   return t;
 }
 
+/* M-grouped, one entry per row tile: row tile u in [0, prefix[E] / n_tiles), in the order
+ * (expert, m tile), -> (expert, m tile) (n_tile 0), from the same prefix; *cursor as in
+ * gg_decode_m_grouped_from (u never decreasing for one caller). What walks over the row tiles'
+ * rows use (the one-launch FP8 MLP's pull). */
+MOK_SCHED_HD gg_tile gg_decode_row_tile_from(int32_t u, const int32_t *prefix, int32_t num_experts,
+                                             int32_t n_tiles, int32_t *cursor) {
+  int32_t l = *cursor;
+  while (l < num_experts - 1 && prefix[l + 1] / n_tiles <= u) ++l;
+  *cursor = l;
+  gg_tile t;
+  t.expert = l;
+  t.m_tile = u - prefix[l] / n_tiles;
+  t.n_tile = 0;
+  return t;
+}
+
 /* K-grouped: every expert has m_tiles x n_tiles tiles; idx in [0, E * m_tiles * n_tiles). */
 MOK_SCHED_HD gg_tile gg_decode_k_grouped(int32_t idx, int32_t m_tiles, int32_t n_tiles,
                                          int32_t group_m) {

@@ -151,15 +151,12 @@ __device__ __forceinline__ int4 mlp_claim(const f8_params &pg, const f8_params &
 
 /* ---- the dispatch inside the launch --------------------------------------------------------- */
 
-/* Pull ticket p: the first row of its piece (block p / MLP_PIECES in the order of the gate+up
- * tiles' row blocks); *cursor as in gg_decode_m_grouped_from. */
+/* Pull ticket p: the first row of its piece (row block p / MLP_PIECES in the gate+up tiles'
+ * order of row blocks); *cursor as in gg_decode_row_tile_from. */
 __device__ __forceinline__ int64_t mlp_piece_row(const f8_params &pg, const int32_t *pre_g, int E,
                                                  int p, int *cursor) {
-  const int u = p / MLP_PIECES, n = pg.n_tiles;
-  int l = *cursor;
-  while (l < E - 1 && pre_g[l + 1] / n <= u) ++l;
-  *cursor = l;
-  return (int64_t)pg.offset[l] + (int64_t)(u - pre_g[l] / n) * F8W_BM +
+  const gg_tile t = gg_decode_row_tile_from(p / MLP_PIECES, pre_g, E, pg.n_tiles, cursor);
+  return (int64_t)pg.offset[t.expert] + (int64_t)t.m_tile * F8W_BM +
          (p % MLP_PIECES) * MLP_PIECE_ROWS;
 }
 

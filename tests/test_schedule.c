@@ -262,7 +262,8 @@ void test_schedule_capacity(void) {
 /* The grouped GEMM's tile scheduler on random tile counts (some experts empty): the M-grouped
  * decode visits every (expert, m tile, n tile) exactly once over [0, prefix[E]), raster groups
  * keep their row tiles together, and the cursor decode, walked as a persistent CTA walks its
- * tiles (idx, idx + grid, ...), gives the same tiles. */
+ * tiles (idx, idx + grid, ...), gives the same tiles. The row-tile decode walks every expert's
+ * row tiles once, in order, and its cursor changes nothing either. */
 void test_tile_scheduler(void) {
   mok_rng r = mok_rng_for(test_seed(), 41);
   for (int trial = 0; trial < 40; ++trial) {
@@ -304,6 +305,26 @@ void test_tile_scheduler(void) {
         const gg_tile a = gg_decode_m_grouped(idx, prefix, E, n_tiles, group_m);
         const gg_tile b = gg_decode_m_grouped_from(idx, prefix, E, n_tiles, group_m, &cursor);
         same &= a.expert == b.expert && a.m_tile == b.m_tile && a.n_tile == b.n_tile;
+      }
+      CHECK(same);
+    }
+    /* the row-tile decode: walked in order, every (expert, m tile) once, in that order; walked
+     * with a stride and a cursor, the same as decoded afresh */
+    int32_t cursor = 0, u = 0, in_order = 1;
+    for (int e = 0; e < E; ++e)
+      for (int m = 0; m < m_tiles[e]; ++m, ++u) {
+        const gg_tile t = gg_decode_row_tile_from(u, prefix, E, n_tiles, &cursor);
+        in_order &= t.expert == e && t.m_tile == m && t.n_tile == 0;
+      }
+    CHECK(in_order && u == total / n_tiles);
+    for (int cta = 0; cta < grid && cta < total / n_tiles; ++cta) {
+      int32_t c = 0;
+      int same = 1;
+      for (int u = cta; u < total / n_tiles; u += grid) {
+        int32_t fresh = 0;
+        const gg_tile a = gg_decode_row_tile_from(u, prefix, E, n_tiles, &fresh);
+        const gg_tile b = gg_decode_row_tile_from(u, prefix, E, n_tiles, &c);
+        same &= a.expert == b.expert && a.m_tile == b.m_tile;
       }
       CHECK(same);
     }
