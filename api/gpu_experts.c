@@ -192,7 +192,7 @@ static mok_status routed_experts_forward_fp8(mok_schedule *s, const mok_weights 
   const int64_t H = w->shape.hidden, I = w->shape.intermediate, rows = s->rows;
   float *x_scales = mok_fp8_scales_of(s->recv_x, rows, H), *a_scales = mok_fp8_scales_of(s->a, rows, I);
   if (pull && !mok_gpu_fp8_pull_inside(w)) return MOK_ERR_NOT_SUPPORTED;
-  if (push && !(gg_tuning_flags() & 2048)) {
+  if (push && mok_gpu_fp8_mlp_one_launch(w)) {
     /* gate+up and down in one launch: down starts on each SM once gate+up has no tile left for
      * it, a row block's down tiles once that block's activations are stored (no barrier between
      * the two; tuning flag 2048: the two launches below); with pull, the dispatch too (the
@@ -209,8 +209,7 @@ static mok_status routed_experts_forward_fp8(mok_schedule *s, const mok_weights 
         .num_experts = (int)w->el, .m_total = rows, .inter = I, .hidden = H,
         .use_limit = w->config.use_swiglu_limit, .limit = w->config.swiglu_limit,
         .sync = w->mlp_sync, .err = w->err, .timeout_ns = w->timeout_ns};
-    const mok_status st = mok_gg_fp8_mlp_forward(&m, stream);
-    if (st != MOK_ERR_NOT_SUPPORTED || pull) return st;
+    return mok_gg_fp8_mlp_forward(&m, stream);
   }
   /* the activations come out of gate+up already quantized for down (w->d_a: the bf16 scratch of
    * the 128-column variants, which quantize after) */
@@ -566,14 +565,18 @@ mok_status mok_gpu_experts_forward_fp8(mok_schedule *s, const mok_weights *wt, i
   WITH_ROWS_HINT(s->ws, routed_experts_forward_fp8(s, wt, out, push, pull, stream));
 }
 
-/* FP8 forward: whether the dispatch runs inside the one-launch expert MLP (tuning flag 8192,
- * where that launch covers the shape; not with 2048, no one launch at all). Measured as a tie
- * with the default, the pull kernel of its own beside the shared expert (docs/PERF.md, "The FP8
- * dispatch inside the one-launch MLP"). */
+/* FP8 forward: whether the expert MLP runs as one launch (where it covers the shape; tuning
+ * flag 2048: the two launches). */
+int mok_gpu_fp8_mlp_one_launch(const mok_workspace *w) {
+  return !(gg_tuning_flags() & 2048) && mok_gg_fp8_mlp_supported((int)w->el, w->shape.hidden);
+}
+
+/* FP8 forward: whether the dispatch runs inside that one launch (tuning flag 8192). Measured as
+ * a tie with the default, the pull kernel of its own beside the shared expert (docs/PERF.md,
+ * "The FP8 dispatch inside the one-launch MLP"). */
 int mok_gpu_fp8_pull_inside(const mok_workspace *w) {
-  const int flags = gg_tuning_flags();
-  return w->config.dtype == MOK_DTYPE_FP8_BLOCK128 && !w->fused_dispatch && (flags & 8192) &&
-         !(flags & 2048) && mok_gg_fp8_mlp_supported((int)w->el, w->shape.hidden);
+  return w->config.dtype == MOK_DTYPE_FP8_BLOCK128 && !w->fused_dispatch &&
+         (gg_tuning_flags() & 8192) && mok_gpu_fp8_mlp_one_launch(w);
 }
 
 mok_status mok_gpu_experts_backward_fp8(mok_schedule *s, const mok_weights *wt,

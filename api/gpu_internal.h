@@ -141,6 +141,7 @@ mok_status mok_gpu_experts_forward(mok_schedule *s, const mok_weights *wt, const
  * peers' staged x, no v1_dispatch_pull_fp8 before it. */
 mok_status mok_gpu_experts_forward_fp8(mok_schedule *s, const mok_weights *wt, int push, int pull,
                                        cudaStream_t stream);
+int mok_gpu_fp8_mlp_one_launch(const mok_workspace *w);
 int mok_gpu_fp8_pull_inside(const mok_workspace *w);
 /* MOK_PATH_FUSED: the forward experts with the dispatch inside gate+up (recv_x filled from the
  * peers' staged x by the kernel's comm CTAs, x staged on every rank before; w->ready is zeroed

@@ -7,7 +7,6 @@
 #include <cuda_runtime_api.h>
 #include "api/gpu_internal.h"
 #include "kernels/fused_comm.h"
-#include "kernels/grouped_gemm_tmap.h"
 #include "schedule/pipeline.h"
 
 mok_status mok_gpu_status(cudaError_t e) {
@@ -399,7 +398,7 @@ const char *mok_workspace_kernels(const mok_workspace *w) {
       return "grouped FP8: the forward's dispatch and expert MLP in one launch (rows pulled by "
              "every CTA's spare warps, gate+up, then down pushing the combine), the shared expert "
              "in line; a separate reverse combine, TMA + wgmma expert GEMMs";
-    if (!(gg_tuning_flags() & 2048) && mok_gg_fp8_mlp_supported((int)w->el, w->shape.hidden))
+    if (mok_gpu_fp8_mlp_one_launch(w))
       return "grouped FP8: separate dispatch and reverse combine, TMA + wgmma expert GEMMs, the "
              "forward's expert MLP in one launch (gate+up, then down pushing the combine)";
     return "grouped FP8: separate dispatch and reverse combine, TMA + wgmma expert GEMMs";

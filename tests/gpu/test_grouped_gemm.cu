@@ -819,6 +819,85 @@ static void test_gg_fp8_swiglu_quantized(void) {
   cudaFree(s1); cudaFree(p0); cudaFree(p1);
 }
 
+/* Two runs' outputs of the one-launch MLP, side by side: the activations' codes [m_total, inter]
+ * and scales, the pre-activations [m_total, 2 inter] and the down outputs [m_total, hidden]. */
+typedef struct {
+  uint8_t *q[2];
+  float *sc[2];
+  uint16_t *pre[2], *out[2];
+  size_t nq, ns, npre, nout;
+} mlp_outs;
+
+static mlp_outs mlp_outs_alloc(const gg_rows &g, int64_t inter, int64_t hidden) {
+  mlp_outs o = {};
+  o.nq = g.m_total * inter;
+  o.ns = (inter / 128) * MOK_GG_FP8_SCALE_ROWS(g.m_total);
+  o.npre = g.m_total * 2 * inter;
+  o.nout = g.m_total * hidden;
+  for (int i = 0; i < 2; ++i) {
+    cudaMalloc((void **)&o.q[i], o.nq);
+    cudaMalloc((void **)&o.sc[i], o.ns * 4);
+    cudaMalloc((void **)&o.pre[i], o.npre * 2);
+    cudaMalloc((void **)&o.out[i], o.nout * 2);
+  }
+  return o;
+}
+
+/* Both runs' outputs NaN: e4m3 NaN codes, NaN scales, bf16 NaN pre-activations and outputs. */
+static void mlp_outs_poison(const mlp_outs &o) {
+  for (int i = 0; i < 2; ++i) {
+    cudaMemset(o.q[i], 0x7f, o.nq);
+    cudaMemset(o.sc[i], 0xff, o.ns * 4);
+    cudaMemset(o.pre[i], 0xff, o.npre * 2);
+    cudaMemset(o.out[i], 0xff, o.nout * 2);
+  }
+}
+
+/* m writes run i's outputs. */
+static void mlp_outs_use(const mlp_outs &o, int i, mok_gg_fp8_mlp *m) {
+  m->preact = o.pre[i];
+  m->q_act = o.q[i];
+  m->q_scales = o.sc[i];
+  m->out = o.out[i];
+}
+
+/* Over the real rows: how many, how many differ between the runs in any output (codes, scales,
+ * pre-activations, outputs, bit for bit), and how many of run 1's outputs are still NaN. */
+typedef struct {
+  int64_t real, differ, unwritten;
+} mlp_outs_diff;
+
+static mlp_outs_diff mlp_outs_compare(const mlp_outs &o, const gg_rows &g, int64_t inter,
+                                      int64_t hidden) {
+  const int64_t mp = MOK_GG_FP8_SCALE_ROWS(g.m_total), kbs = inter / 128;
+  std::vector<uint8_t> c0 = from_dev(o.q[0], o.nq), c1 = from_dev(o.q[1], o.nq);
+  std::vector<float> a0 = from_dev(o.sc[0], o.ns), a1 = from_dev(o.sc[1], o.ns);
+  std::vector<uint16_t> p0 = from_dev(o.pre[0], o.npre), p1 = from_dev(o.pre[1], o.npre);
+  std::vector<uint16_t> o0 = from_dev(o.out[0], o.nout), o1 = from_dev(o.out[1], o.nout);
+  mlp_outs_diff d = {0, 0, 0};
+  for (int ex = 0; ex < g.E; ++ex)
+    for (int i = 0; i < g.count[ex]; ++i) {
+      const int64_t row = g.offset[ex] + i;
+      ++d.real;
+      d.differ += memcmp(&c0[row * inter], &c1[row * inter], inter) != 0;
+      d.differ += memcmp(&p0[row * 2 * inter], &p1[row * 2 * inter], 2 * inter * 2) != 0;
+      d.differ += memcmp(&o0[row * hidden], &o1[row * hidden], hidden * 2) != 0;
+      for (int64_t kb = 0; kb < kbs; ++kb)
+        d.differ += memcmp(&a0[kb * mp + row], &a1[kb * mp + row], 4) != 0;
+      for (int64_t j = 0; j < hidden; ++j) d.unwritten += o1[row * hidden + j] == 0xFFFF;
+    }
+  return d;
+}
+
+static void mlp_outs_free(mlp_outs *o) {
+  for (int i = 0; i < 2; ++i) {
+    cudaFree(o->q[i]);
+    cudaFree(o->sc[i]);
+    cudaFree(o->pre[i]);
+    cudaFree(o->out[i]);
+  }
+}
+
 /* The forward MLP in one launch (mok_gg_fp8_mlp_forward): the activations' codes and scales, the
  * pre-activations and the down output bit for bit those of the two launches
  * (mok_gg_fp8_gate_up_swiglu_quantized, then mok_gg_fp8_fwd) on every real row, with and without
@@ -832,23 +911,13 @@ static void test_gg_fp8_mlp_one_launch(void) {
   const int E = 7;
   const int64_t inter = 384, hidden = 512;
   gg_rows g = make_rows(&r, E, 700, 1);
-  const int64_t mp = MOK_GG_FP8_SCALE_ROWS(g.m_total), kbs = inter / 128;
   fp8_mlp_ops o = make_fp8_mlp(&r, g, E, inter, hidden, true);
   uint8_t *qx = o.qx, *qg = o.qg, *qu = o.qu, *qd = o.qd;
   float *sx = o.sx, *sg = o.sg, *su = o.su, *sd = o.sd;
   int32_t *doff = to_dev(g.offset), *dcnt = to_dev(g.count);
-  const size_t nq = g.m_total * inter, ns = kbs * mp, npre = g.m_total * 2 * inter,
-               nout = g.m_total * hidden;
-  uint8_t *q[2];
-  float *sc[2];
-  uint16_t *pre[2], *out[2], *act = NULL;
-  for (int i = 0; i < 2; ++i) {
-    cudaMalloc((void **)&q[i], nq);
-    cudaMalloc((void **)&sc[i], ns * 4);
-    cudaMalloc((void **)&pre[i], npre * 2);
-    cudaMalloc((void **)&out[i], nout * 2);
-  }
-  cudaMalloc((void **)&act, nq * 2);
+  mlp_outs out = mlp_outs_alloc(g, inter, hidden);
+  uint16_t *act = NULL;
+  cudaMalloc((void **)&act, out.nq * 2);
   int32_t *sync = NULL, *err = NULL;
   cudaMalloc((void **)&sync, mok_gg_fp8_mlp_sync_ints(g.m_total) * 4);
   cudaMalloc((void **)&err, 4);
@@ -857,7 +926,7 @@ static void test_gg_fp8_mlp_one_launch(void) {
   m.x = qx; m.x_scales = sx;
   m.w_gate = qg; m.w_gate_scales = sg; m.w_up = qu; m.w_up_scales = su;
   m.w_down = qd; m.w_down_scales = sd;
-  m.preact = pre[1]; m.q_act = q[1]; m.q_scales = sc[1]; m.out = out[1];
+  mlp_outs_use(out, 1, &m);
   m.expert_offset = doff; m.expert_count = dcnt; m.num_experts = E;
   m.m_total = g.m_total; m.inter = inter; m.hidden = hidden;
   m.sync = sync; m.err = err; m.timeout_ns = 10000000000LL;
@@ -866,18 +935,13 @@ static void test_gg_fp8_mlp_one_launch(void) {
       {4096, 3, 1}};
   for (const auto &run : runs) {
     gg_set_tuning(0, 0, 0, run.flags);
-    for (int i = 0; i < 2; ++i) { /* NaN codes, scales, pre-activations and outputs */
-      cudaMemset(q[i], 0x7f, nq);
-      cudaMemset(sc[i], 0xff, ns * 4);
-      cudaMemset(pre[i], 0xff, npre * 2);
-      cudaMemset(out[i], 0xff, nout * 2);
-    }
-    CHECK_STATUS(mok_gg_fp8_gate_up_swiglu_quantized(qx, sx, qg, sg, qu, su, act, pre[0], q[0],
-                                                     sc[0], doff, dcnt, E, g.m_total, inter,
-                                                     hidden, run.lim, 0.75f, 0),
+    mlp_outs_poison(out);
+    CHECK_STATUS(mok_gg_fp8_gate_up_swiglu_quantized(qx, sx, qg, sg, qu, su, act, out.pre[0],
+                                                     out.q[0], out.sc[0], doff, dcnt, E,
+                                                     g.m_total, inter, hidden, run.lim, 0.75f, 0),
                  MOK_SUCCESS);
-    CHECK_STATUS(mok_gg_fp8_fwd(q[0], sc[0], qd, sd, out[0], doff, dcnt, E, g.m_total, hidden,
-                                inter, 0),
+    CHECK_STATUS(mok_gg_fp8_fwd(out.q[0], out.sc[0], qd, sd, out.out[0], doff, dcnt, E, g.m_total,
+                                hidden, inter, 0),
                  MOK_SUCCESS);
     m.use_limit = run.lim;
     m.limit = 0.75f;
@@ -887,26 +951,11 @@ static void test_gg_fp8_mlp_one_launch(void) {
     CUDA_OK(cudaDeviceSynchronize());
     int32_t e = -1;
     cudaMemcpy(&e, err, 4, cudaMemcpyDeviceToHost);
-    std::vector<uint8_t> c0 = from_dev(q[0], nq), c1 = from_dev(q[1], nq);
-    std::vector<float> a0 = from_dev(sc[0], ns), a1 = from_dev(sc[1], ns);
-    std::vector<uint16_t> p0 = from_dev(pre[0], npre), p1 = from_dev(pre[1], npre);
-    std::vector<uint16_t> o0 = from_dev(out[0], nout), o1 = from_dev(out[1], nout);
-    int64_t bad = 0, real = 0, nan = 0;
-    for (int ex = 0; ex < E; ++ex)
-      for (int i = 0; i < g.count[ex]; ++i) {
-        const int64_t row = g.offset[ex] + i;
-        ++real;
-        bad += memcmp(&c0[row * inter], &c1[row * inter], inter) != 0;
-        bad += memcmp(&p0[row * 2 * inter], &p1[row * 2 * inter], 2 * inter * 2) != 0;
-        bad += memcmp(&o0[row * hidden], &o1[row * hidden], hidden * 2) != 0;
-        for (int64_t kb = 0; kb < kbs; ++kb)
-          bad += memcmp(&a0[kb * mp + row], &a1[kb * mp + row], 4) != 0;
-        for (int64_t j = 0; j < hidden; ++j) nan += o1[row * hidden + j] == 0xFFFF;
-      }
+    const mlp_outs_diff d = mlp_outs_compare(out, g, inter, hidden);
     printf("    flags %d, %s CTAs, limit %d: %lld real rows, %lld rows differ, %lld outputs "
            "unwritten, error word %d\n", run.flags, run.ctas ? (run.ctas == 1 ? "1" : "3") : "all",
-           run.lim, (long long)real, (long long)bad, (long long)nan, e);
-    CHECK(real > 0 && bad == 0 && nan == 0 && e == 0);
+           run.lim, (long long)d.real, (long long)d.differ, (long long)d.unwritten, e);
+    CHECK(d.real > 0 && d.differ == 0 && d.unwritten == 0 && e == 0);
   }
   gg_restore_tuning();
   mok_gg_fp8_mlp bad = m;
@@ -915,7 +964,7 @@ static void test_gg_fp8_mlp_one_launch(void) {
   bad = m;
   bad.hidden = 384; /* down's columns not in 256s: the caller makes two launches */
   CHECK_STATUS(mok_gg_fp8_mlp_forward(&bad, 0), MOK_ERR_NOT_SUPPORTED);
-  for (int i = 0; i < 2; ++i) { cudaFree(q[i]); cudaFree(sc[i]); cudaFree(pre[i]); cudaFree(out[i]); }
+  mlp_outs_free(&out);
   free_fp8_mlp(&o);
   cudaFree(doff); cudaFree(dcnt); cudaFree(act); cudaFree(sync); cudaFree(err);
 }
@@ -935,7 +984,7 @@ static void test_gg_fp8_mlp_pulled(void) {
   const int E = 7, ranks = 2, top_k = 3;
   const int64_t inter = 384, hidden = 512, T = 301, kbs = hidden / 128;
   gg_rows g = make_rows(&r, E, 700, 1);
-  const int64_t mp = MOK_GG_FP8_SCALE_ROWS(g.m_total), qkb = inter / 128;
+  const int64_t mp = MOK_GG_FP8_SCALE_ROWS(g.m_total);
   fp8_mlp_ops o = make_fp8_mlp(&r, g, E, inter, hidden, true);
   /* the staged x of each source rank: codes, then scales, as mok's dispatch stages them */
   const size_t x8_off = 256, s_off = x8_off + (size_t)(T * hidden);
@@ -973,17 +1022,10 @@ static void test_gg_fp8_mlp_pulled(void) {
   CUDA_OK(cudaMemcpy(o.qx, want_x.data(), want_x.size(), cudaMemcpyHostToDevice));
   CUDA_OK(cudaMemcpy(o.sx, want_s.data(), want_s.size() * 4, cudaMemcpyHostToDevice));
   int32_t *drow_src = to_dev(row_src), *doff = to_dev(g.offset), *dcnt = to_dev(g.count);
-  const size_t nq = g.m_total * inter, ns = qkb * mp, npre = g.m_total * 2 * inter,
-               nout = g.m_total * hidden, nx = g.m_total * hidden, nxs = kbs * mp;
-  uint8_t *q[2], *px = NULL;
-  float *sc[2], *pxs = NULL;
-  uint16_t *pre[2], *out[2];
-  for (int i = 0; i < 2; ++i) {
-    cudaMalloc((void **)&q[i], nq);
-    cudaMalloc((void **)&sc[i], ns * 4);
-    cudaMalloc((void **)&pre[i], npre * 2);
-    cudaMalloc((void **)&out[i], nout * 2);
-  }
+  const size_t nx = g.m_total * hidden, nxs = kbs * mp;
+  mlp_outs out = mlp_outs_alloc(g, inter, hidden);
+  uint8_t *px = NULL;
+  float *pxs = NULL;
   cudaMalloc((void **)&px, nx);
   cudaMalloc((void **)&pxs, nxs * 4);
   int32_t *sync = NULL, *err = NULL;
@@ -1007,12 +1049,7 @@ static void test_gg_fp8_mlp_pulled(void) {
       {0, 0, 0}, {0, 0, 1}, {0, 0, 3}, {0, 3, 0}, {0, 1, 0}, {4096, 0, 0}, {4096, 3, 1}};
   for (const auto &run : runs) {
     gg_set_tuning(0, 0, 0, run.flags);
-    for (int i = 0; i < 2; ++i) { /* NaN codes, scales, pre-activations and outputs */
-      cudaMemset(q[i], 0x7f, nq);
-      cudaMemset(sc[i], 0xff, ns * 4);
-      cudaMemset(pre[i], 0xff, npre * 2);
-      cudaMemset(out[i], 0xff, nout * 2);
-    }
+    mlp_outs_poison(out);
     cudaMemset(px, 0x7f, nx);
     cudaMemset(pxs, 0xff, nxs * 4);
     const int prev = mok_gg_set_max_ctas(run.grid);
@@ -1022,18 +1059,16 @@ static void test_gg_fp8_mlp_pulled(void) {
       m.x_scales = i ? pxs : o.sx;
       m.pull = i ? &pull : NULL;
       m.pull_scales_off = s_off;
-      m.preact = pre[i]; m.q_act = q[i]; m.q_scales = sc[i]; m.out = out[i];
+      mlp_outs_use(out, i, &m);
       CHECK_STATUS(mok_gg_fp8_mlp_forward(&m, 0), MOK_SUCCESS);
     }
     mok_gg_set_max_ctas(prev);
     CUDA_OK(cudaDeviceSynchronize());
     int32_t e = -1;
     cudaMemcpy(&e, err, 4, cudaMemcpyDeviceToHost);
-    std::vector<uint8_t> gx = from_dev(px, nx), c0 = from_dev(q[0], nq), c1 = from_dev(q[1], nq);
-    std::vector<float> gs = from_dev(pxs, nxs), a0 = from_dev(sc[0], ns), a1 = from_dev(sc[1], ns);
-    std::vector<uint16_t> p0 = from_dev(pre[0], npre), p1 = from_dev(pre[1], npre);
-    std::vector<uint16_t> o0 = from_dev(out[0], nout), o1 = from_dev(out[1], nout);
-    int64_t rows = 0, bad_in = 0, bad = 0;
+    std::vector<uint8_t> gx = from_dev(px, nx);
+    std::vector<float> gs = from_dev(pxs, nxs);
+    int64_t rows = 0, bad_in = 0;
     for (int ex = 0; ex < E; ++ex)
       for (int64_t i = 0; i < (g.count[ex] + 127) / 128 * 128; ++i) {
         const int64_t row = g.offset[ex] + i;
@@ -1041,14 +1076,9 @@ static void test_gg_fp8_mlp_pulled(void) {
         bad_in += memcmp(&gx[row * hidden], &want_x[row * hidden], hidden) != 0;
         for (int64_t kb = 0; kb < kbs; ++kb)
           bad_in += memcmp(&gs[kb * mp + row], &want_s[kb * mp + row], 4) != 0;
-        if (i >= g.count[ex]) continue;
-        bad += memcmp(&c0[row * inter], &c1[row * inter], inter) != 0;
-        bad += memcmp(&p0[row * 2 * inter], &p1[row * 2 * inter], 2 * inter * 2) != 0;
-        bad += memcmp(&o0[row * hidden], &o1[row * hidden], hidden * 2) != 0;
-        for (int64_t kb = 0; kb < qkb; ++kb)
-          bad += memcmp(&a0[kb * mp + row], &a1[kb * mp + row], 4) != 0;
-        for (int64_t jj = 0; jj < hidden; ++jj) bad += o1[row * hidden + jj] == 0xFFFF;
       }
+    const mlp_outs_diff d = mlp_outs_compare(out, g, inter, hidden);
+    const int64_t bad = d.differ + d.unwritten;
     printf("    flags %d, grid %d, pulling CTAs %d: %lld tile rows, %lld pulled rows wrong, "
            "%lld output rows differ, error word %d\n", run.flags, run.grid, run.pullers,
            (long long)rows, (long long)bad_in, (long long)bad, e);
@@ -1059,7 +1089,7 @@ static void test_gg_fp8_mlp_pulled(void) {
   no_peers.peer_base = NULL;
   m.pull = &no_peers;
   CHECK_STATUS(mok_gg_fp8_mlp_forward(&m, 0), MOK_ERR_INVALID_ARGUMENT);
-  for (int i = 0; i < 2; ++i) { cudaFree(q[i]); cudaFree(sc[i]); cudaFree(pre[i]); cudaFree(out[i]); }
+  mlp_outs_free(&out);
   for (int k = 0; k < ranks; ++k) cudaFree(dev_rank[k]);
   free_fp8_mlp(&o);
   cudaFree(peer_base); cudaFree(drow_src); cudaFree(doff); cudaFree(dcnt); cudaFree(px);
