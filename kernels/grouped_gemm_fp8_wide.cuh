@@ -40,10 +40,11 @@
  * tiles of one expert shares the B tile through multicast, each CTA loading two of its four
  * 64-row boxes, so L2 serves 32 KB instead of 48 KB per CTA and K block.
  *
- * Not done: each K block as two m64n128k32 groups, one per 128-column half of Y, rescaling one half
- * while the other half's wgmmas run (wgmma.wait_group 1). ptxas moves the multiplies of one half
- * across the other half's wgmmas and then serializes every wgmma (C7514), also with the release
- * predicated instead of branched and with every block taking the same steps. */
+ * The rescale's multiplies are what keeps this kernel below dense cuBLAS FP8 (docs/PERF.md: without
+ * them, a timing probe, it equals dense). Measured and not kept: each K block as two m64n128k32
+ * groups, the high half's multiplies issued while the low half's wgmmas run (ptxas serializes
+ * nothing once the wait before the multiplies is unconditional; it reads A twice: -3%), and turns
+ * passed only when a block completed (-8%) or half of it (-3%). */
 #ifndef MOK_GROUPED_GEMM_FP8_WIDE_CUH
 #define MOK_GROUPED_GEMM_FP8_WIDE_CUH
 
@@ -70,6 +71,12 @@
 #define F8W_FIRST_MIN 0x1p-126f /* the smallest c: no zero or subnormal divisor */
 #define F8W_DROP_MIN 0x1p-40f  /* the smallest ratio of a block's c to the previous one's */
 #define F8W_BAR_TURN 4 /* named barriers 4 and 5: warpgroup 0's and warpgroup 1's turn to issue */
+/* Timing probe, never a result (docs/PERF.md, "the rescale's multiplies"): built with
+ * -DF8W_PROBE_RESCALE=1 the main loop skips the rescale's multiplies, with 2 it keeps only the
+ * low half's. 0, the default: the kernel as described above. */
+#ifndef F8W_PROBE_RESCALE
+#define F8W_PROBE_RESCALE 0
+#endif
 
 /* Turns. Both warpgroups wait on the same full barrier, so when a stage lands late they are
  * released together, issue their K blocks at once, and the tensor cores interleave the two
@@ -291,8 +298,8 @@ __device__ __forceinline__ void f8w_consume_tile(const f8_params &p, const f8_pa
       wgmma_wait<0>(); /* block kb - 1 is in Y */
       reg_fence(y, 128);
       gg_release<CL>(c.empty0 + 8 * prev, lane);
-      f8w_scale_half(y, f00, f10);
-      f8w_scale_half(y + 64, f01, f11);
+      if (F8W_PROBE_RESCALE != 1) f8w_scale_half(y, f00, f10);
+      if (F8W_PROBE_RESCALE == 0) f8w_scale_half(y + 64, f01, f11);
     }
     f8w_turn_wait(c.turns, cwg, s.first);
     f8w_issue(y, c.da0, c.db0, s.ring.stage, kb == 0);
