@@ -436,6 +436,18 @@ int main(int argc, char **argv) {
       printf("%-22s %-10s %10.3f %8.0f GB/s\n", s.name, "f8w_quanth", ms, qbytes / ms * 1e-6);
       ms = time_median_ms(run_fp8_wgrad, &fw, 2, iters);
       printf("%-22s %-10s %10.3f %10.1f\n", s.name, "fp8_wgradh", ms, flop / ms * 1e-9);
+      /* flag 16384: the same with each block's partial promoted; flag 512: rescaled without
+       * turns; then the default again */
+      const int hflags[] = {16384, 512};
+      const char *hname[] = {"fp8_wgradp", "fp8_wgradn"};
+      for (int i = 0; i < 2; ++i) {
+        gg_set_tuning(0, cl_env ? atoi(cl_env) : 0, 0, base_flags | hflags[i]);
+        ms = time_median_ms(run_fp8_wgrad, &fw, 2, iters);
+        printf("%-22s %-10s %10.3f %10.1f\n", s.name, hname[i], ms, flop / ms * 1e-9);
+      }
+      gg_set_tuning(0, cl_env ? atoi(cl_env) : 0, 0, base_flags);
+      ms = time_median_ms(run_fp8_wgrad, &fw, 2, iters);
+      printf("%-22s %-10s %10.3f %10.1f\n", s.name, "fp8_wgradh", ms, flop / ms * 1e-9);
       cudaFree(fw.amax);
       cudaFree(fw.qc); cudaFree(fw.qa); cudaFree(fw.sc); cudaFree(fw.sa);
       cudaFree(c.w32);

@@ -43,6 +43,9 @@ def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--shape", default="deepseek-v3", choices=sorted(SHAPES))
     ap.add_argument("--tokens", type=int, default=4096)
+    ap.add_argument("--experts", type=int, default=0,
+                    help="routed experts (0: the shape's); e.g. half of DeepSeek-V3's 256 on one GPU "
+                         "gives it the routed work per GPU of EP=2, with no NVLink traffic")
     ap.add_argument("--routing", default="uniform", choices=("uniform", "zipf"))
     ap.add_argument("--path", default="auto", choices=("auto", "fused", "grouped", "v1"))
     ap.add_argument("--steps", type=int, default=5)
@@ -68,6 +71,8 @@ def main():
     dist.init_process_group("nccl", device_id=torch.device("cuda", local))
     rank, ep = dist.get_rank(), dist.get_world_size()
     shape = SHAPES[args.shape]
+    if args.experts:
+        shape = shape[:2] + (args.experts,) + shape[3:]
     E = shape[2]
     x, topk, rw, w, dy = make_inputs(shape, args.tokens, args.routing, rank, ep, args.seed)
     wl = [w[n] for n in ("w_gate", "w_up", "w_down", "ws_gate", "ws_up", "ws_down")]
@@ -114,7 +119,8 @@ def main():
         per[label][1] += us
     total = sum(v[1] for v in per.values())
     if rank == 0:
-        print(f"{args.shape}, T {args.tokens}/rank, EP={ep}, {args.routing}, path {args.path}, "
+        print(f"{args.shape}{f' with {E} experts' if args.experts else ''}, T {args.tokens}/rank, "
+              f"EP={ep}, {args.routing}, path {args.path}, "
               f"{'FP8' if args.fp8 else 'BF16'}, "
               f"ring {args.ring_mb} MiB: "
               f"GPU time per step ({'forward' if args.forward_only else 'forward + backward'}), rank 0, {args.steps} steps")

@@ -60,7 +60,9 @@ static void usage(FILE *f) {
           "                         256-column kernel's warpgroups issue without turns;\n"
           "                         1024: its outputs stored from registers; 2048: the FP8\n"
           "                         forward MLP as two launches, not one; 4096: its down\n"
-          "                         tiles as soon as their rows are ready;\n"
+          "                         tiles as soon as their rows are ready; 8192: the FP8\n"
+          "                         dispatch inside that launch; 16384: the FP8 weight\n"
+          "                         gradient promoting each token block's partial;\n"
           "                         see kernels/grouped_gemm_tmap.h)\n");
 }
 
@@ -125,7 +127,7 @@ static int parse_run(int argc, char **argv, cli_options *o) {
     else if (strcmp(a, "--fp8-shared") == 0) bad = parse_int(a, v, 0, 1, &n), o->config.fp8_shared_expert = (int)n;
     else if (strcmp(a, "--ring-mb") == 0) bad = parse_int(a, v, 0, 1LL << 30, &n), o->config.ring_bytes = n << 20;
     else if (strcmp(a, "--gg-cluster") == 0) bad = parse_int(a, v, 0, 2, &n), o->gg_cluster = (int)n;
-    else if (strcmp(a, "--gg-flags") == 0) bad = parse_int(a, v, 0, 16383, &n), o->gg_flags = (int)n;
+    else if (strcmp(a, "--gg-flags") == 0) bad = parse_int(a, v, 0, 32767, &n), o->gg_flags = (int)n;
     else if (strcmp(a, "--routing") == 0) {
       if (strcmp(v, "uniform") == 0) o->routing = CLI_ROUTING_UNIFORM;
       else if (strcmp(v, "zipf") == 0) o->routing = CLI_ROUTING_ZIPF;

@@ -25,6 +25,11 @@
                            on the host, seconds per expert at the DeepSeek-V3 shape) */
 #define CHECK_TOL 2e-2  /* relative error bound of the sampled check (the norm over all sampled
                            tokens' values of a tensor) */
+/* FP8 mode's d_rw: the host recomputes in fp64 and quantizes its own activations, so an E4M3 code
+ * that the GPU's slightly different pre-activation puts one step (6-12%) away moves the dot
+ * product d_rw = d_act . act by ~2% of its size; measured at DeepSeek-V3 sizes 1.80e-2 (256
+ * experts, fused and unfused d_rw alike) and 2.24e-2 (128 experts), y and dx 0.65-0.76e-2. */
+#define CHECK_TOL_FP8_DRW 4e-2
 
 enum { TX = 0, TDY = 1, TWG = 2, TWU = 3, TWD = 4, TSG = 5, TSU = 6, TSD = 7 };
 static uint64_t stream_of(int rank, int tensor) { return (uint64_t)rank * 16 + (uint64_t)tensor; }
@@ -169,7 +174,7 @@ static int launch(const cli_options *o, int n) {
   double flop_f = 6.0 * ((double)s.tokens * s.shared_intermediate / s.intermediate +
                          (double)s.tokens * s.top_k) * s.hidden * s.intermediate;
   int check_ok = have == n && dev_status == 0 && err[0] < CHECK_TOL && err[1] < CHECK_TOL &&
-                 err[2] < CHECK_TOL;
+                 err[2] < (fp8 ? CHECK_TOL_FP8_DRW : CHECK_TOL);
   printf("mok run: GPU path %s, %d GPU(s), one process each\n", kernels, n);
   printf("  shape: T %lld/rank, H %lld, I %lld, E %lld, k %lld, Is %lld; routing %s; seed %llu\n",
          (long long)s.tokens, (long long)s.hidden, (long long)s.intermediate,

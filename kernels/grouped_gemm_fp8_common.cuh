@@ -18,6 +18,13 @@ enum { F8_FWD = 0, F8_SWIGLU = 1 };
 
 #define F8_BK 128 /* fp8 elements = bytes: one 128-byte swizzled row */
 #define F8_MAX_EXPERTS 256
+/* An accumulator kept in units of the current K block's scale c and multiplied by c_prev / c_new
+ * before each block (the 256-column kernel, grouped_gemm_fp8_wide.cuh; the weight gradient's
+ * mode 2): each c is held to at least F8_RESCALE_DROP times the previous one and to
+ * F8_RESCALE_FLOOR, so that the ratio never blows the sum up and its reciprocal is a normal
+ * float. */
+#define F8_RESCALE_FLOOR 0x1p-126f
+#define F8_RESCALE_DROP 0x1p-40f
 
 typedef struct {
   const int32_t *offset, *count;

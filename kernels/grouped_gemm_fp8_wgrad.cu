@@ -13,8 +13,9 @@
  *   gg_fp8_wgrad_kernel: dW[e] = sum over e's token blocks of A_blk^T B_blk, A and B given as
  *     those transposed codes; 128 x 256 output tiles, one producer warp, two consumer warpgroups
  *     of 64 rows, each 128-column half's m64n128k32 partial per 128 tokens promoted on the CUDA
- *     cores (by its row's and column's scales; by the row's only when B has one scale per expert
- *     and column, applied once at the end); bf16 dW through TMA stores. */
+ *     cores by its row's and column's scales; when B has one scale per expert and column (applied
+ *     once at the end), the blocks chained into the accumulator with m64n256k32 and the
+ *     accumulator rescaled by the row scales' ratio between blocks; bf16 dW through TMA stores. */
 #include <cuda.h>
 #include <cuda_runtime.h>
 #include <stdint.h>
@@ -266,6 +267,7 @@ __global__ void __launch_bounds__(F8T_THREADS) gg_fp8_quant_t_expert_kernel(cons
 #define F8G_EPI_BYTES (4 * 8192)
 #define F8G_SMEM (F8G_EPI_OFF + 2 * F8G_EPI_BYTES)
 #define F8G_THREADS 384
+#define F8G_BAR_TURN 4 /* named barriers 4 and 5: warpgroup 0's and 1's turn (rescaled mode 2) */
 
 typedef struct {
   const int32_t *offset, *count;
@@ -279,6 +281,9 @@ typedef struct {
   int out_fp32, accumulate;
   int expert_scales;                /* 1: every block of an expert carries the same scales
                                        (both operands); 2: B's only (A's per block)            */
+  int rescale;                      /* expert_scales 2: the blocks chained into acc, rescaled
+                                       (f8g_blocks_rescaled), not promoted (f8g_blocks)        */
+  int turns;                        /* with rescale: the warpgroups issue in turn            */
 } f8g_params;
 
 /* acc[i] += part[i] * sa(row) * sb(col) for one m64n128 fragment: element i of this thread sits
@@ -362,6 +367,61 @@ __device__ __forceinline__ void f8g_blocks(float *acc, float *part, int nkb, boo
   }
 }
 
+/* The main loop of expert_scales 2 without a partial: the expert's token blocks chain on the
+ * tensor cores into acc, which holds the sum in units of the current block's row scale c (A's;
+ * B's is the expert's, applied at the end): before block kb's wgmmas acc is multiplied by
+ * c_{kb-1} / c_kb (c held as F8_RESCALE_DROP / F8_RESCALE_FLOOR say), the 256-column forward
+ * kernel's scheme (grouped_gemm_fp8_wide.cuh). Per block and warpgroup: four m64n256k32 and 128
+ * multiplies, against eight m64n128k32 (A read twice), two drains and 128 FMAs when each half's
+ * partial is promoted. A tile with a missing right half computes it from the reloaded left half
+ * and never stores it. On return acc is in units of *c0, *c1 (rows r0, r0 + 8).
+ * turns: the two warpgroups issue their blocks in turn, as the forward kernel's do
+ * (f8w_turn_wait): warpgroup 1 block g after warpgroup 0 issued it, warpgroup 0 block g + 1
+ * after warpgroup 1 issued g, the sequence running on across tiles (*first: this warpgroup has
+ * issued nothing yet); warpgroup 0 takes warpgroup 1's last pass after its last tile. */
+__device__ __forceinline__ void f8g_blocks_rescaled(float *acc, int nkb, const uint8_t *smem,
+                                                    uint32_t full0, uint32_t empty0, uint64_t da0,
+                                                    uint64_t db0, int r0, int lane, int *stage,
+                                                    uint32_t *phase, float *c0, float *c1,
+                                                    bool turns, int cwg, bool *first) {
+  float p0 = 0.0f, p1 = 0.0f;
+  int prev = -1;
+  for (int kb = 0; kb < nkb; ++kb) {
+    mbar_wait(full0 + 8 * *stage, *phase);
+    const float *sas = (const float *)(smem + F8G_SC_OFF + *stage * F8G_SC_BYTES);
+    const float drop = kb > 0 ? F8_RESCALE_DROP : 0.0f;
+    const float n0 = fmaxf(sas[r0], fmaxf(p0 * drop, F8_RESCALE_FLOOR));
+    const float n1 = fmaxf(sas[r0 + 8], fmaxf(p1 * drop, F8_RESCALE_FLOOR));
+    const float f0 = kb > 0 ? p0 * rcp_approx(n0) : 1.0f;
+    const float f1 = kb > 0 ? p1 * rcp_approx(n1) : 1.0f;
+    asm volatile("" ::"f"(f0), "f"(f1)); /* ready before the wait: only the multiplies follow */
+    wgmma_wait<0>(); /* block kb - 1 is in acc (unconditional: ptxas serializes otherwise) */
+    reg_fence(acc, 128);
+    if (prev >= 0) gg_release<1>(empty0 + 8 * prev, lane);
+#pragma unroll
+    for (int i = 0; i < 128; ++i) acc[i] *= (i & 2) ? f1 : f0;
+    const uint64_t da = wgmma_desc_add(da0, *stage * F8G_STAGE_BYTES);
+    const uint64_t db = wgmma_desc_add(db0, *stage * F8G_STAGE_BYTES);
+    if (turns && !(cwg == 0 && *first)) named_bar_sync(F8G_BAR_TURN + cwg, 256);
+    wgmma_fence();
+#pragma unroll
+    for (int kk = 0; kk < 4; ++kk)
+      wgmma_m64n256k32_e4m3(acc, wgmma_desc_add(da, kk * 32), wgmma_desc_add(db, kk * 32), 1);
+    wgmma_commit();
+    if (turns) named_bar_arrive(F8G_BAR_TURN + 1 - cwg, 256);
+    *first = false;
+    p0 = n0;
+    p1 = n1;
+    prev = *stage;
+    if (++*stage == F8G_STAGES) { *stage = 0; *phase ^= 1; }
+  }
+  wgmma_wait<0>();
+  reg_fence(acc, 128);
+  if (prev >= 0) gg_release<1>(empty0 + 8 * prev, lane);
+  *c0 = p0;
+  *c1 = p1;
+}
+
 static_assert(F8G_EPI_OFF % 1024 == 0 && F8G_STAGE_BYTES % 1024 == 0, "128B-swizzle atoms");
 
 __global__ void __launch_bounds__(F8G_THREADS, 1)
@@ -439,6 +499,7 @@ __global__ void __launch_bounds__(F8G_THREADS, 1)
     uint32_t phase = 0;
     int32_t cursor = 0;
     float acc[128], part[64];
+    bool first = true; /* no rescaled block issued yet (turns) */
     for (int u = blockIdx.x; u < total; u += gridDim.x) {
       const gg_tile t = gg_decode_m_grouped_from(u, prefix, E, p.n_tiles, p.group_m, &cursor);
       const int cnt = counts[t.expert];
@@ -484,10 +545,16 @@ __global__ void __launch_bounds__(F8G_THREADS, 1)
         f8g_blocks<false>(acc, part, nkb, right, smem, full0, empty0, da0, db0, r0, lane, &stage,
                           &phase);
       if (p.expert_scales == 2 && nkb > 0) {
-        f8g_blocks<true>(acc, part, nkb, right, smem, full0, empty0, da0, db0, r0, lane, &stage,
-                         &phase);
-        /* B's scales are the expert's (the same in its every block): once, here */
-        f8g_scale_once(acc, p.b_scales + (size_t)blocks0[t.expert] * p.b_ld, n0, p.n, 1.0f, 1.0f,
+        float c0 = 1.0f, c1 = 1.0f;
+        if (p.rescale)
+          f8g_blocks_rescaled(acc, nkb, smem, full0, empty0, da0, db0, r0, lane, &stage, &phase,
+                              &c0, &c1, p.turns != 0, cwg, &first);
+        else
+          f8g_blocks<true>(acc, part, nkb, right, smem, full0, empty0, da0, db0, r0, lane,
+                           &stage, &phase);
+        /* B's scales are the expert's (the same in its every block): once, here, with the last
+         * block's row scales when acc was kept in their units */
+        f8g_scale_once(acc, p.b_scales + (size_t)blocks0[t.expert] * p.b_ld, n0, p.n, c0, c1,
                        lane);
       }
       /* ------------------------------ epilogue ------------------------------ */
@@ -520,6 +587,7 @@ __global__ void __launch_bounds__(F8G_THREADS, 1)
         }
       }
     }
+    if (p.turns && cwg == 0 && !first) named_bar_sync(F8G_BAR_TURN, 256); /* 1's last pass */
     if (wtid == 0) bulk_wait0(); /* this warpgroup's TMA stores are complete */
   }
 }
@@ -632,6 +700,9 @@ extern "C" mok_status mok_gg_fp8_wgrad(const void *a_t, const float *a_scales, i
   p.out_fp32 = out_fp32 != 0;
   p.accumulate = accumulate != 0;
   p.expert_scales = expert_scales;
+  /* flag 16384: expert_scales 2 promoting each half's partial (the previous default) */
+  p.rescale = expert_scales == 2 && !(gg_tuning_flags() & 16384);
+  p.turns = p.rescale && !(gg_tuning_flags() & 512); /* 512: as the forward's, no turns */
   const size_t esz = out_fp32 ? 4 : 2;
   for (int e0 = 0; e0 < num_experts; e0 += F8_MAX_EXPERTS) {
     p.num_experts = num_experts - e0 < F8_MAX_EXPERTS ? num_experts - e0 : F8_MAX_EXPERTS;

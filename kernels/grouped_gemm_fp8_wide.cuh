@@ -68,8 +68,6 @@
 #define F8W_EPI_OFF (F8W_SC_OFF + F8W_STAGES * F8W_BM * 4)
 #define F8W_SMEM (F8W_EPI_OFF + 2 * 8192)
 #define F8W_THREADS 384
-#define F8W_FIRST_MIN 0x1p-126f /* the smallest c: no zero or subnormal divisor */
-#define F8W_DROP_MIN 0x1p-40f  /* the smallest ratio of a block's c to the previous one's */
 #define F8W_BAR_TURN 4 /* named barriers 4 and 5: warpgroup 0's and warpgroup 1's turn to issue */
 /* Timing probe, never a result (docs/PERF.md, "the rescale's multiplies"): built with
  * -DF8W_PROBE_RESCALE=1 the main loop skips the rescale's multiplies, with 2 it keeps only the
@@ -282,11 +280,11 @@ __device__ __forceinline__ void f8w_consume_tile(const f8_params &p, const f8_pa
     const float a1 = lds_f32(sas0 + s.ring.stage * (F8W_BM * 4) + 32);
     /* this block's c, held to 2^-40 of the previous one's and to 2^-126 (so that its
      * reciprocal is a normal float); block 0 starts Y */
-    const float m = kb > 0 ? F8W_DROP_MIN : 0.0f;
-    const float n00 = fmaxf(a0 * s.bl, fmaxf(c00 * m, F8W_FIRST_MIN));
-    const float n10 = fmaxf(a1 * s.bl, fmaxf(c10 * m, F8W_FIRST_MIN));
-    const float n01 = fmaxf(a0 * s.bh, fmaxf(c01 * m, F8W_FIRST_MIN));
-    const float n11 = fmaxf(a1 * s.bh, fmaxf(c11 * m, F8W_FIRST_MIN));
+    const float m = kb > 0 ? F8_RESCALE_DROP : 0.0f;
+    const float n00 = fmaxf(a0 * s.bl, fmaxf(c00 * m, F8_RESCALE_FLOOR));
+    const float n10 = fmaxf(a1 * s.bl, fmaxf(c10 * m, F8_RESCALE_FLOOR));
+    const float n01 = fmaxf(a0 * s.bh, fmaxf(c01 * m, F8_RESCALE_FLOOR));
+    const float n11 = fmaxf(a1 * s.bh, fmaxf(c11 * m, F8_RESCALE_FLOOR));
     /* the next block's weight scales (or the next tile's first), a block ahead */
     if (kb + 1 < kbs) f8w_load_scales<MODE>(p, ws, kb + 1, &s.bl, &s.bh);
     else if (next_ws >= 0) f8w_load_scales<NMODE>(pn, next_ws, 0, &s.bl, &s.bh);

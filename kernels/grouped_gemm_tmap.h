@@ -36,8 +36,9 @@ mok_status gg_device_sms(int *sms);
  * launches (gate+up, then down) instead of one (grouped_gemm_fp8_mlp.cu), 4096 = that one launch
  * claiming down tiles as soon as their rows are ready (not once gate+up ran out), 8192 = the
  * layer's FP8 dispatch pulled inside that one launch (the shared expert then in line), not by a
- * kernel of its own beside the shared expert. The bits are shared: one value sets every
- * kernel's probes.
+ * kernel of its own beside the shared expert, 16384 = the FP8 weight gradient with per-expert B
+ * scales promoting each token block's partial (the previous default) instead of chaining the
+ * blocks into a rescaled accumulator. The bits are shared: one value sets every kernel's probes.
  * gg_last_grid() is the grid of the last launch. */
 #ifdef __cplusplus
 extern "C" {

@@ -1262,15 +1262,25 @@ static std::vector<double> quant_t(const gg_rows &g, const std::vector<uint16_t>
  * (fp64): odd and zero counts, padding rows NaN in the bf16 inputs, experts at count -1 left as
  * they were; A a row block of a wider quantized matrix (a_ld > m) when `half`; expert 1: both
  * operands with one scale per expert and column, the tokens chained on the tensor cores; 2: B
- * only, A per 128 rows (each block promoted by A's row scale). */
+ * only, A per 128 rows (by default the blocks chained and the accumulator rescaled by A's row
+ * scales' ratio; flag 16384: each block's partial promoted). steep: A's every other 128-row block
+ * of an expert 2^-36 times the rest (a power of two: the same codes, the scales apart by 2^36),
+ * so that the rescaled accumulator is multiplied by 2^36 and back block after block. */
 static void run_fp8_wgrad(int E, int max_rows, int64_t m, int64_t n, int out_fp32, int accumulate,
-                          int half, int skip, int expert = 0) {
+                          int half, int skip, int expert = 0, int steep = 0) {
   gg_rng r = {test_seed() ^ 0xf8e1};
   gg_rows g = make_rows(&r, E, max_rows, 1);
   const int64_t m_pad = MOK_GG_FP8_SCALE_ROWS(g.m_total), am = half ? 2 * m : m;
   std::vector<uint16_t> a(g.m_total * am), b(g.m_total * n);
   fill_bf16(&r, a, 1.0f);
   fill_bf16(&r, b, 3.0f);
+  for (int e = 0; steep && e < E; ++e)
+    for (int rr = 128; rr < g.count[e]; rr += 256)
+      for (int q = rr; q < rr + 128 && q < g.count[e]; ++q)
+        for (int64_t c = 0; c < am; ++c) {
+          uint16_t *v = &a[(size_t)(g.offset[e] + q) * am + c];
+          *v = f2bf(bf2f(*v) * 0x1p-36f);
+        }
   nan_padding(g, a, am);
   nan_padding(g, b, n);
   std::vector<int32_t> cnt_dev(g.count);
@@ -1321,9 +1331,9 @@ static void run_fp8_wgrad(int E, int max_rows, int64_t m, int64_t n, int out_fp3
     }
   }
   const double err = sqrt(re.num / (re.den > 0 ? re.den : 1));
-  printf("    fp8 wgrad E %d m %lld n %lld fp32 %d acc %d half %d skip %d expert %d: rel err %.3e, "
-         "kept %d\n", E, (long long)m, (long long)n, out_fp32, accumulate, half, skip, expert, err,
-         kept);
+  printf("    fp8 wgrad E %d m %lld n %lld fp32 %d acc %d half %d skip %d expert %d steep %d "
+         "flags %d: rel err %.3e, kept %d\n", E, (long long)m, (long long)n, out_fp32, accumulate,
+         half, skip, expert, steep, gg_tuning_flags(), err, kept);
   CHECK(re.nan == 0 && err < (out_fp32 ? 5e-3 : 1e-2) && kept);
   cudaFree(qa); cudaFree(qb); cudaFree(sa); cudaFree(sb); cudaFree(dw);
   cudaFree(doff); cudaFree(dcnt); cudaFree(dcnt_call);
@@ -1348,6 +1358,19 @@ static void test_gg_fp8_wgrad(void) {
   run_fp8_wgrad(7, 300, 256, 128, 1, 1, 0, 1, 2);
   run_fp8_wgrad(4, 700, 384, 640, 0, 0, 0, 0, 2);
   run_fp8_wgrad(3, 450, 256, 640, 1, 0, 1, 0, 2);
+  /* the rescaled accumulator across token blocks 2^36 apart, up and down */
+  run_fp8_wgrad(4, 700, 256, 384, 1, 0, 0, 0, 2, 1);
+  run_fp8_wgrad(3, 900, 128, 256, 0, 0, 0, 0, 2, 1);
+  /* flag 16384: B per expert, each block's partial promoted (the previous default) */
+  gg_set_tuning(0, 0, 0, 16384);
+  run_fp8_wgrad(6, 300, 256, 384, 1, 0, 0, 0, 2);
+  run_fp8_wgrad(7, 300, 256, 128, 1, 1, 0, 1, 2);
+  run_fp8_wgrad(4, 700, 384, 640, 0, 0, 0, 0, 2, 1);
+  /* flag 512: rescaled, the warpgroups issuing without turns */
+  gg_set_tuning(0, 0, 0, 512);
+  run_fp8_wgrad(6, 300, 256, 384, 1, 0, 0, 0, 2, 1);
+  run_fp8_wgrad(3, 450, 256, 640, 0, 0, 1, 0, 2);
+  gg_restore_tuning();
   /* refused */
   CHECK_STATUS(mok_gg_fp8_wgrad(NULL, NULL, 128, NULL, NULL, 128, NULL, 1, 0, 0, NULL, NULL, 1, 128,
                                 128, 128, 0),
