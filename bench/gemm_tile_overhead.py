@@ -126,9 +126,12 @@ def k_sweep(lib, rounds, iters):
 
 
 def nvsmi_start(path):
+    """nvidia-smi sampling the GPU this process runs on (the first visible one: an index or a
+    UUID, both of which -i takes)."""
+    visible = os.environ.get("CUDA_VISIBLE_DEVICES", "").split(",")[0].strip() or "0"
     return subprocess.Popen(
         ["nvidia-smi", "--query-gpu=timestamp,clocks.sm,power.draw,temperature.gpu",
-         "--format=csv,noheader,nounits", "-lms", "50", "-i", "0", "-f", path])
+         "--format=csv,noheader,nounits", "-lms", "50", "-i", visible, "-f", path])
 
 
 def parse_samples(path):

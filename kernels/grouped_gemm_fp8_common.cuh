@@ -19,8 +19,8 @@ enum { F8_FWD = 0, F8_SWIGLU = 1 };
 #define F8_BK 128 /* fp8 elements = bytes: one 128-byte swizzled row */
 #define F8_MAX_EXPERTS 256
 /* An accumulator kept in units of the current K block's scale c and multiplied by c_prev / c_new
- * before each block (the 256-column kernel, grouped_gemm_fp8_wide.cuh; the weight gradient's
- * mode 2): each c is held to at least F8_RESCALE_DROP times the previous one and to
+ * before each block (the 256-column kernel, grouped_gemm_fp8_wide.cuh; the weight gradient with
+ * expert_scales 2): each c is held to at least F8_RESCALE_DROP times the previous one and to
  * F8_RESCALE_FLOOR, so that the ratio never blows the sum up and its reciprocal is a normal
  * float. */
 #define F8_RESCALE_FLOOR 0x1p-126f
@@ -138,8 +138,8 @@ __device__ __forceinline__ uint32_t f8_pack4(const float *v, float inv) {
  * the block's amax by shuffles, scale f8_scale_of(amax), the eight codes to *q (8 bytes), the
  * scale to *scale from the half-warp's first lane. Every lane of the warp calls it (the
  * shuffles); active says whether this one stores. The one quantizer of 1x128 activation blocks in
- * registers: gg_quant_act_kernel and the SwiGLU backward's fused quantization share it, so their
- * codes agree bit for bit. */
+ * registers: gg_quant_act_kernel, the FP8 reverse combine and the SwiGLU backward's fused
+ * quantization share it, so their codes agree bit for bit. */
 __device__ __forceinline__ void f8_quant_block8(const float *v, uint8_t *q, float *scale, int lane,
                                                 bool active) {
   float amax = 0.0f;

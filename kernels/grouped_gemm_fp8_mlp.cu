@@ -161,7 +161,9 @@ __device__ __forceinline__ int64_t mlp_piece_row(const f8_params &pg, const int3
 }
 
 /* The rank row's source token lives on (-1 for a padding row), and in *token the token's row in
- * that rank's staged x. int32 arithmetic: a slot is the int32 (rank * T + t) * k + j. */
+ * that rank's staged x: schedule_core.h's mok_sched_slot_rank / _token in int32 arithmetic (a
+ * slot is the int32 (rank * T + t) * k + j), which the pulling warps' 40 registers need (the
+ * int64 decoding spills 24 more bytes there). */
 __device__ __forceinline__ int mlp_src_rank(const mlp_pull &pl, int64_t row, int *token) {
   const int32_t slot = pl.row_src[row];
   if (slot < 0) return -1;

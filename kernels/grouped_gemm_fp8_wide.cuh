@@ -69,7 +69,7 @@
 #define F8W_SMEM (F8W_EPI_OFF + 2 * 8192)
 #define F8W_THREADS 384
 #define F8W_BAR_TURN 4 /* named barriers 4 and 5: warpgroup 0's and warpgroup 1's turn to issue */
-/* Timing probe, never a result (docs/PERF.md, "the rescale's multiplies"): built with
+/* Timing probe, never a result (docs/PERF.md, grouped GEMM, "Under the power cap"): built with
  * -DF8W_PROBE_RESCALE=1 the main loop skips the rescale's multiplies, with 2 it keeps only the
  * low half's. 0, the default: the kernel as described above. */
 #ifndef F8W_PROBE_RESCALE

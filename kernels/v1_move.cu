@@ -272,21 +272,13 @@ __global__ void __launch_bounds__(WARPS_FEW * 32) reverse_combine_fp8_kernel(v1_
       for (int b = 0; b < RC_BATCH; ++b) {
         if ((it0 + b) * 32 >= nv) break; /* the same for the whole warp */
         const int64_t i = (it0 + b) * 32 + lane;
-        float f[8], amax = 0.0f, fw[8];
+        float f[8], fw[8];
         v1_unpack8(v[b], f);
 #pragma unroll
-        for (int j = 0; j < 8; ++j) {
-          amax = fmaxf(amax, fabsf(f[j]));
-          fw[j] = w * f[j];
-        }
-#pragma unroll
-        for (int o = 8; o > 0; o >>= 1) amax = fmaxf(amax, __shfl_xor_sync(0xffffffffu, amax, o));
-        if (i >= nv) continue;
-        const float scale = f8_scale_of(amax), inv = 1.0f / scale;
-        dst[i] = v1_pack8(fw);
-        *(uint2 *)(q + row * r.hidden + i * 8) =
-            make_uint2(f8_pack4(f, inv), f8_pack4(f + 4, inv));
-        if ((lane & 15) == 0) scales[(i / 16) * m_pad + row] = scale;
+        for (int j = 0; j < 8; ++j) fw[j] = w * f[j];
+        f8_quant_block8(f, q + row * r.hidden + i * 8, scales + (i / 16) * m_pad + row, lane,
+                        i < nv);
+        if (i < nv) dst[i] = v1_pack8(fw);
       }
     }
     if (lane == 0) rw_rows[row] = w;
