@@ -58,6 +58,11 @@ struct mok_workspace {
                                 unweighted d_act product (config fp8_fused_router_grad); the
                                 forward then keeps no outputs                               */
   float *rw_rows;            /*   each row's router weight [rows]                           */
+  float *dsw_scales;         /*   the SwiGLU backward in d_act's epilogue (FP8, fused d_rw,
+                                mok_gpu_fp8_dswiglu): dgu's 1x128 scales [2I/128][rows_pad]
+                                (its codes go to d_a, which it leaves unused), and the d_rw
+                                parts [I/256][rows]; else NULL                               */
+  float *dsw_part;
   void *s8_w, *s8_wt;        /* FP8 shared expert (config fp8_shared_expert; else NULL): its
                                 weights quantized at each call, gate, up [Is, H], down [H, Is]
                                 e4m3, and the backward's gate | up [H, 2Is], down [Is, H]     */
@@ -143,6 +148,7 @@ mok_status mok_gpu_experts_forward_fp8(mok_schedule *s, const mok_weights *wt, i
                                        cudaStream_t stream);
 int mok_gpu_fp8_mlp_one_launch(const mok_workspace *w);
 int mok_gpu_fp8_pull_inside(const mok_workspace *w);
+int mok_gpu_fp8_dswiglu(const mok_workspace *w);
 /* MOK_PATH_FUSED: the forward experts with the dispatch inside gate+up (recv_x filled from the
  * peers' staged x by the kernel's comm CTAs, x staged on every rank before; w->ready is zeroed
  * here) and, when push, the combine push in down's epilogues (out_rows also in the source ranks'

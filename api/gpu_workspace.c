@@ -265,7 +265,14 @@ mok_status mok_workspace_create(mok_group *g, const mok_shape *s, const mok_conf
   /* FP8, the router-weight gradient inside the SwiGLU backward (config fp8_fused_router_grad):
    * each row's router weight */
   const int fused_drw = fp8 && c->fp8_fused_router_grad;
-  if (fused_drw) LOC(o_rwr, rows * 4);
+  size_t o_dsws = 0, o_dswp = 0;
+  if (fused_drw) {
+    LOC(o_rwr, rows * 4);
+    if (mok_gg_fp8_dswiglu_supported(I)) { /* the SwiGLU backward in d_act's epilogue */
+      LOC(o_dsws, 2 * I / 128 * rows_pad * 4);
+      LOC(o_dswp, mok_gg_fp8_dswiglu_part_floats(rows, I) * 4);
+    }
+  }
   /* FP8 weight gradients: both operands of each, quantized along the tokens and transposed */
   const int fp8_wgrad = fp8 && c->fp8_weight_grads;
   const int64_t wa_rows = q_cols, wb_rows = H > I ? H : I; /* max(H, 2I), max(H, I) */
@@ -318,6 +325,10 @@ mok_status mok_workspace_create(mok_group *g, const mok_shape *s, const mok_conf
   if (fused_drw) {
     w->fp8_fused_drw = 1;
     w->rw_rows = (float *)(L + o_rwr);
+    if (o_dsws) {
+      w->dsw_scales = (float *)(L + o_dsws);
+      w->dsw_part = (float *)(L + o_dswp);
+    }
   }
   if (fp8_wgrad) {
     w->fp8_wgrad = 1;

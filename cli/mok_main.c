@@ -63,6 +63,7 @@ static void usage(FILE *f) {
           "                         tiles as soon as their rows are ready; 8192: the FP8\n"
           "                         dispatch inside that launch; 16384: the FP8 weight\n"
           "                         gradient promoting each token block's partial;\n"
+          "                         32768: the FP8 SwiGLU backward in d_act's epilogue;\n"
           "                         see kernels/grouped_gemm_tmap.h)\n");
 }
 
@@ -127,7 +128,7 @@ static int parse_run(int argc, char **argv, cli_options *o) {
     else if (strcmp(a, "--fp8-shared") == 0) bad = parse_int(a, v, 0, 1, &n), o->config.fp8_shared_expert = (int)n;
     else if (strcmp(a, "--ring-mb") == 0) bad = parse_int(a, v, 0, 1LL << 30, &n), o->config.ring_bytes = n << 20;
     else if (strcmp(a, "--gg-cluster") == 0) bad = parse_int(a, v, 0, 2, &n), o->gg_cluster = (int)n;
-    else if (strcmp(a, "--gg-flags") == 0) bad = parse_int(a, v, 0, 32767, &n), o->gg_flags = (int)n;
+    else if (strcmp(a, "--gg-flags") == 0) bad = parse_int(a, v, 0, 65535, &n), o->gg_flags = (int)n;
     else if (strcmp(a, "--routing") == 0) {
       if (strcmp(v, "uniform") == 0) o->routing = CLI_ROUTING_UNIFORM;
       else if (strcmp(v, "zipf") == 0) o->routing = CLI_ROUTING_ZIPF;

@@ -541,6 +541,76 @@ extern "C" mok_status mok_gg_fp8_fwd_pushed(const void *a, const float *a_scales
                 k, push, stream);
 }
 
+/* ---- d_act with the SwiGLU backward in the epilogue (kernels/fused_comm.h) ---- */
+
+extern "C" int64_t mok_gg_fp8_dswiglu_part_floats(int64_t m_total, int64_t inter) {
+  return inter / 256 * m_total;
+}
+
+/* d_rw of every real row: its n_tiles parts added in column order, into its slot. */
+__global__ void f8_dsw_drw_kernel(const float *part, int n_tiles, int64_t m_total,
+                                  const int32_t *used, mok_gg_move q) {
+  const int64_t rows = *used < m_total ? *used : m_total;
+  const int64_t per_rank = q.tokens * q.top_k;
+  for (int64_t row = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; row < rows;
+       row += (int64_t)gridDim.x * blockDim.x) {
+    const int32_t slot = q.row_src[row];
+    if (slot < 0) continue;
+    float sum = 0.0f;
+    for (int t = 0; t < n_tiles; ++t) sum += part[(int64_t)t * m_total + row];
+    char *base = q.peer_base[mok_sched_slot_rank(slot, q.tokens, q.top_k)] + q.peer_off;
+    ((float *)base)[slot % per_rank] = sum;
+  }
+  __threadfence_system(); /* the slots, before the cross-rank barrier after the kernel */
+}
+
+extern "C" int mok_gg_fp8_dswiglu_supported(int64_t inter) {
+  return inter % 256 == 0 && f8_wide(0);
+}
+
+extern "C" mok_status mok_gg_fp8_dact_dswiglu(const mok_gg_fp8_dswiglu *m, cudaStream_t stream) {
+  if (!m || !m->dy || !m->dy_scales || !m->w_down_t || !m->w_down_t_scales || !m->preact ||
+      !m->act || !m->act_scales || !m->rw || !m->dgu || !m->q || !m->q_scales || !m->part ||
+      !m->drw)
+    return MOK_ERR_INVALID_ARGUMENT;
+  const int64_t mt = m->m_total, inter = m->inter, hidden = m->hidden;
+  GG_TRY(f8_check(m->expert_offset, m->expert_count, m->num_experts, mt, inter, hidden));
+  if (((uintptr_t)m->dy_scales & 15) || ((uintptr_t)m->preact & 15) || ((uintptr_t)m->act & 7) ||
+      ((uintptr_t)m->dgu & 15) || ((uintptr_t)m->q & 7))
+    return MOK_ERR_MISALIGNED;
+  if (m->use_limit && !(m->limit > 0.0f)) return MOK_ERR_INVALID_ARGUMENT;
+  if (!gg_move_ok(m->drw, 1)) return MOK_ERR_INVALID_ARGUMENT;
+  if (!mok_gg_fp8_dswiglu_supported(inter)) return MOK_ERR_NOT_SUPPORTED;
+  CUtensorMap ta, tb;
+  GG_TRY(gg_make_tmap_2d(&ta, m->dy, mt, hidden, 1, F8_BM(2), 128));
+  GG_TRY(gg_make_tmap_2d(&tb, m->w_down_t, (int64_t)m->num_experts * inter, hidden, 1, 64, 128));
+  f8_params p = {};
+  p.offset = m->expert_offset;
+  p.count = m->expert_count;
+  p.a_scales = m->dy_scales;
+  p.b_scales0 = p.b_scales1 = m->w_down_t_scales;
+  p.num_experts = m->num_experts;
+  p.k_blocks = (int)(hidden / F8_BK);
+  p.m_pad = (int)f8_m_pad(mt);
+  p.b_rows = p.n_out = (int)inter;
+  p.use_limit = m->use_limit != 0;
+  p.limit = m->limit;
+  p.dsw.preact = (const uint16_t *)m->preact;
+  p.dsw.act = (const uint8_t *)m->act;
+  p.dsw.act_scales = m->act_scales;
+  p.dsw.rw = m->rw;
+  p.dsw.dgu = (uint16_t *)m->dgu;
+  p.dsw.q = (uint8_t *)m->q;
+  p.dsw.q_scales = m->q_scales;
+  p.dsw.part = m->part;
+  p.dsw.m_total = mt;
+  GG_TRY(f8_wide_launch(F8_DSWIGLU, 1, &ta, &tb, &tb, &ta, &ta, p, mt, stream));
+  const int64_t blocks = (mt + 255) / 256;
+  f8_dsw_drw_kernel<<<(unsigned)(blocks < 4096 ? blocks : 4096), 256, 0, stream>>>(
+      m->part, (int)(inter / 256), mt, m->expert_offset + m->num_experts, *m->drw);
+  return cudaGetLastError() == cudaSuccess ? MOK_SUCCESS : MOK_ERR_CUDA;
+}
+
 static mok_status f8_gate_up(const void *x, const float *x_scales, const void *w_gate,
                              const float *w_gate_scales, const void *w_up, const float *w_up_scales,
                              void *act, void *preact, void *q_act, float *q_scales,

@@ -14,7 +14,12 @@
 #include "kernels/grouped_gemm_common.cuh"
 #include "kernels/hopper_ptx.cuh"
 
-enum { F8_FWD = 0, F8_SWIGLU = 1 };
+/* FWD: c = a b^T; SWIGLU: gate+up with the SwiGLU epilogue; DSWIGLU: c = a b^T as FWD (the
+ * backward's d_act), with the SwiGLU backward in the epilogue (kernels/grouped_gemm_fp8_dswiglu.cuh) */
+enum { F8_FWD = 0, F8_SWIGLU = 1, F8_DSWIGLU = 2 };
+
+/* Whether MODE's tiles load as FWD's: 256 columns of one weight. */
+#define F8_FWD_LOADS(MODE) ((MODE) != F8_SWIGLU)
 
 #define F8_BK 128 /* fp8 elements = bytes: one 128-byte swizzled row */
 #define F8_MAX_EXPERTS 256
@@ -25,6 +30,21 @@ enum { F8_FWD = 0, F8_SWIGLU = 1 };
  * float. */
 #define F8_RESCALE_FLOOR 0x1p-126f
 #define F8_RESCALE_DROP 0x1p-40f
+
+/* DSWIGLU's epilogue operands: the forward's pre-activations and activations, the router weights;
+ * what it writes: dgu in bf16 and quantized 1x128 (the dx product's A operand), and the parts of
+ * the router-weight gradient. */
+typedef struct {
+  const uint16_t *preact;  /* [m_total, 2 n_out] bf16: g | u                                   */
+  const uint8_t *act;      /* [m_total, n_out] e4m3, scales act_scales [n_out / 128][m_pad]   */
+  const float *act_scales;
+  const float *rw;         /* [m_total]: each row's router weight                              */
+  uint16_t *dgu;           /* [m_total, 2 n_out] bf16: dg | du                                 */
+  uint8_t *q;              /* [m_total, 2 n_out] e4m3, scales q_scales [2 n_out / 128][m_pad]  */
+  float *q_scales;
+  float *part;             /* [n_tiles][m_total]: each tile's part of a row's d_rw             */
+  int64_t m_total;
+} f8_dsw;
 
 typedef struct {
   const int32_t *offset, *count;
@@ -54,6 +74,7 @@ typedef struct {
                             stored from registers instead of staged boxes and TMA stores     */
   int d_early;           /* the one-launch MLP: down tiles claimed as soon as their rows are
                             ready, between gate+up tiles (else once gate+up ran out)         */
+  f8_dsw dsw;            /* DSWIGLU only                                                     */
 } f8_params;
 
 /* Host check of one FP8 product's row layout and sizes: e experts' offsets and counts, m_total

@@ -108,7 +108,7 @@ static mok_status f8w_launch_mode(const CUtensorMap *a, const CUtensorMap *b0,
 mok_status f8_wide_launch(int mode, int cl, const CUtensorMap *a, const CUtensorMap *b0,
                           const CUtensorMap *b1, const CUtensorMap *c, const CUtensorMap *q,
                           f8_params p, int64_t m_total, cudaStream_t stream) {
-  if (mode == F8_FWD) {
+  if (mode != F8_SWIGLU) {
     if (p.n_out % 256) return MOK_ERR_NOT_SUPPORTED;
     p.n_tiles = p.n_out / 256;
   } else {
@@ -128,7 +128,9 @@ mok_status f8_wide_launch(int mode, int cl, const CUtensorMap *a, const CUtensor
     /* pairs: each expert's odd tile count leaves at most one half-empty pair */
     const int units = cl == 2 ? (max_tiles + p.num_experts * p.n_tiles) / 2 + 1 : max_tiles;
     mok_status st;
-    if (mode == F8_FWD)
+    if (mode == F8_DSWIGLU) /* its epilogue's counts are per 64 rows of one CTA: no pairs */
+      st = f8w_launch_mode<F8_DSWIGLU, 1>(a, b0, b1, c, q, p, units, stream);
+    else if (mode == F8_FWD)
       st = cl == 2 ? f8w_launch_mode<F8_FWD, 2>(a, b0, b1, c, q, p, units, stream)
                    : f8w_launch_mode<F8_FWD, 1>(a, b0, b1, c, q, p, units, stream);
     else

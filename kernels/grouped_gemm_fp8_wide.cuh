@@ -3,7 +3,9 @@
  * loop and epilogue (f8w_consume_tile). Two kernels walk tiles with them: the grouped GEMM's own
  * (grouped_gemm_fp8_wide.cu, the default for every product whose columns split into 256; f8_wide
  * in grouped_gemm_fp8.cu says why) and the routed experts' forward MLP in one launch
- * (grouped_gemm_fp8_mlp.cu).
+ * (grouped_gemm_fp8_mlp.cu). Tile kinds: FWD (c = a b^T, 256 columns of one weight), SWIGLU
+ * (gate+up: 128 columns of each), DSWIGLU (FWD's loads, the SwiGLU backward in the epilogue:
+ * grouped_gemm_fp8_dswiglu.cuh).
  *
  * Why: with m64n128k32 every consumer warpgroup re-reads the whole B tile from shared memory, so
  * operand reads plus TMA fills come near the shared-memory bandwidth (docs/PERF.md). m64n256k32
@@ -55,6 +57,7 @@
 #include "kernels/grouped_gemm.h"
 #include "kernels/grouped_gemm_common.cuh"
 #include "kernels/grouped_gemm_fp8_common.cuh"
+#include "kernels/grouped_gemm_fp8_dswiglu.cuh"
 #include "kernels/gemm_tile_scheduler.h"
 #include "kernels/hopper_ptx.cuh"
 
@@ -116,14 +119,14 @@ __device__ __forceinline__ void f8w_scale_half(float *y, float f0, float f1) {
 template <int MODE>
 __device__ __forceinline__ int f8w_scales_at(const f8_params &p, gg_tile t) {
   const int bexp = p.expert_base + t.expert;
-  return (bexp * (p.b_rows / 128) + (MODE == F8_FWD ? 2 : 1) * t.n_tile) * p.k_blocks;
+  return (bexp * (p.b_rows / 128) + (F8_FWD_LOADS(MODE) ? 2 : 1) * t.n_tile) * p.k_blocks;
 }
 /* The weight scales of K block kb of the tile whose scales start at off: low and high half. */
 template <int MODE>
 __device__ __forceinline__ void f8w_load_scales(const f8_params &p, int off, int kb, float *lo,
                                                 float *hi) {
   *lo = __ldg(p.b_scales0 + off + kb);
-  *hi = __ldg(MODE == F8_FWD ? p.b_scales0 + off + p.k_blocks + kb : p.b_scales1 + off + kb);
+  *hi = __ldg(F8_FWD_LOADS(MODE) ? p.b_scales0 + off + p.k_blocks + kb : p.b_scales1 + off + kb);
 }
 
 /* A position in the stage ring: the stage and its phase parity. */
@@ -153,7 +156,7 @@ __device__ __forceinline__ void f8w_produce_tile(const f8_params &p, const CUten
       p.offset[t.expert] + (p.count[t.expert] > m_tile * F8W_BM ? m_tile * F8W_BM : 0);
   const int bexp = p.expert_base + t.expert;
   /* B rows: FWD 256 output columns; SWIGLU 128 gate rows, then the same 128 up rows */
-  const int n0 = bexp * p.b_rows + t.n_tile * (MODE == F8_FWD ? 256 : 128);
+  const int n0 = bexp * p.b_rows + t.n_tile * (F8_FWD_LOADS(MODE) ? 256 : 128);
   for (int kb = 0; kb < p.k_blocks; ++kb) {
     mbar_wait(empty0 + 8 * r.stage, r.phase ^ 1);
     const uint32_t full = full0 + 8 * r.stage;
@@ -165,7 +168,7 @@ __device__ __forceinline__ void f8w_produce_tile(const f8_params &p, const CUten
 #pragma unroll
     for (int j = 0; j < 4; ++j) {
       const CUtensorMap *mb = MODE == F8_SWIGLU && j >= 2 ? tm_b1 : tm_b0;
-      const int row = MODE == F8_FWD ? n0 + 64 * j : n0 + 64 * (j & 1);
+      const int row = F8_FWD_LOADS(MODE) ? n0 + 64 * j : n0 + 64 * (j & 1);
       if (CL == 1) tma_load_2d(sb + 8192 * j, mb, full, k0, row);
       else if ((j >> 1) == rank)
         tma_load_2d_multicast(sb + 8192 * j, mb, full, k0, row, (uint16_t)3);
@@ -267,6 +270,7 @@ __device__ __forceinline__ void f8w_consume_tile(const f8_params &p, const f8_pa
       s.first = false;
       f8w_advance(s.ring);
     }
+    if (MODE == F8_DSWIGLU) f8_dsw_zero(p, wtid, row0, tile.n_tile);
     f8w_signal(c, signal);
     if (next_ws >= 0) f8w_load_scales<NMODE>(pn, next_ws, 0, &s.bl, &s.bh);
     return;
@@ -304,6 +308,8 @@ __device__ __forceinline__ void f8w_consume_tile(const f8_params &p, const f8_pa
     f8w_turn_pass(c.turns, cwg, last_turn && kb == kbs - 1);
     s.first = false;
     if (kb == (kbs > 1 ? 1 : 0)) f8w_signal(c, signal);
+    if (MODE == F8_DSWIGLU && kb == (kbs > 8 ? kbs - 8 : 0))
+      f8_dsw_prefetch(p, wtid, row0, tile.n_tile, rows);
     c00 = n00, c10 = n10, c01 = n01, c11 = n11;
     prev = s.ring.stage;
     f8w_advance(s.ring);
@@ -315,7 +321,9 @@ __device__ __forceinline__ void f8w_consume_tile(const f8_params &p, const f8_pa
   f8w_scale_half(y + 64, c01, c11);
 
   const uint32_t epi = c.smem_base + F8W_EPI_OFF + cwg * 8192; /* the warpgroup's staging box */
-  if (MODE == F8_FWD) {
+  if (MODE == F8_DSWIGLU) {
+    f8_dsw_epilogue(y, epi, p, wtid, cwg, row0, tile.n_tile, rows);
+  } else if (MODE == F8_FWD) {
     const int col0 = tile.n_tile * 256;
     if (p.c0 && !tma_c) f8_store_direct<0, 32>(y, p.c0, p.n_out, row0, col0, rows, wtid);
     if (tma_c || p.push) { /* four 64-column passes through the staging box */

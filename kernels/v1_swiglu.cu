@@ -8,6 +8,7 @@
 #include "kernels/v1_kernels.h"
 #include "kernels/v1_random.h"
 #include "kernels/v1_route.cuh"
+#include "kernels/swiglu_bwd.cuh"
 
 __device__ __forceinline__ int64_t rows_of(int64_t rows_max, const int32_t *rows_dev) {
   if (!rows_dev) return rows_max;
@@ -39,25 +40,6 @@ __global__ void swiglu_fwd_kernel(const float *g, const float *u, bf16 *a, int64
     }
     ((uint4 *)a)[i] = v1_pack8(fa);
   }
-}
-
-/* Eight columns of the SwiGLU backward: d/dg and d/du, bf16-packed, from d_act fd and the
- * pre-activations fg, fu. */
-__device__ __forceinline__ void swiglu_bwd8_packed(const float *fd, const float *fg, const float *fu,
-                                                   uint4 *pg, uint4 *pu, int use_limit, float L) {
-  float dg[8], du[8];
-#pragma unroll
-  for (int q = 0; q < 8; ++q) {
-    float gc = use_limit ? fminf(fg[q], L) : fg[q];
-    float uc = use_limit ? fminf(fmaxf(fu[q], -L), L) : fu[q];
-    float s = 1.0f / (1.0f + expf(-gc));
-    float silu = gc * s;
-    float dsilu = s * (1.0f + gc * (1.0f - s));
-    dg[q] = (use_limit && fg[q] > L) ? 0.0f : fd[q] * uc * dsilu;
-    du[q] = (use_limit && (fu[q] > L || fu[q] < -L)) ? 0.0f : fd[q] * silu;
-  }
-  *pg = v1_pack8(dg);
-  *pu = v1_pack8(du);
 }
 
 /* Eight columns c*8.. of one row: d/dg into row[c], d/du into row[nv + c] (16-byte words). */

@@ -11,6 +11,7 @@
 #include <string.h>
 #include <cuda_runtime_api.h>
 #include "mok_reference.h"
+#include "api/gpu_internal.h"
 #include "kernels/grouped_gemm_tmap.h"
 #include "tests/gpu/gpu_test.h"
 #include "tests/gpu/layer_harness.h"
@@ -181,9 +182,10 @@ static void fp8_case(lh_case c, const char *label) {
     /* the dispatch pulled inside the expert MLP's launch (tuning flag 8192; by default a kernel
      * of its own, beside the shared expert): the same y, bit for bit */
     cudaMemset(y2, 0xFF, (size_t)(T * H * 2 + 16));
-    gg_set_tuning(0, 0, 0, 8192);
+    const int flags0 = gg_tuning_flags(); /* a test's own flags stay set around it */
+    gg_set_tuning(0, 0, 0, flags0 | 8192);
     CHECK_STATUS(mok_forward(e.s, &wt, d.x, d.rw, y2, e.stream), MOK_SUCCESS);
-    gg_set_tuning(0, 0, 0, 0);
+    gg_set_tuning(0, 0, 0, flags0);
     CHECK(cudaStreamSynchronize(e.stream) == cudaSuccess);
     CHECK_STATUS(lh_device_error(e.ws), MOK_SUCCESS);
     cudaMemcpy(yb2, y2, (size_t)(T * H) * 2, cudaMemcpyDeviceToHost);
@@ -326,6 +328,33 @@ GPU_TEST(layer_fp8_wgrad_expert) {
   fp8_mode_cases(c, "fp8, per-expert wgrad", "fp8, per-expert wgrad, zipf", 0);
   c.wgrad_mode = 3;
   fp8_mode_cases(c, "fp8, per-expert act wgrad", "fp8, per-expert act wgrad, zipf", 0);
+}
+
+/* The SwiGLU backward in d_act's epilogue (tuning flag 32768; where the intermediate size splits
+ * into 256 columns), with the FP8 weight gradients and with the bf16 ones, whose route reuses the
+ * buffer that holds dx's operand there (dx then runs before them): every gradient against the
+ * reference, a second backward and a one-region ring's bit for bit, as fp8_case checks. */
+GPU_TEST(layer_fp8_dswiglu_epilogue) {
+  gg_set_tuning(0, 0, 0, 32768);
+  lh_case c = lh_base_case();
+  c.T = 301; c.Is = 128; c.H = 384; c.I = 256;
+  lh_case q = c; /* the layer takes that route here, not the row kernel's */
+  q.dtype = MOK_DTYPE_FP8_BLOCK128;
+  lh_setup u;
+  mok_status st;
+  if (lh_setup_open(gpu_ctx.group, &u, &q, "fp8 SwiGLU bwd in d_act: route", &st)) {
+    CHECK(st == MOK_SUCCESS && mok_gpu_fp8_dswiglu(u.e.ws));
+    lh_setup_close(&u);
+  }
+  fp8_case(c, "fp8 SwiGLU bwd in d_act");
+  c.bf16_wgrad = 1;
+  fp8_case(c, "fp8 SwiGLU bwd in d_act, bf16 wgrad");
+  c.bf16_wgrad = 0;
+  c.route = MOK_ROUTE_ZIPF; c.E = 16; c.k = 4; c.T = 250; c.H = 256; c.I = 512; c.Is = 0;
+  c.use_limit = 1; c.limit = 0.75f;
+  c.tol = 3e-2; /* the clamp's bound (layer_fp8_zipf_clamp says why) */
+  fp8_case(c, "fp8 SwiGLU bwd in d_act, zipf+clamp");
+  gg_set_tuning(0, 0, 0, 0);
 }
 
 /* The router-weight gradient from the forward's kept outputs (config fp8_fused_router_grad = 0;
