@@ -600,7 +600,7 @@ int mok_gpu_fp8_mlp_one_launch(const mok_workspace *w) {
 }
 
 /* FP8 backward: whether d_act's epilogue runs the SwiGLU backward (tuning flag 32768, with the
- * fused d_rw, where the 256-column kernel covers the intermediate size). Measured 0.4-0.6 ms
+ * fused d_rw, where the 256-column kernel covers the intermediate size). Measured 0.4-0.7 ms
  * slower on the backward than the row kernel after d_act (docs/PERF.md), so opt-in. */
 int mok_gpu_fp8_dswiglu(const mok_workspace *w) {
   return w->fp8_fused_drw && w->dsw_scales && (gg_tuning_flags() & 32768) &&
