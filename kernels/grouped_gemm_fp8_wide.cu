@@ -128,7 +128,7 @@ mok_status f8_wide_launch(int mode, int cl, const CUtensorMap *a, const CUtensor
     /* pairs: each expert's odd tile count leaves at most one half-empty pair */
     const int units = cl == 2 ? (max_tiles + p.num_experts * p.n_tiles) / 2 + 1 : max_tiles;
     mok_status st;
-    if (mode == F8_DSWIGLU) /* its epilogue's counts are per 64 rows of one CTA: no pairs */
+    if (mode == F8_DSWIGLU) /* single CTAs only: the opt-in route has no cluster-pair variant */
       st = f8w_launch_mode<F8_DSWIGLU, 1>(a, b0, b1, c, q, p, units, stream);
     else if (mode == F8_FWD)
       st = cl == 2 ? f8w_launch_mode<F8_FWD, 2>(a, b0, b1, c, q, p, units, stream)

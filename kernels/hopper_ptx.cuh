@@ -244,12 +244,12 @@ MOK_DEV void bulk_load_1d(uint32_t dst, const void *src, uint32_t bytes, uint32_
       : "memory");
 }
 
-/* 1D bulk copy shared -> global of bytes (a multiple of 16), in this thread's bulk group. */
 /* bytes (a multiple of 16) from src into L2, nothing awaited */
 MOK_DEV void bulk_prefetch_l2(const void *src, uint32_t bytes) {
   asm volatile("cp.async.bulk.prefetch.L2.global [%0], %1;\n" ::"l"(src), "r"(bytes) : "memory");
 }
 
+/* 1D bulk copy shared -> global of bytes (a multiple of 16), in this thread's bulk group. */
 MOK_DEV void bulk_store_1d(void *dst, uint32_t src, uint32_t bytes) {
   asm volatile("cp.async.bulk.global.shared::cta.bulk_group [%0], [%1], %2;\n"
                ::"l"((uint64_t)dst), "r"(src), "r"(bytes)
