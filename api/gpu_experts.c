@@ -283,11 +283,11 @@ static mok_status fp8_backward_weight_grads(mok_schedule *s, const mok_grads *g,
                   stream);
 }
 
-/* FP8 backward with the SwiGLU backward in d_act's launch (mok_gpu_fp8_dswiglu): one launch
- * from the reverse combine's dy codes (fp8_q) to d_act (d_a), dgu (bf16, for the weight
- * gradients), its codes (in wq_a, the weight gradients' scratch) and scales (dsw_scales), and
- * d_rw in the slots; then dx = dgu [W_gate; W_up] (FP8), pushed, before the weight gradients
- * reuse wq_a. */
+/* FP8 backward with the SwiGLU backward in d_act's epilogue (mok_gpu_fp8_dswiglu): one launch
+ * from the reverse combine's dy codes (fp8_q) to dgu (bf16, for the weight gradients), its codes
+ * (in d_a, which this route leaves unused) and scales (dsw_scales), and d_rw in the slots; then
+ * dx = dgu [W_gate; W_up] (FP8), pushed, before the weight gradients, whose bf16 route reuses
+ * d_a. */
 static mok_status routed_experts_backward_fp8_dsw(mok_schedule *s, const mok_weights *wt,
                                                   const mok_grads *g, cudaStream_t stream) {
   mok_workspace *w = s->ws;
@@ -299,13 +299,13 @@ static mok_status routed_experts_backward_fp8_dsw(mok_schedule *s, const mok_wei
       .dy = w->fp8_q, .w_down_t = wt->w_down_t, .dy_scales = w->fp8_q_scales,
       .w_down_t_scales = wt->w_down_t_scale, .preact = s->g, .act = s->a,
       .act_scales = mok_fp8_scales_of(s->a, rows, I), .rw = w->rw_rows, .dgu = w->dgu,
-      .da = w->d_a, .q = w->wq_a, .q_scales = w->dsw_scales, .part = w->dsw_part,
+      .q = w->d_a, .q_scales = w->dsw_scales, .part = w->dsw_part,
       .drw = &drw, .expert_offset = off, .expert_count = cnt, .num_experts = w->el,
       .m_total = rows, .inter = I, .hidden = H, .use_limit = w->config.use_swiglu_limit,
       .limit = w->config.swiglu_limit};
   TRY(mok_gg_fp8_dact_dswiglu(&m, stream));
   const mok_gg_move push = fused_move(s, 1, 0);
-  TRY(mok_gg_fp8_fwd_pushed(w->wq_a, w->dsw_scales, wt->w_gate_up_t, wt->w_gate_up_t_scale, NULL,
+  TRY(mok_gg_fp8_fwd_pushed(w->d_a, w->dsw_scales, wt->w_gate_up_t, wt->w_gate_up_t_scale, NULL,
                             off, cnt, w->el, rows, H, 2 * I, &push, stream));
   return fp8_backward_weight_grads(s, g, off + w->el, stream);
 }
@@ -599,11 +599,11 @@ int mok_gpu_fp8_mlp_one_launch(const mok_workspace *w) {
   return !(gg_tuning_flags() & 2048) && mok_gg_fp8_mlp_supported((int)w->el, w->shape.hidden);
 }
 
-/* FP8 backward: whether d_act's launch runs the SwiGLU backward (tuning flag 32768, with the
- * fused d_rw and the FP8 weight gradients, where the 256-column kernel covers the intermediate
- * size). Opt-in until measured faster than the row kernel after d_act (docs/PERF.md). */
+/* FP8 backward: whether d_act's epilogue runs the SwiGLU backward (tuning flag 32768, with the
+ * fused d_rw, where the 256-column kernel covers the intermediate size). Measured 0.4-0.7 ms
+ * slower on the backward than the row kernel after d_act (docs/PERF.md), so opt-in. */
 int mok_gpu_fp8_dswiglu(const mok_workspace *w) {
-  return w->fp8_fused_drw && w->dsw_scales && w->wq_a && (gg_tuning_flags() & 32768) &&
+  return w->fp8_fused_drw && w->dsw_scales && (gg_tuning_flags() & 32768) &&
          mok_gg_fp8_dswiglu_supported(w->shape.intermediate);
 }
 

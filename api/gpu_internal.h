@@ -58,10 +58,10 @@ struct mok_workspace {
                                 unweighted d_act product (config fp8_fused_router_grad); the
                                 forward then keeps no outputs                               */
   float *rw_rows;            /*   each row's router weight [rows]                           */
-  float *dsw_scales;         /*   the SwiGLU backward in d_act's launch (FP8, fused d_rw,
+  float *dsw_scales;         /*   the SwiGLU backward in d_act's epilogue (FP8, fused d_rw,
                                 mok_gpu_fp8_dswiglu): dgu's 1x128 scales [2I/128][rows_pad]
-                                (its codes go to wq_a), and the d_rw parts [I/256][rows];
-                                else NULL                                                    */
+                                (its codes go to d_a, which it leaves unused), and the d_rw
+                                parts [I/256][rows]; else NULL                               */
   float *dsw_part;
   void *s8_w, *s8_wt;        /* FP8 shared expert (config fp8_shared_expert; else NULL): its
                                 weights quantized at each call, gate, up [Is, H], down [H, Is]

@@ -102,23 +102,22 @@ int mok_gg_fp8_mlp_supported(int num_experts, int64_t hidden);
 mok_status mok_gg_fp8_mlp_forward(const mok_gg_fp8_mlp *m, cudaStream_t stream);
 
 /* The FP8 backward's d_act = dy W_down (mok_gg_fp8_fwd on dy [m_total, hidden] e4m3 and the
- * transposed down weights [num_experts * inter, hidden], into da [m_total, inter] bf16) with the
- * SwiGLU backward in the same launch (kernels/grouped_gemm_fp8_dswiglu.cuh): from the forward's
- * pre-activations (preact
+ * transposed down weights [num_experts * inter, hidden]) with the SwiGLU backward in the
+ * epilogue (kernels/grouped_gemm_fp8_dswiglu.cuh): from the forward's pre-activations (preact
  * [m_total, 2 inter] bf16 g | u), its activations (act [m_total, inter] e4m3 with act_scales)
  * and each row's router weight rw, it writes dgu = [dg | du] of rw * d_act (bf16
  * [m_total, 2 inter]) and dgu quantized 1x128 (q, q_scales: the dx product's A operand), bit for
  * bit v1_swiglu_backward_rw's, and d_rw = dot(d_act, act) into each real row's slot (drw: a push
  * move whose peer_off is the [T * k] fp32 slots; each row's parts, one per 256 columns, in part
  * (mok_gg_fp8_dswiglu_part_floats), added in column order by a row kernel after the product).
- * Padding rows: zeros, zero codes, scale 1. Needs inter % 256 == 0 and the 256-column kernel
- * (mok_gg_fp8_dswiglu_supported). */
+ * Padding rows: zeros, zero codes, scale 1. d_act itself is not written. Needs inter % 256 == 0
+ * and the 256-column kernel (mok_gg_fp8_dswiglu_supported). */
 typedef struct {
   const void *dy, *w_down_t;
   const float *dy_scales, *w_down_t_scales;
   const void *preact, *act;
   const float *act_scales, *rw;
-  void *da, *dgu, *q;
+  void *dgu, *q;
   float *q_scales, *part;
   const mok_gg_move *drw;
   const int32_t *expert_offset, *expert_count;

@@ -570,8 +570,8 @@ extern "C" int mok_gg_fp8_dswiglu_supported(int64_t inter) {
 
 extern "C" mok_status mok_gg_fp8_dact_dswiglu(const mok_gg_fp8_dswiglu *m, cudaStream_t stream) {
   if (!m || !m->dy || !m->dy_scales || !m->w_down_t || !m->w_down_t_scales || !m->preact ||
-      !m->act || !m->act_scales || !m->rw || !m->da || !m->dgu || !m->q || !m->q_scales ||
-      !m->part || !m->drw)
+      !m->act || !m->act_scales || !m->rw || !m->dgu || !m->q || !m->q_scales || !m->part ||
+      !m->drw)
     return MOK_ERR_INVALID_ARGUMENT;
   const int64_t mt = m->m_total, inter = m->inter, hidden = m->hidden;
   GG_TRY(f8_check(m->expert_offset, m->expert_count, m->num_experts, mt, inter, hidden));
@@ -581,10 +581,9 @@ extern "C" mok_status mok_gg_fp8_dact_dswiglu(const mok_gg_fp8_dswiglu *m, cudaS
   if (m->use_limit && !(m->limit > 0.0f)) return MOK_ERR_INVALID_ARGUMENT;
   if (!gg_move_ok(m->drw, 1)) return MOK_ERR_INVALID_ARGUMENT;
   if (!mok_gg_fp8_dswiglu_supported(inter)) return MOK_ERR_NOT_SUPPORTED;
-  CUtensorMap ta, tb, tc;
+  CUtensorMap ta, tb;
   GG_TRY(gg_make_tmap_2d(&ta, m->dy, mt, hidden, 1, F8_BM(2), 128));
   GG_TRY(gg_make_tmap_2d(&tb, m->w_down_t, (int64_t)m->num_experts * inter, hidden, 1, 64, 128));
-  GG_TRY(gg_make_tmap_2d(&tc, m->da, mt, inter, 2, 64, 64));
   f8_params p = {};
   p.offset = m->expert_offset;
   p.count = m->expert_count;
@@ -596,8 +595,6 @@ extern "C" mok_status mok_gg_fp8_dact_dswiglu(const mok_gg_fp8_dswiglu *m, cudaS
   p.b_rows = p.n_out = (int)inter;
   p.use_limit = m->use_limit != 0;
   p.limit = m->limit;
-  p.c0 = p.c1 = (uint16_t *)m->da;
-  p.dsw.da = (const uint16_t *)m->da;
   p.dsw.preact = (const uint16_t *)m->preact;
   p.dsw.act = (const uint8_t *)m->act;
   p.dsw.act_scales = m->act_scales;
@@ -607,7 +604,7 @@ extern "C" mok_status mok_gg_fp8_dact_dswiglu(const mok_gg_fp8_dswiglu *m, cudaS
   p.dsw.q_scales = m->q_scales;
   p.dsw.part = m->part;
   p.dsw.m_total = mt;
-  GG_TRY(f8_wide_launch(F8_DSWIGLU, 1, &ta, &tb, &tb, &tc, &tc, p, mt, stream));
+  GG_TRY(f8_wide_launch(F8_DSWIGLU, 1, &ta, &tb, &tb, &ta, &ta, p, mt, stream));
   const int64_t blocks = (mt + 255) / 256;
   f8_dsw_drw_kernel<<<(unsigned)(blocks < 4096 ? blocks : 4096), 256, 0, stream>>>(
       m->part, (int)(inter / 256), mt, m->expert_offset + m->num_experts, *m->drw);

@@ -15,7 +15,7 @@
 #include "kernels/hopper_ptx.cuh"
 
 /* FWD: c = a b^T; SWIGLU: gate+up with the SwiGLU epilogue; DSWIGLU: c = a b^T as FWD (the
- * backward's d_act), with the SwiGLU backward in the same launch (grouped_gemm_fp8_dswiglu.cuh) */
+ * backward's d_act), with the SwiGLU backward in the epilogue (kernels/grouped_gemm_fp8_dswiglu.cuh) */
 enum { F8_FWD = 0, F8_SWIGLU = 1, F8_DSWIGLU = 2 };
 
 /* Whether MODE's tiles load as FWD's: 256 columns of one weight. */
@@ -31,11 +31,10 @@ enum { F8_FWD = 0, F8_SWIGLU = 1, F8_DSWIGLU = 2 };
 #define F8_RESCALE_FLOOR 0x1p-126f
 #define F8_RESCALE_DROP 0x1p-40f
 
-/* DSWIGLU's SwiGLU backward: its operands (d_act, the forward's pre-activations and activations,
- * the router weights) and what it writes: dgu in bf16 and quantized 1x128 (the dx product's A
- * operand), and the parts of the router-weight gradient. */
+/* DSWIGLU's epilogue operands: the forward's pre-activations and activations, the router weights;
+ * what it writes: dgu in bf16 and quantized 1x128 (the dx product's A operand), and the parts of
+ * the router-weight gradient. */
 typedef struct {
-  const uint16_t *da;      /* [m_total, n_out] bf16: d_act as the consumers stored it           */
   const uint16_t *preact;  /* [m_total, 2 n_out] bf16: g | u                                   */
   const uint8_t *act;      /* [m_total, n_out] e4m3, scales act_scales [n_out / 128][m_pad]   */
   const float *act_scales;

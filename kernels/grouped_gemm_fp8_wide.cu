@@ -23,10 +23,6 @@ __global__ void __launch_bounds__(F8W_THREADS, 1)
   extern __shared__ __align__(1024) uint8_t smem[];
   __shared__ __align__(8) uint64_t bars[2 * F8W_STAGES];
   __shared__ int32_t prefix[F8_MAX_EXPERTS + 1];
-  /* DSWIGLU: the ring that hands stored d_act blocks to the helper warps */
-  __shared__ __align__(8) uint64_t dsw_bars[2 * F8_DSW_SLOTS];
-  __shared__ int4 dsw_entry[F8_DSW_SLOTS];
-  __shared__ int dsw_head;
 
   const int tid = threadIdx.x;
   const int wg = tid >> 7;
@@ -36,27 +32,15 @@ __global__ void __launch_bounds__(F8W_THREADS, 1)
   const int E = p.num_experts;
   const int rank = CL > 1 ? (int)cluster_ctarank() : 0;
   const int unit0 = blockIdx.x / CL, ustride = gridDim.x / CL;
-  const bool tma_c = MODE == F8_DSWIGLU ||
-                     (!p.direct && (MODE == F8_FWD ? p.c0 != nullptr : p.has_preact != 0));
+  const bool tma_c = !p.direct && (MODE == F8_FWD ? p.c0 != nullptr : p.has_preact != 0);
   if (threadIdx.x == 32 && MODE == F8_SWIGLU && !p.direct) tma_prefetch_desc(&tm_act);
-  const f8_dsw_ring hand = {dsw_entry, &dsw_head, smem_u32(&dsw_bars[0]),
-                            smem_u32(&dsw_bars[F8_DSW_SLOTS])};
-  if (MODE == F8_DSWIGLU && tid == 0) { /* made visible by f8_cta_start's barrier */
-    for (int i = 0; i < F8_DSW_SLOTS; ++i) {
-      mbar_init(hand.full0 + 8 * i, 1);
-      mbar_init(hand.empty0 + 8 * i, F8_DSW_HELPERS);
-    }
-    dsw_head = 0;
-    fence_mbar_init();
-  }
   const int total = f8_cta_start<MODE, CL>(smem_base, full0, empty0, F8W_STAGES, 8 * CL, F8W_BM,
                                            &tm_a, &tm_b0, &tm_b1, tma_c ? &tm_c : NULL, p.count,
                                            E, p.n_tiles, prefix);
 
   if (wg == 0) {
     /* ------------------------------ producer ------------------------------ */
-    /* DSWIGLU: 56 registers for the helper warps' rows, 224 left to each consumer */
-    setmaxnreg_dec<MODE == F8_DSWIGLU ? 56 : 40>();
+    setmaxnreg_dec<40>();
     if (tid == 0) {
       f8w_ring r = {0, 0};
       int cursor = 0;
@@ -65,12 +49,10 @@ __global__ void __launch_bounds__(F8W_THREADS, 1)
         f8w_produce_tile<MODE, CL>(p, &tm_a, &tm_b0, &tm_b1, t, rank, smem_base, full0, empty0, r);
       }
       gg_producer_drain<CL>(empty0, F8W_STAGES, r.stage, r.phase);
-    } else if (MODE == F8_DSWIGLU && tid >= 32) { /* warps 1-3: the SwiGLU backward */
-      f8_dsw_helper(p, hand, (tid >> 5) - 1, tid & 31);
     }
   } else {
     /* ------------------------------ consumers ----------------------------- */
-    setmaxnreg_inc<MODE == F8_DSWIGLU ? 224 : 232>();
+    setmaxnreg_inc<232>();
     const f8w_consumer c = f8w_consumer_init(smem_base, full0, empty0, tid, p.turns != 0);
     f8w_cstate s = f8w_cstate_start();
     int cursor = 0;
@@ -94,9 +76,8 @@ __global__ void __launch_bounds__(F8W_THREADS, 1)
         ws_next = f8w_scales_at<MODE>(p, t);
       }
       f8w_consume_tile<MODE, MODE, CL>(p, p, &tm_c, &tm_act, c, tile, rank, ws, ws_next,
-                                       last_tile, s, y, nullptr, &hand);
+                                       last_tile, s, y);
     }
-    if (MODE == F8_DSWIGLU && c.wtid == 0) f8_dsw_hand_over(hand, 0, -1, 0); /* this one ended */
     if (c.wtid == 0) bulk_wait0(); /* the last TMA stores are done */
     if (MODE == F8_FWD && p.push)
       __threadfence_system(); /* the pushed rows, before the cross-rank barrier after the kernel */

@@ -4,8 +4,8 @@
  * (grouped_gemm_fp8_wide.cu, the default for every product whose columns split into 256; f8_wide
  * in grouped_gemm_fp8.cu says why) and the routed experts' forward MLP in one launch
  * (grouped_gemm_fp8_mlp.cu). Tile kinds: FWD (c = a b^T, 256 columns of one weight), SWIGLU
- * (gate+up: 128 columns of each), DSWIGLU (FWD's loads and stores, each stored block handed to
- * the producer warpgroup's idle warps for the SwiGLU backward: grouped_gemm_fp8_dswiglu.cuh).
+ * (gate+up: 128 columns of each), DSWIGLU (FWD's loads, the SwiGLU backward in the epilogue:
+ * grouped_gemm_fp8_dswiglu.cuh).
  *
  * Why: with m64n128k32 every consumer warpgroup re-reads the whole B tile from shared memory, so
  * operand reads plus TMA fills come near the shared-memory bandwidth (docs/PERF.md). m64n256k32
@@ -249,12 +249,9 @@ __device__ __forceinline__ void f8w_consume_tile(const f8_params &p, const f8_pa
                                                  const CUtensorMap *tm_act, const f8w_consumer &c,
                                                  gg_tile tile, int rank, int ws, int next_ws,
                                                  bool last_turn, f8w_cstate &s, float *y,
-                                                 int32_t *signal = nullptr,
-                                                 const f8_dsw_ring *hand = nullptr) {
-  /* through staged boxes and TMA stores (tm_c): FWD's c, SWIGLU's pre-activations, DSWIGLU's
-   * d_act (always: its helpers read it) */
-  const bool tma_c = MODE == F8_DSWIGLU ||
-                     (!p.direct && (MODE == F8_FWD ? p.c0 != nullptr : p.has_preact != 0));
+                                                 int32_t *signal = nullptr) {
+  /* through staged boxes and TMA stores (tm_c): FWD's c, SWIGLU's pre-activations */
+  const bool tma_c = !p.direct && (MODE == F8_FWD ? p.c0 != nullptr : p.has_preact != 0);
   const int kbs = p.k_blocks, cwg = c.cwg, wtid = c.wtid, lane = c.lane;
   const int m_tile = tile.m_tile * CL + rank;
   const int cnt = max(p.count[tile.expert], 0);
@@ -273,7 +270,7 @@ __device__ __forceinline__ void f8w_consume_tile(const f8_params &p, const f8_pa
       s.first = false;
       f8w_advance(s.ring);
     }
-    if (MODE == F8_DSWIGLU && wtid == 0) f8_dsw_hand_over(*hand, row0, 0, tile.n_tile);
+    if (MODE == F8_DSWIGLU) f8_dsw_zero(p, wtid, row0, tile.n_tile);
     f8w_signal(c, signal);
     if (next_ws >= 0) f8w_load_scales<NMODE>(pn, next_ws, 0, &s.bl, &s.bh);
     return;
@@ -324,7 +321,9 @@ __device__ __forceinline__ void f8w_consume_tile(const f8_params &p, const f8_pa
   f8w_scale_half(y + 64, c01, c11);
 
   const uint32_t epi = c.smem_base + F8W_EPI_OFF + cwg * 8192; /* the warpgroup's staging box */
-  if (MODE != F8_SWIGLU) {
+  if (MODE == F8_DSWIGLU) {
+    f8_dsw_epilogue(y, epi, p, wtid, cwg, row0, tile.n_tile, rows);
+  } else if (MODE == F8_FWD) {
     const int col0 = tile.n_tile * 256;
     if (p.c0 && !tma_c) f8_store_direct<0, 32>(y, p.c0, p.n_out, row0, col0, rows, wtid);
     if (tma_c || p.push) { /* four 64-column passes through the staging box */
@@ -340,7 +339,6 @@ __device__ __forceinline__ void f8w_consume_tile(const f8_params &p, const f8_pa
       gg_store_pass<24, 1>(y, epi, wtid, mc, col0 + 192, n, (int)row0, 2 + cwg);
       if (p.push) gg_push_pass_slots<1>(epi_ptr, wtid, p.move, n, col0 + 192, n, slot);
     }
-    if (MODE == F8_DSWIGLU && wtid == 0) f8_dsw_hand_over(*hand, row0, rows, tile.n_tile);
   } else {
     const int col0 = tile.n_tile * 128;
     if (p.has_preact && tma_c) { /* g | u: four 64-column boxes, two of each */

@@ -144,7 +144,6 @@ static void dsw_case(int64_t T, int64_t H, int64_t I, mok_route_kind route, int 
   m.act = act8;
   m.act_scales = acts;
   m.rw = rw;
-  m.da = da;
   m.part = part;
   m.drw = &drw;
   m.expert_offset = sched->expert_offset;

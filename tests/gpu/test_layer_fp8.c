@@ -330,10 +330,10 @@ GPU_TEST(layer_fp8_wgrad_expert) {
   fp8_mode_cases(c, "fp8, per-expert act wgrad", "fp8, per-expert act wgrad, zipf", 0);
 }
 
-/* The SwiGLU backward in d_act's launch (tuning flag 32768; with the FP8 weight gradients, where
- * the intermediate size splits into 256 columns; dx then runs before the weight gradients, whose
- * scratch holds its operand): every gradient against the reference, a second backward and a
- * one-region ring's bit for bit, as fp8_case checks. */
+/* The SwiGLU backward in d_act's epilogue (tuning flag 32768; where the intermediate size splits
+ * into 256 columns), with the FP8 weight gradients and with the bf16 ones, whose route reuses the
+ * buffer that holds dx's operand there (dx then runs before them): every gradient against the
+ * reference, a second backward and a one-region ring's bit for bit, as fp8_case checks. */
 GPU_TEST(layer_fp8_dswiglu_epilogue) {
   gg_set_tuning(0, 0, 0, 32768);
   lh_case c = lh_base_case();
@@ -347,6 +347,9 @@ GPU_TEST(layer_fp8_dswiglu_epilogue) {
     lh_setup_close(&u);
   }
   fp8_case(c, "fp8 SwiGLU bwd in d_act");
+  c.bf16_wgrad = 1;
+  fp8_case(c, "fp8 SwiGLU bwd in d_act, bf16 wgrad");
+  c.bf16_wgrad = 0;
   c.route = MOK_ROUTE_ZIPF; c.E = 16; c.k = 4; c.T = 250; c.H = 256; c.I = 512; c.Is = 0;
   c.use_limit = 1; c.limit = 0.75f;
   c.tol = 3e-2; /* the clamp's bound (layer_fp8_zipf_clamp says why) */
