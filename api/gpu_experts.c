@@ -293,7 +293,8 @@ static mok_status routed_experts_backward_fp8_dsw(mok_schedule *s, const mok_wei
   mok_workspace *w = s->ws;
   const int64_t H = w->shape.hidden, I = w->shape.intermediate, rows = s->rows;
   const int32_t *off = s->expert_offset, *cnt = s->expert_count;
-  mok_gg_move drw = fused_move(s, 1, 0);
+  const mok_gg_move push = fused_move(s, 1, 0);
+  mok_gg_move drw = push; /* the same slots' mapping, d_rw's [T*k] fp32 there */
   drw.peer_off = w->off_drw;
   const mok_gg_fp8_dswiglu m = {
       .dy = w->fp8_q, .w_down_t = wt->w_down_t, .dy_scales = w->fp8_q_scales,
@@ -304,7 +305,6 @@ static mok_status routed_experts_backward_fp8_dsw(mok_schedule *s, const mok_wei
       .m_total = rows, .inter = I, .hidden = H, .use_limit = w->config.use_swiglu_limit,
       .limit = w->config.swiglu_limit};
   TRY(mok_gg_fp8_dact_dswiglu(&m, stream));
-  const mok_gg_move push = fused_move(s, 1, 0);
   TRY(mok_gg_fp8_fwd_pushed(w->d_a, w->dsw_scales, wt->w_gate_up_t, wt->w_gate_up_t_scale, NULL,
                             off, cnt, w->el, rows, H, 2 * I, &push, stream));
   return fp8_backward_weight_grads(s, g, off + w->el, stream);

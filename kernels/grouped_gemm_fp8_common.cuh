@@ -155,6 +155,21 @@ __device__ __forceinline__ uint32_t f8_pack4(const float *v, float inv) {
          ((uint32_t)f8_pack2(v[2] * inv, v[3] * inv) << 16);
 }
 
+/* A 1x128 block's largest magnitude from each of the LANES consecutive lanes that hold it (their
+ * own amax): a butterfly of maxima, exact, so any split of the block over lanes gives the same
+ * scale. */
+template <int LANES>
+__device__ __forceinline__ float f8_block_amax(float amax) {
+#pragma unroll
+  for (int o = LANES / 2; o > 0; o >>= 1) amax = fmaxf(amax, __shfl_xor_sync(0xffffffffu, amax, o));
+  return amax;
+}
+
+/* Eight consecutive values times inv as E4M3 codes, 8 bytes at q. */
+__device__ __forceinline__ void f8_store_codes8(uint8_t *q, const float *v, float inv) {
+  *(uint2 *)q = make_uint2(f8_pack4(v, inv), f8_pack4(v + 4, inv));
+}
+
 /* One 1x128 block held by a half-warp, eight values a lane (lane & 15 the position), quantized:
  * the block's amax by shuffles, scale f8_scale_of(amax), the eight codes to *q (8 bytes), the
  * scale to *scale from the half-warp's first lane. Every lane of the warp calls it (the
@@ -166,11 +181,10 @@ __device__ __forceinline__ void f8_quant_block8(const float *v, uint8_t *q, floa
   float amax = 0.0f;
 #pragma unroll
   for (int j = 0; j < 8; ++j) amax = fmaxf(amax, fabsf(v[j]));
-#pragma unroll
-  for (int o = 8; o > 0; o >>= 1) amax = fmaxf(amax, __shfl_xor_sync(0xffffffffu, amax, o));
+  amax = f8_block_amax<16>(amax);
   if (!active) return;
   const float sc = f8_scale_of(amax), inv = 1.0f / sc;
-  *(uint2 *)q = make_uint2(f8_pack4(v, inv), f8_pack4(v + 4, inv));
+  f8_store_codes8(q, v, inv);
   if ((lane & 15) == 0) *scale = sc;
 }
 

@@ -27,8 +27,9 @@
 #include "kernels/swiglu_bwd.cuh"
 
 /* A 1x128 block held as two 8-value chunks by each of a row's 8 lanes (lo: the first pass's
- * columns, hi: the second's): the block's scale f8_scale_of(amax) to *scale from the row's first
- * lane, the codes to q_lo, q_hi (8 bytes each). Every lane of the warp calls it. */
+ * columns, hi: the second's), quantized as f8_quant_block8 does a half-warp's: the block's scale
+ * to *scale from the row's first lane, the codes to q_lo, q_hi. Every lane of the warp calls
+ * it. */
 __device__ __forceinline__ void f8_dsw_quant(uint4 lo, uint4 hi, uint8_t *q_lo, uint8_t *q_hi,
                                              float *scale, int chunk, bool store) {
   float v[16];
@@ -37,12 +38,11 @@ __device__ __forceinline__ void f8_dsw_quant(uint4 lo, uint4 hi, uint8_t *q_lo, 
   float amax = 0.0f;
 #pragma unroll
   for (int j = 0; j < 16; ++j) amax = fmaxf(amax, fabsf(v[j]));
-#pragma unroll
-  for (int o = 4; o > 0; o >>= 1) amax = fmaxf(amax, __shfl_xor_sync(0xffffffffu, amax, o));
+  amax = f8_block_amax<8>(amax);
   if (!store) return;
   const float sc = f8_scale_of(amax), inv = 1.0f / sc;
-  *(uint2 *)q_lo = make_uint2(f8_pack4(v, inv), f8_pack4(v + 4, inv));
-  *(uint2 *)q_hi = make_uint2(f8_pack4(v + 8, inv), f8_pack4(v + 12, inv));
+  f8_store_codes8(q_lo, v, inv);
+  f8_store_codes8(q_hi, v + 8, inv);
   if (chunk == 0) *scale = sc;
 }
 

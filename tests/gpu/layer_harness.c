@@ -466,3 +466,39 @@ void lh_two_in_flight(lh_pair *p, const char *label) {
   }
   mok_schedule_destroy(s2);
 }
+
+char *lh_to_host(const void *dev, size_t n) {
+  char *h = malloc(n + 1);
+  if (h && cudaMemcpy(h, dev, n, cudaMemcpyDeviceToHost) != cudaSuccess) memset(h, 0x5A, n);
+  return h;
+}
+
+int lh_same_bytes(const void *a, const void *b, size_t n) {
+  char *x = lh_to_host(a, n), *y = lh_to_host(b, n);
+  const int same = x && y && memcmp(x, y, n) == 0;
+  free(x);
+  free(y);
+  return same;
+}
+
+int lh_same_scales(const float *a, const float *b, int64_t blocks, int64_t m_pad, int64_t rows) {
+  const size_t n = (size_t)(blocks * m_pad * 4);
+  float *x = (float *)lh_to_host(a, n), *y = (float *)lh_to_host(b, n);
+  int same = x && y;
+  for (int64_t i = 0; same && i < blocks && rows > 0; ++i)
+    if (memcmp(x + i * m_pad, y + i * m_pad, (size_t)(rows * 4)) != 0) same = 0;
+  free(x);
+  free(y);
+  return same;
+}
+
+void lh_upload_router_rows(float *dev, int64_t n, uint64_t seed) {
+  float *h = malloc((size_t)(n * 4 + 4));
+  uint64_t z = seed | 1u;
+  for (int64_t i = 0; i < n; ++i) {
+    z = z * 6364136223846793005ull + 1442695040888963407ull;
+    h[i] = (float)((z >> 40) + 1) / 16777216.0f;
+  }
+  CHECK(cudaMemcpy(dev, h, (size_t)(n * 4), cudaMemcpyHostToDevice) == cudaSuccess);
+  free(h);
+}

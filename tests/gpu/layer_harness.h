@@ -124,6 +124,15 @@ void lh_setup_close(lh_setup *u);
  * a group of ep ranks. */
 int64_t lh_ring_bytes(const lh_case *c, int ep, int regions);
 
+/* Device buffers in the kernel-level tests: n bytes copied to a fresh host buffer (the caller
+ * frees it; 0x5A bytes where the copy failed); two device ranges bytewise equal; two 1x128 scale
+ * tables ([blocks][m_pad] fp32) equal in every block's first rows entries; n router weights in
+ * (0, 1] from seed, uploaded to dev. */
+char *lh_to_host(const void *dev, size_t n);
+int lh_same_bytes(const void *a, const void *b, size_t n);
+int lh_same_scales(const float *a, const float *b, int64_t blocks, int64_t m_pad, int64_t rows);
+void lh_upload_router_rows(float *dev, int64_t n, uint64_t seed);
+
 /* Two input sets on this rank, uploaded: c1 with the test seed, c2 (the same shape and config,
  * another routing or gradient mode) with seed2; one workspace (c1's config) and schedule. ok: the
  * workspace opened. */

@@ -18,31 +18,6 @@
 #include "tests/gpu/gpu_test.h"
 #include "tests/gpu/layer_harness.h"
 
-static char *to_host(const void *dev, size_t n) {
-  char *h = malloc(n + 1);
-  if (h && cudaMemcpy(h, dev, n, cudaMemcpyDeviceToHost) != cudaSuccess) memset(h, 0x5A, n);
-  return h;
-}
-
-static int same_bytes(const void *a, const void *b, size_t n) {
-  char *x = to_host(a, n), *y = to_host(b, n);
-  const int same = memcmp(x, y, n) == 0;
-  free(x);
-  free(y);
-  return same;
-}
-
-/* The scale tables' first rows entries of each of kb blocks, equal in a and b. */
-static int same_scales(const float *a, const float *b, int64_t kb, int64_t m_pad, int64_t rows) {
-  float *x = (float *)to_host(a, (size_t)(kb * m_pad * 4)), *y = (float *)to_host(b, (size_t)(kb * m_pad * 4));
-  int same = 1;
-  for (int64_t i = 0; i < kb && rows > 0; ++i)
-    if (memcmp(x + i * m_pad, y + i * m_pad, (size_t)(rows * 4)) != 0) same = 0;
-  free(x);
-  free(y);
-  return same;
-}
-
 typedef struct {
   void *dgu, *q;
   float *qs;
@@ -116,14 +91,7 @@ static void dsw_case(int64_t T, int64_t H, int64_t I, mok_route_kind route, int 
   CHECK(v1_fill_random_bf16(pre, cap * 2 * I, seed, 3, 3.0f, q) == cudaSuccess);
   CHECK(v1_fill_random_bf16(act, cap * I, seed, 4, 2.0f, q) == cudaSuccess);
   CHECK_STATUS(mok_gg_fp8_quantize_act(act, act8, acts, cap, I, q), MOK_SUCCESS);
-  float *hw = malloc((size_t)(cap * 4 + 4));
-  uint64_t z = seed | 1u;
-  for (int64_t i = 0; i < cap; ++i) {
-    z = z * 6364136223846793005ull + 1442695040888963407ull;
-    hw[i] = (float)((z >> 40) + 1) / 16777216.0f;
-  }
-  CHECK(cudaMemcpy(rw, hw, (size_t)(cap * 4), cudaMemcpyHostToDevice) == cudaSuccess);
-  free(hw);
+  lh_upload_router_rows(rw, cap, seed);
 
   const v1_route r = mok_gpu_route(sched);
   mok_gg_move drw;
@@ -176,16 +144,16 @@ static void dsw_case(int64_t T, int64_t H, int64_t I, mok_route_kind route, int 
     }
     CHECK_STATUS(mok_gpu_barrier(w, q), MOK_SUCCESS); /* every peer's d_rw pushed here */
     CHECK(cudaStreamSynchronize(q) == cudaSuccess);
-    o[run].drw = to_host((char *)w->sym.ptr + w->off_drw, drw_bytes);
+    o[run].drw = lh_to_host((char *)w->sym.ptr + w->off_drw, drw_bytes);
   }
   CHECK_STATUS(lh_device_error(w), MOK_SUCCESS);
   const size_t dgu_bytes = (size_t)(rows * 2 * I * 2), q_bytes = (size_t)(rows * 2 * I);
-  const int dgu_eq = same_bytes(o[0].dgu, o[1].dgu, dgu_bytes);
-  const int q_eq = same_bytes(o[0].q, o[1].q, q_bytes);
-  const int s_eq = same_scales(o[0].qs, o[1].qs, kb2, m_pad, rows);
-  const int grid_eq = same_bytes(o[1].dgu, o[2].dgu, dgu_bytes) &&
-                      same_bytes(o[1].q, o[2].q, q_bytes) &&
-                      same_scales(o[1].qs, o[2].qs, kb2, m_pad, rows) &&
+  const int dgu_eq = lh_same_bytes(o[0].dgu, o[1].dgu, dgu_bytes);
+  const int q_eq = lh_same_bytes(o[0].q, o[1].q, q_bytes);
+  const int s_eq = lh_same_scales(o[0].qs, o[1].qs, kb2, m_pad, rows);
+  const int grid_eq = lh_same_bytes(o[1].dgu, o[2].dgu, dgu_bytes) &&
+                      lh_same_bytes(o[1].q, o[2].q, q_bytes) &&
+                      lh_same_scales(o[1].qs, o[2].qs, kb2, m_pad, rows) &&
                       memcmp(o[1].drw, o[2].drw, drw_bytes) == 0;
   /* d_rw: every slot routed to a local expert of some rank was written by both; unrouted slots
    * keep each run's poison, so compare the slots the reference wrote (finite there) */

@@ -12,13 +12,6 @@
 #include "tests/gpu/gpu_test.h"
 #include "tests/gpu/layer_harness.h"
 
-/* Copies n bytes of device memory to a fresh host buffer (the caller frees it). */
-static char *to_host(const void *dev, size_t n) {
-  char *h = malloc(n + 1);
-  if (h && cudaMemcpy(h, dev, n, cudaMemcpyDeviceToHost) != cudaSuccess) memset(h, 0x5A, n);
-  return h;
-}
-
 static void swiglu_quant_case(int64_t T, int64_t I, mok_route_kind route, int use_limit,
                               const char *label) {
   lh_case c = lh_base_case();
@@ -58,14 +51,7 @@ static void swiglu_quant_case(int64_t T, int64_t I, mok_route_kind route, int us
     CHECK(v1_fill_random_bf16(pre, cap * 2 * I, seed, 2, 3.0f, q) == cudaSuccess);
     CHECK(v1_fill_random_bf16(act, cap * I, seed, 3, 2.0f, q) == cudaSuccess);
     CHECK_STATUS(mok_gg_fp8_quantize_act(act, codes, act_s, cap, I, q), MOK_SUCCESS);
-    float *hw = malloc((size_t)(cap * 4 + 4));
-    uint64_t z = seed | 1u;
-    for (int64_t i = 0; i < cap; ++i) {
-      z = z * 6364136223846793005ull + 1442695040888963407ull;
-      hw[i] = (float)((z >> 40) + 1) / 16777216.0f;
-    }
-    CHECK(cudaMemcpy(rw_rows, hw, (size_t)(cap * 4), cudaMemcpyHostToDevice) == cudaSuccess);
-    free(hw);
+    lh_upload_router_rows(rw_rows, cap, seed);
     /* poison what the two runs write */
     CHECK(cudaMemsetAsync(qa, 0xFF, (size_t)(cap * 2 * I), q) == cudaSuccess);
     CHECK(cudaMemsetAsync(qb, 0xFE, (size_t)(cap * 2 * I), q) == cudaSuccess);
@@ -86,24 +72,13 @@ static void swiglu_quant_case(int64_t T, int64_t I, mok_route_kind route, int us
                              MOK_SUCCESS);
       CHECK_STATUS(mok_gpu_barrier(w, q), MOK_SUCCESS); /* every peer's d_rw pushed here */
       CHECK(cudaStreamSynchronize(q) == cudaSuccess);
-      drw[run] = to_host((char *)w->sym.ptr + w->off_drw, drw_bytes);
+      drw[run] = lh_to_host((char *)w->sym.ptr + w->off_drw, drw_bytes);
     }
     CHECK_STATUS(lh_device_error(w), MOK_SUCCESS);
     /* rows [0, rows) are the schedule's (real and padding); compare those */
-    char *a = to_host(dgu[0], (size_t)(rows * 2 * I * 2)), *b = to_host(dgu[1], (size_t)(rows * 2 * I * 2));
-    const int same_dgu = memcmp(a, b, (size_t)(rows * 2 * I * 2)) == 0;
-    free(a);
-    free(b);
-    a = to_host(qa, (size_t)(rows * 2 * I));
-    b = to_host(qb, (size_t)(rows * 2 * I));
-    const int same_codes = memcmp(a, b, (size_t)(rows * 2 * I)) == 0;
-    free(a);
-    free(b);
-    float *ha = (float *)to_host(sa, (size_t)(kb2 * m_pad * 4));
-    float *hb = (float *)to_host(sb, (size_t)(kb2 * m_pad * 4));
-    int same_scales = 1;
-    for (int64_t kb = 0; kb < kb2; ++kb)
-      if (rows > 0 && memcmp(ha + kb * m_pad, hb + kb * m_pad, (size_t)(rows * 4)) != 0) same_scales = 0;
+    const int same_dgu = lh_same_bytes(dgu[0], dgu[1], (size_t)(rows * 2 * I * 2));
+    const int same_codes = lh_same_bytes(qa, qb, (size_t)(rows * 2 * I));
+    const int same_scales = lh_same_scales(sa, sb, kb2, m_pad, rows);
     const int same_drw = memcmp(drw[0], drw[1], drw_bytes) == 0;
     if (!(same_dgu && same_codes && same_scales && same_drw))
       fprintf(stderr, "  %s: dgu %s, codes %s, scales %s, d_rw %s\n", label,
@@ -113,8 +88,6 @@ static void swiglu_quant_case(int64_t T, int64_t I, mok_route_kind route, int us
       printf("  %-34s r%d %lld rows: dgu, its codes and scales, d_rw bitwise equal\n", label,
              gpu_ctx.rank, (long long)rows);
     CHECK(same_dgu && same_codes && same_scales && same_drw);
-    free(ha);
-    free(hb);
     free(drw[0]);
     free(drw[1]);
     void *bufs[] = {g, pre, act, codes, act_s, rw_rows, dgu[0], dgu[1], qa, qb, sa, sb};
