@@ -1,4 +1,4 @@
-/* gpu_layer.c — mok_forward and mok_backward on the GPU paths: kernels enqueued on the caller's
+/* gpu_layer.c — mok_forward (mok_build_and_forward) and mok_backward on the GPU paths: kernels enqueued on the caller's
  * stream, no host synchronization, no allocation (capturable in a CUDA graph). The expert stages
  * (either GEMM backend) are in gpu_experts.c.
  * Forward:  stage x (symmetric) | barrier | pull dispatch | gate+up GEMMs, SwiGLU | down GEMM |
@@ -50,9 +50,10 @@ mok_status mok_gpu_check_weights(const mok_workspace *w, const mok_weights *wt) 
 
 /* ---- the shared expert beside the communication ----------------------------------------------
  * The shared expert needs only the rank's own x (and dy), so it runs on the workspace's side
- * stream while the routed experts' first communication kernel moves rows: forked from the
- * caller's stream once x (dy) is staged, its GEMMs on the SMs that kernel leaves (w->sms - comm
- * SMs), and joined right after it, so that the routed GEMMs start on every SM. (Joined only
+ * stream while the routed experts wait for their rows: forked from the caller's stream at the
+ * pass's start (before the schedule's build in mok_build_and_forward, before x or dy is staged),
+ * its GEMMs on the SMs the routed experts' first communication kernel leaves (w->sms - comm SMs),
+ * and joined right after that kernel, so that the routed GEMMs start on every SM. (Joined only
  * before the final sums instead, the routed GEMMs' persistent CTAs took the SMs as the shared
  * expert's kernels finished, and the two interleaved kernel by kernel: no gain.) Where the
  * communication is inside the GEMMs (the fused forward; a fused backward's ring replays) the
@@ -165,19 +166,16 @@ static mok_status routed_forward(mok_schedule *s, const mok_weights *wt, comm_pl
   return MOK_SUCCESS;
 }
 
-mok_status mok_forward(mok_schedule *s, const mok_weights *wt, const void *x,
-                       const float *router_weights, void *y, cudaStream_t stream) {
-  if (!s || !wt) return MOK_ERR_INVALID_ARGUMENT;
+/* The forward once its arguments are checked; topk: the schedule is built first, in the same
+ * call (mok_build_and_forward). With the shared expert beside, its GEMMs are enqueued first, so
+ * that they overlap all that the routed experts wait for: the build, x staged, the barrier. */
+static mok_status forward(mok_schedule *s, const mok_weights *wt, const int32_t *topk,
+                          const void *x, const float *router_weights, void *y,
+                          cudaStream_t stream) {
   mok_workspace *w = s->ws;
   const int64_t T = w->shape.tokens, H = w->shape.hidden, k = w->shape.top_k,
                 Is = w->shape.shared_intermediate;
-  if (T > 0 && (!x || !router_weights || !y)) return MOK_ERR_INVALID_ARGUMENT;
-  if (!mok_gpu_aligned(x) || !mok_gpu_aligned(y) || ((uintptr_t)router_weights & 3u))
-    return MOK_ERR_MISALIGNED;
-  TRY(check_weights(w, wt));
   char *sym = (char *)w->sym.ptr;
-
-  TRY(stage_x(w, x, stream));
   const int beside = beside_forward(w);
   mok_status st = MOK_SUCCESS;
   if (beside) {
@@ -187,6 +185,8 @@ mok_status mok_forward(mok_schedule *s, const mok_weights *wt, const void *x,
     mok_gg_set_max_ctas(prev);
   }
   comm_plan cp = {beside ? w->fwd_comm : 0, beside};
+  if (st == MOK_SUCCESS && topk) st = mok_schedule_build(s, topk, stream);
+  if (st == MOK_SUCCESS) st = stage_x(w, x, stream);
   if (st == MOK_SUCCESS) st = routed_forward(s, wt, &cp, stream);
   if (cp.join) st = side_join(w, st, stream); /* not joined yet: an error came first */
   TRY(st);
@@ -195,6 +195,30 @@ mok_status mok_forward(mok_schedule *s, const mok_weights *wt, const void *x,
   TRY_CUDA(v1_combine_reduce(T, (int)k, H, sym + w->off_slots, router_weights,
                              Is > 0 ? w->ys : NULL, y, w->err, stream));
   return MOK_SUCCESS;
+}
+
+static mok_status check_forward(mok_schedule *s, const mok_weights *wt, const void *x,
+                                const float *router_weights, const void *y) {
+  if (!s || !wt) return MOK_ERR_INVALID_ARGUMENT;
+  mok_workspace *w = s->ws;
+  if (w->shape.tokens > 0 && (!x || !router_weights || !y)) return MOK_ERR_INVALID_ARGUMENT;
+  if (!mok_gpu_aligned(x) || !mok_gpu_aligned(y) || ((uintptr_t)router_weights & 3u))
+    return MOK_ERR_MISALIGNED;
+  return check_weights(w, wt);
+}
+
+mok_status mok_forward(mok_schedule *s, const mok_weights *wt, const void *x,
+                       const float *router_weights, void *y, cudaStream_t stream) {
+  TRY(check_forward(s, wt, x, router_weights, y));
+  return forward(s, wt, NULL, x, router_weights, y, stream);
+}
+
+mok_status mok_build_and_forward(mok_schedule *s, const int32_t *topk_experts,
+                                 const mok_weights *wt, const void *x, const float *router_weights,
+                                 void *y, cudaStream_t stream) {
+  TRY(mok_gpu_check_topk(s, topk_experts));
+  TRY(check_forward(s, wt, x, router_weights, y));
+  return forward(s, wt, topk_experts, x, router_weights, y, stream);
 }
 
 mok_status mok_gpu_check_grads(const mok_workspace *w, const mok_grads *g, int need_dx) {
@@ -284,6 +308,18 @@ static mok_status routed_backward(mok_schedule *s, const mok_weights *wt, const 
   return MOK_SUCCESS;
 }
 
+/* dy and the router weights staged in the symmetric buffer for the peers' pulls; with a ring, x
+ * too (the macrobatches forward did not keep pull their x rows again). */
+static mok_status stage_backward(mok_workspace *w, const void *x, const float *router_weights,
+                                 const void *dy, int ring, cudaStream_t stream) {
+  const int64_t T = w->shape.tokens, H = w->shape.hidden, k = w->shape.top_k;
+  char *sym = (char *)w->sym.ptr;
+  TRY_CUDA(cudaMemcpyAsync(sym + w->off_dy, dy, (size_t)(T * H * 2), cudaMemcpyDeviceToDevice, stream));
+  TRY_CUDA(cudaMemcpyAsync(sym + w->off_rw, router_weights, (size_t)(T * k) * 4,
+                           cudaMemcpyDeviceToDevice, stream));
+  return ring ? stage_x(w, x, stream) : MOK_SUCCESS;
+}
+
 mok_status mok_backward(mok_schedule *s, const mok_weights *wt, const void *x,
                         const float *router_weights, const void *dy, const mok_grads *g,
                         cudaStream_t stream) {
@@ -300,21 +336,16 @@ mok_status mok_backward(mok_schedule *s, const mok_weights *wt, const void *x,
   char *sym = (char *)w->sym.ptr;
   const int ring = mok_gpu_ring_on(w);
 
-  if (T > 0) {
-    TRY_CUDA(cudaMemcpyAsync(sym + w->off_dy, dy, (size_t)(T * H * 2), cudaMemcpyDeviceToDevice, stream));
-    TRY_CUDA(cudaMemcpyAsync(sym + w->off_rw, router_weights, (size_t)(T * k) * 4,
-                             cudaMemcpyDeviceToDevice, stream));
-    if (ring) TRY(stage_x(w, x, stream)); /* macrobatches not kept pull their x rows again */
-  }
   const int beside = beside_backward(w);
   mok_status st = MOK_SUCCESS;
-  if (beside) {
+  if (beside) { /* first, beside the staging too */
     TRY(side_fork(w, stream));
     const int prev = mok_gg_set_max_ctas(w->sms - w->bwd_comm);
     st = mok_gpu_shared_backward(s, wt, x, dy, g, w->side);
     mok_gg_set_max_ctas(prev);
   }
   comm_plan cp = {beside ? w->bwd_comm : 0, beside};
+  if (st == MOK_SUCCESS && T > 0) st = stage_backward(w, x, router_weights, dy, ring, stream);
   if (st == MOK_SUCCESS) st = routed_backward(s, wt, g, &cp, stream);
   if (cp.join) st = side_join(w, st, stream); /* not joined yet: an error came first */
   TRY(st);

@@ -95,12 +95,18 @@ mok_status mok_schedule_destroy(mok_schedule *s) {
 /* Stage this rank's routing; barrier; count + scan over every rank's routing (pulled from the
  * peers); fill + pad; barrier (which also spreads any rank's fault to all ranks and keeps the
  * staged routing alive until every peer has read it). */
-mok_status mok_schedule_build(mok_schedule *s, const int32_t *topk, cudaStream_t stream) {
+mok_status mok_gpu_check_topk(const mok_schedule *s, const int32_t *topk) {
   if (!s) return MOK_ERR_INVALID_ARGUMENT;
+  if (s->ws->shape.tokens * s->ws->shape.top_k > 0 && !topk) return MOK_ERR_INVALID_ARGUMENT;
+  if (((uintptr_t)topk & 3u) != 0) return MOK_ERR_MISALIGNED;
+  return MOK_SUCCESS;
+}
+
+mok_status mok_schedule_build(mok_schedule *s, const int32_t *topk, cudaStream_t stream) {
+  const mok_status bad = mok_gpu_check_topk(s, topk);
+  if (bad != MOK_SUCCESS) return bad;
   mok_workspace *w = s->ws;
   const int64_t n = w->shape.tokens * w->shape.top_k;
-  if (n > 0 && !topk) return MOK_ERR_INVALID_ARGUMENT;
-  if (((uintptr_t)topk & 3u) != 0) return MOK_ERR_MISALIGNED;
   cudaError_t e = cudaSuccess;
   if (n > 0)
     e = cudaMemcpyAsync((char *)w->sym.ptr + w->off_topk, topk, (size_t)n * 4,

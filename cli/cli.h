@@ -22,6 +22,7 @@ typedef struct {
   int breakdown;       /* --breakdown: time each stage alone (GPU path)    */
   int gg_cluster;      /* --gg-cluster: grouped GEMM cluster size probe (0: default) */
   int gg_flags;        /* --gg-flags: grouped GEMM tuning flags probe (0: none)      */
+  int build_in_forward; /* --build-in-forward: mok_build_and_forward (one call, timed whole) */
   mok_config config;
 } cli_options;
 

@@ -52,6 +52,8 @@ static void usage(FILE *f) {
           "  --fwd-comm-sms N       --bwd-comm-sms N   --minibatch ROWS   --capacity ROWS\n"
           "  --ring-mb MB           GPU: token ring of MB MiB per schedule (0: none, the default)\n"
           "  --macrobatch N         GPU: minibatches per macrobatch (the ring's unit)\n"
+          "  --build-in-forward 0|1 GPU: the schedule built in the forward's call\n"
+          "                         (mok_build_and_forward; its time is then build + forward's)\n"
           "  --gg-cluster N         GPU probe: grouped GEMM clusters forced to N (1 or 2; 0: default)\n"
           "  --gg-flags F           GPU probe: grouped GEMM tuning flags (BF16 8, 16: staggered\n"
           "                         warpgroups; FP8 16, 32: two, three warpgroups; 64: direct\n"
@@ -128,6 +130,7 @@ static int parse_run(int argc, char **argv, cli_options *o) {
     else if (strcmp(a, "--fp8-shared") == 0) bad = parse_int(a, v, 0, 1, &n), o->config.fp8_shared_expert = (int)n;
     else if (strcmp(a, "--ring-mb") == 0) bad = parse_int(a, v, 0, 1LL << 30, &n), o->config.ring_bytes = n << 20;
     else if (strcmp(a, "--gg-cluster") == 0) bad = parse_int(a, v, 0, 2, &n), o->gg_cluster = (int)n;
+    else if (strcmp(a, "--build-in-forward") == 0) bad = parse_int(a, v, 0, 1, &n), o->build_in_forward = (int)n;
     else if (strcmp(a, "--gg-flags") == 0) bad = parse_int(a, v, 0, 65535, &n), o->gg_flags = (int)n;
     else if (strcmp(a, "--routing") == 0) {
       if (strcmp(v, "uniform") == 0) o->routing = CLI_ROUTING_UNIFORM;

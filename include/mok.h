@@ -288,6 +288,13 @@ typedef struct {
 mok_status mok_forward(mok_schedule *schedule, const mok_weights *weights, const void *x,
                        const float *router_weights, void *y, cudaStream_t stream);
 
+/* Collective, enqueued on stream. mok_schedule_build(schedule, topk_experts) then mok_forward in
+ * one call, with the same results bit for bit; the shared expert's GEMMs start first, so that they
+ * overlap the build. Every argument is checked before anything is enqueued. */
+mok_status mok_build_and_forward(mok_schedule *schedule, const int32_t *topk_experts,
+                                 const mok_weights *weights, const void *x,
+                                 const float *router_weights, void *y, cudaStream_t stream);
+
 /* Gradients written by mok_backward. Weight gradients have the weights' bf16 shapes and are stored
  * in grad_dtype (MOK_DTYPE_BF16, or fp32 when grad_fp32 is nonzero); when accumulate is nonzero
  * they are added to what the buffers hold (fp32 main-grad style), else overwritten. The shared

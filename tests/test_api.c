@@ -162,6 +162,8 @@ void test_api_bad_arguments(void) {
   CHECK_STATUS(mok_schedule_build(NULL, (const int32_t *)&x, 0), MOK_ERR_INVALID_ARGUMENT);
   CHECK_STATUS(mok_schedule_rows(NULL, &bytes), MOK_ERR_INVALID_ARGUMENT);
   CHECK_STATUS(mok_forward(NULL, &w, &x, (const float *)&x, &x, 0), MOK_ERR_INVALID_ARGUMENT);
+  CHECK_STATUS(mok_build_and_forward(NULL, (const int32_t *)&x, &w, &x, (const float *)&x, &x, 0),
+               MOK_ERR_INVALID_ARGUMENT);
   CHECK_STATUS(mok_backward(NULL, &w, &x, (const float *)&x, &x, &gr, 0), MOK_ERR_INVALID_ARGUMENT);
   CHECK_STATUS(mok_quantize_weight(MOK_DTYPE_FP8_BLOCK128, NULL, 1, 128, 128, &x, &x, 0),
                MOK_ERR_INVALID_ARGUMENT);

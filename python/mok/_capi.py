@@ -95,6 +95,7 @@ _SIGNATURES = {
     "mok_schedule_rows": (ctypes.c_int, [_P, _I64P]),
     "mok_schedule_bytes": (ctypes.c_int, [_P, _I64P]),
     "mok_forward": (ctypes.c_int, [_P, ctypes.POINTER(Weights), _P, _P, _P, _P]),
+    "mok_build_and_forward": (ctypes.c_int, [_P, _P, ctypes.POINTER(Weights), _P, _P, _P, _P]),
     "mok_backward": (ctypes.c_int, [_P, ctypes.POINTER(Weights), _P, _P, _P, ctypes.POINTER(Grads), _P]),
     "mok_fp8_scale_count": (ctypes.c_int, [ctypes.c_int, ctypes.c_int64, ctypes.c_int64, ctypes.c_int64, _I64P]),
     "mok_quantize_weight": (ctypes.c_int, [ctypes.c_int, _P, ctypes.c_int64, ctypes.c_int64, ctypes.c_int64, _P, _P, _P]),

@@ -169,8 +169,11 @@ def _weights(w_gate, w_up, w_down, ws_gate, ws_up, ws_down):
     return w
 
 
-def _run_forward(sched, x, rw, weights, y, stream):
-    C.call("mok_forward", sched, ctypes.byref(_weights(*weights)), _ptr(x), _ptr(rw), _ptr(y), stream)
+def _build_and_forward(sched, topk, x, rw, weights, y, stream):
+    """The schedule built from topk, then the forward, in one C call (the shared expert's GEMMs
+    overlap the build)."""
+    C.call("mok_build_and_forward", sched, _ptr(topk), ctypes.byref(_weights(*weights)), _ptr(x),
+           _ptr(rw), _ptr(y), stream)
 
 
 @torch.library.custom_op("mok::moe_forward", mutates_args=())
@@ -183,8 +186,7 @@ def moe_forward(x: torch.Tensor, topk: torch.Tensor, rw: torch.Tensor, w_gate: t
     ws, sched = _schedule(group_id, _shape(x, topk, num_experts, w_gate, ws_gate), _knobs(swiglu_limit), slot)
     y = torch.empty_like(x)
     stream = ctypes.c_void_p(torch.cuda.current_stream(x.device).cuda_stream)
-    C.call("mok_schedule_build", sched, _ptr(topk), stream)
-    _run_forward(sched, x, rw, weights, y, stream)
+    _build_and_forward(sched, topk, x, rw, weights, y, stream)
     return y
 
 
@@ -221,9 +223,10 @@ def moe_backward(dy: torch.Tensor, x: torch.Tensor, topk: torch.Tensor, rw: torc
     g.dx, g.d_router_weights, g.dw_gate, g.dw_up, g.dw_down, g.dws_gate, g.dws_up, g.dws_down = [_ptr(t) for t in out]
     g.grad_fp32, g.accumulate = 0, 0
     stream = ctypes.c_void_p(torch.cuda.current_stream(x.device).cuda_stream)
-    C.call("mok_schedule_build", sched, _ptr(topk), stream)
     if slot < 0:  # nothing kept: recompute what forward keeps (its output is not needed)
-        _run_forward(sched, x, rw, weights, torch.empty_like(x), stream)
+        _build_and_forward(sched, topk, x, rw, weights, torch.empty_like(x), stream)
+    else:
+        C.call("mok_schedule_build", sched, _ptr(topk), stream)
     C.call("mok_backward", sched, ctypes.byref(_weights(*weights)), _ptr(x), _ptr(rw), _ptr(dy),
            ctypes.byref(g), stream)
     return out
@@ -354,8 +357,8 @@ def moe_forward_fp8(x, topk, rw, q_gate, s_gate, q_up, s_up, q_down, s_down, ws_
     w = _fp8_weights(q_gate, s_gate, q_up, s_up, q_down, s_down, ws_gate, ws_up, ws_down)
     y = torch.empty_like(x)
     stream = ctypes.c_void_p(torch.cuda.current_stream(x.device).cuda_stream)
-    C.call("mok_schedule_build", sched, _ptr(topk), stream)
-    C.call("mok_forward", sched, ctypes.byref(w), _ptr(x), _ptr(rw), _ptr(y), stream)
+    C.call("mok_build_and_forward", sched, _ptr(topk), ctypes.byref(w), _ptr(x), _ptr(rw), _ptr(y),
+           stream)
     return y
 
 

@@ -161,6 +161,7 @@ void lh_dev_upload(lh_dev *d, const lh_host *h, int rank) {
   upload_bf16(d->dy, h->dy[rank], T * H);
   cudaMemcpy(d->rw, h->rw[rank], (size_t)(T * k) * 4, cudaMemcpyHostToDevice);
   cudaMemcpy(d->topk, h->topk[rank], (size_t)(T * k) * 4, cudaMemcpyHostToDevice);
+  d->build_in_forward = c->build_in_forward;
   const float *w6[6] = {h->wg[rank], h->wu[rank], h->wd[rank], h->sg[rank], h->su[rank], h->sd[rank]};
   for (int i = 0; i < 6; ++i) upload_bf16(d->w[i], w6[i], d->wn[i]);
   /* poison every output (NaN), guards included */
@@ -179,8 +180,13 @@ void lh_dev_upload(lh_dev *d, const lh_host *h, int rank) {
 }
 
 mok_status lh_run(mok_schedule *s, lh_dev *d, cudaStream_t stream) {
-  mok_status st = mok_schedule_build(s, d->topk, stream);
-  if (st == MOK_SUCCESS) st = mok_forward(s, &d->weights, d->x, d->rw, d->y, stream);
+  mok_status st;
+  if (d->build_in_forward) {
+    st = mok_build_and_forward(s, d->topk, &d->weights, d->x, d->rw, d->y, stream);
+  } else {
+    st = mok_schedule_build(s, d->topk, stream);
+    if (st == MOK_SUCCESS) st = mok_forward(s, &d->weights, d->x, d->rw, d->y, stream);
+  }
   if (st == MOK_SUCCESS) st = mok_backward(s, &d->weights, d->x, d->rw, d->dy, &d->grads, stream);
   return st;
 }

@@ -38,6 +38,8 @@ typedef struct {
   int unfused_drw;        /* FP8: config fp8_fused_router_grad = 0 (d_rw from kept outputs) */
   int fp8_shared;         /* FP8: config fp8_shared_expert = 1 (the shared expert in FP8; the
                              host's shared weights then hold their dequantized values)       */
+  int build_in_forward;   /* lh_run: mok_build_and_forward, not mok_schedule_build and then
+                             mok_forward                                                    */
 } lh_case;
 
 /* All ranks' inputs on the host (float arrays holding bf16 values). */
@@ -62,6 +64,7 @@ typedef struct {
   int64_t wn[6];
   mok_weights weights;
   mok_grads grads;
+  int build_in_forward; /* the uploaded case's (lh_dev_upload) */
 } lh_dev;
 
 /* Generates every rank's inputs for case c (0 on success; nonzero when the routing kind cannot
@@ -77,7 +80,8 @@ void lh_dev_free(lh_dev *d);
 double lh_rel_err(const float *got, const float *want, int64_t n);
 mok_config lh_config(const lh_case *c);
 
-/* build + forward + backward on stream (no synchronization). */
+/* build + forward (in one call with the case's build_in_forward) + backward on stream (no
+ * synchronization). */
 mok_status lh_run(mok_schedule *s, lh_dev *d, cudaStream_t stream);
 
 /* Compares this rank's outputs and gradients with the reference of h (in its FP8 mode when the

@@ -112,6 +112,15 @@ GPU_TEST(bad_call_arguments) {
   CHECK_STATUS(mok_forward(sch, &wt, NULL, rw, y, q), MOK_ERR_INVALID_ARGUMENT);
   CHECK_STATUS(mok_schedule_build(sch, NULL, q), MOK_ERR_INVALID_ARGUMENT);
   CHECK_STATUS(mok_schedule_build(sch, (const int32_t *)((char *)rw + 2), q), MOK_ERR_MISALIGNED);
+  /* build and forward in one call: every argument checked before the build is enqueued (the
+   * zeroed routing it would read names expert 0 twice per token: a device fault, seen below) */
+  const int32_t *topk = (const int32_t *)(buf + 3 * T * H * 2);
+  CHECK_STATUS(mok_build_and_forward(sch, NULL, &wt, x, rw, y, q), MOK_ERR_INVALID_ARGUMENT);
+  CHECK_STATUS(mok_build_and_forward(sch, (const int32_t *)((const char *)topk + 2), &wt, x, rw, y, q),
+               MOK_ERR_MISALIGNED);
+  CHECK_STATUS(mok_build_and_forward(sch, topk, &wt, (char *)x + 2, rw, y, q), MOK_ERR_MISALIGNED);
+  CHECK_STATUS(mok_build_and_forward(sch, topk, &bad, x, rw, y, q), MOK_ERR_INVALID_ARGUMENT);
+  CHECK_STATUS(mok_build_and_forward(sch, topk, &wt, x, rw, NULL, q), MOK_ERR_INVALID_ARGUMENT);
   mok_grads g;
   memset(&g, 0, sizeof g);
   CHECK_STATUS(mok_backward(sch, &wt, x, rw, y, &g, q), MOK_ERR_INVALID_ARGUMENT);

@@ -151,9 +151,10 @@ GPU_TEST(layer_many_experts) {
 
 /* Build + forward + backward captured once in a CUDA graph, replayed on two input sets copied into
  * the same buffers. */
-GPU_TEST(layer_graph_replay) {
-  lh_case c = lh_base_case();
-  c.Is = 128; c.T = 211; c.k = 3; c.route = MOK_ROUTE_ZIPF;
+static void graph_replay(lh_case c, const char *label) {
+  char la[96], lb[96];
+  snprintf(la, sizeof la, "%s, inputs A", label);
+  snprintf(lb, sizeof lb, "%s, inputs B", label);
   lh_host ha, hb;
   lh_host_make(&ha, &c, gpu_ctx.size, test_seed());
   lh_host_make(&hb, &c, gpu_ctx.size, test_seed() + 7777);
@@ -173,12 +174,12 @@ GPU_TEST(layer_graph_replay) {
     CHECK(cudaGraphLaunch(exec, e.stream) == cudaSuccess);
     CHECK(cudaStreamSynchronize(e.stream) == cudaSuccess);
     CHECK_STATUS(lh_device_error(e.ws), MOK_SUCCESS);
-    lh_check_against_reference(&ha, &d, gpu_ctx.rank, "graph replay, inputs A");
+    lh_check_against_reference(&ha, &d, gpu_ctx.rank, la);
     lh_dev_upload(&d, &hb, gpu_ctx.rank);
     CHECK(cudaGraphLaunch(exec, e.stream) == cudaSuccess);
     CHECK(cudaStreamSynchronize(e.stream) == cudaSuccess);
     CHECK_STATUS(lh_device_error(e.ws), MOK_SUCCESS);
-    lh_check_against_reference(&hb, &d, gpu_ctx.rank, "graph replay, inputs B");
+    lh_check_against_reference(&hb, &d, gpu_ctx.rank, lb);
     if (exec) cudaGraphExecDestroy(exec);
     if (graph) cudaGraphDestroy(graph);
   }
@@ -186,6 +187,22 @@ GPU_TEST(layer_graph_replay) {
   lh_dev_free(&d);
   lh_host_free(&ha);
   lh_host_free(&hb);
+}
+
+GPU_TEST(layer_graph_replay) {
+  lh_case c = lh_base_case();
+  c.Is = 128; c.T = 211; c.k = 3; c.route = MOK_ROUTE_ZIPF;
+  graph_replay(c, "graph replay");
+}
+
+/* mok_build_and_forward captured: the side stream forked before the build (the grouped path, so
+ * that the shared expert runs beside). */
+GPU_TEST(layer_graph_replay_build_in_forward) {
+  lh_case c = lh_base_case();
+  c.Is = 128; c.T = 211; c.k = 3; c.route = MOK_ROUTE_ZIPF;
+  c.path = MOK_PATH_GROUPED;
+  c.build_in_forward = 1;
+  graph_replay(c, "graph replay, build in forward");
 }
 
 /* Two runs on the same inputs give bitwise-identical outputs and gradients. */
@@ -282,17 +299,21 @@ GPU_TEST(layer_fused_knobs_bitwise) {
 
 /* The shared expert beside the communication (on the workspace's side stream, its GEMMs on the
  * SMs the dispatch and the reverse combine leave): against the reference, and bitwise equal to the
- * shared expert in line, whatever the comm-SM counts (they move rows, never the arithmetic). BF16 on
- * the grouped path (the fused one keeps its dispatch inside gate+up); FP8 in fp8_case. */
+ * shared expert in line, whatever the comm-SM counts (they move rows, never the arithmetic), and
+ * with the schedule built in the forward's call (the shared expert's GEMMs then overlap the
+ * build). BF16 on the grouped path (the fused one keeps its dispatch inside gate+up); FP8 in
+ * fp8_case. */
 GPU_TEST(layer_shared_beside_bitwise) {
   lh_case c = lh_base_case();
   c.Is = 256; c.T = 517; c.k = 4; c.E = 16; c.H = 384; c.route = MOK_ROUTE_ZIPF;
   c.path = MOK_PATH_GROUPED;
-  static const struct { int inl, fwd, bwd; const char *label; } runs[] = {
-      {1, 0, 0, "shared expert in line"},
-      {0, 0, 0, "beside, default comm SMs"},
-      {0, 1, 1, "beside, 1 comm SM"},
-      {0, 9, 23, "beside, 9 / 23 comm SMs"},
+  static const struct { int inl, fwd, bwd, build; const char *label; } runs[] = {
+      {1, 0, 0, 0, "shared expert in line"},
+      {0, 0, 0, 0, "beside, default comm SMs"},
+      {0, 1, 1, 0, "beside, 1 comm SM"},
+      {0, 9, 23, 0, "beside, 9 / 23 comm SMs"},
+      {0, 0, 0, 1, "beside, build in forward"},
+      {0, 9, 23, 1, "beside, 9 / 23, build in forward"},
   };
   lh_host h;
   lh_host_make(&h, &c, gpu_ctx.size, test_seed());
@@ -304,6 +325,7 @@ GPU_TEST(layer_shared_beside_bitwise) {
     h.c.shared_inline = runs[i].inl;
     h.c.comm_sms = runs[i].fwd;
     h.c.bwd_comm_sms = runs[i].bwd;
+    h.c.build_in_forward = runs[i].build;
     knob_run(&h, &d, runs[i].label, 1, &first, &first_bytes, "in-line");
   }
   free(first);
@@ -332,6 +354,16 @@ GPU_TEST(fault_expert_id_out_of_range) {
   lh_case c = lh_base_case();
   c.inject = LH_INJECT_BAD_ID;
   lh_run_case(gpu_ctx.group, &c, "expert id out of range", MOK_ERR_EXPERT_ID);
+}
+
+/* The same fault found by a build in the forward's call while the shared expert runs beside it:
+ * every output still NaN. */
+GPU_TEST(fault_expert_id_build_in_forward) {
+  lh_case c = lh_base_case();
+  c.inject = LH_INJECT_BAD_ID; c.Is = 128;
+  c.path = MOK_PATH_GROUPED;
+  c.build_in_forward = 1;
+  lh_run_case(gpu_ctx.group, &c, "expert id, build in forward", MOK_ERR_EXPERT_ID);
 }
 
 GPU_TEST(fault_capacity_all_ranks) {

@@ -1,8 +1,8 @@
 /* test_layer_fp8.c — the FP8 (block-128) layer: weights quantized on the device by
  * mok_quantize_weight equal the host's quantization bit for bit; the layer's output matches the
  * reference's FP8 mode (inputs and activations quantized the same way, weights dequantized) on the
- * routing cases, the ops path's (bf16 rows pulled, then quantized), a token ring's and that of the
- * dispatch pulled inside the expert MLP's launch bit for bit.
+ * routing cases, the ops path's (bf16 rows pulled, then quantized), a token ring's, that of the
+ * dispatch pulled inside the expert MLP's launch and that of mok_build_and_forward bit for bit.
  * Backward (data gradients in FP8 on mok_fp8_transpose_weights' copies): refused without them;
  * with them, every gradient matches the reference's FP8 backward, a second backward is bitwise the
  * same, and so is a one-region ring's (which replays the forward); the ops layer refuses it. */
@@ -193,6 +193,17 @@ static void fp8_case(lh_case c, const char *label) {
     printf("  %-28s r%d y with the dispatch inside the MLP's launch: %s\n", label, rank,
            same_sep ? "bitwise equal" : "DIFFER");
     CHECK(same_sep);
+    /* the schedule built in the forward's call (the shared expert's GEMMs overlap the build):
+     * the same y, bit for bit */
+    cudaMemset(y2, 0xFF, (size_t)(T * H * 2 + 16));
+    CHECK_STATUS(mok_build_and_forward(e.s, d.topk, &wt, d.x, d.rw, y2, e.stream), MOK_SUCCESS);
+    CHECK(cudaStreamSynchronize(e.stream) == cudaSuccess);
+    CHECK_STATUS(lh_device_error(e.ws), MOK_SUCCESS);
+    cudaMemcpy(yb2, y2, (size_t)(T * H) * 2, cudaMemcpyDeviceToHost);
+    const int same_bf = T == 0 || memcmp(yb, yb2, (size_t)(T * H) * 2) == 0;
+    printf("  %-28s r%d y with the build in the forward's call: %s\n", label, rank,
+           same_bf ? "bitwise equal" : "DIFFER");
+    CHECK(same_bf);
     /* with a one-region token ring and one-minibatch macrobatches: the same y, bit for bit; with
      * a shared expert, that run also has it in line, not beside the communication (the default,
      * above), which changes nothing either */

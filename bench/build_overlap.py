@@ -1,0 +1,86 @@
+"""build_overlap.py — the FP8 forward with the schedule built apart (mok_schedule_build, then
+mok_forward: the shared expert starts once the build is done) against built in the forward's call
+(mok_build_and_forward, what mok.functional runs: the shared expert's GEMMs overlap the build),
+eager and replayed from a CUDA graph, alternating in one run, one process per GPU.
+
+    torchrun --standalone --nproc_per_node=2 bench/build_overlap.py --tokens 7168 --iters 50
+
+Prints the median over iterations of the slowest rank's milliseconds per variant and round, then
+the medians over rounds."""
+import argparse
+import ctypes
+import os
+import statistics
+import sys
+
+import torch
+import torch.distributed as dist
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, os.path.join(HERE, "..", "python"))
+sys.path.insert(0, HERE)
+import mok.functional as mf  # noqa: E402
+from mok import _capi as C  # noqa: E402
+from harness import SHAPES, graphed, make_inputs, slowest_median, timed  # noqa: E402
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--shape", default="deepseek-v3", choices=sorted(SHAPES))
+    ap.add_argument("--tokens", type=int, default=7168)
+    ap.add_argument("--experts", type=int, default=0, help="routed experts (0: the shape's)")
+    ap.add_argument("--routing", default="uniform", choices=("uniform", "zipf"))
+    ap.add_argument("--iters", type=int, default=50)
+    ap.add_argument("--warmup", type=int, default=5)
+    ap.add_argument("--rounds", type=int, default=3)
+    ap.add_argument("--seed", type=int, default=1)
+    args = ap.parse_args()
+    os.environ.setdefault("NCCL_NVLS_ENABLE", "0")
+    local = int(os.environ.get("LOCAL_RANK", "0"))
+    torch.cuda.set_device(local)
+    dist.init_process_group("nccl", device_id=torch.device("cuda", local))
+    rank, ep = dist.get_rank(), dist.get_world_size()
+    shape = SHAPES[args.shape]
+    if args.experts:
+        shape = shape[:2] + (args.experts,) + shape[3:]
+    E = shape[2]
+    x, topk, rw, w, dy = make_inputs(shape, args.tokens, args.routing, rank, ep, args.seed)
+    shared = [w[n] for n in ("ws_gate", "ws_up", "ws_down")]
+    q = [mf.quantize_weight(w[n]) for n in ("w_gate", "w_up", "w_down")]
+    codes = [t for pair in q for t in pair]
+    group = mf.Group()
+
+    def joined():
+        return mf.moe_forward_fp8(x, topk, rw, *codes, *shared, group.id, E)
+
+    def apart():  # what moe_forward_fp8 ran before: two calls
+        knobs = (("dtype", mf.FP8_BLOCK128),)
+        _, sched = mf._schedule(group.id, mf._shape(x, topk, E, codes[0], shared[0]), knobs, 0)
+        wt = mf._fp8_weights(*codes, *shared)
+        y = torch.empty_like(x)
+        stream = ctypes.c_void_p(torch.cuda.current_stream().cuda_stream)
+        C.call("mok_schedule_build", sched, mf._ptr(topk), stream)
+        C.call("mok_forward", sched, ctypes.byref(wt), mf._ptr(x), mf._ptr(rw), mf._ptr(y), stream)
+        return y
+
+    same = torch.equal(joined(), apart())
+    res = {}
+    for r in range(args.rounds):
+        for name, fn in (("apart", apart), ("joined", joined)):
+            res.setdefault((name, "eager"), []).append(
+                slowest_median(timed(fn, args.iters, args.warmup)))
+            res.setdefault((name, "graph"), []).append(
+                slowest_median(timed(graphed(fn), args.iters, args.warmup)))
+    if rank == 0:
+        print(f"{args.shape}{f' with {E} experts' if args.experts else ''}, T {args.tokens}/rank, "
+              f"EP={ep}, {args.routing}, FP8 forward; y apart == joined: {same}")
+        print(f"{'variant':16s} {'rounds (ms)':>30s} {'median':>8s}")
+        for (name, mode), v in res.items():
+            print(f"{name + ' ' + mode:16s} {' '.join(f'{t:8.3f}' for t in v):>30s} "
+                  f"{statistics.median(v):8.3f}")
+    group.destroy()
+    dist.destroy_process_group()
+
+
+if __name__ == "__main__":
+    main()
