@@ -50,10 +50,10 @@ mok_status mok_gpu_check_weights(const mok_workspace *w, const mok_weights *wt) 
 
 /* ---- the shared expert beside the communication ----------------------------------------------
  * The shared expert needs only the rank's own x (and dy), so it runs on the workspace's side
- * stream while the routed experts wait for their rows: forked from the caller's stream at the
- * pass's start (before the schedule's build in mok_build_and_forward, before x or dy is staged),
- * its GEMMs on the SMs the routed experts' first communication kernel leaves (w->sms - comm SMs),
- * and joined right after that kernel, so that the routed GEMMs start on every SM. (Joined only
+ * stream while the routed experts wait for their rows: forked from the caller's stream once x
+ * (dy) is staged on every SM, and before the schedule's build in mok_build_and_forward; its GEMMs
+ * on the SMs the routed experts' first communication kernel leaves (w->sms - comm SMs), and
+ * joined right after that kernel, so that the routed GEMMs start on every SM. (Joined only
  * before the final sums instead, the routed GEMMs' persistent CTAs took the SMs as the shared
  * expert's kernels finished, and the two interleaved kernel by kernel: no gain.) Where the
  * communication is inside the GEMMs (the fused forward; a fused backward's ring replays) the
@@ -166,9 +166,11 @@ static mok_status routed_forward(mok_schedule *s, const mok_weights *wt, comm_pl
   return MOK_SUCCESS;
 }
 
-/* The forward once its arguments are checked; topk: the schedule is built first, in the same
- * call (mok_build_and_forward). With the shared expert beside, its GEMMs are enqueued first, so
- * that they overlap all that the routed experts wait for: the build, x staged, the barrier. */
+/* The forward once its arguments are checked; topk: the schedule is built in the same call
+ * (mok_build_and_forward). x is staged first, on every SM (the peers' pulls wait for it; beside
+ * the shared expert's GEMMs it took 0.3 ms instead of 0.04, docs/PERF.md). With the shared expert
+ * beside, its GEMMs come next, so that they overlap the rest of what the routed experts wait for:
+ * the build and the barriers. */
 static mok_status forward(mok_schedule *s, const mok_weights *wt, const int32_t *topk,
                           const void *x, const float *router_weights, void *y,
                           cudaStream_t stream) {
@@ -176,6 +178,7 @@ static mok_status forward(mok_schedule *s, const mok_weights *wt, const int32_t 
   const int64_t T = w->shape.tokens, H = w->shape.hidden, k = w->shape.top_k,
                 Is = w->shape.shared_intermediate;
   char *sym = (char *)w->sym.ptr;
+  TRY(stage_x(w, x, stream));
   const int beside = beside_forward(w);
   mok_status st = MOK_SUCCESS;
   if (beside) {
@@ -186,7 +189,6 @@ static mok_status forward(mok_schedule *s, const mok_weights *wt, const int32_t 
   }
   comm_plan cp = {beside ? w->fwd_comm : 0, beside};
   if (st == MOK_SUCCESS && topk) st = mok_schedule_build(s, topk, stream);
-  if (st == MOK_SUCCESS) st = stage_x(w, x, stream);
   if (st == MOK_SUCCESS) st = routed_forward(s, wt, &cp, stream);
   if (cp.join) st = side_join(w, st, stream); /* not joined yet: an error came first */
   TRY(st);
@@ -336,16 +338,16 @@ mok_status mok_backward(mok_schedule *s, const mok_weights *wt, const void *x,
   char *sym = (char *)w->sym.ptr;
   const int ring = mok_gpu_ring_on(w);
 
+  if (T > 0) TRY(stage_backward(w, x, router_weights, dy, ring, stream)); /* on every SM */
   const int beside = beside_backward(w);
   mok_status st = MOK_SUCCESS;
-  if (beside) { /* first, beside the staging too */
+  if (beside) {
     TRY(side_fork(w, stream));
     const int prev = mok_gg_set_max_ctas(w->sms - w->bwd_comm);
     st = mok_gpu_shared_backward(s, wt, x, dy, g, w->side);
     mok_gg_set_max_ctas(prev);
   }
   comm_plan cp = {beside ? w->bwd_comm : 0, beside};
-  if (st == MOK_SUCCESS && T > 0) st = stage_backward(w, x, router_weights, dy, ring, stream);
   if (st == MOK_SUCCESS) st = routed_backward(s, wt, g, &cp, stream);
   if (cp.join) st = side_join(w, st, stream); /* not joined yet: an error came first */
   TRY(st);

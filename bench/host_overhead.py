@@ -1,0 +1,111 @@
+"""host_overhead.py — the host's microseconds in one mok.functional FP8 forward call, part by part
+(the argument checks, the workspace lookup, the weights struct, the output's allocation, the C
+call), and in the backward's call; against the GPU's time for the same calls eager and from a CUDA
+graph, one process per GPU.
+
+    torchrun --standalone --nproc_per_node=1 bench/host_overhead.py --experts 128 --tokens 7168
+
+Each part is timed alone, calls-many times in a row (the C call with the GPU idle before each, as
+the harness times it); rank 0 prints the median per call."""
+import argparse
+import ctypes
+import os
+import statistics
+import sys
+import time
+
+import torch
+import torch.distributed as dist
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, os.path.join(HERE, "..", "python"))
+sys.path.insert(0, HERE)
+import mok.functional as mf  # noqa: E402
+from mok import _capi as C  # noqa: E402
+from harness import SHAPES, graphed, make_inputs, slowest_median, timed  # noqa: E402
+
+
+def host_us(fn, calls, sync=False):
+    """Median host microseconds of fn() over calls (sync: the GPU idle before each call)."""
+    out = []
+    for _ in range(calls):
+        if sync:
+            torch.cuda.synchronize()
+        t0 = time.perf_counter()
+        fn()
+        out.append((time.perf_counter() - t0) * 1e6)
+    torch.cuda.synchronize()
+    return statistics.median(out)
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--shape", default="deepseek-v3", choices=sorted(SHAPES))
+    ap.add_argument("--tokens", type=int, default=7168)
+    ap.add_argument("--experts", type=int, default=0, help="routed experts (0: the shape's)")
+    ap.add_argument("--calls", type=int, default=200)
+    ap.add_argument("--seed", type=int, default=1)
+    args = ap.parse_args()
+    os.environ.setdefault("NCCL_NVLS_ENABLE", "0")
+    local = int(os.environ.get("LOCAL_RANK", "0"))
+    torch.cuda.set_device(local)
+    dist.init_process_group("nccl", device_id=torch.device("cuda", local))
+    rank, ep = dist.get_rank(), dist.get_world_size()
+    shape = SHAPES[args.shape]
+    if args.experts:
+        shape = shape[:2] + (args.experts,) + shape[3:]
+    E = shape[2]
+    x, topk, rw, w, dy = make_inputs(shape, args.tokens, "uniform", rank, ep, args.seed)
+    shared = [w[n] for n in ("ws_gate", "ws_up", "ws_down")]
+    codes = [t for n in ("w_gate", "w_up", "w_down") for t in mf.quantize_weight(w[n])]
+    group = mf.Group()
+    knobs = (("dtype", mf.FP8_BLOCK128),)
+    key = mf._shape(x, topk, E, codes[0], shared[0])
+
+    def call():
+        return mf.moe_forward_fp8(x, topk, rw, *codes, *shared, group.id, E)
+
+    call()
+    _, sched = mf._schedule(group.id, key, knobs, 0)
+    wt = mf._fp8_weights(*codes, *shared)
+    y = torch.empty_like(x)
+    stream = ctypes.c_void_p(torch.cuda.current_stream().cuda_stream)
+    n = args.calls
+    parts = [
+        ("argument checks (_check_fp8)",
+         host_us(lambda: mf._check_fp8(x, topk, rw, *codes, *shared, group.id, E), n)),
+        ("shape key + workspace lookup",
+         host_us(lambda: mf._schedule(group.id, mf._shape(x, topk, E, codes[0], shared[0]), knobs, 0), n)),
+        ("weights struct (_fp8_weights)", host_us(lambda: mf._fp8_weights(*codes, *shared), n)),
+        ("output (empty_like) + stream", host_us(
+            lambda: (torch.empty_like(x), torch.cuda.current_stream(x.device).cuda_stream), n)),
+        ("mok_build_and_forward (C)", host_us(
+            lambda: C.call("mok_build_and_forward", sched, mf._ptr(topk), ctypes.byref(wt),
+                           mf._ptr(x), mf._ptr(rw), mf._ptr(y), stream), n, sync=True)),
+        ("whole call (moe_forward_fp8)", host_us(call, n, sync=True)),
+    ]
+    t8 = mf.transpose_weights_fp8(*codes)
+
+    def bwd():
+        return mf.moe_backward_fp8(dy, x, topk, rw, *codes, t8, *shared, group.id, E)
+
+    bwd()
+    parts.append(("whole backward call (moe_backward_fp8)", host_us(bwd, n // 4, sync=True)))
+    eager = slowest_median(timed(call, 50, 5))
+    graph = slowest_median(timed(graphed(call), 50, 5))
+    eager_b = slowest_median(timed(bwd, 30, 3))
+    graph_b = slowest_median(timed(graphed(bwd), 30, 3))
+    if rank == 0:
+        print(f"{args.shape}{f' with {E} experts' if args.experts else ''}, T {args.tokens}/rank, "
+              f"EP={ep}, FP8 forward: host microseconds per call (median of {n})")
+        for name, us in parts:
+            print(f"  {name:40s} {us:8.1f}")
+        for name, e, g in (("forward", eager, graph), ("backward", eager_b, graph_b)):
+            print(f"  {'GPU ms, ' + name + ': eager / graph / diff':40s} {e:.3f} / {g:.3f} / "
+                  f"{e - g:.3f}")
+    group.destroy()
+    dist.destroy_process_group()
+
+
+if __name__ == "__main__":
+    main()
