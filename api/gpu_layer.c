@@ -1,6 +1,6 @@
-/* gpu_layer.c — mok_forward (mok_build_and_forward) and mok_backward on the GPU paths: kernels enqueued on the caller's
- * stream, no host synchronization, no allocation (capturable in a CUDA graph). The expert stages
- * (either GEMM backend) are in gpu_experts.c.
+/* gpu_layer.c — mok_forward (and mok_build_and_forward) and mok_backward on the GPU paths:
+ * kernels enqueued on the caller's stream, no host synchronization, no allocation (capturable in
+ * a CUDA graph). The expert stages (either GEMM backend) are in gpu_experts.c.
  * Forward:  stage x (symmetric) | barrier | pull dispatch | gate+up GEMMs, SwiGLU | down GEMM |
  *           push combine into the source rank's (token, k) slots | shared expert | barrier |
  *           y = sum_j rw * slot (j order) + shared.

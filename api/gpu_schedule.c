@@ -92,9 +92,6 @@ mok_status mok_schedule_destroy(mok_schedule *s) {
   return mok_gpu_status(e);
 }
 
-/* Stage this rank's routing; barrier; count + scan over every rank's routing (pulled from the
- * peers); fill + pad; barrier (which also spreads any rank's fault to all ranks and keeps the
- * staged routing alive until every peer has read it). */
 mok_status mok_gpu_check_topk(const mok_schedule *s, const int32_t *topk) {
   if (!s) return MOK_ERR_INVALID_ARGUMENT;
   if (s->ws->shape.tokens * s->ws->shape.top_k > 0 && !topk) return MOK_ERR_INVALID_ARGUMENT;
@@ -102,6 +99,9 @@ mok_status mok_gpu_check_topk(const mok_schedule *s, const int32_t *topk) {
   return MOK_SUCCESS;
 }
 
+/* Stage this rank's routing; barrier; count + scan over every rank's routing (pulled from the
+ * peers); fill + pad; barrier (which also spreads any rank's fault to all ranks and keeps the
+ * staged routing alive until every peer has read it). */
 mok_status mok_schedule_build(mok_schedule *s, const int32_t *topk, cudaStream_t stream) {
   const mok_status bad = mok_gpu_check_topk(s, topk);
   if (bad != MOK_SUCCESS) return bad;

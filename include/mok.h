@@ -289,8 +289,8 @@ mok_status mok_forward(mok_schedule *schedule, const mok_weights *weights, const
                        const float *router_weights, void *y, cudaStream_t stream);
 
 /* Collective, enqueued on stream. mok_schedule_build(schedule, topk_experts) then mok_forward in
- * one call, with the same results bit for bit; the shared expert's GEMMs start first, so that they
- * overlap the build. Every argument is checked before anything is enqueued. */
+ * one call, with the same results bit for bit; the shared expert's GEMMs start before the build,
+ * so that they overlap it. Every argument is checked before anything is enqueued. */
 mok_status mok_build_and_forward(mok_schedule *schedule, const int32_t *topk_experts,
                                  const mok_weights *weights, const void *x,
                                  const float *router_weights, void *y, cudaStream_t stream);
