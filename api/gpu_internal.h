@@ -123,8 +123,10 @@ static inline int64_t mok_fp8_rows_bytes(int64_t rows, int64_t cols) {
 /* Helpers (gpu_workspace.c). */
 mok_status mok_gpu_barrier(mok_workspace *w, cudaStream_t stream);
 v1_route mok_gpu_route(const mok_schedule *s);
-/* mok_schedule_build's argument checks (host; nothing enqueued). */
+/* mok_schedule_build in two: its argument checks (host; nothing enqueued), then the build
+ * enqueued on arguments already checked. */
 mok_status mok_gpu_check_topk(const mok_schedule *s, const int32_t *topk);
+mok_status mok_gpu_schedule_enqueue(mok_schedule *s, const int32_t *topk, cudaStream_t stream);
 v1_sched_args mok_gpu_sched_args(const mok_schedule *s);
 int mok_gpu_aligned(const void *p); /* 16-byte aligned (NULL counts as aligned) */
 mok_status mok_gpu_status(cudaError_t e);

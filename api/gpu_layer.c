@@ -188,7 +188,7 @@ static mok_status forward(mok_schedule *s, const mok_weights *wt, const int32_t 
     mok_gg_set_max_ctas(prev);
   }
   comm_plan cp = {beside ? w->fwd_comm : 0, beside};
-  if (st == MOK_SUCCESS && topk) st = mok_schedule_build(s, topk, stream);
+  if (st == MOK_SUCCESS && topk) st = mok_gpu_schedule_enqueue(s, topk, stream);
   if (st == MOK_SUCCESS) st = routed_forward(s, wt, &cp, stream);
   if (cp.join) st = side_join(w, st, stream); /* not joined yet: an error came first */
   TRY(st);

@@ -102,9 +102,7 @@ mok_status mok_gpu_check_topk(const mok_schedule *s, const int32_t *topk) {
 /* Stage this rank's routing; barrier; count + scan over every rank's routing (pulled from the
  * peers); fill + pad; barrier (which also spreads any rank's fault to all ranks and keeps the
  * staged routing alive until every peer has read it). */
-mok_status mok_schedule_build(mok_schedule *s, const int32_t *topk, cudaStream_t stream) {
-  const mok_status bad = mok_gpu_check_topk(s, topk);
-  if (bad != MOK_SUCCESS) return bad;
+mok_status mok_gpu_schedule_enqueue(mok_schedule *s, const int32_t *topk, cudaStream_t stream) {
   mok_workspace *w = s->ws;
   const int64_t n = w->shape.tokens * w->shape.top_k;
   cudaError_t e = cudaSuccess;
@@ -119,6 +117,11 @@ mok_status mok_schedule_build(mok_schedule *s, const int32_t *topk, cudaStream_t
   if ((e = v1_sched_count_scan(&a, stream)) != cudaSuccess) return mok_gpu_status(e);
   if ((e = v1_sched_fill_pad(&a, stream)) != cudaSuccess) return mok_gpu_status(e);
   return mok_gpu_barrier(w, stream);
+}
+
+mok_status mok_schedule_build(mok_schedule *s, const int32_t *topk, cudaStream_t stream) {
+  const mok_status bad = mok_gpu_check_topk(s, topk);
+  return bad != MOK_SUCCESS ? bad : mok_gpu_schedule_enqueue(s, topk, stream);
 }
 
 mok_status mok_schedule_rows(mok_schedule *s, int64_t *rows) {

@@ -21,7 +21,8 @@ sys.path.insert(0, os.path.join(HERE, "..", "python"))
 sys.path.insert(0, HERE)
 import mok.functional as mf  # noqa: E402
 from mok import _capi as C  # noqa: E402
-from harness import SHAPES, graphed, make_inputs, slowest_median, timed  # noqa: E402
+from harness import (SHAPES, fp8_routed, graphed, init_ranks, make_inputs, shape_with,  # noqa: E402
+                     slowest_median, timed)
 
 
 def main():
@@ -35,19 +36,12 @@ def main():
     ap.add_argument("--rounds", type=int, default=3)
     ap.add_argument("--seed", type=int, default=1)
     args = ap.parse_args()
-    os.environ.setdefault("NCCL_NVLS_ENABLE", "0")
-    local = int(os.environ.get("LOCAL_RANK", "0"))
-    torch.cuda.set_device(local)
-    dist.init_process_group("nccl", device_id=torch.device("cuda", local))
-    rank, ep = dist.get_rank(), dist.get_world_size()
-    shape = SHAPES[args.shape]
-    if args.experts:
-        shape = shape[:2] + (args.experts,) + shape[3:]
+    rank, ep = init_ranks()
+    shape = shape_with(args.shape, args.experts)
     E = shape[2]
     x, topk, rw, w, dy = make_inputs(shape, args.tokens, args.routing, rank, ep, args.seed)
     shared = [w[n] for n in ("ws_gate", "ws_up", "ws_down")]
-    q = [mf.quantize_weight(w[n]) for n in ("w_gate", "w_up", "w_down")]
-    codes = [t for pair in q for t in pair]
+    codes = fp8_routed(w)
     group = mf.Group()
 
     def joined():

@@ -38,6 +38,29 @@ SHAPES = {
 }
 
 
+def init_ranks():
+    """This process's GPU (torchrun's LOCAL_RANK) and the NCCL process group, NVLink multicast
+    off; returns (rank, world size)."""
+    os.environ.setdefault("NCCL_NVLS_ENABLE", "0")
+    local = int(os.environ.get("LOCAL_RANK", "0"))
+    torch.cuda.set_device(local)
+    dist.init_process_group("nccl", device_id=torch.device("cuda", local))
+    return dist.get_rank(), dist.get_world_size()
+
+
+def shape_with(name, experts=0):
+    """SHAPES[name], with `experts` routed experts instead when nonzero (e.g. half of DeepSeek-V3's
+    on one GPU: the routed work per GPU of EP=2, without NVLink)."""
+    H, I, E, k, Is = SHAPES[name]
+    return (H, I, experts or E, k, Is)
+
+
+def fp8_routed(w):
+    """make_inputs' routed weights quantized by mok (quantize_weight), flat: the codes and scales
+    of gate, up and down in the order the FP8 ops take them."""
+    return [t for n in ("w_gate", "w_up", "w_down") for t in mf.quantize_weight(w[n])]
+
+
 def make_inputs(shape, T, routing, rank, ep, seed):
     H, I, E, k, Is = shape
     el = E // ep
@@ -259,11 +282,7 @@ def main():
         lib.gg_set_tuning(0, 0, 0, args.gg_flags)
     if args.iters < 50:
         print("note: fewer than 50 timed iterations: figures are indicative only")
-    os.environ.setdefault("NCCL_NVLS_ENABLE", "0")
-    local = int(os.environ.get("LOCAL_RANK", "0"))
-    torch.cuda.set_device(local)
-    dist.init_process_group("nccl", device_id=torch.device("cuda", local))
-    rank, ep = dist.get_rank(), dist.get_world_size()
+    rank, ep = init_ranks()
     try:
         import deep_ep  # noqa: F401
         deepep_note = "DeepEP is installed but its baseline is not wired in yet"

@@ -19,7 +19,7 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.join(HERE, "..", "python"))
 sys.path.insert(0, HERE)
 import mok.functional as mf  # noqa: E402
-from harness import SHAPES, make_inputs  # noqa: E402
+from harness import SHAPES, init_ranks, make_inputs, shape_with  # noqa: E402
 
 GG_MODES = {"0": "grouped GEMM fwd", "1": "grouped GEMM gate+up SwiGLU", "2": "grouped GEMM dgrad",
             "3": "grouped GEMM wgrad"}
@@ -62,17 +62,11 @@ def main():
     ap.add_argument("--gg-flags", type=int, default=0,
                     help="grouped GEMM tuning flags (kernels/grouped_gemm_tmap.h), a probe")
     args = ap.parse_args()
-    os.environ.setdefault("NCCL_NVLS_ENABLE", "0")
     if args.gg_flags:
         from mok._capi import lib
         lib.gg_set_tuning(0, 0, 0, args.gg_flags)
-    local = int(os.environ.get("LOCAL_RANK", "0"))
-    torch.cuda.set_device(local)
-    dist.init_process_group("nccl", device_id=torch.device("cuda", local))
-    rank, ep = dist.get_rank(), dist.get_world_size()
-    shape = SHAPES[args.shape]
-    if args.experts:
-        shape = shape[:2] + (args.experts,) + shape[3:]
+    rank, ep = init_ranks()
+    shape = shape_with(args.shape, args.experts)
     E = shape[2]
     x, topk, rw, w, dy = make_inputs(shape, args.tokens, args.routing, rank, ep, args.seed)
     wl = [w[n] for n in ("w_gate", "w_up", "w_down", "ws_gate", "ws_up", "ws_down")]

@@ -16,6 +16,18 @@
 #include "tests/gpu/gpu_test.h"
 #include "tests/gpu/layer_harness.h"
 
+/* Once a run on e's stream has written y2 (n values): synchronized, no device fault, and y2 bit
+ * for bit the layer's first y, yb (buf: host room for n values). */
+static void check_same_y(const lh_env *e, const void *y2, const uint16_t *yb, uint16_t *buf,
+                         int64_t n, const char *label, int rank, const char *what) {
+  CHECK(cudaStreamSynchronize(e->stream) == cudaSuccess);
+  CHECK_STATUS(lh_device_error(e->ws), MOK_SUCCESS);
+  cudaMemcpy(buf, y2, (size_t)n * 2, cudaMemcpyDeviceToHost);
+  const int same = n == 0 || memcmp(yb, buf, (size_t)n * 2) == 0;
+  printf("  %-28s r%d y %s: %s\n", label, rank, what, same ? "bitwise equal" : "DIFFER");
+  CHECK(same);
+}
+
 static void fp8_case(lh_case c, const char *label) {
   /* FP8 weight gradients (the default): both sides quantize each expert's operands along the
    * tokens, but from inputs that differ by the forward's own rounding (an activation one E4M3 step
@@ -171,14 +183,8 @@ static void fp8_case(lh_case c, const char *label) {
     CHECK_STATUS(mok_op_combine_reduce(e.s, &wt, d.x, &cb, d.rw, y2, e.stream), MOK_SUCCESS);
     CHECK_STATUS(mok_op_experts_backward(e.s, &wt, recv, out, &cb, out, &d.grads, e.stream),
                  MOK_ERR_NOT_SUPPORTED); /* the FP8 backward is the functional layer's */
-    CHECK(cudaStreamSynchronize(e.stream) == cudaSuccess);
-    CHECK_STATUS(lh_device_error(e.ws), MOK_SUCCESS);
     uint16_t *yb2 = malloc((size_t)(T * H + 1) * 2);
-    cudaMemcpy(yb2, y2, (size_t)(T * H) * 2, cudaMemcpyDeviceToHost);
-    const int same_y = T == 0 || memcmp(yb, yb2, (size_t)(T * H) * 2) == 0;
-    printf("  %-28s r%d y of the layer and of the ops path: %s\n", label, rank,
-           same_y ? "bitwise equal" : "DIFFER");
-    CHECK(same_y);
+    check_same_y(&e, y2, yb, yb2, T * H, label, rank, "of the ops path");
     /* the dispatch pulled inside the expert MLP's launch (tuning flag 8192; by default a kernel
      * of its own, beside the shared expert): the same y, bit for bit */
     cudaMemset(y2, 0xFF, (size_t)(T * H * 2 + 16));
@@ -186,24 +192,13 @@ static void fp8_case(lh_case c, const char *label) {
     gg_set_tuning(0, 0, 0, flags0 | 8192);
     CHECK_STATUS(mok_forward(e.s, &wt, d.x, d.rw, y2, e.stream), MOK_SUCCESS);
     gg_set_tuning(0, 0, 0, flags0);
-    CHECK(cudaStreamSynchronize(e.stream) == cudaSuccess);
-    CHECK_STATUS(lh_device_error(e.ws), MOK_SUCCESS);
-    cudaMemcpy(yb2, y2, (size_t)(T * H) * 2, cudaMemcpyDeviceToHost);
-    const int same_sep = T == 0 || memcmp(yb, yb2, (size_t)(T * H) * 2) == 0;
-    printf("  %-28s r%d y with the dispatch inside the MLP's launch: %s\n", label, rank,
-           same_sep ? "bitwise equal" : "DIFFER");
-    CHECK(same_sep);
+    check_same_y(&e, y2, yb, yb2, T * H, label, rank,
+                 "with the dispatch inside the MLP's launch");
     /* the schedule built in the forward's call (the shared expert's GEMMs overlap the build):
      * the same y, bit for bit */
     cudaMemset(y2, 0xFF, (size_t)(T * H * 2 + 16));
     CHECK_STATUS(mok_build_and_forward(e.s, d.topk, &wt, d.x, d.rw, y2, e.stream), MOK_SUCCESS);
-    CHECK(cudaStreamSynchronize(e.stream) == cudaSuccess);
-    CHECK_STATUS(lh_device_error(e.ws), MOK_SUCCESS);
-    cudaMemcpy(yb2, y2, (size_t)(T * H) * 2, cudaMemcpyDeviceToHost);
-    const int same_bf = T == 0 || memcmp(yb, yb2, (size_t)(T * H) * 2) == 0;
-    printf("  %-28s r%d y with the build in the forward's call: %s\n", label, rank,
-           same_bf ? "bitwise equal" : "DIFFER");
-    CHECK(same_bf);
+    check_same_y(&e, y2, yb, yb2, T * H, label, rank, "with the build in the forward's call");
     /* with a one-region token ring and one-minibatch macrobatches: the same y, bit for bit; with
      * a shared expert, that run also has it in line, not beside the communication (the default,
      * above), which changes nothing either */
