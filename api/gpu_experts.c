@@ -14,8 +14,6 @@
 #include "kernels/grouped_gemm.h"
 #include "kernels/grouped_gemm_tmap.h"
 
-#define TRY_CUDA(expr) do { cudaError_t e_ = (expr); if (e_ != cudaSuccess) return mok_gpu_status(e_); } while (0)
-#define TRY(expr) do { mok_status s_ = (expr); if (s_ != MOK_SUCCESS) return s_; } while (0)
 
 /* ---- v1 backend ------------------------------------------------------------------------------ */
 

@@ -8,6 +8,7 @@
 #include <stdint.h>
 #include "comm/comm.h"
 #include "kernels/v1_kernels.h"
+#include "api/status_detail.h"
 #include "mok.h"
 #include "schedule/pipeline_core.h"
 
@@ -129,7 +130,28 @@ mok_status mok_gpu_check_topk(const mok_schedule *s, const int32_t *topk);
 mok_status mok_gpu_schedule_enqueue(mok_schedule *s, const int32_t *topk, cudaStream_t stream);
 v1_sched_args mok_gpu_sched_args(const mok_schedule *s);
 int mok_gpu_aligned(const void *p); /* 16-byte aligned (NULL counts as aligned) */
+/* A CUDA error as a mok status, its name and text recorded for mok_last_error; _at also records
+ * the failed call's text and where mok made it (what TRY_CUDA passes). */
 mok_status mok_gpu_status(cudaError_t e);
+mok_status mok_gpu_status_at(cudaError_t e, const char *call, const char *file, int line);
+/* st from call, which ran after the thread's detail count was records: a CUDA failure it left
+ * unrecorded, which the grouped GEMM's launchers record on their own (gg_last_error), is moved into
+ * mok_last_error with call's text and place. */
+mok_status mok_gpu_failed_at(mok_status st, unsigned records, const char *call, const char *file,
+                             int line);
+
+/* Early returns on a failed CUDA call (recorded with its place) or a failed mok status. */
+#define TRY_CUDA(expr)                                                              \
+  do {                                                                              \
+    cudaError_t e_ = (expr);                                                        \
+    if (e_ != cudaSuccess) return mok_gpu_status_at(e_, #expr, __FILE__, __LINE__); \
+  } while (0)
+#define TRY(expr)                                                                         \
+  do {                                                                                    \
+    const unsigned r_ = mok_error_records();                                             \
+    mok_status s_ = (expr);                                                               \
+    if (s_ != MOK_SUCCESS) return mok_gpu_failed_at(s_, r_, #expr, __FILE__, __LINE__); \
+  } while (0)
 
 /* The token ring (gpu_ring.c). */
 int mok_gpu_ring_on(const mok_workspace *w);

@@ -23,8 +23,6 @@
 #include "api/gpu_internal.h"
 #include "kernels/grouped_gemm.h"
 
-#define TRY_CUDA(expr) do { cudaError_t e_ = (expr); if (e_ != cudaSuccess) return mok_gpu_status(e_); } while (0)
-#define TRY(expr) do { mok_status s_ = (expr); if (s_ != MOK_SUCCESS) return s_; } while (0)
 
 static mok_status check_weights(const mok_workspace *w, const mok_weights *wt) {
   if (!wt->w_gate || !wt->w_up || !wt->w_down) return MOK_ERR_INVALID_ARGUMENT;
@@ -75,7 +73,7 @@ static mok_status side_fork(mok_workspace *w, cudaStream_t stream) {
 static mok_status side_join(mok_workspace *w, mok_status st, cudaStream_t stream) {
   cudaError_t e = cudaEventRecord(w->side_join, w->side);
   if (e == cudaSuccess) e = cudaStreamWaitEvent(stream, w->side_join, 0);
-  return st != MOK_SUCCESS ? st : mok_gpu_status(e);
+  return st != MOK_SUCCESS ? st : mok_gpu_status_at(e, "side_join", __FILE__, __LINE__);
 }
 
 /* How a pass runs its communication kernels: on ctas CTAs (0: every SM), and whether the side

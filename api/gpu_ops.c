@@ -11,8 +11,6 @@
 #include <cuda_runtime_api.h>
 #include "api/gpu_internal.h"
 
-#define TRY_CUDA(expr) do { cudaError_t e_ = (expr); if (e_ != cudaSuccess) return mok_gpu_status(e_); } while (0)
-#define TRY(expr) do { mok_status s_ = (expr); if (s_ != MOK_SUCCESS) return s_; } while (0)
 
 /* A caller's symmetric buffer of at least bytes, and its peers' addresses in the ops table. */
 static mok_status use_buffer(mok_workspace *w, const mok_sym_buffer *b, int64_t bytes,

@@ -15,9 +15,8 @@ mok_status mok_gpu_ring_view(const mok_schedule *s, int64_t b, int32_t region, m
   const mok_workspace *w = s->ws;
   const int64_t rows = mok_pipe_region_rows(&w->pipe), first = (int64_t)region * rows;
   const int64_t H = w->shape.hidden, I = w->shape.intermediate;
-  cudaError_t e = mok_ring_view(&w->pipe, s->expert_offset, s->expert_count, s->row_src, w->el, b,
-                                w->view_offset, w->view_count, w->view_row_src, stream);
-  if (e != cudaSuccess) return mok_gpu_status(e);
+  TRY_CUDA(mok_ring_view(&w->pipe, s->expert_offset, s->expert_count, s->row_src, w->el, b,
+                         w->view_offset, w->view_count, w->view_row_src, stream));
   *v = *s;
   v->expert_offset = w->view_offset;
   v->expert_count = w->view_count;

@@ -105,17 +105,14 @@ mok_status mok_gpu_check_topk(const mok_schedule *s, const int32_t *topk) {
 mok_status mok_gpu_schedule_enqueue(mok_schedule *s, const int32_t *topk, cudaStream_t stream) {
   mok_workspace *w = s->ws;
   const int64_t n = w->shape.tokens * w->shape.top_k;
-  cudaError_t e = cudaSuccess;
   if (n > 0)
-    e = cudaMemcpyAsync((char *)w->sym.ptr + w->off_topk, topk, (size_t)n * 4,
-                        cudaMemcpyDeviceToDevice, stream);
-  if (e != cudaSuccess) return mok_gpu_status(e);
-  mok_status st = mok_gpu_barrier(w, stream);
-  if (st != MOK_SUCCESS) return st;
+    TRY_CUDA(cudaMemcpyAsync((char *)w->sym.ptr + w->off_topk, topk, (size_t)n * 4,
+                             cudaMemcpyDeviceToDevice, stream));
+  TRY(mok_gpu_barrier(w, stream));
   s->ring_kept = 0; /* a new table: the ring holds nothing of it until a forward */
   v1_sched_args a = mok_gpu_sched_args(s);
-  if ((e = v1_sched_count_scan(&a, stream)) != cudaSuccess) return mok_gpu_status(e);
-  if ((e = v1_sched_fill_pad(&a, stream)) != cudaSuccess) return mok_gpu_status(e);
+  TRY_CUDA(v1_sched_count_scan(&a, stream));
+  TRY_CUDA(v1_sched_fill_pad(&a, stream));
   return mok_gpu_barrier(w, stream);
 }
 

@@ -7,13 +7,34 @@
 #include <cuda_runtime_api.h>
 #include "api/gpu_internal.h"
 #include "kernels/fused_comm.h"
+#include "kernels/grouped_gemm_tmap.h"
 #include "schedule/pipeline.h"
 
-mok_status mok_gpu_status(cudaError_t e) {
-  if (e == cudaSuccess) return MOK_SUCCESS;
+static mok_status cuda_status(cudaError_t e) {
   if (e == cudaErrorMemoryAllocation) return MOK_ERR_OUT_OF_MEMORY;
   if (e == cudaErrorNoDevice || e == cudaErrorInsufficientDriver) return MOK_ERR_NO_DEVICE;
   return MOK_ERR_CUDA;
+}
+
+mok_status mok_gpu_status(cudaError_t e) {
+  if (e == cudaSuccess) return MOK_SUCCESS;
+  return mok_record_error(cuda_status(e), "%s: %s", cudaGetErrorName(e), cudaGetErrorString(e));
+}
+
+mok_status mok_gpu_status_at(cudaError_t e, const char *call, const char *file, int line) {
+  if (e == cudaSuccess) return MOK_SUCCESS;
+  return mok_record_error(cuda_status(e), "%s at %s:%d: %s: %s", call, file, line,
+                          cudaGetErrorName(e), cudaGetErrorString(e));
+}
+
+mok_status mok_gpu_failed_at(mok_status st, unsigned records, const char *call, const char *file,
+                             int line) {
+  const char *gg = gg_last_error(); /* the grouped GEMM's record of a launch that failed */
+  if ((st == MOK_ERR_CUDA || st == MOK_ERR_NCCL) && mok_error_records() == records && gg[0]) {
+    mok_record_error(st, "%s at %s:%d: %s", call, file, line, gg);
+    gg_clear_last_error();
+  }
+  return st;
 }
 
 int mok_gpu_aligned(const void *p) { return ((uintptr_t)p & 15u) == 0; }
@@ -63,21 +84,25 @@ static mok_status agree(mok_group *g, const int64_t *row) {
   if (!host) return MOK_ERR_OUT_OF_MEMORY;
   if (cudaMalloc((void **)&dev, n * sizeof(int64_t)) != cudaSuccess ||
       cudaStreamCreateWithFlags(&st, cudaStreamNonBlocking) != cudaSuccess) {
-    rc = MOK_ERR_CUDA;
+    rc = mok_record_error(MOK_ERR_CUDA, "the shape agreement's buffer or stream: %s",
+                          cudaGetErrorString(cudaGetLastError()));
     goto done;
   }
   if (cudaMemcpy(dev + (size_t)AGREE_N * g->rank, row, AGREE_N * sizeof(int64_t),
                  cudaMemcpyHostToDevice) != cudaSuccess) {
-    rc = MOK_ERR_CUDA;
+    rc = mok_record_error(MOK_ERR_CUDA, "the shape agreement's upload: %s",
+                          cudaGetErrorString(cudaGetLastError()));
     goto done;
   }
   if (ncclAllGather(dev + (size_t)AGREE_N * g->rank, dev, AGREE_N, ncclInt64, g->comm, st) != ncclSuccess) {
-    rc = MOK_ERR_NCCL;
+    rc = mok_record_error(MOK_ERR_NCCL, "the shape agreement's ncclAllGather: %s",
+                          ncclGetLastError(g->comm));
     goto done;
   }
   if (cudaStreamSynchronize(st) != cudaSuccess ||
       cudaMemcpy(host, dev, n * sizeof(int64_t), cudaMemcpyDeviceToHost) != cudaSuccess) {
-    rc = MOK_ERR_CUDA;
+    rc = mok_record_error(MOK_ERR_CUDA, "the shape agreement's download: %s",
+                          cudaGetErrorString(cudaGetLastError()));
     goto done;
   }
   for (int r = 0; r < g->size; ++r)
@@ -166,7 +191,7 @@ static mok_status check_request(const mok_shape *s, const mok_config *c, int ep,
     return MOK_ERR_NOT_SUPPORTED;
   { /* comm SMs leave the others to the GEMMs */
     const int sms = device_sms();
-    if (sms <= 0) return MOK_ERR_CUDA;
+    if (sms <= 0) return mok_record_error(MOK_ERR_CUDA, "the device's SM count");
     if (comm_sms(c, 1) > sms / 2 || comm_sms(c, 0) > sms / 2)
       return MOK_ERR_INVALID_ARGUMENT;
   }
@@ -461,7 +486,8 @@ mok_status mok_gpu_barrier(mok_workspace *w, cudaStream_t stream) {
   b.epoch = w->epoch;
   b.err = w->err;
   b.timeout_ns = w->timeout_ns;
-  return mok_gpu_status(mok_barrier_run(&b, stream));
+  TRY_CUDA(mok_barrier_run(&b, stream));
+  return MOK_SUCCESS;
 }
 
 v1_route mok_gpu_route(const mok_schedule *s) {

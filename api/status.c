@@ -1,5 +1,25 @@
-/* status.c — mok_status_string: one sentence per status code. */
+/* status.c — mok_status_string: one sentence per status code; mok_last_error: the detail of the
+ * calling thread's latest failed CUDA or NCCL call (api/status_detail.h records it). */
+#include <stdarg.h>
+#include <stdio.h>
+#include "api/status_detail.h"
 #include "mok.h"
+
+static _Thread_local char last_error[512];
+static _Thread_local unsigned records;
+
+const char *mok_last_error(void) { return last_error; }
+
+unsigned mok_error_records(void) { return records; }
+
+mok_status mok_record_error(mok_status status, const char *fmt, ...) {
+  ++records;
+  va_list ap;
+  va_start(ap, fmt);
+  vsnprintf(last_error, sizeof last_error, fmt, ap);
+  va_end(ap);
+  return status;
+}
 
 const char *mok_status_string(mok_status status) {
   switch (status) {

@@ -7,31 +7,35 @@
 #include <string.h>
 #include <cuda_runtime_api.h>
 #include <nccl.h>
+#include "api/status_detail.h"
 #include "comm/comm.h"
 #include "mok.h"
 
 _Static_assert(sizeof(ncclUniqueId) == sizeof(mok_unique_id), "mok_unique_id must hold an ncclUniqueId");
 
+/* Records which NCCL call failed and why (mok_last_error); with MOK_DEBUG set in the
+ * environment, also says so on stderr. */
+static mok_status nccl_failed(const char *what, ncclResult_t r, ncclComm_t comm) {
+  mok_record_error(MOK_ERR_NCCL, "%s: %s (%s)", what, ncclGetErrorString(r),
+                   comm ? ncclGetLastError(comm) : "");
+  if (getenv("MOK_DEBUG")) fprintf(stderr, "mok: %s failed\n", mok_last_error());
+  return MOK_ERR_NCCL;
+}
+
 mok_status mok_get_unique_id(mok_unique_id *id) {
   if (!id) return MOK_ERR_INVALID_ARGUMENT;
   ncclUniqueId u;
-  if (ncclGetUniqueId(&u) != ncclSuccess) return MOK_ERR_NCCL;
+  const ncclResult_t r = ncclGetUniqueId(&u);
+  if (r != ncclSuccess) return nccl_failed("ncclGetUniqueId", r, NULL);
   memcpy(id->internal, &u, sizeof u);
   return MOK_SUCCESS;
-}
-
-/* With MOK_DEBUG set in the environment, says which NCCL call failed and why (stderr). */
-static mok_status nccl_failed(const char *what, ncclResult_t r, ncclComm_t comm) {
-  if (getenv("MOK_DEBUG"))
-    fprintf(stderr, "mok: %s failed: %s (%s)\n", what, ncclGetErrorString(r),
-            comm ? ncclGetLastError(comm) : "");
-  return MOK_ERR_NCCL;
 }
 
 static mok_status current_device(int *dev) {
   int n = 0;
   if (cudaGetDeviceCount(&n) != cudaSuccess || n <= 0) return MOK_ERR_NO_DEVICE;
-  if (cudaGetDevice(dev) != cudaSuccess) return MOK_ERR_CUDA;
+  if (cudaGetDevice(dev) != cudaSuccess)
+    return mok_record_error(MOK_ERR_CUDA, "cudaGetDevice: %s", cudaGetErrorString(cudaGetLastError()));
   return MOK_SUCCESS;
 }
 
@@ -69,11 +73,12 @@ static mok_status finish_group(ncclComm_t comm, int owns, int device, mok_group 
  * structures differ between releases, and a mix fails late and obscurely. */
 static mok_status check_nccl_version(void) {
   int v = 0;
-  if (ncclGetVersion(&v) != ncclSuccess) return MOK_ERR_NCCL;
+  const ncclResult_t r = ncclGetVersion(&v);
+  if (r != ncclSuccess) return nccl_failed("ncclGetVersion", r, NULL);
   if (v != NCCL_VERSION_CODE) {
-    if (getenv("MOK_DEBUG"))
-      fprintf(stderr, "mok: built against NCCL %d but this process loaded NCCL %d: rebuild with "
-                      "NCCL_HOME pointing at the loaded one\n", NCCL_VERSION_CODE, v);
+    mok_record_error(MOK_ERR_NCCL, "built against NCCL %d but this process loaded NCCL %d: rebuild "
+                     "with NCCL_HOME pointing at the loaded one", NCCL_VERSION_CODE, v);
+    if (getenv("MOK_DEBUG")) fprintf(stderr, "mok: %s\n", mok_last_error());
     return MOK_ERR_NCCL;
   }
   return MOK_SUCCESS;
@@ -123,7 +128,10 @@ mok_status mok_group_destroy(mok_group *g) {
   if (!g) return MOK_SUCCESS;
   mok_comm_devcomm_destroy(g->comm, g->devcomm);
   mok_status st = MOK_SUCCESS;
-  if (g->owns_comm && ncclCommDestroy(g->comm) != ncclSuccess) st = MOK_ERR_NCCL;
+  if (g->owns_comm) {
+    const ncclResult_t r = ncclCommDestroy(g->comm);
+    if (r != ncclSuccess) st = nccl_failed("ncclCommDestroy", r, NULL);
+  }
   free(g);
   return st;
 }
@@ -156,9 +164,10 @@ mok_status mok_sym_free(mok_group *g, mok_sym_buffer *b) {
   if (!g || !b) return MOK_ERR_INVALID_ARGUMENT;
   if (!b->ptr) return MOK_SUCCESS;
   mok_status st = MOK_SUCCESS;
-  if (b->window && ncclCommWindowDeregister(g->comm, (ncclWindow_t)b->window) != ncclSuccess)
-    st = MOK_ERR_NCCL;
-  if (ncclMemFree(b->ptr) != ncclSuccess) st = MOK_ERR_NCCL;
+  ncclResult_t r;
+  if (b->window && (r = ncclCommWindowDeregister(g->comm, (ncclWindow_t)b->window)) != ncclSuccess)
+    st = nccl_failed("ncclCommWindowDeregister", r, g->comm);
+  if ((r = ncclMemFree(b->ptr)) != ncclSuccess) st = nccl_failed("ncclMemFree", r, g->comm);
   memset(b, 0, sizeof *b);
   return st;
 }

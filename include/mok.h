@@ -66,6 +66,12 @@ typedef enum {
 /* A short English description of a status code; never NULL (unknown codes get "unknown status"). */
 const char *mok_status_string(mok_status status);
 
+/* What the latest failed CUDA or NCCL call on the calling thread was, where mok made it and why
+ * (e.g. "cudaMemcpyAsync(...) at api/gpu_layer.c:123: cudaErrorInvalidValue: invalid argument");
+ * "" while none has failed. Kept until the next such failure: read it right after a call that
+ * returned MOK_ERR_CUDA or MOK_ERR_NCCL. Never NULL; valid until the thread's next mok call. */
+const char *mok_last_error(void);
+
 /* ---------------------------------------------------------------------------------------------
  * Data types, shapes and tuning knobs
  * ------------------------------------------------------------------------------------------- */

@@ -438,8 +438,7 @@ static mok_status gg_launch_cl(const CUtensorMap *a, const CUtensorMap *b0, cons
   cudaLaunchAttribute attr;
   const cudaLaunchConfig_t cfg = gg_cluster_config(units * CL + n_comm, GG_THREADS, GG_SMEM, CL,
                                                    stream, &attr);
-  if (cudaLaunchKernelEx(&cfg, gg_bf16_kernel<MODE, CL>, *a, *b0, *b1, *c0, *c1, p) != cudaSuccess)
-    return MOK_ERR_CUDA;
+  GG_CUDA(cudaLaunchKernelEx(&cfg, gg_bf16_kernel<MODE, CL>, *a, *b0, *b1, *c0, *c1, p));
   return MOK_SUCCESS;
 }
 

@@ -216,9 +216,7 @@ static inline cudaLaunchConfig_t gg_cluster_config(int grid, int threads, int sm
  * memory each; also raises the kernel's dynamic shared memory limit to smem. */
 static inline mok_status gg_coresident_ctas(const void *kernel, int threads, int smem, int cl,
                                             int *ctas) {
-  if (cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, smem) !=
-      cudaSuccess)
-    return MOK_ERR_CUDA;
+  GG_CUDA(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, smem));
   int sms = 0;
   GG_TRY(gg_device_sms(&sms));
   if (cl == 1) {
@@ -228,8 +226,10 @@ static inline mok_status gg_coresident_ctas(const void *kernel, int threads, int
   cudaLaunchAttribute attr;
   const cudaLaunchConfig_t cfg = gg_cluster_config(sms / cl * cl, threads, smem, cl, 0, &attr);
   int clusters = 0;
-  if (cudaOccupancyMaxActiveClusters(&clusters, kernel, &cfg) != cudaSuccess || clusters < 1)
-    return MOK_ERR_CUDA;
+  GG_CUDA(cudaOccupancyMaxActiveClusters(&clusters, kernel, &cfg));
+  if (clusters < 1) /* not one whole cluster fits */
+    return gg_cuda_failed((int)cudaErrorInvalidConfiguration, 0, "cudaOccupancyMaxActiveClusters",
+                          __FILE__, __LINE__);
   *ctas = clusters * cl;
   return MOK_SUCCESS;
 }

@@ -363,7 +363,8 @@ static mok_status f8_quantize_act(const void *x, void *q, float *scales, int64_t
   gg_quant_act_kernel<<<(unsigned)blocks, 256, 0, stream>>>((const uint16_t *)x, (uint8_t *)q,
                                                             scales, m_total, k, s_kb, s_row,
                                                             rows_dev);
-  return cudaGetLastError() == cudaSuccess ? MOK_SUCCESS : MOK_ERR_CUDA;
+  GG_LAUNCHED();
+  return MOK_SUCCESS;
 }
 
 extern "C" mok_status mok_gg_fp8_quantize_act(const void *x, void *q, float *scales,
@@ -393,7 +394,8 @@ extern "C" mok_status mok_gg_fp8_quantize_weight(const void *w, void *q, float *
   const int64_t blocks = experts * (n / 128) * (k / 128);
   gg_quant_weight_kernel<<<(unsigned)blocks, 256, 0, stream>>>((const uint16_t *)w, (uint8_t *)q,
                                                                scales, n, k);
-  return cudaGetLastError() == cudaSuccess ? MOK_SUCCESS : MOK_ERR_CUDA;
+  GG_LAUNCHED();
+  return MOK_SUCCESS;
 }
 
 template <int MODE, int DB, int CL, int NWG, int DIR = 0>
@@ -410,9 +412,8 @@ static mok_status f8_launch_v(const CUtensorMap *a, const CUtensorMap *b0, const
   cudaLaunchAttribute attr;
   const cudaLaunchConfig_t cfg = gg_cluster_config(units * CL, F8_THREADS(NWG), F8_SMEM(NWG, DIR),
                                                    CL, stream, &attr);
-  if (cudaLaunchKernelEx(&cfg, gg_fp8_kernel<MODE, DB, CL, NWG, DIR>, *a, *b0, *b1, *c0, *c1, p) !=
-      cudaSuccess)
-    return MOK_ERR_CUDA;
+  GG_CUDA(
+      cudaLaunchKernelEx(&cfg, gg_fp8_kernel<MODE, DB, CL, NWG, DIR>, *a, *b0, *b1, *c0, *c1, p));
   return MOK_SUCCESS;
 }
 
@@ -608,7 +609,8 @@ extern "C" mok_status mok_gg_fp8_dact_dswiglu(const mok_gg_fp8_dswiglu *m, cudaS
   const int64_t blocks = (mt + 255) / 256;
   f8_dsw_drw_kernel<<<(unsigned)(blocks < 4096 ? blocks : 4096), 256, 0, stream>>>(
       m->part, (int)(inter / 256), mt, m->expert_offset + m->num_experts, *m->drw);
-  return cudaGetLastError() == cudaSuccess ? MOK_SUCCESS : MOK_ERR_CUDA;
+  GG_LAUNCHED();
+  return MOK_SUCCESS;
 }
 
 static mok_status f8_gate_up(const void *x, const float *x_scales, const void *w_gate,

@@ -4,6 +4,7 @@
 #include <cuda_runtime.h>
 #include <stdint.h>
 #include "kernels/grouped_gemm.h"
+#include "kernels/grouped_gemm_tmap.h"
 #include "kernels/grouped_gemm_fp8_common.cuh"
 #include "kernels/hopper_ptx.cuh"
 
@@ -68,7 +69,8 @@ extern "C" mok_status mok_gg_fp8_transpose_weight(const void *q, const float *sc
   const int64_t blocks = experts * (n / 128) * (k / 128);
   gg_fp8_transpose_kernel<<<(unsigned)blocks, 256, 0, stream>>>(
       (const uint8_t *)q, scales, (uint8_t *)q_t, scales_t, n, k, ld_t, col_off);
-  return cudaGetLastError() == cudaSuccess ? MOK_SUCCESS : MOK_ERR_CUDA;
+  GG_LAUNCHED();
+  return MOK_SUCCESS;
 }
 
 extern "C" mok_status mok_gg_fp8_dequantize_act(const void *q, const float *scales, void *x,
@@ -82,5 +84,6 @@ extern "C" mok_status mok_gg_fp8_dequantize_act(const void *q, const float *scal
   gg_fp8_dequant_act_kernel<<<(unsigned)blocks, 256, 0, stream>>>(
       (const uint8_t *)q, scales, (uint16_t *)x, m_total, k, MOK_GG_FP8_SCALE_ROWS(m_total),
       rows_dev);
-  return cudaGetLastError() == cudaSuccess ? MOK_SUCCESS : MOK_ERR_CUDA;
+  GG_LAUNCHED();
+  return MOK_SUCCESS;
 }

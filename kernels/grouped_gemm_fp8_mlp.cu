@@ -568,10 +568,9 @@ extern "C" mok_status mok_gg_fp8_mlp_forward(const mok_gg_fp8_mlp *m, cudaStream
     pl.x8 = (uint8_t *)m->x;
     pl.xs = (float *)m->x_scales;
   }
-  if (cudaMemsetAsync(m->sync, 0, (size_t)mok_gg_fp8_mlp_sync_ints(mt) * 4, stream) !=
-      cudaSuccess)
-    return MOK_ERR_CUDA;
+  GG_CUDA(cudaMemsetAsync(m->sync, 0, (size_t)mok_gg_fp8_mlp_sync_ints(mt) * 4, stream));
   gg_fp8_mlp_kernel<<<grid, F8W_THREADS, F8W_SMEM + MLP_PULL_SMEM, stream>>>(
       tx, tg, tu, tpre, tq, tqa, td, tc, pg, pd, q, pl);
-  return cudaGetLastError() == cudaSuccess ? MOK_SUCCESS : MOK_ERR_CUDA;
+  GG_LAUNCHED();
+  return MOK_SUCCESS;
 }

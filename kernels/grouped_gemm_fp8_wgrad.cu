@@ -627,9 +627,7 @@ static mok_status f8t_quantize(const void *x, const float *x_scales, void *q_t, 
        (const void *)gg_fp8_quant_t_expert_kernel<true>}};
   const void *kernel = kernels[per_expert][fp8_in];
   const int smem = F8T_SLOTS * (fp8_in ? F8T_SLOT_BYTES(1) : F8T_SLOT_BYTES(0));
-  if (cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, smem) !=
-      cudaSuccess)
-    return MOK_ERR_CUDA;
+  GG_CUDA(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, smem));
   /* per expert: a CTA per (expert, 64 columns); 1x128: a CTA per 64 columns and
      F8T_BLOCKS_PER_CTA of their blocks */
   const int64_t nb = m_pad / 128;
@@ -637,9 +635,8 @@ static mok_status f8t_quantize(const void *x, const float *x_scales, void *q_t, 
                              : (unsigned)((nb + F8T_BLOCKS_PER_CTA - 1) / F8T_BLOCKS_PER_CTA),
                   (unsigned)(cols / 64));
   void *args[] = {&p};
-  if (cudaLaunchKernel(kernel, grid, dim3(F8T_THREADS), args, (size_t)smem, stream) != cudaSuccess)
-    return MOK_ERR_CUDA;
-  return cudaGetLastError() == cudaSuccess ? MOK_SUCCESS : MOK_ERR_CUDA;
+  GG_CUDA(cudaLaunchKernel(kernel, grid, dim3(F8T_THREADS), args, (size_t)smem, stream));
+  return MOK_SUCCESS;
 }
 
 extern "C" mok_status mok_gg_fp8_quantize_t(const void *x, void *q_t, float *scales_t,
@@ -716,7 +713,7 @@ extern "C" mok_status mok_gg_fp8_wgrad(const void *a_t, const float *a_scales, i
     const int cap = gg_ctas_cap(max_ctas, 1);
     const int grid = (int)(units < cap ? units : cap);
     gg_fp8_wgrad_kernel<<<grid, F8G_THREADS, F8G_SMEM, stream>>>(ta, tb, tc, p);
-    if (cudaGetLastError() != cudaSuccess) return MOK_ERR_CUDA;
+    GG_LAUNCHED();
   }
   return MOK_SUCCESS;
 }

@@ -99,9 +99,7 @@ static mok_status f8w_launch_mode(const CUtensorMap *a, const CUtensorMap *b0,
   cudaLaunchAttribute attr;
   const cudaLaunchConfig_t cfg =
       gg_cluster_config(units * CL, F8W_THREADS, F8W_SMEM, CL, stream, &attr);
-  if (cudaLaunchKernelEx(&cfg, gg_fp8_wide_kernel<MODE, CL>, *a, *b0, *b1, *c, *q, p) !=
-      cudaSuccess)
-    return MOK_ERR_CUDA;
+  GG_CUDA(cudaLaunchKernelEx(&cfg, gg_fp8_wide_kernel<MODE, CL>, *a, *b0, *b1, *c, *q, p));
   return MOK_SUCCESS;
 }
 

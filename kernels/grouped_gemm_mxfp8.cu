@@ -11,6 +11,7 @@
 #include <cuda_runtime.h>
 #include <stdint.h>
 #include "kernels/grouped_gemm.h"
+#include "kernels/grouped_gemm_tmap.h"
 
 __device__ __forceinline__ float e8m0_to_f(uint8_t e) {
   return e == 255 ? __int_as_float(0x7fc00000) : exp2f((float)e - 127.0f);
@@ -99,7 +100,8 @@ extern "C" mok_status mok_gg_mxfp8_act_to_block128(const void *q_mx, const uint8
   gg_mx_act_kernel<<<(unsigned)((warps * 32 + 255) / 256), 256, 0, stream>>>(
       (const uint8_t *)q_mx, scales_mx, (uint8_t *)q, scales, m_total, k,
       MOK_GG_FP8_SCALE_ROWS(m_total));
-  return cudaGetLastError() == cudaSuccess ? MOK_SUCCESS : MOK_ERR_CUDA;
+  GG_LAUNCHED();
+  return MOK_SUCCESS;
 }
 
 extern "C" mok_status mok_gg_mxfp8_weight_to_block128(const void *q_mx, const uint8_t *scales_mx,
@@ -110,5 +112,6 @@ extern "C" mok_status mok_gg_mxfp8_weight_to_block128(const void *q_mx, const ui
   if (n % 128 || k % 128 || ((uintptr_t)q_mx & 15) || ((uintptr_t)q & 15)) return MOK_ERR_MISALIGNED;
   gg_mx_weight_kernel<<<(unsigned)(experts * (n / 128) * (k / 128)), 256, 0, stream>>>(
       (const uint8_t *)q_mx, scales_mx, (uint8_t *)q, scales, n, k);
-  return cudaGetLastError() == cudaSuccess ? MOK_SUCCESS : MOK_ERR_CUDA;
+  GG_LAUNCHED();
+  return MOK_SUCCESS;
 }

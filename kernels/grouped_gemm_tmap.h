@@ -47,6 +47,21 @@ extern "C" {
 void gg_set_tuning(int group_m, int cluster, int grid_ctas, int flags);
 int gg_last_grid(void);
 int gg_tuning_flags(void); /* the flags above */
+/* A failed CUDA runtime call (code: a cudaError_t) or driver call (a CUresult, driver = 1) in the
+ * grouped GEMM: recorded for this host thread with what failed and where, and returned as
+ * MOK_ERR_CUDA. gg_last_error() is the latest such record ("" while none, or once cleared); the
+ * layer's API moves it into mok_last_error and clears it. */
+mok_status gg_cuda_failed(int code, int driver, const char *what, const char *file, int line);
+const char *gg_last_error(void);
+void gg_clear_last_error(void);
+#define GG_CUDA(expr)                                                     \
+  do {                                                                    \
+    const cudaError_t c_ = (expr);                                        \
+    if (c_ != cudaSuccess)                                                \
+      return gg_cuda_failed((int)c_, 0, #expr, __FILE__, __LINE__);       \
+  } while (0)
+/* The launch just made with <<<...>>>: its error, if any, recorded as above. */
+#define GG_LAUNCHED() GG_CUDA(cudaGetLastError())
 /* mok_gg_set_rows_hint's value on this host thread (0: none; the choices use the capacity). */
 int64_t gg_rows_hint(void);
 /* ctas (co-resident CTAs) capped by mok_gg_set_max_ctas on this host thread, whole clusters of cl. */

@@ -1,6 +1,8 @@
 /* test_api.c — the public API's host side: status strings, config defaults and validation, sizes,
  * and a clear status for bad arguments to every public entry point. */
+#include <pthread.h>
 #include <stdlib.h>
+#include "api/status_detail.h"
 #include "mok.h"
 #include "tests/tests.h"
 #include "tests/test_util.h"
@@ -13,6 +15,33 @@ void test_api_status_strings(void) {
   }
   CHECK(strcmp(mok_status_string((mok_status)999), "unknown status") == 0);
   CHECK(strcmp(mok_status_string((mok_status)-1), "unknown status") == 0);
+}
+
+static void *last_error_of_new_thread(void *out) {
+  *(const char **)out = mok_last_error();
+  return NULL;
+}
+
+/* mok_last_error: the recorded detail, kept until the next failure, per thread, bounded. */
+void test_api_last_error(void) {
+  CHECK(mok_last_error() != NULL);
+  CHECK_STATUS(mok_record_error(MOK_ERR_CUDA, "cudaMemcpyAsync(%s) at %s:%d", "dst", "f.c", 12),
+               MOK_ERR_CUDA);
+  CHECK(strcmp(mok_last_error(), "cudaMemcpyAsync(dst) at f.c:12") == 0);
+  mok_config c;
+  CHECK_STATUS(mok_config_init(&c), MOK_SUCCESS);
+  CHECK(strcmp(mok_last_error(), "cudaMemcpyAsync(dst) at f.c:12") == 0); /* kept by a success */
+  const char *other = NULL;
+  pthread_t t;
+  CHECK(pthread_create(&t, NULL, last_error_of_new_thread, &other) == 0);
+  CHECK(pthread_join(t, NULL) == 0);
+  CHECK(other != NULL && other[0] == '\0'); /* another thread's is its own */
+  char long_call[2000];
+  memset(long_call, 'x', sizeof long_call - 1);
+  long_call[sizeof long_call - 1] = '\0';
+  CHECK_STATUS(mok_record_error(MOK_ERR_NCCL, "%s", long_call), MOK_ERR_NCCL);
+  const size_t n = strlen(mok_last_error());
+  CHECK(n > 100 && n < sizeof long_call - 1); /* truncated, terminated */
 }
 
 void test_api_config(void) {

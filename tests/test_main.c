@@ -33,6 +33,7 @@ static const test_case cases[] = {
     {"pipeline_macrobatches", test_pipeline_macrobatches},
     {"pipeline_walk", test_pipeline_walk},
     {"api_status_strings", test_api_status_strings},
+    {"api_last_error", test_api_last_error},
     {"api_config", test_api_config},
     {"api_bad_arguments", test_api_bad_arguments},
     {"cli", test_cli},

@@ -33,6 +33,7 @@ void test_pipeline_params(void);
 void test_pipeline_macrobatches(void);
 void test_pipeline_walk(void);
 void test_api_status_strings(void);
+void test_api_last_error(void);
 void test_api_config(void);
 void test_api_bad_arguments(void);
 void test_cli(void);

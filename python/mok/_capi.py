@@ -16,10 +16,12 @@ PATH_AUTO, PATH_FUSED, PATH_UNFUSED = 0, 1, 2
 class MokError(RuntimeError):
     """A mok call returned a status other than success."""
 
-    def __init__(self, status, where):
+    def __init__(self, status, where, detail=""):
         self.status = status
+        self.detail = detail
         name = STATUS_NAMES[status] if 0 <= status < len(STATUS_NAMES) else str(status)
-        super().__init__(f"{where}: MOK_ERR_{name}: {_status_string(status)}")
+        super().__init__(f"{where}: MOK_ERR_{name}: {_status_string(status)}"
+                         + (f" ({detail})" if detail else ""))
 
 
 class Shape(ctypes.Structure):
@@ -75,6 +77,7 @@ _PP = ctypes.POINTER(ctypes.c_void_p)
 _I64P = ctypes.POINTER(ctypes.c_int64)
 _SIGNATURES = {
     "mok_status_string": (ctypes.c_char_p, [ctypes.c_int]),
+    "mok_last_error": (ctypes.c_char_p, []),
     "mok_config_init": (ctypes.c_int, [ctypes.POINTER(Config)]),
     "mok_validate": (ctypes.c_int, [ctypes.POINTER(Shape), ctypes.POINTER(Config), ctypes.c_int]),
     "mok_schedule_worst_case_rows": (ctypes.c_int, [ctypes.POINTER(Shape), ctypes.c_int, ctypes.c_int, _I64P]),
@@ -118,8 +121,12 @@ def check(status, where):
 
 
 def call(name, *args):
-    """Calls the C function `name` and raises MokError on a failed status."""
-    check(getattr(lib, name)(*args), name)
+    """Calls the C function `name` and raises MokError on a failed status (with the failed CUDA or
+    NCCL call's detail, mok_last_error, for those statuses)."""
+    status = getattr(lib, name)(*args)
+    if status in (STATUS_NAMES.index("CUDA"), STATUS_NAMES.index("NCCL")):
+        raise MokError(status, name, lib.mok_last_error().decode(errors="replace"))
+    check(status, name)
 
 
 def default_config(**knobs):

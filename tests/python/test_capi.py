@@ -64,6 +64,9 @@ def main():
         assert c.lib.mok_status_string(s) not in (None, b"unknown status")
     assert c.lib.mok_status_string(99) == b"unknown status"
     assert ctypes.sizeof(c.Grads) == 8 * 8 + 8 and ctypes.sizeof(c.Weights) == 13 * 8
+    assert isinstance(c.lib.mok_last_error(), bytes)  # "" until a CUDA or NCCL call fails
+    e = c.MokError(c.STATUS_NAMES.index("CUDA"), "mok_forward", "cudaMemcpyAsync(...) at a.c:1: x")
+    assert str(e).endswith("(cudaMemcpyAsync(...) at a.c:1: x)") and e.detail.startswith("cuda"), e
     print("python capi: ok")
 
 

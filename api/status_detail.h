@@ -1,0 +1,17 @@
+/* status_detail.h — records what a failed CUDA or NCCL call was, for mok_last_error (status.c).
+ * Host C, no CUDA needed. */
+#ifndef MOK_STATUS_DETAIL_H
+#define MOK_STATUS_DETAIL_H
+
+#include "mok.h"
+
+/* Formats the calling thread's failure detail (printf-style) and returns status unchanged. */
+mok_status mok_record_error(mok_status status, const char *fmt, ...)
+    __attribute__((format(printf, 2, 3)));
+
+/* How many details the calling thread has recorded: a call that returned MOK_ERR_CUDA or
+ * MOK_ERR_NCCL without changing it recorded none (the kernels' launchers report bare statuses),
+ * so its caller records where it was. */
+unsigned mok_error_records(void);
+
+#endif
