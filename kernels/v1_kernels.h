@@ -189,7 +189,8 @@ typedef struct {
 size_t v1_sched_count_smem(const v1_sched_args *a);
 size_t v1_sched_scan_smem(const v1_sched_args *a);
 
-/* Sets the kernels' dynamic shared-memory limits (host, once per shape; not inside a capture). */
+/* Raises the kernels' dynamic shared-memory limits on the current device to what a needs, never
+ * lowering them (host, once per workspace; not inside a capture; thread-safe). */
 cudaError_t v1_sched_prepare(const v1_sched_args *a);
 /* Phase 1 (after the topk of every rank is staged and a barrier): gather + count per chunk, one
  * scan (capacity check, cursors, offsets). Sets the error word on a bad id, duplicate or overflow. */

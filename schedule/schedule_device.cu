@@ -3,6 +3,7 @@
  * one scan, fill per chunk, pad per expert), or parallel kernels inside each chunk (below). Each chunk's routing is staged in shared memory; the gathered routing of every
  * rank is read from the peers' symmetric buffers. No count ever leaves the device: faults go to the
  * workspace's sticky error word. */
+#include <pthread.h>
 #include "kernels/v1_common.cuh"
 #include "kernels/v1_kernels.h"
 #include "schedule/schedule_core.h"
@@ -279,18 +280,40 @@ extern "C" size_t v1_sched_scan_smem(const v1_sched_args *a) {
   return (size_t)(nchunks * a->experts_local + 2 * a->experts_local + 1) * sizeof(int32_t);
 }
 
+/* The kernels' dynamic shared-memory limits are per device and process, not per workspace: each
+ * only ever rises (a workspace of fewer tokens, made later, must not lower the limit an earlier,
+ * larger one launches against). Guarded: workspaces may be made from several host threads. */
+#define SCHED_MAX_DEVICES 64
+static pthread_mutex_t g_limit_lock = PTHREAD_MUTEX_INITIALIZER;
+static int g_count_limit[SCHED_MAX_DEVICES], g_scan_limit[SCHED_MAX_DEVICES];
+
+static cudaError_t raise_limits(int dev, int cs, int ss) {
+  const void *count_kernels[] = {(const void *)sched_count_kernel, (const void *)sched_fill_kernel,
+                                 (const void *)sched_count_par_kernel,
+                                 (const void *)sched_fill_par_kernel};
+  cudaError_t e = cudaSuccess;
+  if (cs > g_count_limit[dev]) {
+    for (int i = 0; i < 4 && e == cudaSuccess; ++i)
+      e = cudaFuncSetAttribute(count_kernels[i], cudaFuncAttributeMaxDynamicSharedMemorySize, cs);
+    if (e == cudaSuccess) g_count_limit[dev] = cs;
+  }
+  if (e == cudaSuccess && ss > g_scan_limit[dev]) {
+    e = cudaFuncSetAttribute((const void *)sched_scan_kernel,
+                             cudaFuncAttributeMaxDynamicSharedMemorySize, ss);
+    if (e == cudaSuccess) g_scan_limit[dev] = ss;
+  }
+  return e;
+}
+
 extern "C" cudaError_t v1_sched_prepare(const v1_sched_args *a) {
-  int cs = (int)v1_sched_count_smem(a), ss = (int)v1_sched_scan_smem(a);
-  cudaError_t e;
-  if ((e = cudaFuncSetAttribute(sched_count_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, cs)))
-    return e;
-  if ((e = cudaFuncSetAttribute(sched_fill_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, cs)))
-    return e;
-  if ((e = cudaFuncSetAttribute(sched_count_par_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, cs)))
-    return e;
-  if ((e = cudaFuncSetAttribute(sched_fill_par_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, cs)))
-    return e;
-  return cudaFuncSetAttribute(sched_scan_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, ss);
+  int dev = 0;
+  cudaError_t e = cudaGetDevice(&dev);
+  if (e != cudaSuccess) return e;
+  if (dev < 0 || dev >= SCHED_MAX_DEVICES) return cudaErrorInvalidDevice;
+  pthread_mutex_lock(&g_limit_lock);
+  e = raise_limits(dev, (int)v1_sched_count_smem(a), (int)v1_sched_scan_smem(a));
+  pthread_mutex_unlock(&g_limit_lock);
+  return e;
 }
 
 extern "C" cudaError_t v1_sched_count_scan(const v1_sched_args *a, cudaStream_t stream) {

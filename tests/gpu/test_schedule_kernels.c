@@ -253,3 +253,68 @@ GPU_TEST(schedule_kernels_timing) {
   sk_run(&ep2, "DSv3 EP2 T4096", 1);
   sk_run(&ep8, "DSv3 EP8 T4096 zipf", 1);
 }
+
+/* One rank's routing table built by mok_schedule_build on workspace w (T tokens, top-k k, E
+ * experts), against the host build of every rank's routing (the same seed on every rank); 0 when
+ * the device's padded rows equal the host's and no fault was raised. Collective. */
+static int build_matches_host(mok_workspace *w, int64_t T, int k, int E, uint64_t seed) {
+  const int ep = gpu_ctx.size, rank = gpu_ctx.rank, el = E / ep;
+  const int64_t per_rank = T * k;
+  int32_t *topk = malloc((size_t)(ep * per_rank) * 4), *scratch = malloc((size_t)ep * el * 4);
+  int32_t *ec = malloc((size_t)el * 4), *eo = malloc((size_t)(el + 1) * 4);
+  int64_t worst = 0;
+  mok_shape shape = {T, 256, E, 256, k, 0};
+  int bad = mok_schedule_worst_case_rows(&shape, ep, 128, &worst) != MOK_SUCCESS;
+  int32_t *rs = malloc((size_t)(worst > 0 ? worst : 1) * 4);
+  for (int r = 0; r < ep; ++r)
+    bad |= mok_route_fill(MOK_ROUTE_UNIFORM, seed, r, T, k, E, ep, topk + r * per_rank) != MOK_SUCCESS;
+  mok_sched_params p = {ep, rank, T, k, E, 128, worst};
+  bad |= mok_sched_build_host(&p, topk, scratch, ec, eo, rs) != MOK_SUCCESS;
+  int32_t *topk_d = NULL;
+  bad |= cudaMalloc((void **)&topk_d, (size_t)per_rank * 4) != cudaSuccess;
+  if (topk_d)
+    bad |= cudaMemcpy(topk_d, topk + rank * per_rank, (size_t)per_rank * 4,
+                      cudaMemcpyHostToDevice) != cudaSuccess;
+  mok_schedule *s = NULL;
+  CHECK_STATUS(mok_schedule_create(w, &s), MOK_SUCCESS);
+  int64_t rows = -1;
+  mok_status device_status = MOK_ERR_INTERNAL;
+  if (s) {
+    const mok_status st = mok_schedule_build(s, topk_d, 0); /* every rank calls it */
+    if (st != MOK_SUCCESS) printf("    T %lld: %s (%s)\n", (long long)T, mok_status_string(st), mok_last_error());
+    bad |= st != MOK_SUCCESS;
+    CHECK_STATUS(mok_schedule_rows(s, &rows), MOK_SUCCESS);
+    CHECK_STATUS(mok_workspace_error(w, &device_status), MOK_SUCCESS);
+    mok_schedule_destroy(s);
+  }
+  bad |= rows != eo[el] || device_status != MOK_SUCCESS;
+  if (rows != eo[el]) printf("    T %lld: device rows %lld, host %d\n", (long long)T, (long long)rows, eo[el]);
+  cudaFree(topk_d);
+  free(topk), free(scratch), free(ec), free(eo), free(rs);
+  return bad;
+}
+
+/* The build kernels' shared-memory limits belong to the device, not to a workspace: a workspace of
+ * fewer tokens made after a larger one must not lower the limit the larger one's build launches
+ * against (it did: its build failed with cudaErrorInvalidValue once a small workspace existed). */
+GPU_TEST(schedule_build_after_a_smaller_workspace) {
+  const int E = 8 * gpu_ctx.size, k = 4;
+  const int64_t big_T = 1500, small_T = 3;
+  mok_config c;
+  mok_config_init(&c);
+  mok_shape big = {big_T, 256, E, 256, k, 0}, small = {small_T, 256, E, 256, k, 0};
+  mok_workspace *wb = NULL, *ws = NULL;
+  CHECK_STATUS(mok_workspace_create(gpu_ctx.group, &big, &c, &wb), MOK_SUCCESS);
+  CHECK_STATUS(mok_workspace_create(gpu_ctx.group, &small, &c, &ws), MOK_SUCCESS);
+  if (!wb || !ws) {
+    mok_workspace_destroy(wb);
+    mok_workspace_destroy(ws);
+    return;
+  }
+  CHECK(build_matches_host(ws, small_T, k, E, test_seed()) == 0);
+  CHECK(build_matches_host(wb, big_T, k, E, test_seed() + 1) == 0); /* the larger, made first */
+  CHECK(build_matches_host(ws, small_T, k, E, test_seed() + 2) == 0);
+  CHECK_STATUS(mok_workspace_destroy(ws), MOK_SUCCESS);
+  CHECK(build_matches_host(wb, big_T, k, E, test_seed() + 3) == 0); /* and after it is gone */
+  CHECK_STATUS(mok_workspace_destroy(wb), MOK_SUCCESS);
+}
