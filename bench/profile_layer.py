@@ -56,12 +56,17 @@ def main():
     ap.add_argument("--fp8-shared", type=int, choices=(0, 1), default=None,
                     help="with --fp8: the shared expert in FP8 (1) or bf16 (0); default: mok's")
     ap.add_argument("--forward-only", action="store_true", help="profile the forward alone")
+    ap.add_argument("--backward-only", action="store_true",
+                    help="profile the backward alone, on the state the forward before it kept (as "
+                         "bench/harness.py times the backward)")
     ap.add_argument("--timeline", action="store_true",
                     help="also one step from an idle GPU after a barrier (as bench/harness.py times "
                          "it): each kernel's start, length and stream, rank 0")
     ap.add_argument("--gg-flags", type=int, default=0,
                     help="grouped GEMM tuning flags (kernels/grouped_gemm_tmap.h), a probe")
     args = ap.parse_args()
+    if args.forward_only and args.backward_only:
+        ap.error("--forward-only and --backward-only exclude each other")
     if args.gg_flags:
         from mok._capi import lib
         lib.gg_set_tuning(0, 0, 0, args.gg_flags)
@@ -81,16 +86,20 @@ def main():
         t8 = mf.transpose_weights_fp8(*q[0], *q[1], *q[2])
 
         def step():
+            if not args.backward_only:
+                mf.moe_forward_fp8(x, topk, rw, *q[0], *q[1], *q[2], *wl[3:], group.id, E)
+            if not args.forward_only:
+                mf.moe_backward_fp8(dy, x, topk, rw, *q[0], *q[1], *q[2], t8, *wl[3:], group.id, E)
+        if args.backward_only:  # the state the backward repeats on
             mf.moe_forward_fp8(x, topk, rw, *q[0], *q[1], *q[2], *wl[3:], group.id, E)
-            if args.forward_only:
-                return
-            mf.moe_backward_fp8(dy, x, topk, rw, *q[0], *q[1], *q[2], t8, *wl[3:], group.id, E)
     else:
         def step():
+            if not args.backward_only:
+                mf.moe_forward(x, topk, rw, *wl, group.id, E, 0.0)
+            if not args.forward_only:
+                mf.moe_backward(dy, x, topk, rw, *wl, group.id, E, 0.0)
+        if args.backward_only:
             mf.moe_forward(x, topk, rw, *wl, group.id, E, 0.0)
-            if args.forward_only:
-                return
-            mf.moe_backward(dy, x, topk, rw, *wl, group.id, E, 0.0)
 
     for _ in range(3):
         step()
@@ -117,7 +126,7 @@ def main():
               f"EP={ep}, {args.routing}, path {args.path}, "
               f"{'FP8' if args.fp8 else 'BF16'}, "
               f"ring {args.ring_mb} MiB: "
-              f"GPU time per step ({'forward' if args.forward_only else 'forward + backward'}), rank 0, {args.steps} steps")
+              f"GPU time per step ({'forward' if args.forward_only else 'backward' if args.backward_only else 'forward + backward'}), rank 0, {args.steps} steps")
         print(f"{'kernel':62s} {'calls/step':>10s} {'ms/step':>9s} {'share':>7s}")
         for label, (calls, us) in sorted(per.items(), key=lambda kv: -kv[1][1]):
             print(f"{label:62s} {calls / args.steps:10.1f} {us / 1e3 / args.steps:9.3f} "
