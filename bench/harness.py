@@ -61,13 +61,21 @@ def fp8_routed(w):
     return [t for n in ("w_gate", "w_up", "w_down") for t in mf.quantize_weight(w[n])]
 
 
-def make_inputs(shape, T, routing, rank, ep, seed):
+def make_inputs(shape, T, routing, rank, ep, seed, values="normal"):
+    """x, top-k, router weights, the weights (a dict) and dy of one rank. values: "normal" (x, dy
+    standard normal, weights normal with std fan_in^-0.5) or "uniform" (as `mok run` makes them: x,
+    dy uniform in [-1, 1], weights in [-3, 3] fan_in^-0.5)."""
     H, I, E, k, Is = shape
     el = E // ep
     g = torch.Generator(device="cuda").manual_seed(seed * 1000 + rank)
     dev = "cuda"
+    if values not in ("normal", "uniform"):
+        raise ValueError(f"values must be normal or uniform, got {values!r}")
 
     def rnd(*size, scale=1.0):
+        if values == "uniform":
+            half = 3.0 * scale if scale != 1.0 else 1.0  # weights: 3 / sqrt(fan_in); x, dy: 1
+            return ((torch.rand(*size, generator=g, device=dev) * 2 - 1) * half).to(torch.bfloat16)
         return (torch.randn(*size, generator=g, device=dev) * scale).to(torch.bfloat16)
 
     x = rnd(T, H)

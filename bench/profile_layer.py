@@ -156,8 +156,10 @@ def timeline(step, rank):
     evs = list(prof.events())
     gpu = sorted((e for e in evs if e.device_type == torch.autograd.DeviceType.CUDA
                   and e.name != "mok_step"), key=lambda e: e.time_range.start)
-    # the second step's kernels: those after the last NCCL kernel (the barrier before that step)
-    last = max([i for i, e in enumerate(gpu) if "nccl" in e.name.lower()], default=-1)
+    # the second step's kernels: those after the barrier before it, its NCCL kernel or, in a
+    # group of one (no NCCL kernel), the fill of its tensor
+    cut = [i for i, e in enumerate(gpu) if "nccl" in e.name.lower() or "FillFunctor" in e.name]
+    last = max(cut, default=-1)
     kern = gpu[last + 1:]
     cpu = sorted((e for e in evs if e.device_type == torch.autograd.DeviceType.CPU
                   and e.name == "mok_step"), key=lambda e: e.time_range.start)

@@ -1,0 +1,109 @@
+"""input_values.py — whether the values of the inputs change the FP8 layer's GPU time: the forward
+and backward on normal inputs (what bench/harness.py makes) against uniform ones (what `mok run`
+makes), alternating in one run, one process per GPU. Under the board's power limit the clock
+follows the power the tensor cores draw, which depends on the bits they multiply. Three ways of
+timing each: eager and from a CUDA graph, each pass from an idle GPU (as the harness times it),
+and chained: forward, backward, forward, ... enqueued back to back with an event between the
+passes and no idle GPU (as `mok run` times them).
+
+    torchrun --standalone --nproc_per_node=1 bench/input_values.py --experts 128 --tokens 7168
+
+Prints the median over iterations of the slowest rank's milliseconds per variant and round, then
+the medians over rounds."""
+import argparse
+import os
+import statistics
+import sys
+
+import torch
+import torch.distributed as dist
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, os.path.join(HERE, "..", "python"))
+sys.path.insert(0, HERE)
+import mok.functional as mf  # noqa: E402
+from harness import (SHAPES, graphed, init_ranks, make_inputs, shape_with, slowest_median,  # noqa: E402
+                     timed)
+
+
+def fp8_steps(shape, args, rank, ep, group, values, slot):
+    """The FP8 forward and backward on inputs of the given values (their own schedule slot)."""
+    E = shape[2]
+    x, topk, rw, w, dy = make_inputs(shape, args.tokens, args.routing, rank, ep, args.seed, values)
+    shared = [w[n] for n in ("ws_gate", "ws_up", "ws_down")]
+    q = [mf.quantize_weight(w[n]) for n in ("w_gate", "w_up", "w_down")]
+    t8 = mf.transpose_weights_fp8(*q[0], *q[1], *q[2])
+    codes = [t for pair in q for t in pair]
+    del w  # the bf16 routed weights: the FP8 ops read codes
+
+    def fwd():
+        return mf.moe_forward_fp8(x, topk, rw, *codes, *shared, group.id, E, slot=slot)
+
+    def bwd():
+        return mf.moe_backward_fp8(dy, x, topk, rw, *codes, t8, *shared, group.id, E, slot=slot)
+
+    fwd()
+    return fwd, bwd
+
+
+def chained(fwd, bwd, iters, warmup):
+    """Forward and backward enqueued back to back, iters times after warmup: per-iteration
+    milliseconds of each pass, from events between them (the GPU never idles)."""
+    for _ in range(warmup):
+        fwd(), bwd()
+    torch.cuda.synchronize()
+    dist.barrier()
+    ev = [torch.cuda.Event(enable_timing=True) for _ in range(3 * iters)]
+    for i in range(iters):
+        ev[3 * i].record()
+        fwd()
+        ev[3 * i + 1].record()
+        bwd()
+        ev[3 * i + 2].record()
+    torch.cuda.synchronize()
+    return ([ev[3 * i].elapsed_time(ev[3 * i + 1]) for i in range(iters)],
+            [ev[3 * i + 1].elapsed_time(ev[3 * i + 2]) for i in range(iters)])
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--shape", default="deepseek-v3", choices=sorted(SHAPES))
+    ap.add_argument("--tokens", type=int, default=7168)
+    ap.add_argument("--experts", type=int, default=0, help="routed experts (0: the shape's)")
+    ap.add_argument("--routing", default="uniform", choices=("uniform", "zipf"))
+    ap.add_argument("--iters", type=int, default=30)
+    ap.add_argument("--warmup", type=int, default=3)
+    ap.add_argument("--rounds", type=int, default=3)
+    ap.add_argument("--seed", type=int, default=1)
+    args = ap.parse_args()
+    rank, ep = init_ranks()
+    shape = shape_with(args.shape, args.experts)
+    group = mf.Group()
+    steps = {v: fp8_steps(shape, args, rank, ep, group, v, slot) for slot, v in
+             ((1, "normal"), (2, "uniform"))}
+    res = {}
+    for _ in range(args.rounds):
+        for v, (fwd, bwd) in steps.items():
+            fwd()  # the backward repeats on what this slot's forward kept
+            for name, fn in (("forward", fwd), ("backward", bwd)):
+                res.setdefault((v, name, "eager"), []).append(
+                    slowest_median(timed(fn, args.iters, args.warmup)))
+                res.setdefault((v, name, "graph"), []).append(
+                    slowest_median(timed(graphed(fn), args.iters, args.warmup)))
+            tf, tb = chained(fwd, bwd, args.iters, args.warmup)
+            res.setdefault((v, "forward", "chained"), []).append(slowest_median(tf))
+            res.setdefault((v, "backward", "chained"), []).append(slowest_median(tb))
+    if rank == 0:
+        E = shape[2]
+        print(f"{args.shape}{f' with {E} experts' if args.experts else ''}, T {args.tokens}/rank, "
+              f"EP={ep}, {args.routing} routing, FP8 layer")
+        print(f"{'values / pass / mode':28s} {'rounds (ms)':>30s} {'median':>8s}")
+        for (v, name, mode), t in res.items():
+            print(f"{v + ' ' + name + ' ' + mode:28s} {' '.join(f'{x:8.3f}' for x in t):>30s} "
+                  f"{statistics.median(t):8.3f}")
+    group.destroy()
+    dist.destroy_process_group()
+
+
+if __name__ == "__main__":
+    main()
