@@ -175,6 +175,7 @@ mok_status mok_gpu_experts_forward_fp8(mok_schedule *s, const mok_weights *wt, i
 int mok_gpu_fp8_mlp_one_launch(const mok_workspace *w);
 int mok_gpu_fp8_pull_inside(const mok_workspace *w);
 int mok_gpu_fp8_dswiglu(const mok_workspace *w);
+int mok_gpu_fp8_shared_joined_late(const mok_workspace *w);
 /* MOK_PATH_FUSED: the forward experts with the dispatch inside gate+up (recv_x filled from the
  * peers' staged x by the kernel's comm CTAs, x staged on every rank before; w->ready is zeroed
  * here) and, when push, the combine push in down's epilogues (out_rows also in the source ranks'

@@ -53,9 +53,11 @@ mok_status mok_gpu_check_weights(const mok_workspace *w, const mok_weights *wt) 
  * on the SMs the routed experts' first communication kernel leaves (w->sms - comm SMs), and
  * joined right after that kernel, so that the routed GEMMs start on every SM. (Joined only
  * before the final sums instead, the routed GEMMs' persistent CTAs took the SMs as the shared
- * expert's kernels finished, and the two interleaved kernel by kernel: no gain.) Where the
- * communication is inside the GEMMs (the fused forward; a fused backward's ring replays) the
- * shared expert runs in line, after the routed experts. */
+ * expert's kernels finished, and the two interleaved kernel by kernel: no gain. The FP8 one-launch
+ * MLP takes its tiles from counters instead, so tuning flag 65536 tries that order again for it:
+ * mok_gpu_fp8_shared_joined_late.) Where the communication is inside the GEMMs (the fused
+ * forward; a fused backward's ring replays) the shared expert runs in line, after the routed
+ * experts. */
 static int beside_forward(const mok_workspace *w) {
   return w->side && w->shape.tokens > 0 && !w->fused_dispatch && !mok_gpu_fp8_pull_inside(w);
 }
@@ -185,10 +187,12 @@ static mok_status forward(mok_schedule *s, const mok_weights *wt, const int32_t 
     st = mok_gpu_shared_forward(s, wt, x, w->side);
     mok_gg_set_max_ctas(prev);
   }
-  comm_plan cp = {beside ? w->fwd_comm : 0, beside};
+  /* joined after the first comm kernel, or (FP8, tuning flag 65536) only before the combine */
+  const int late = beside && mok_gpu_fp8_shared_joined_late(w);
+  comm_plan cp = {beside ? w->fwd_comm : 0, beside && !late};
   if (st == MOK_SUCCESS && topk) st = mok_gpu_schedule_enqueue(s, topk, stream);
   if (st == MOK_SUCCESS) st = routed_forward(s, wt, &cp, stream);
-  if (cp.join) st = side_join(w, st, stream); /* not joined yet: an error came first */
+  if (cp.join || late) st = side_join(w, st, stream); /* late, or an error came first */
   TRY(st);
   if (!beside) TRY(mok_gpu_shared_forward(s, wt, x, stream));
   TRY(mok_gpu_barrier(w, stream));

@@ -66,6 +66,8 @@ static void usage(FILE *f) {
           "                         dispatch inside that launch; 16384: the FP8 weight\n"
           "                         gradient promoting each token block's partial;\n"
           "                         32768: the FP8 SwiGLU backward in d_act's epilogue;\n"
+          "                         65536: the FP8 forward's shared expert joined only\n"
+          "                         before the combine;\n"
           "                         see kernels/grouped_gemm_tmap.h)\n");
 }
 
@@ -131,7 +133,7 @@ static int parse_run(int argc, char **argv, cli_options *o) {
     else if (strcmp(a, "--ring-mb") == 0) bad = parse_int(a, v, 0, 1LL << 30, &n), o->config.ring_bytes = n << 20;
     else if (strcmp(a, "--gg-cluster") == 0) bad = parse_int(a, v, 0, 2, &n), o->gg_cluster = (int)n;
     else if (strcmp(a, "--build-in-forward") == 0) bad = parse_int(a, v, 0, 1, &n), o->build_in_forward = (int)n;
-    else if (strcmp(a, "--gg-flags") == 0) bad = parse_int(a, v, 0, 65535, &n), o->gg_flags = (int)n;
+    else if (strcmp(a, "--gg-flags") == 0) bad = parse_int(a, v, 0, (1 << 20) - 1, &n), o->gg_flags = (int)n;
     else if (strcmp(a, "--routing") == 0) {
       if (strcmp(v, "uniform") == 0) o->routing = CLI_ROUTING_UNIFORM;
       else if (strcmp(v, "zipf") == 0) o->routing = CLI_ROUTING_ZIPF;

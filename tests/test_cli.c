@@ -66,6 +66,7 @@ void test_cli(void) {
   CHECK(strstr(out, "--path wants auto, fused, grouped or v1") != NULL);
   CHECK(run_mok("run --cpu --gg-cluster 3", out, sizeof out) == 2);
   CHECK(run_mok("run --cpu --gg-flags -1", out, sizeof out) == 2);
+  CHECK(run_mok("run --cpu --gg-flags 1048576", out, sizeof out) == 2); /* flags end at 65536 */
   CHECK(run_mok("run --cpu --dtype fp4", out, sizeof out) == 2);
   CHECK(strstr(out, "--dtype wants bf16 or fp8") != NULL);
   CHECK(run_mok("launch", out, sizeof out) == 2);

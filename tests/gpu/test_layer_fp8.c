@@ -194,6 +194,14 @@ static void fp8_case(lh_case c, const char *label) {
     gg_set_tuning(0, 0, 0, flags0);
     check_same_y(&e, y2, yb, yb2, T * H, label, rank,
                  "with the dispatch inside the MLP's launch");
+    /* the shared expert joined only before the combine (tuning flag 65536; by default before the
+     * expert MLP), so that the MLP starts beside its down GEMM: the same y, bit for bit */
+    cudaMemset(y2, 0xFF, (size_t)(T * H * 2 + 16));
+    gg_set_tuning(0, 0, 0, flags0 | 65536);
+    CHECK_STATUS(mok_forward(e.s, &wt, d.x, d.rw, y2, e.stream), MOK_SUCCESS);
+    gg_set_tuning(0, 0, 0, flags0);
+    check_same_y(&e, y2, yb, yb2, T * H, label, rank,
+                 "with the shared expert joined late");
     /* the schedule built in the forward's call (the shared expert's GEMMs overlap the build):
      * the same y, bit for bit */
     cudaMemset(y2, 0xFF, (size_t)(T * H * 2 + 16));
