@@ -14,7 +14,6 @@
 #include "kernels/grouped_gemm.h"
 #include "kernels/grouped_gemm_tmap.h"
 
-
 /* ---- v1 backend ------------------------------------------------------------------------------ */
 
 /* C = A * B^T over rows: grouped by the schedule's expert offsets when s != NULL, else dense with

@@ -6,9 +6,9 @@
 
 #include <stddef.h>
 #include <stdint.h>
+#include "api/status_detail.h"
 #include "comm/comm.h"
 #include "kernels/v1_kernels.h"
-#include "api/status_detail.h"
 #include "mok.h"
 #include "schedule/pipeline_core.h"
 

@@ -11,7 +11,6 @@
 #include <cuda_runtime_api.h>
 #include "api/gpu_internal.h"
 
-
 /* A caller's symmetric buffer of at least bytes, and its peers' addresses in the ops table. */
 static mok_status use_buffer(mok_workspace *w, const mok_sym_buffer *b, int64_t bytes,
                              cudaStream_t stream) {

@@ -30,7 +30,7 @@ mok_status mok_gpu_status_at(cudaError_t e, const char *call, const char *file, 
 mok_status mok_gpu_failed_at(mok_status st, unsigned records, const char *call, const char *file,
                              int line) {
   const char *gg = gg_last_error(); /* the grouped GEMM's record of a launch that failed */
-  if ((st == MOK_ERR_CUDA || st == MOK_ERR_NCCL) && mok_error_records() == records && gg[0]) {
+  if (st == MOK_ERR_CUDA && mok_error_records() == records && gg[0]) {
     mok_record_error(st, "%s at %s:%d: %s", call, file, line, gg);
     gg_clear_last_error();
   }

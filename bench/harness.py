@@ -119,6 +119,27 @@ def timed(fn, iters, warmup, host=None):
     return times
 
 
+def chained(fwd, bwd, iters, warmup):
+    """Forward and backward enqueued back to back: per-iteration milliseconds of each pass, and
+    the SM clock (MHz) and board power (W) read once all iterations are enqueued."""
+    for _ in range(warmup):
+        fwd(), bwd()
+    torch.cuda.synchronize()
+    dist.barrier()
+    ev = [torch.cuda.Event(enable_timing=True) for _ in range(3 * iters)]
+    for i in range(iters):
+        ev[3 * i].record()
+        fwd()
+        ev[3 * i + 1].record()
+        bwd()
+        ev[3 * i + 2].record()
+    # the board while the queued passes run (the host is far ahead of the GPU here)
+    board = (torch.cuda.clock_rate(), torch.cuda.power_draw() / 1000.0)
+    torch.cuda.synchronize()
+    return ([ev[3 * i].elapsed_time(ev[3 * i + 1]) for i in range(iters)],
+            [ev[3 * i + 1].elapsed_time(ev[3 * i + 2]) for i in range(iters)], board)
+
+
 def graphed(fn):
     """fn captured once in a CUDA graph (after a call outside it, so that its workspace and
     schedule exist), returned as the graph's replay: the time without the host's enqueueing."""

@@ -22,8 +22,8 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.join(HERE, "..", "python"))
 sys.path.insert(0, HERE)
 import mok.functional as mf  # noqa: E402
-from harness import (SHAPES, graphed, init_ranks, make_inputs, shape_with, slowest_median,  # noqa: E402
-                     timed)
+from harness import (SHAPES, chained, graphed, init_ranks, make_inputs, shape_with,  # noqa: E402
+                     slowest_median, timed)
 
 
 def fp8_steps(shape, args, rank, ep, group, values, slot):
@@ -44,25 +44,6 @@ def fp8_steps(shape, args, rank, ep, group, values, slot):
 
     fwd()
     return fwd, bwd
-
-
-def chained(fwd, bwd, iters, warmup):
-    """Forward and backward enqueued back to back, iters times after warmup: per-iteration
-    milliseconds of each pass, from events between them (the GPU never idles)."""
-    for _ in range(warmup):
-        fwd(), bwd()
-    torch.cuda.synchronize()
-    dist.barrier()
-    ev = [torch.cuda.Event(enable_timing=True) for _ in range(3 * iters)]
-    for i in range(iters):
-        ev[3 * i].record()
-        fwd()
-        ev[3 * i + 1].record()
-        bwd()
-        ev[3 * i + 2].record()
-    torch.cuda.synchronize()
-    return ([ev[3 * i].elapsed_time(ev[3 * i + 1]) for i in range(iters)],
-            [ev[3 * i + 1].elapsed_time(ev[3 * i + 2]) for i in range(iters)])
 
 
 def main():
@@ -90,7 +71,7 @@ def main():
                     slowest_median(timed(fn, args.iters, args.warmup)))
                 res.setdefault((v, name, "graph"), []).append(
                     slowest_median(timed(graphed(fn), args.iters, args.warmup)))
-            tf, tb = chained(fwd, bwd, args.iters, args.warmup)
+            tf, tb, _ = chained(fwd, bwd, args.iters, args.warmup)
             res.setdefault((v, "forward", "chained"), []).append(slowest_median(tf))
             res.setdefault((v, "backward", "chained"), []).append(slowest_median(tb))
     if rank == 0:

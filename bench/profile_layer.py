@@ -121,12 +121,14 @@ def main():
         per[label][0] += e.count
         per[label][1] += us
     total = sum(v[1] for v in per.values())
+    passes = "forward" if args.forward_only else "backward" if args.backward_only else \
+        "forward + backward"
     if rank == 0:
         print(f"{args.shape}{f' with {E} experts' if args.experts else ''}, T {args.tokens}/rank, "
               f"EP={ep}, {args.routing}, path {args.path}, "
               f"{'FP8' if args.fp8 else 'BF16'}, "
               f"ring {args.ring_mb} MiB: "
-              f"GPU time per step ({'forward' if args.forward_only else 'backward' if args.backward_only else 'forward + backward'}), rank 0, {args.steps} steps")
+              f"GPU time per step ({passes}), rank 0, {args.steps} steps")
         print(f"{'kernel':62s} {'calls/step':>10s} {'ms/step':>9s} {'share':>7s}")
         for label, (calls, us) in sorted(per.items(), key=lambda kv: -kv[1][1]):
             print(f"{label:62s} {calls / args.steps:10.1f} {us / 1e3 / args.steps:9.3f} "

@@ -25,7 +25,8 @@ sys.path.insert(0, os.path.join(HERE, "..", "python"))
 sys.path.insert(0, HERE)
 import mok.functional as mf  # noqa: E402
 from mok import _capi as C  # noqa: E402
-from harness import SHAPES, init_ranks, make_inputs, shape_with, slowest_median  # noqa: E402
+from harness import (SHAPES, chained, init_ranks, make_inputs, shape_with,  # noqa: E402
+                     slowest_median)
 
 C.lib.v1_fill_random_bf16.restype = ctypes.c_int
 C.lib.v1_fill_random_bf16.argtypes = [ctypes.c_void_p, ctypes.c_int64, ctypes.c_uint64,
@@ -108,27 +109,6 @@ def cases(shape, x, topk, rw, w, dy, group, slot):
     c_fwd.buffers = c_bwd.buffers = (x, topk, rw, dy, y, out, codes, shared, t8)
 
     return {"functional": (f_fwd, f_bwd), "C calls": (c_fwd, c_bwd)}
-
-
-def chained(fwd, bwd, iters, warmup):
-    """Forward and backward enqueued back to back: per-iteration milliseconds of each pass, and
-    the SM clock (MHz) and board power (W) read once all iterations are enqueued."""
-    for _ in range(warmup):
-        fwd(), bwd()
-    torch.cuda.synchronize()
-    dist.barrier()
-    ev = [torch.cuda.Event(enable_timing=True) for _ in range(3 * iters)]
-    for i in range(iters):
-        ev[3 * i].record()
-        fwd()
-        ev[3 * i + 1].record()
-        bwd()
-        ev[3 * i + 2].record()
-    # the board while the queued passes run (the host is far ahead of the GPU here)
-    board = (torch.cuda.clock_rate(), torch.cuda.power_draw() / 1000.0)
-    torch.cuda.synchronize()
-    return ([ev[3 * i].elapsed_time(ev[3 * i + 1]) for i in range(iters)],
-            [ev[3 * i + 1].elapsed_time(ev[3 * i + 2]) for i in range(iters)], board)
 
 
 def main():

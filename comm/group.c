@@ -35,7 +35,8 @@ static mok_status current_device(int *dev) {
   int n = 0;
   if (cudaGetDeviceCount(&n) != cudaSuccess || n <= 0) return MOK_ERR_NO_DEVICE;
   if (cudaGetDevice(dev) != cudaSuccess)
-    return mok_record_error(MOK_ERR_CUDA, "cudaGetDevice: %s", cudaGetErrorString(cudaGetLastError()));
+    return mok_record_error(MOK_ERR_CUDA, "cudaGetDevice: %s",
+                            cudaGetErrorString(cudaGetLastError()));
   return MOK_SUCCESS;
 }
 

@@ -267,7 +267,8 @@ static int build_matches_host(mok_workspace *w, int64_t T, int k, int E, uint64_
   int bad = mok_schedule_worst_case_rows(&shape, ep, 128, &worst) != MOK_SUCCESS;
   int32_t *rs = malloc((size_t)(worst > 0 ? worst : 1) * 4);
   for (int r = 0; r < ep; ++r)
-    bad |= mok_route_fill(MOK_ROUTE_UNIFORM, seed, r, T, k, E, ep, topk + r * per_rank) != MOK_SUCCESS;
+    bad |= mok_route_fill(MOK_ROUTE_UNIFORM, seed, r, T, k, E, ep, topk + r * per_rank) !=
+           MOK_SUCCESS;
   mok_sched_params p = {ep, rank, T, k, E, 128, worst};
   bad |= mok_sched_build_host(&p, topk, scratch, ec, eo, rs) != MOK_SUCCESS;
   int32_t *topk_d = NULL;
@@ -281,14 +282,16 @@ static int build_matches_host(mok_workspace *w, int64_t T, int k, int E, uint64_
   mok_status device_status = MOK_ERR_INTERNAL;
   if (s) {
     const mok_status st = mok_schedule_build(s, topk_d, 0); /* every rank calls it */
-    if (st != MOK_SUCCESS) printf("    T %lld: %s (%s)\n", (long long)T, mok_status_string(st), mok_last_error());
+    if (st != MOK_SUCCESS)
+      printf("    T %lld: %s (%s)\n", (long long)T, mok_status_string(st), mok_last_error());
     bad |= st != MOK_SUCCESS;
     CHECK_STATUS(mok_schedule_rows(s, &rows), MOK_SUCCESS);
     CHECK_STATUS(mok_workspace_error(w, &device_status), MOK_SUCCESS);
     mok_schedule_destroy(s);
   }
   bad |= rows != eo[el] || device_status != MOK_SUCCESS;
-  if (rows != eo[el]) printf("    T %lld: device rows %lld, host %d\n", (long long)T, (long long)rows, eo[el]);
+  if (rows != eo[el])
+    printf("    T %lld: device rows %lld, host %d\n", (long long)T, (long long)rows, eo[el]);
   cudaFree(topk_d);
   free(topk), free(scratch), free(ec), free(eo), free(rs);
   return bad;
