@@ -135,6 +135,21 @@ def test_matches_reference(case):
     check_no_device_fault()
 
 
+def test_token_counts_in_any_order():
+    """Workspaces of several token counts on one group, used in any order: a larger one made
+    first, then a smaller one, then the larger again (the schedule build's shared-memory limit
+    belongs to the device, not to a workspace: a smaller workspace made later once lowered it under
+    the larger one's build)."""
+    seed = shared_seed()
+    a, b = make_pair(seed, **CASES["deepseek_v3"])
+    g = torch.Generator(device="cuda").manual_seed(seed + dist.get_rank())
+    for i, tokens in enumerate((1500, 3, 700, 1500)):
+        x = torch.randn(tokens, H, device="cuda", generator=g).bfloat16()
+        dy = torch.randn(tokens, H, device="cuda", generator=g).bfloat16()
+        compare(f"token_counts/{i}:{tokens} seed={seed}", grads_of(a, x, dy), grads_of(b, x, dy))
+    check_no_device_fault()
+
+
 def test_any_process_group():
     """A group over all ranks made with new_group, and each rank alone (EP=1 per rank)."""
     rank, world = dist.get_rank(), dist.get_world_size()
