@@ -10,7 +10,6 @@ the medians over rounds."""
 import argparse
 import ctypes
 import os
-import statistics
 import sys
 
 import torch
@@ -21,15 +20,13 @@ sys.path.insert(0, os.path.join(HERE, "..", "python"))
 sys.path.insert(0, HERE)
 import mok.functional as mf  # noqa: E402
 from mok import _capi as C  # noqa: E402
-from harness import (SHAPES, fp8_routed, graphed, init_ranks, make_inputs, shape_with,  # noqa: E402
-                     slowest_median, timed)
+from harness import (add_shape_args, fp8_routed, graphed, init_ranks, make_inputs,  # noqa: E402
+                     print_rounds, shape_title, shape_with, slowest_median, timed)
 
 
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    ap.add_argument("--shape", default="deepseek-v3", choices=sorted(SHAPES))
-    ap.add_argument("--tokens", type=int, default=7168)
-    ap.add_argument("--experts", type=int, default=0, help="routed experts (0: the shape's)")
+    add_shape_args(ap)
     ap.add_argument("--routing", default="uniform", choices=("uniform", "zipf"))
     ap.add_argument("--iters", type=int, default=50)
     ap.add_argument("--warmup", type=int, default=5)
@@ -66,12 +63,8 @@ def main():
             res.setdefault((name, "graph"), []).append(
                 slowest_median(timed(graphed(fn), args.iters, args.warmup)))
     if rank == 0:
-        print(f"{args.shape}{f' with {E} experts' if args.experts else ''}, T {args.tokens}/rank, "
-              f"EP={ep}, {args.routing}, FP8 forward; y apart == joined: {same}")
-        print(f"{'variant':16s} {'rounds (ms)':>30s} {'median':>8s}")
-        for (name, mode), v in res.items():
-            print(f"{name + ' ' + mode:16s} {' '.join(f'{t:8.3f}' for t in v):>30s} "
-                  f"{statistics.median(v):8.3f}")
+        print(f"{shape_title(args, E, ep)}, {args.routing}, FP8 forward; y apart == joined: {same}")
+        print_rounds("variant", res, 16)
     group.destroy()
     dist.destroy_process_group()
 

@@ -12,6 +12,7 @@ against the same BF16 baseline; --ring-mb mok's token ring. Writes a JSON file a
 import argparse
 import json
 import os
+import statistics
 import subprocess
 import sys
 import time
@@ -46,6 +47,29 @@ def init_ranks():
     torch.cuda.set_device(local)
     dist.init_process_group("nccl", device_id=torch.device("cuda", local))
     return dist.get_rank(), dist.get_world_size()
+
+
+def add_shape_args(ap, tokens=7168):
+    """The single-question scripts' shape options: --shape, --tokens (per rank), --experts."""
+    ap.add_argument("--shape", default="deepseek-v3", choices=sorted(SHAPES))
+    ap.add_argument("--tokens", type=int, default=tokens)
+    ap.add_argument("--experts", type=int, default=0,
+                    help="routed experts (0: the shape's); e.g. half of DeepSeek-V3's 256 on one GPU "
+                         "gives it the routed work per GPU of EP=2, with no NVLink traffic")
+
+
+def shape_title(args, E, ep):
+    """'deepseek-v3 with 128 experts, T 7168/rank, EP=1': what a script's table was measured on."""
+    return (f"{args.shape}{f' with {E} experts' if args.experts else ''}, T {args.tokens}/rank, "
+            f"EP={ep}")
+
+
+def print_rounds(title, res, width):
+    """A table of res (key tuple -> milliseconds per round): each round, then their median."""
+    print(f"{title:{width}s} {'rounds (ms)':>30s} {'median':>8s}")
+    for key, t in res.items():
+        print(f"{' / '.join(key):{width}s} {' '.join(f'{v:8.3f}' for v in t):>30s} "
+              f"{statistics.median(t):8.3f}")
 
 
 def shape_with(name, experts=0):

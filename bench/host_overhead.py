@@ -22,8 +22,8 @@ sys.path.insert(0, os.path.join(HERE, "..", "python"))
 sys.path.insert(0, HERE)
 import mok.functional as mf  # noqa: E402
 from mok import _capi as C  # noqa: E402
-from harness import (SHAPES, fp8_routed, graphed, init_ranks, make_inputs, shape_with,  # noqa: E402
-                     slowest_median, timed)
+from harness import (add_shape_args, fp8_routed, graphed, init_ranks, make_inputs,  # noqa: E402
+                     shape_with, slowest_median, timed)
 
 
 def host_us(fn, calls, sync=False):
@@ -41,9 +41,7 @@ def host_us(fn, calls, sync=False):
 
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    ap.add_argument("--shape", default="deepseek-v3", choices=sorted(SHAPES))
-    ap.add_argument("--tokens", type=int, default=7168)
-    ap.add_argument("--experts", type=int, default=0, help="routed experts (0: the shape's)")
+    add_shape_args(ap)
     ap.add_argument("--calls", type=int, default=200)
     ap.add_argument("--seed", type=int, default=1)
     args = ap.parse_args()

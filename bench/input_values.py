@@ -12,7 +12,6 @@ Prints the median over iterations of the slowest rank's milliseconds per variant
 the medians over rounds."""
 import argparse
 import os
-import statistics
 import sys
 
 import torch
@@ -22,8 +21,8 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.join(HERE, "..", "python"))
 sys.path.insert(0, HERE)
 import mok.functional as mf  # noqa: E402
-from harness import (SHAPES, chained, graphed, init_ranks, make_inputs, shape_with,  # noqa: E402
-                     slowest_median, timed)
+from harness import (add_shape_args, chained, graphed, init_ranks, make_inputs,  # noqa: E402
+                     print_rounds, shape_title, shape_with, slowest_median, timed)
 
 
 def fp8_steps(shape, args, rank, ep, group, values, slot):
@@ -48,9 +47,7 @@ def fp8_steps(shape, args, rank, ep, group, values, slot):
 
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    ap.add_argument("--shape", default="deepseek-v3", choices=sorted(SHAPES))
-    ap.add_argument("--tokens", type=int, default=7168)
-    ap.add_argument("--experts", type=int, default=0, help="routed experts (0: the shape's)")
+    add_shape_args(ap)
     ap.add_argument("--routing", default="uniform", choices=("uniform", "zipf"))
     ap.add_argument("--iters", type=int, default=30)
     ap.add_argument("--warmup", type=int, default=3)
@@ -75,13 +72,8 @@ def main():
             res.setdefault((v, "forward", "chained"), []).append(slowest_median(tf))
             res.setdefault((v, "backward", "chained"), []).append(slowest_median(tb))
     if rank == 0:
-        E = shape[2]
-        print(f"{args.shape}{f' with {E} experts' if args.experts else ''}, T {args.tokens}/rank, "
-              f"EP={ep}, {args.routing} routing, FP8 layer")
-        print(f"{'values / pass / mode':28s} {'rounds (ms)':>30s} {'median':>8s}")
-        for (v, name, mode), t in res.items():
-            print(f"{v + ' ' + name + ' ' + mode:28s} {' '.join(f'{x:8.3f}' for x in t):>30s} "
-                  f"{statistics.median(t):8.3f}")
+        print(f"{shape_title(args, shape[2], ep)}, {args.routing} routing, FP8 layer")
+        print_rounds("values / pass / mode", res, 30)
     group.destroy()
     dist.destroy_process_group()
 

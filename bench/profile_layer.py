@@ -19,7 +19,7 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.join(HERE, "..", "python"))
 sys.path.insert(0, HERE)
 import mok.functional as mf  # noqa: E402
-from harness import SHAPES, init_ranks, make_inputs, shape_with  # noqa: E402
+from harness import add_shape_args, init_ranks, make_inputs, shape_with  # noqa: E402
 
 GG_MODES = {"0": "grouped GEMM fwd", "1": "grouped GEMM gate+up SwiGLU", "2": "grouped GEMM dgrad",
             "3": "grouped GEMM wgrad"}
@@ -41,11 +41,7 @@ def kernel_label(name):
 
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    ap.add_argument("--shape", default="deepseek-v3", choices=sorted(SHAPES))
-    ap.add_argument("--tokens", type=int, default=4096)
-    ap.add_argument("--experts", type=int, default=0,
-                    help="routed experts (0: the shape's); e.g. half of DeepSeek-V3's 256 on one GPU "
-                         "gives it the routed work per GPU of EP=2, with no NVLink traffic")
+    add_shape_args(ap, tokens=4096)
     ap.add_argument("--routing", default="uniform", choices=("uniform", "zipf"))
     ap.add_argument("--path", default="auto", choices=("auto", "fused", "grouped", "v1"))
     ap.add_argument("--steps", type=int, default=5)

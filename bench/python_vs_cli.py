@@ -14,7 +14,6 @@ in the same session to compare."""
 import argparse
 import ctypes
 import os
-import statistics
 import sys
 
 import torch
@@ -25,8 +24,8 @@ sys.path.insert(0, os.path.join(HERE, "..", "python"))
 sys.path.insert(0, HERE)
 import mok.functional as mf  # noqa: E402
 from mok import _capi as C  # noqa: E402
-from harness import (SHAPES, chained, init_ranks, make_inputs, shape_with,  # noqa: E402
-                     slowest_median)
+from harness import (add_shape_args, chained, init_ranks, make_inputs, print_rounds,  # noqa: E402
+                     shape_title, shape_with, slowest_median)
 
 C.lib.v1_fill_random_bf16.restype = ctypes.c_int
 C.lib.v1_fill_random_bf16.argtypes = [ctypes.c_void_p, ctypes.c_int64, ctypes.c_uint64,
@@ -113,9 +112,7 @@ def cases(shape, x, topk, rw, w, dy, group, slot):
 
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    ap.add_argument("--shape", default="deepseek-v3", choices=sorted(SHAPES))
-    ap.add_argument("--tokens", type=int, default=7168)
-    ap.add_argument("--experts", type=int, default=0, help="routed experts (0: the shape's)")
+    add_shape_args(ap)
     ap.add_argument("--iters", type=int, default=30)
     ap.add_argument("--warmup", type=int, default=3)
     ap.add_argument("--rounds", type=int, default=3)
@@ -152,13 +149,8 @@ def main():
             res.setdefault(key + ("backward",), []).append(slowest_median(tb))
             board.setdefault(key, []).append(b)
     if rank == 0:
-        E = shape[2]
-        print(f"{args.shape}{f' with {E} experts' if args.experts else ''}, T {args.tokens}/rank, "
-              f"EP={ep}, FP8 layer, chained (no idle GPU), seed {args.seed}")
-        print(f"{'inputs / path / pass':58s} {'rounds (ms)':>28s} {'median':>8s}")
-        for (name, path, pas), t in res.items():
-            print(f"{name + ' / ' + path + ' / ' + pas:58s} {' '.join(f'{v:8.3f}' for v in t):>28s} "
-                  f"{statistics.median(t):8.3f}")
+        print(f"{shape_title(args, shape[2], ep)}, FP8 layer, chained (no idle GPU), seed {args.seed}")
+        print_rounds("inputs / path / pass", res, 58)
         print("SM clock (MHz) and board power (W) under each case, per round:")
         for (name, path), b in board.items():
             print(f"  {name + ' / ' + path:56s} " + "  ".join(f"{c} MHz {w:.0f} W" for c, w in b))

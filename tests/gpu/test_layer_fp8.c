@@ -185,23 +185,20 @@ static void fp8_case(lh_case c, const char *label) {
                  MOK_ERR_NOT_SUPPORTED); /* the FP8 backward is the functional layer's */
     uint16_t *yb2 = malloc((size_t)(T * H + 1) * 2);
     check_same_y(&e, y2, yb, yb2, T * H, label, rank, "of the ops path");
-    /* the dispatch pulled inside the expert MLP's launch (tuning flag 8192; by default a kernel
-     * of its own, beside the shared expert): the same y, bit for bit */
-    cudaMemset(y2, 0xFF, (size_t)(T * H * 2 + 16));
+    /* the same y, bit for bit, with the dispatch pulled inside the expert MLP's launch (tuning
+     * flag 8192; by default a kernel of its own, beside the shared expert), and with the shared
+     * expert joined only before the combine (flag 65536; by default before the expert MLP) */
+    const struct { int flag; const char *what; } probes[] = {
+        {8192, "with the dispatch inside the MLP's launch"},
+        {65536, "with the shared expert joined late"}};
     const int flags0 = gg_tuning_flags(); /* a test's own flags stay set around it */
-    gg_set_tuning(0, 0, 0, flags0 | 8192);
-    CHECK_STATUS(mok_forward(e.s, &wt, d.x, d.rw, y2, e.stream), MOK_SUCCESS);
-    gg_set_tuning(0, 0, 0, flags0);
-    check_same_y(&e, y2, yb, yb2, T * H, label, rank,
-                 "with the dispatch inside the MLP's launch");
-    /* the shared expert joined only before the combine (tuning flag 65536; by default before the
-     * expert MLP), so that the MLP starts beside its down GEMM: the same y, bit for bit */
-    cudaMemset(y2, 0xFF, (size_t)(T * H * 2 + 16));
-    gg_set_tuning(0, 0, 0, flags0 | 65536);
-    CHECK_STATUS(mok_forward(e.s, &wt, d.x, d.rw, y2, e.stream), MOK_SUCCESS);
-    gg_set_tuning(0, 0, 0, flags0);
-    check_same_y(&e, y2, yb, yb2, T * H, label, rank,
-                 "with the shared expert joined late");
+    for (int i = 0; i < 2; ++i) {
+      cudaMemset(y2, 0xFF, (size_t)(T * H * 2 + 16));
+      gg_set_tuning(0, 0, 0, flags0 | probes[i].flag);
+      CHECK_STATUS(mok_forward(e.s, &wt, d.x, d.rw, y2, e.stream), MOK_SUCCESS);
+      gg_set_tuning(0, 0, 0, flags0);
+      check_same_y(&e, y2, yb, yb2, T * H, label, rank, probes[i].what);
+    }
     /* the schedule built in the forward's call (the shared expert's GEMMs overlap the build):
      * the same y, bit for bit */
     cudaMemset(y2, 0xFF, (size_t)(T * H * 2 + 16));
