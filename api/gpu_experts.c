@@ -613,14 +613,15 @@ int mok_gpu_fp8_pull_inside(const mok_workspace *w) {
 }
 
 /* FP8 forward: whether the shared expert's side stream is joined only before the combine, not
- * before the expert MLP (tuning flag 65536). The one-launch MLP claims its tiles from counters
- * and completes with any number of resident CTAs, so it can start on the comm SMs as soon as the
- * dispatch pull ends and take the other SMs as the shared expert's down GEMM leaves them. Not
- * with the token ring (several passes) or the dispatch inside the launch (the shared expert in
- * line). */
+ * before the expert MLP (the default; tuning flag 65536 joins it before the MLP). The one-launch
+ * MLP claims its tiles from counters and completes with any number of resident CTAs, so it starts
+ * on the comm SMs as soon as the dispatch pull ends and takes the other SMs as the shared
+ * expert's down GEMM leaves them: -0.03 to -0.08 ms on the forward, y the same bits
+ * (docs/PERF.md, "The shared expert joined late"). Not with the token ring (several passes) or
+ * the dispatch inside the launch (the shared expert in line). */
 int mok_gpu_fp8_shared_joined_late(const mok_workspace *w) {
   return w->config.dtype == MOK_DTYPE_FP8_BLOCK128 && !w->fused_dispatch &&
-         (gg_tuning_flags() & 65536) && mok_gpu_fp8_mlp_one_launch(w) &&
+         !(gg_tuning_flags() & 65536) && mok_gpu_fp8_mlp_one_launch(w) &&
          !mok_gpu_fp8_pull_inside(w) && !mok_gpu_ring_on(w);
 }
 

@@ -53,8 +53,8 @@ mok_status mok_gpu_check_weights(const mok_workspace *w, const mok_weights *wt) 
  * joined right after that kernel, so that the routed GEMMs start on every SM. (Joined only
  * before the final sums instead, the routed GEMMs' persistent CTAs took the SMs as the shared
  * expert's kernels finished, and the two interleaved kernel by kernel: no gain. The FP8 one-launch
- * MLP takes its tiles from counters instead, so tuning flag 65536 tries that order again for it:
- * mok_gpu_fp8_shared_joined_late.) Where the communication is inside the GEMMs (the fused
+ * MLP takes its tiles from counters instead, so for it that order is the default (tuning flag
+ * 65536: joined before it): mok_gpu_fp8_shared_joined_late.) Where the communication is inside the GEMMs (the fused
  * forward; a fused backward's ring replays) the shared expert runs in line, after the routed
  * experts. */
 static int beside_forward(const mok_workspace *w) {
@@ -186,7 +186,7 @@ static mok_status forward(mok_schedule *s, const mok_weights *wt, const int32_t 
     st = mok_gpu_shared_forward(s, wt, x, w->side);
     mok_gg_set_max_ctas(prev);
   }
-  /* joined after the first comm kernel, or (FP8, tuning flag 65536) only before the combine */
+  /* joined after the first comm kernel, or (the FP8 one-launch MLP) only before the combine */
   const int late = beside && mok_gpu_fp8_shared_joined_late(w);
   comm_plan cp = {beside ? w->fwd_comm : 0, beside && !late};
   if (st == MOK_SUCCESS && topk) st = mok_gpu_schedule_enqueue(s, topk, stream);

@@ -66,8 +66,8 @@ static void usage(FILE *f) {
           "                         dispatch inside that launch; 16384: the FP8 weight\n"
           "                         gradient promoting each token block's partial;\n"
           "                         32768: the FP8 SwiGLU backward in d_act's epilogue;\n"
-          "                         65536: the FP8 forward's shared expert joined only\n"
-          "                         before the combine;\n"
+          "                         65536: the FP8 forward's shared expert joined before\n"
+          "                         the expert MLP, not only before the combine;\n"
           "                         see kernels/grouped_gemm_tmap.h)\n");
 }
 

@@ -40,8 +40,8 @@ mok_status gg_device_sms(int *sms);
  * scales promoting each token block's partial (the previous default) instead of chaining the
  * blocks into a rescaled accumulator, 32768 = the layer's FP8 SwiGLU backward in d_act's epilogue
  * (grouped_gemm_fp8_dswiglu.cuh), not as a row kernel of its own after d_act, 65536 = the layer's
- * FP8 forward joining the shared expert's side stream only before the combine, so that its
- * one-launch MLP starts beside the shared expert's down GEMM. The bits are shared: one value sets
+ * FP8 forward joining the shared expert's side stream before its one-launch MLP (the previous
+ * order), not only before the combine, where the MLP starts beside the shared expert's down GEMM. The bits are shared: one value sets
  * every kernel's probes.
  * gg_last_grid() is the grid of the last launch. */
 #ifdef __cplusplus

@@ -187,10 +187,10 @@ static void fp8_case(lh_case c, const char *label) {
     check_same_y(&e, y2, yb, yb2, T * H, label, rank, "of the ops path");
     /* the same y, bit for bit, with the dispatch pulled inside the expert MLP's launch (tuning
      * flag 8192; by default a kernel of its own, beside the shared expert), and with the shared
-     * expert joined only before the combine (flag 65536; by default before the expert MLP) */
+     * expert joined before the expert MLP (flag 65536; by default only before the combine) */
     const struct { int flag; const char *what; } probes[] = {
         {8192, "with the dispatch inside the MLP's launch"},
-        {65536, "with the shared expert joined late"}};
+        {65536, "with the shared expert joined before the MLP"}};
     const int flags0 = gg_tuning_flags(); /* a test's own flags stay set around it */
     for (int i = 0; i < 2; ++i) {
       cudaMemset(y2, 0xFF, (size_t)(T * H * 2 + 16));
