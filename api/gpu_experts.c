@@ -94,10 +94,17 @@ static gg_rows routed_rows(const mok_schedule *s) {
   return r;
 }
 
+/* The shared expert as one expert of the schedule's T rows; its device table is written for that
+ * count at the start of each shared-expert pass, on the pass's stream (shared_table). */
 static gg_rows shared_rows(const mok_schedule *s) {
   const mok_workspace *w = s->ws;
-  gg_rows r = {NULL, w->dense_table, w->dense_table + 2, 1, w->shape.tokens, w->shape.tokens};
+  gg_rows r = {NULL, w->dense_table, w->dense_table + 2, 1, s->tokens, s->tokens};
   return r;
+}
+
+static mok_status shared_table(const mok_schedule *s, cudaStream_t stream) {
+  TRY_CUDA(v1_dense_table(s->ws->dense_table, s->tokens, stream));
+  return MOK_SUCCESS;
 }
 
 /* dW[e] (=|+=) sum over the rows' r of dC[r, :n]^T A[r, :k]; NaN when the device error word is set.
@@ -445,7 +452,7 @@ static mok_status shared_weights_fp8(const mok_workspace *w, const mok_weights *
 static mok_status shared_forward_fp8(mok_schedule *s, const mok_weights *wt, const void *x,
                                      cudaStream_t stream) {
   mok_workspace *w = s->ws;
-  const int64_t T = w->shape.tokens, H = w->shape.hidden, Is = w->shape.shared_intermediate;
+  const int64_t T = s->tokens, H = w->shape.hidden, Is = w->shape.shared_intermediate;
   const gg_rows r = shared_rows(s);
   const s8_layout l = shared_fp8_layout(w);
   TRY(shared_weights_fp8(w, wt, 0, stream));
@@ -466,7 +473,7 @@ static mok_status shared_forward_fp8(mok_schedule *s, const mok_weights *wt, con
 static mok_status shared_backward_fp8(mok_schedule *s, const mok_weights *wt, const void *x,
                                       const void *dy, const mok_grads *g, cudaStream_t stream) {
   mok_workspace *w = s->ws;
-  const int64_t T = w->shape.tokens, H = w->shape.hidden, Is = w->shape.shared_intermediate;
+  const int64_t T = s->tokens, H = w->shape.hidden, Is = w->shape.shared_intermediate;
   const gg_rows r = shared_rows(s);
   const s8_layout l = shared_fp8_layout(w);
   TRY(shared_weights_fp8(w, wt, 1, stream));
@@ -498,9 +505,10 @@ static mok_status shared_backward_fp8(mok_schedule *s, const mok_weights *wt, co
 mok_status mok_gpu_shared_forward(mok_schedule *s, const mok_weights *wt, const void *x,
                                   cudaStream_t stream) {
   mok_workspace *w = s->ws;
-  const int64_t T = w->shape.tokens, H = w->shape.hidden, Is = w->shape.shared_intermediate;
+  const int64_t T = s->tokens, H = w->shape.hidden, Is = w->shape.shared_intermediate;
   const int32_t *err = w->err;
   if (Is == 0) return MOK_SUCCESS;
+  if (T > 0 && (w->s8_w || w->wgmma)) TRY(shared_table(s, stream));
   if (w->s8_w && T > 0) return shared_forward_fp8(s, wt, x, stream);
   if (w->wgmma && T > 0)
     return gg_mlp_forward(w, shared_rows(s), x, wt->ws_gate, wt->ws_up, wt->ws_down, s->sg, s->sa,
@@ -544,11 +552,12 @@ static mok_status routed_experts_backward(mok_schedule *s, const mok_weights *wt
 mok_status mok_gpu_shared_backward(mok_schedule *s, const mok_weights *wt, const void *x,
                                    const void *dy, const mok_grads *g, cudaStream_t stream) {
   mok_workspace *w = s->ws;
-  const int64_t T = w->shape.tokens, H = w->shape.hidden, Is = w->shape.shared_intermediate;
+  const int64_t T = s->tokens, H = w->shape.hidden, Is = w->shape.shared_intermediate;
   const int32_t *err = w->err;
   const int mode = grad_mode(g);
   const size_t e2 = 2;
   if (Is == 0) return MOK_SUCCESS;
+  if (T > 0 && (w->s8_w || w->wgmma)) TRY(shared_table(s, stream));
   if (w->s8_w && T > 0) return shared_backward_fp8(s, wt, x, dy, g, stream);
   if (w->wgmma && T > 0)
     return gg_mlp_backward(w, shared_rows(s), x, wt->ws_gate, wt->ws_up, wt->ws_down, s->sg, s->sa,

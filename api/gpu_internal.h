@@ -33,6 +33,7 @@ struct mok_workspace {
   /* one symmetric buffer, every rank the same layout */
   mok_sym_buffer sym;
   size_t off_topk, off_x, off_slots, off_dy, off_rw, off_drw, off_flags, off_perr;
+  size_t off_count;          /* this rank's token count of its latest build (int32)      */
   char **peer_base;          /* device [ep]: each rank's address of sym                  */
   char **op_peer;            /* device [ep]: the ops layer's table for a caller's buffer */
   /* local device memory (one allocation) */
@@ -109,7 +110,17 @@ struct mok_schedule {
   void *sg, *su, *sa;        /* [T, Is]  shared expert's gate, up (fp32), activation     */
   int ring_kept;             /* host: the ring's regions hold what the last forward left
                                 (cleared by a build, and by a backward that replayed)    */
+  int64_t tokens;            /* host: this rank's T for the next build and the passes on it
+                                (mok_schedule_set_tokens; at most the shape's, its
+                                default); the shape's T stays the stride of the staged
+                                tokens and of the slots                                  */
+  int64_t built_tokens;      /* host: the T of the latest build (the passes need tokens)  */
 };
+
+/* The passes' check that the schedule was built for its token count. */
+static inline mok_status mok_gpu_check_built(const mok_schedule *s) {
+  return s->tokens == s->built_tokens ? MOK_SUCCESS : MOK_ERR_INVALID_ARGUMENT;
+}
 
 /* FP8: a schedule keeps the forward's quantized rows as E4M3 codes [rows, cols] followed by their
  * 1x128 scales [cols/128][rows rounded up to 128] (the layout the FP8 GEMMs read), in the buffer
@@ -161,7 +172,7 @@ mok_status mok_gpu_ring_view(const mok_schedule *s, int64_t b, int32_t region, m
 
 /* Stages shared by the functional layer and the ops layer (gpu_layer.c, gpu_experts.c). */
 mok_status mok_gpu_check_weights(const mok_workspace *w, const mok_weights *wt);
-mok_status mok_gpu_check_grads(const mok_workspace *w, const mok_grads *g, int need_dx);
+mok_status mok_gpu_check_grads(const mok_schedule *s, const mok_grads *g, int need_dx);
 mok_status mok_gpu_experts_forward(mok_schedule *s, const mok_weights *wt, const void *recv,
                                    void *out_rows, cudaStream_t stream);
 /* FP8: the forward experts from rows already quantized into the schedule's recv_x (by

@@ -57,11 +57,13 @@ mok_status mok_gpu_check_weights(const mok_workspace *w, const mok_weights *wt) 
  * 65536: joined before it): mok_gpu_fp8_shared_joined_late.) Where the communication is inside the GEMMs (the fused
  * forward; a fused backward's ring replays) the shared expert runs in line, after the routed
  * experts. */
-static int beside_forward(const mok_workspace *w) {
-  return w->side && w->shape.tokens > 0 && !w->fused_dispatch && !mok_gpu_fp8_pull_inside(w);
+static int beside_forward(const mok_schedule *s) {
+  const mok_workspace *w = s->ws;
+  return w->side && s->tokens > 0 && !w->fused_dispatch && !mok_gpu_fp8_pull_inside(w);
 }
-static int beside_backward(const mok_workspace *w) {
-  return w->side && w->shape.tokens > 0 && !(w->fused_dispatch && mok_gpu_ring_on(w));
+static int beside_backward(const mok_schedule *s) {
+  const mok_workspace *w = s->ws;
+  return w->side && s->tokens > 0 && !(w->fused_dispatch && mok_gpu_ring_on(w));
 }
 
 static mok_status side_fork(mok_workspace *w, cudaStream_t stream) {
@@ -101,7 +103,7 @@ static v1_route route_on(const mok_schedule *v, int comm_ctas) {
 /* FP8: the dispatch pulls the staged E4M3 codes and scales into the schedule's recv_x. */
 static mok_status pull_fp8(mok_schedule *v, int comm_ctas, cudaStream_t stream) {
   mok_workspace *w = v->ws;
-  const int64_t T = w->shape.tokens, H = w->shape.hidden;
+  const int64_t T = w->shape.tokens, H = w->shape.hidden; /* T: the staged rows' stride */
   v1_route r = route_on(v, comm_ctas);
   TRY_CUDA(v1_dispatch_pull_fp8(&r, w->off_x, w->off_x + (size_t)(T * H), v->recv_x,
                                 mok_fp8_scales_of(v->recv_x, v->rows, H),
@@ -110,15 +112,17 @@ static mok_status pull_fp8(mok_schedule *v, int comm_ctas, cudaStream_t stream) 
 }
 
 /* x staged in the symmetric buffer for the peers' pulls: bf16, or, in FP8, quantized once per
- * token (e4m3 codes [T, H], then the scales [T, H / 128]), so that the dispatch moves half the
- * bytes and the k-fold larger received rows need no quantization. */
-static mok_status stage_x(mok_workspace *w, const void *x, cudaStream_t stream) {
-  const int64_t T = w->shape.tokens, H = w->shape.hidden;
+ * token (e4m3 codes [T, H], then the scales [T, H / 128], T the shape's: the schedule's count of
+ * rows written), so that the dispatch moves half the bytes and the k-fold larger received rows
+ * need no quantization. */
+static mok_status stage_x(const mok_schedule *s, const void *x, cudaStream_t stream) {
+  const mok_workspace *w = s->ws;
+  const int64_t T = s->tokens, H = w->shape.hidden, stride = w->shape.tokens;
   char *sym = (char *)w->sym.ptr;
   if (T == 0) return MOK_SUCCESS;
   if (w->config.dtype == MOK_DTYPE_FP8_BLOCK128)
-    return mok_gg_fp8_quantize_act_rows(x, sym + w->off_x, (float *)(sym + w->off_x + T * H), T, H,
-                                        stream);
+    return mok_gg_fp8_quantize_act_rows(x, sym + w->off_x, (float *)(sym + w->off_x + stride * H),
+                                        T, H, stream);
   TRY_CUDA(cudaMemcpyAsync(sym + w->off_x, x, (size_t)(T * H * 2), cudaMemcpyDeviceToDevice, stream));
   return MOK_SUCCESS;
 }
@@ -174,11 +178,11 @@ static mok_status forward(mok_schedule *s, const mok_weights *wt, const int32_t 
                           const void *x, const float *router_weights, void *y,
                           cudaStream_t stream) {
   mok_workspace *w = s->ws;
-  const int64_t T = w->shape.tokens, H = w->shape.hidden, k = w->shape.top_k,
+  const int64_t T = s->tokens, H = w->shape.hidden, k = w->shape.top_k,
                 Is = w->shape.shared_intermediate;
   char *sym = (char *)w->sym.ptr;
-  TRY(stage_x(w, x, stream));
-  const int beside = beside_forward(w);
+  TRY(stage_x(s, x, stream));
+  const int beside = beside_forward(s);
   mok_status st = MOK_SUCCESS;
   if (beside) {
     TRY(side_fork(w, stream));
@@ -204,7 +208,7 @@ static mok_status check_forward(mok_schedule *s, const mok_weights *wt, const vo
                                 const float *router_weights, const void *y) {
   if (!s || !wt) return MOK_ERR_INVALID_ARGUMENT;
   mok_workspace *w = s->ws;
-  if (w->shape.tokens > 0 && (!x || !router_weights || !y)) return MOK_ERR_INVALID_ARGUMENT;
+  if (s->tokens > 0 && (!x || !router_weights || !y)) return MOK_ERR_INVALID_ARGUMENT;
   if (!mok_gpu_aligned(x) || !mok_gpu_aligned(y) || ((uintptr_t)router_weights & 3u))
     return MOK_ERR_MISALIGNED;
   return check_weights(w, wt);
@@ -213,6 +217,7 @@ static mok_status check_forward(mok_schedule *s, const mok_weights *wt, const vo
 mok_status mok_forward(mok_schedule *s, const mok_weights *wt, const void *x,
                        const float *router_weights, void *y, cudaStream_t stream) {
   TRY(check_forward(s, wt, x, router_weights, y));
+  TRY(mok_gpu_check_built(s));
   return forward(s, wt, NULL, x, router_weights, y, stream);
 }
 
@@ -224,8 +229,9 @@ mok_status mok_build_and_forward(mok_schedule *s, const int32_t *topk_experts,
   return forward(s, wt, topk_experts, x, router_weights, y, stream);
 }
 
-mok_status mok_gpu_check_grads(const mok_workspace *w, const mok_grads *g, int need_dx) {
-  const int64_t T = w->shape.tokens, Is = w->shape.shared_intermediate;
+mok_status mok_gpu_check_grads(const mok_schedule *s, const mok_grads *g, int need_dx) {
+  const mok_workspace *w = s->ws;
+  const int64_t T = s->tokens, Is = w->shape.shared_intermediate;
   if (need_dx && T > 0 && (!g->dx || !g->d_router_weights)) return MOK_ERR_INVALID_ARGUMENT;
   if (!g->dw_gate || !g->dw_up || !g->dw_down) return MOK_ERR_INVALID_ARGUMENT;
   if (Is > 0 && (!g->dws_gate || !g->dws_up || !g->dws_down)) return MOK_ERR_INVALID_ARGUMENT;
@@ -313,14 +319,16 @@ static mok_status routed_backward(mok_schedule *s, const mok_weights *wt, const 
 
 /* dy and the router weights staged in the symmetric buffer for the peers' pulls; with a ring, x
  * too (the macrobatches forward did not keep pull their x rows again). */
-static mok_status stage_backward(mok_workspace *w, const void *x, const float *router_weights,
-                                 const void *dy, int ring, cudaStream_t stream) {
-  const int64_t T = w->shape.tokens, H = w->shape.hidden, k = w->shape.top_k;
+static mok_status stage_backward(const mok_schedule *s, const void *x,
+                                 const float *router_weights, const void *dy, int ring,
+                                 cudaStream_t stream) {
+  const mok_workspace *w = s->ws;
+  const int64_t T = s->tokens, H = w->shape.hidden, k = w->shape.top_k;
   char *sym = (char *)w->sym.ptr;
   TRY_CUDA(cudaMemcpyAsync(sym + w->off_dy, dy, (size_t)(T * H * 2), cudaMemcpyDeviceToDevice, stream));
   TRY_CUDA(cudaMemcpyAsync(sym + w->off_rw, router_weights, (size_t)(T * k) * 4,
                            cudaMemcpyDeviceToDevice, stream));
-  return ring ? stage_x(w, x, stream) : MOK_SUCCESS;
+  return ring ? stage_x(s, x, stream) : MOK_SUCCESS;
 }
 
 mok_status mok_backward(mok_schedule *s, const mok_weights *wt, const void *x,
@@ -328,10 +336,11 @@ mok_status mok_backward(mok_schedule *s, const mok_weights *wt, const void *x,
                         cudaStream_t stream) {
   if (!s || !wt || !g) return MOK_ERR_INVALID_ARGUMENT;
   mok_workspace *w = s->ws;
-  const int64_t T = w->shape.tokens, H = w->shape.hidden, k = w->shape.top_k,
+  const int64_t T = s->tokens, H = w->shape.hidden, k = w->shape.top_k,
                 Is = w->shape.shared_intermediate;
   if (T > 0 && (!x || !router_weights || !dy)) return MOK_ERR_INVALID_ARGUMENT;
-  TRY(mok_gpu_check_grads(w, g, 1));
+  TRY(mok_gpu_check_built(s));
+  TRY(mok_gpu_check_grads(s, g, 1));
   if (!mok_gpu_aligned(x) || !mok_gpu_aligned(dy) || ((uintptr_t)router_weights & 3u))
     return MOK_ERR_MISALIGNED;
   TRY(check_weights(w, wt));
@@ -339,8 +348,8 @@ mok_status mok_backward(mok_schedule *s, const mok_weights *wt, const void *x,
   char *sym = (char *)w->sym.ptr;
   const int ring = mok_gpu_ring_on(w);
 
-  if (T > 0) TRY(stage_backward(w, x, router_weights, dy, ring, stream)); /* on every SM */
-  const int beside = beside_backward(w);
+  if (T > 0) TRY(stage_backward(s, x, router_weights, dy, ring, stream)); /* on every SM */
+  const int beside = beside_backward(s);
   mok_status st = MOK_SUCCESS;
   if (beside) {
     TRY(side_fork(w, stream));

@@ -6,7 +6,8 @@
  * Router-weight gradients travel through the workspace: experts_backward pushes them to the source
  * rank, reverse_dispatch_reduce writes them to grads->d_router_weights. The caller's row buffers
  * hold the schedule's capacity: a workspace with a token ring (config.ring_bytes) has no ops layer
- * (MOK_ERR_NOT_SUPPORTED). */
+ * (MOK_ERR_NOT_SUPPORTED). The caller's token buffers are sized and laid out for the shape's T
+ * rows; a call reads and writes the schedule's count of them (mok_schedule_set_tokens). */
 #include <string.h>
 #include <cuda_runtime_api.h>
 #include "api/gpu_internal.h"
@@ -34,6 +35,7 @@ static mok_status move_rows(mok_schedule *s, const mok_sym_buffer *sym, int64_t 
                             int pull, cudaStream_t st) {
   if (mok_gpu_ring_on(s->ws)) return MOK_ERR_NOT_SUPPORTED;
   if (!mok_gpu_aligned(rows)) return MOK_ERR_MISALIGNED;
+  TRY(mok_gpu_check_built(s));
   mok_workspace *w = s->ws;
   TRY(use_buffer(w, sym, bytes, st));
   v1_route r = op_route(s);
@@ -55,6 +57,7 @@ mok_status mok_op_experts_forward(mok_schedule *s, const mok_weights *wt, const 
   if (!s || !wt || !recv || !out_rows) return MOK_ERR_INVALID_ARGUMENT;
   if (mok_gpu_ring_on(s->ws)) return MOK_ERR_NOT_SUPPORTED;
   if (!mok_gpu_aligned(recv) || !mok_gpu_aligned(out_rows)) return MOK_ERR_MISALIGNED;
+  TRY(mok_gpu_check_built(s));
   TRY(mok_gpu_check_weights(s->ws, wt));
   TRY(mok_gpu_experts_forward(s, wt, recv, out_rows, st));
   /* the BF16 backward's router-weight gradients need the outputs: keep a copy in the schedule
@@ -76,9 +79,10 @@ mok_status mok_op_combine_reduce(mok_schedule *s, const mok_weights *wt, const v
                                  cudaStream_t st) {
   if (!s || !wt || !combine) return MOK_ERR_INVALID_ARGUMENT;
   mok_workspace *w = s->ws;
-  const int64_t T = w->shape.tokens, H = w->shape.hidden, k = w->shape.top_k;
+  const int64_t T = s->tokens, H = w->shape.hidden, k = w->shape.top_k;
   if (T > 0 && (!x || !rw || !y || !combine->ptr)) return MOK_ERR_INVALID_ARGUMENT;
-  if ((int64_t)combine->bytes < T * k * H * 2) return MOK_ERR_INVALID_ARGUMENT;
+  if ((int64_t)combine->bytes < slot_bytes(s)) return MOK_ERR_INVALID_ARGUMENT;
+  TRY(mok_gpu_check_built(s));
   if (!mok_gpu_aligned(x) || !mok_gpu_aligned(y) || !mok_gpu_aligned(combine->ptr) ||
       ((uintptr_t)rw & 3u))
     return MOK_ERR_MISALIGNED;
@@ -104,8 +108,9 @@ mok_status mok_op_experts_backward(mok_schedule *s, const mok_weights *wt, const
     return MOK_ERR_MISALIGNED;
   mok_workspace *w = s->ws;
   if (w->config.dtype != MOK_DTYPE_BF16) return MOK_ERR_NOT_SUPPORTED; /* FP8: functional layer */
+  TRY(mok_gpu_check_built(s));
   TRY(mok_gpu_check_weights(w, wt));
-  TRY(mok_gpu_check_grads(w, g, 0));
+  TRY(mok_gpu_check_grads(s, g, 0));
   TRY(use_buffer(w, rw, w->shape.tokens * w->shape.top_k * 4, st));
   v1_route r = mok_gpu_route(s);
   TRY(mok_gpu_barrier(w, st));
@@ -124,14 +129,15 @@ mok_status mok_op_reverse_dispatch_reduce(mok_schedule *s, const mok_weights *wt
                                           const mok_grads *g, cudaStream_t st) {
   if (!s || !wt || !dx_parts || !g) return MOK_ERR_INVALID_ARGUMENT;
   mok_workspace *w = s->ws;
-  const int64_t T = w->shape.tokens, H = w->shape.hidden, k = w->shape.top_k;
+  const int64_t T = s->tokens, H = w->shape.hidden, k = w->shape.top_k;
   if (T > 0 && (!x || !dy || !dx_parts->ptr)) return MOK_ERR_INVALID_ARGUMENT;
-  if ((int64_t)dx_parts->bytes < T * k * H * 2) return MOK_ERR_INVALID_ARGUMENT;
+  if ((int64_t)dx_parts->bytes < slot_bytes(s)) return MOK_ERR_INVALID_ARGUMENT;
+  TRY(mok_gpu_check_built(s));
   if (w->config.dtype != MOK_DTYPE_BF16) return MOK_ERR_NOT_SUPPORTED; /* FP8: functional layer */
   if (!mok_gpu_aligned(x) || !mok_gpu_aligned(dy) || !mok_gpu_aligned(dx_parts->ptr))
     return MOK_ERR_MISALIGNED;
   TRY(mok_gpu_check_weights(w, wt));
-  TRY(mok_gpu_check_grads(w, g, 1));
+  TRY(mok_gpu_check_grads(s, g, 1));
   TRY(mok_gpu_shared_backward(s, wt, x, dy, g, st));
   TRY_CUDA(v1_dx_reduce(T, (int)k, H, dx_parts->ptr,
                         w->shape.shared_intermediate > 0 ? w->ys : NULL, g->dx,

@@ -72,6 +72,7 @@ mok_status mok_schedule_create(mok_workspace *w, mok_schedule **out) {
   s->sg = m + o_sg;
   s->su = m + o_su;
   s->sa = m + o_sa;
+  s->tokens = s->built_tokens = T; /* an empty table fits any count; the first build sets it */
   /* an empty table until the first build */
   e = cudaMemset(m, 0, o_topk);
   if (e == cudaSuccess) e = cudaDeviceSynchronize();
@@ -92,24 +93,31 @@ mok_status mok_schedule_destroy(mok_schedule *s) {
   return mok_gpu_status(e);
 }
 
+mok_status mok_schedule_set_tokens(mok_schedule *s, int64_t tokens) {
+  if (!s) return MOK_ERR_INVALID_ARGUMENT;
+  if (tokens < 0 || tokens > s->ws->shape.tokens) return MOK_ERR_INVALID_SHAPE;
+  s->tokens = tokens;
+  return MOK_SUCCESS;
+}
+
 mok_status mok_gpu_check_topk(const mok_schedule *s, const int32_t *topk) {
   if (!s) return MOK_ERR_INVALID_ARGUMENT;
-  if (s->ws->shape.tokens * s->ws->shape.top_k > 0 && !topk) return MOK_ERR_INVALID_ARGUMENT;
+  if (s->tokens * s->ws->shape.top_k > 0 && !topk) return MOK_ERR_INVALID_ARGUMENT;
   if (((uintptr_t)topk & 3u) != 0) return MOK_ERR_MISALIGNED;
   return MOK_SUCCESS;
 }
 
-/* Stage this rank's routing; barrier; count + scan over every rank's routing (pulled from the
- * peers); fill + pad; barrier (which also spreads any rank's fault to all ranks and keeps the
- * staged routing alive until every peer has read it). */
+/* Stage this rank's routing and token count; barrier; count + scan over every rank's routing
+ * (pulled from the peers, each under its own count); fill + pad; barrier (which also spreads any
+ * rank's fault to all ranks and keeps the staged routing alive until every peer has read it). */
 mok_status mok_gpu_schedule_enqueue(mok_schedule *s, const int32_t *topk, cudaStream_t stream) {
   mok_workspace *w = s->ws;
-  const int64_t n = w->shape.tokens * w->shape.top_k;
-  if (n > 0)
-    TRY_CUDA(cudaMemcpyAsync((char *)w->sym.ptr + w->off_topk, topk, (size_t)n * 4,
-                             cudaMemcpyDeviceToDevice, stream));
+  char *sym = (char *)w->sym.ptr;
+  TRY_CUDA(v1_sched_stage(topk, s->tokens, (int)w->shape.top_k, (int32_t *)(sym + w->off_topk),
+                          (int32_t *)(sym + w->off_count), stream));
   TRY(mok_gpu_barrier(w, stream));
   s->ring_kept = 0; /* a new table: the ring holds nothing of it until a forward */
+  s->built_tokens = s->tokens;
   v1_sched_args a = mok_gpu_sched_args(s);
   TRY_CUDA(v1_sched_count_scan(&a, stream));
   TRY_CUDA(v1_sched_fill_pad(&a, stream));

@@ -249,6 +249,7 @@ mok_status mok_workspace_create(mok_group *g, const mok_shape *s, const mok_conf
   SYM(off_drw, T * k * 4);
   SYM(off_flags, (int64_t)w->ep * 8);
   SYM(off_perr, (int64_t)w->ep * 4);
+  SYM(off_count, 4);
 #undef SYM
   st = mok_sym_alloc(g, off, &w->sym);
   if (st != MOK_SUCCESS) {
@@ -513,6 +514,7 @@ v1_sched_args mok_gpu_sched_args(const mok_schedule *s) {
   v1_sched_args a;
   a.peer_base = w->peer_base;
   a.topk_off = w->off_topk;
+  a.count_off = w->off_count;
   a.rank = w->rank;
   a.ep = w->ep;
   a.tokens = w->shape.tokens;

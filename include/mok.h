@@ -98,7 +98,8 @@ typedef enum {
 } mok_path;
 
 typedef struct {
-  int64_t tokens;              /* T: tokens on this rank, >= 0                                   */
+  int64_t tokens;              /* T: tokens on this rank, >= 0; for a workspace, the most tokens
+                                  a call may have (mok_schedule_set_tokens)                      */
   int64_t hidden;              /* H: model width                                                 */
   int64_t num_experts;         /* E: routed experts across the whole group                       */
   int64_t intermediate;        /* I: routed expert intermediate size                             */
@@ -250,6 +251,13 @@ typedef struct mok_schedule mok_schedule;
 
 mok_status mok_schedule_create(mok_workspace *workspace, mok_schedule **schedule);
 mok_status mok_schedule_destroy(mok_schedule *schedule);
+
+/* Host. This rank's token count for the schedule's next build and the passes on it, 0 to the
+ * workspace's shape.tokens (the default), so that steps of varying size share one workspace and its
+ * memory. Ranks may pass different counts: each build reads every peer's from symmetric memory.
+ * Until the schedule is built again, mok_forward, mok_backward and the ops refuse it
+ * (MOK_ERR_INVALID_ARGUMENT); the tensors of every call have the count's T rows. */
+mok_status mok_schedule_set_tokens(mok_schedule *schedule, int64_t tokens);
 
 /* Collective, enqueued on stream. Gathers every rank's topk_experts [T, k] int32 through symmetric
  * memory and builds this rank's table on the device; no count reaches the host. Invalid ids,

@@ -169,8 +169,10 @@ cudaError_t v1_nan_if_error(void *dst, int64_t n, int fp32, const int32_t *err,
 typedef struct {
   char *const *peer_base;  /* every rank's symmetric base                                */
   size_t topk_off;         /* offset of the staged topk [T, k] int32 in the symmetric buffer */
+  size_t count_off;        /* offset of the staged token count (int32) of this build          */
   int rank, ep;
-  int64_t tokens;
+  int64_t tokens;          /* T of the shape: each rank's stride in topk and in the slots;
+                              a build's count (each rank's own) is at most that              */
   int top_k, num_experts, experts_local, tile_m;
   int64_t capacity;
   int chunks_per_rank;     /* chunks of one rank's tokens                               */
@@ -184,6 +186,15 @@ typedef struct {
   int32_t *err;
   int parallel;            /* 1: the parallel count / scan / fill kernels (same table)        */
 } v1_sched_args;
+
+/* Phase 0: this rank's topk [count, k] and its count staged at topk_dst and count_dst (its
+ * symmetric buffer) for the peers' builds, in one kernel (a graph keeps count by value). */
+cudaError_t v1_sched_stage(const int32_t *topk, int64_t count, int top_k, int32_t *topk_dst,
+                           int32_t *count_dst, cudaStream_t stream);
+
+/* The shared expert as one grouped-GEMM expert of count rows: table = {0, count rounded up to
+ * 128, count, 0} (offsets, then the count), written by one thread on stream. */
+cudaError_t v1_dense_table(int32_t *table, int64_t count, cudaStream_t stream);
 
 /* Shared memory the two build phases need; the host checks it against the device limit. */
 size_t v1_sched_count_smem(const v1_sched_args *a);

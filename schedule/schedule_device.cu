@@ -10,20 +10,27 @@
 
 #define SCHED_THREADS 128
 
-__device__ __forceinline__ void chunk_range(const v1_sched_args &a, int c, int *src, int64_t *t0,
-                                            int64_t *ntok) {
+/* Chunk c's rank and first token, and its tokens under that rank's count for this build (staged
+ * by the rank's v1_sched_stage, read from its symmetric buffer). Returns 0 when that count is
+ * outside [0, T] (a corrupted buffer): the chunk then has no tokens. */
+__device__ __forceinline__ int chunk_range(const v1_sched_args &a, int c, int *src, int64_t *t0,
+                                           int64_t *ntok) {
   *src = c / a.chunks_per_rank;
   *t0 = (int64_t)(c % a.chunks_per_rank) * a.chunk_tokens;
-  int64_t n = a.tokens - *t0;
+  const int64_t count = *(const int32_t *)(a.peer_base[*src] + a.count_off);
+  const int ok = count >= 0 && count <= a.tokens;
+  const int64_t n = (ok ? count : 0) - *t0;
   *ntok = n < 0 ? 0 : (n > a.chunk_tokens ? a.chunk_tokens : n);
+  return ok;
 }
 
 /* Count kernels: chunk c's routing pulled from its rank into shared ids and the gathered table
- * topk_all, and cnt[E_local] zeroed. Returns the chunk's token count (*src: its rank, *t0: first). */
+ * topk_all, and cnt[E_local] zeroed. Returns the chunk's token count (*src: its rank, *t0: first),
+ * or -1 when the rank's staged count is out of range. */
 __device__ int64_t gather_chunk(const v1_sched_args &a, int c, int32_t *ids, int32_t *cnt, int *src,
                                 int64_t *t0) {
   int64_t ntok;
-  chunk_range(a, c, src, t0, &ntok);
+  const int ok = chunk_range(a, c, src, t0, &ntok);
   const int64_t n = ntok * a.top_k;
   const int32_t *peer = (const int32_t *)(a.peer_base[*src] + a.topk_off) + *t0 * a.top_k;
   int32_t *local = a.topk_all + ((int64_t)*src * a.tokens + *t0) * a.top_k;
@@ -33,7 +40,7 @@ __device__ int64_t gather_chunk(const v1_sched_args &a, int c, int32_t *ids, int
     local[i] = v;
   }
   for (int l = threadIdx.x; l < a.experts_local; l += blockDim.x) cnt[l] = 0;
-  return ntok;
+  return ok ? ntok : -1;
 }
 
 /* Fill kernels: chunk c's ids from topk_all and its write cursors from the scan into shared memory.
@@ -60,8 +67,10 @@ __global__ void sched_count_kernel(v1_sched_args a) {
   const int64_t ntok = gather_chunk(a, c, ids, cnt, &s, &t0);
   __syncthreads();
   if (threadIdx.x == 0)
-    a.chunk_status[c] = mok_sched_count_chunk(ids, ntok, a.top_k, a.num_experts,
-                                              a.rank * a.experts_local, a.experts_local, cnt);
+    a.chunk_status[c] = ntok < 0 ? MOK_SCHED_BAD_ARGUMENT
+                                 : mok_sched_count_chunk(ids, ntok, a.top_k, a.num_experts,
+                                                         a.rank * a.experts_local,
+                                                         a.experts_local, cnt);
   __syncthreads();
   for (int l = threadIdx.x; l < a.experts_local; l += blockDim.x)
     a.counts[(int64_t)c * a.experts_local + l] = cnt[l];
@@ -133,8 +142,8 @@ __global__ void sched_count_par_kernel(v1_sched_args a) {
   int s;
   int64_t t0;
   int32_t *ids = sm, *cnt = sm + a.chunk_tokens * k;
-  const int64_t ntok = gather_chunk(a, c, ids, cnt, &s, &t0);
-  if (threadIdx.x == 0) first_bad = INT32_MAX;
+  const int64_t got = gather_chunk(a, c, ids, cnt, &s, &t0), ntok = got < 0 ? 0 : got;
+  if (threadIdx.x == 0) first_bad = got < 0 ? MOK_SCHED_BAD_ARGUMENT : INT32_MAX;
   __syncthreads();
   for (int64_t t = threadIdx.x; t < ntok; t += blockDim.x) {
     const int32_t *tok = ids + t * k;
@@ -269,6 +278,37 @@ __global__ void sched_pad_kernel(v1_sched_args a) {
   if (v1_error(a.err)) return;
   const int l = blockIdx.x * blockDim.x + threadIdx.x;
   if (l < a.experts_local) mok_sched_pad_expert(l, a.expert_count, a.expert_offset, a.row_src);
+}
+
+__global__ void sched_stage_kernel(const int32_t *topk, int64_t n, int32_t *dst,
+                                   int32_t *count_dst, int32_t count) {
+  for (int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; i < n;
+       i += (int64_t)gridDim.x * blockDim.x)
+    dst[i] = topk[i];
+  if (blockIdx.x == 0 && threadIdx.x == 0) *count_dst = count;
+}
+
+extern "C" cudaError_t v1_sched_stage(const int32_t *topk, int64_t count, int top_k,
+                                      int32_t *topk_dst, int32_t *count_dst,
+                                      cudaStream_t stream) {
+  const int64_t n = count * top_k;
+  int64_t blocks = (n + 255) / 256;
+  blocks = blocks < 1 ? 1 : (blocks > 264 ? 264 : blocks);
+  sched_stage_kernel<<<(int)blocks, 256, 0, stream>>>(topk, n, topk_dst, count_dst,
+                                                      (int32_t)count);
+  return cudaGetLastError();
+}
+
+__global__ void dense_table_kernel(int32_t *table, int32_t count) {
+  table[0] = 0;
+  table[1] = (count + 127) / 128 * 128;
+  table[2] = count;
+  table[3] = 0;
+}
+
+extern "C" cudaError_t v1_dense_table(int32_t *table, int64_t count, cudaStream_t stream) {
+  dense_table_kernel<<<1, 1, 0, stream>>>(table, (int32_t)count);
+  return cudaGetLastError();
 }
 
 extern "C" size_t v1_sched_count_smem(const v1_sched_args *a) {

@@ -190,6 +190,7 @@ void test_api_bad_arguments(void) {
   CHECK_STATUS(mok_schedule_destroy(NULL), MOK_SUCCESS);
   CHECK_STATUS(mok_schedule_build(NULL, (const int32_t *)&x, 0), MOK_ERR_INVALID_ARGUMENT);
   CHECK_STATUS(mok_schedule_rows(NULL, &bytes), MOK_ERR_INVALID_ARGUMENT);
+  CHECK_STATUS(mok_schedule_set_tokens(NULL, 1), MOK_ERR_INVALID_ARGUMENT);
   CHECK_STATUS(mok_forward(NULL, &w, &x, (const float *)&x, &x, 0), MOK_ERR_INVALID_ARGUMENT);
   CHECK_STATUS(mok_build_and_forward(NULL, (const int32_t *)&x, &w, &x, (const float *)&x, &x, 0),
                MOK_ERR_INVALID_ARGUMENT);

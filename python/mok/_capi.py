@@ -94,6 +94,7 @@ _SIGNATURES = {
     "mok_workspace_destroy": (ctypes.c_int, [_P]),
     "mok_schedule_create": (ctypes.c_int, [_P, _PP]),
     "mok_schedule_destroy": (ctypes.c_int, [_P]),
+    "mok_schedule_set_tokens": (ctypes.c_int, [_P, ctypes.c_int64]),
     "mok_schedule_build": (ctypes.c_int, [_P, _P, _P]),
     "mok_schedule_rows": (ctypes.c_int, [_P, _I64P]),
     "mok_schedule_bytes": (ctypes.c_int, [_P, _I64P]),

@@ -8,7 +8,9 @@ tied together by autograd.
 
 Each op builds the schedule from topk_experts on the device (no host sync); a workspace is created
 (collectively, with allocation) the first time a shape is seen: run one step before capturing a CUDA
-graph.
+graph. A shape's token count is part of it, so steps of varying size make a workspace each, unless
+the Group has max_tokens: then one workspace of that many tokens serves every step of up to as many
+(each rank's own count, mok_schedule_set_tokens).
 
 What forward keeps for backward (pulled tokens, gate / up / SwiGLU rows, expert outputs) lives in a
 mok schedule, so each layer that is in flight between its forward and its backward needs its own:
@@ -28,6 +30,7 @@ from . import _capi as C
 _groups = []        # group id -> Group
 _workspaces = {}    # (group id, shape, knobs) -> workspace handle
 _schedules = {}     # (group id, shape, knobs, slot) -> schedule handle
+_sched_tokens = {}  # the same key -> the token count last set on that schedule
 
 
 class Group:
@@ -39,13 +42,19 @@ class Group:
     oracle), for every workspace of the group. Other keyword arguments set mok_config knobs for
     every workspace of the group, e.g. ring_bytes=1 << 30 (a token ring per layer: memory bounded
     by the knob, backward replays the forward of macrobatches not kept) or
-    macrobatch_minibatches=32."""
+    macrobatch_minibatches=32. max_tokens=N: every workspace holds N tokens per rank and serves any
+    call of up to N, so that steps of varying size share it (each rank may pass its own count);
+    None: a workspace per token count, every rank calling with the same one."""
 
     _PATHS = {"auto": 0, "fused": 1, "v1": 2, "grouped": 3}
 
-    def __init__(self, process_group=None, path="auto", **knobs):
+    def __init__(self, process_group=None, path="auto", max_tokens=None, **knobs):
         if path not in self._PATHS:
             raise ValueError(f"mok: path must be one of {sorted(self._PATHS)}, got {path!r}")
+        if max_tokens is not None and (isinstance(max_tokens, bool) or not isinstance(max_tokens, int)
+                                       or max_tokens < 1):
+            raise ValueError(f"mok: max_tokens must be None or an int >= 1, got {max_tokens!r}")
+        self.max_tokens = max_tokens
         C.default_config(**knobs)  # unknown knob names fail here, before any collective
         self.knobs = (("path", self._PATHS[path]),) + tuple(sorted(knobs.items()))
         import torch.distributed as dist
@@ -71,6 +80,7 @@ class Group:
         """Collective: frees the group's schedules, workspaces and the group."""
         for key in sorted(k for k in _schedules if k[0] == self.id):
             C.call("mok_schedule_destroy", _schedules.pop(key))
+            _sched_tokens.pop(key, None)
         for key in sorted(k for k in _workspaces if k[0] == self.id):
             C.call("mok_workspace_destroy", _workspaces.pop(key))
         if self.handle:
@@ -88,10 +98,17 @@ class Group:
 
 def _schedule(group_id, shape, knobs, slot):
     """The (workspace, schedule) pair for a group, shape, knobs and slot; created on first use
-    (the workspace collectively)."""
+    (the workspace collectively). With the group's max_tokens, the workspace is that of max_tokens
+    tokens and the schedule is set to shape's count."""
+    group = _groups[group_id]
+    tokens = shape[0]
+    if group.max_tokens is not None:
+        if tokens > group.max_tokens:
+            raise ValueError(f"mok: {tokens} tokens on this rank, above the group's max_tokens="
+                             f"{group.max_tokens}")
+        shape = (group.max_tokens,) + tuple(shape[1:])
     wkey = (group_id, shape, knobs)
     if wkey not in _workspaces:
-        group = _groups[group_id]
         if not group.handle:
             raise RuntimeError("mok: this Group was destroyed")
         cfg = C.default_config(**dict(group.knobs + knobs))
@@ -105,6 +122,10 @@ def _schedule(group_id, shape, knobs, slot):
         sched = ctypes.c_void_p()
         C.call("mok_schedule_create", ws, ctypes.byref(sched))
         _schedules[skey] = sched
+        _sched_tokens[skey] = shape[0]
+    if _sched_tokens[skey] != tokens:  # the next build is for this count; until then its
+        C.call("mok_schedule_set_tokens", _schedules[skey], tokens)  # passes are refused
+        _sched_tokens[skey] = tokens
     return ws, _schedules[skey]
 
 
@@ -419,7 +440,7 @@ def moe(x, topk_experts, router_weights, w_gate, w_up, w_down, ws_gate=None, ws_
     in x, router_weights and all weights. swiglu_limit > 0 turns the SwiGLU clamp on. slot >= 1: a
     dedicated schedule keeps what forward computed for backward (one forward in flight per slot);
     None: backward recomputes the forward (see the module docstring). Every rank of the group must
-    call with the same T."""
+    call with the same T, unless the group has max_tokens."""
     if slot is not None and slot < 1:
         raise ValueError("mok: slot must be None or >= 1 (slot 0 is the ops' shared default)")
     return torch.ops.mok.moe_forward(x, topk_experts, router_weights, w_gate, w_up, w_down, ws_gate,

@@ -19,10 +19,11 @@ _slots = itertools.count(1)    # one mok schedule slot per module (see mok.funct
 _functional = None             # mok.functional, imported on first use (it loads libmok)
 
 
-def get_group(process_group=None, path="auto", ring_bytes=0):
+def get_group(process_group=None, path="auto", ring_bytes=0, max_tokens=None):
     """The mok Group over process_group (None: the default group, or a single process without
     torch.distributed) running the given kernels (path: "auto", "fused", "grouped" or "v1", see
-    mok.functional.Group) with a token ring of ring_bytes per layer (0: none), made on first use
+    mok.functional.Group) with a token ring of ring_bytes per layer (0: none) and workspaces of
+    max_tokens tokens per rank (None: one per token count), made on first use
     (collective over the group: its NCCL communicator is created from a unique id broadcast
     through process_group) and cached."""
     import torch.distributed as dist
@@ -32,10 +33,11 @@ def get_group(process_group=None, path="auto", ring_bytes=0):
     if process_group is not None and dist.is_available() and dist.is_initialized() \
             and process_group is dist.group.WORLD:
         process_group = None
-    key = (id(process_group), path, ring_bytes)  # ProcessGroup objects need not be hashable
+    key = (id(process_group), path, ring_bytes, max_tokens)  # ProcessGroups need not be hashable
     if key not in _group_cache:
         _group_cache[key] = (process_group,
-                             functional.Group(process_group, path=path, ring_bytes=ring_bytes))
+                             functional.Group(process_group, path=path, ring_bytes=ring_bytes,
+                                              max_tokens=max_tokens))
     return _group_cache[key][1]
 
 
@@ -68,7 +70,9 @@ class MoE(nn.Module):
     DeepSeek-V3: scoring="sigmoid", n_group=8, topk_group=4, score_correction_bias=True,
     norm_topk_prob=True, routed_scaling_factor=2.5. Qwen3-MoE: scoring="softmax", norm_topk_prob=True.
 
-    Every rank of process_group must call forward with the same number of tokens. With backend
+    Every rank of process_group must call forward with the same number of tokens, unless
+    max_tokens is set: then each call may have up to max_tokens tokens (a rank's own count), and one
+    workspace of that size serves them all (else each new count makes one). With backend
     "mok", H, I and Is must be multiples of 128, and each module keeps what its forward computed
     for its backward (one forward with autograd in flight per module; recompute=True lifts this at
     the cost of one more forward in backward). The Group is made at construction (collective).
@@ -85,7 +89,7 @@ class MoE(nn.Module):
                  score_correction_bias=False, norm_topk_prob=False, routed_scaling_factor=1.0,
                  swiglu_limit=0.0, process_group=None, backend="mok", recompute=False,
                  device=None, router_dtype=torch.float32, kernels="auto", ring_bytes=0,
-                 expert_precision="bf16"):
+                 expert_precision="bf16", max_tokens=None):
         super().__init__()
         if backend not in BACKENDS:
             raise ValueError(f"backend must be one of {BACKENDS}, got {backend!r}")
@@ -136,7 +140,8 @@ class MoE(nn.Module):
         self.reset_parameters()
 
         self._slot = next(_slots)
-        self._group = get_group(process_group, kernels, ring_bytes) if backend == "mok" else None
+        self._group = get_group(process_group, kernels, ring_bytes, max_tokens) if backend == "mok" \
+            else None
 
     def reset_parameters(self):
         """Like nn.Linear: uniform in +-1/sqrt(fan_in) for every weight (the router too)."""

@@ -354,10 +354,14 @@ mok_status lh_env_open(mok_group *g, lh_env *e, const lh_host *h, int nsched) {
   memset(e, 0, sizeof *e);
   mok_config cfg = lh_config(&h->c);
   if (h->c.shared_inline) setenv("MOK_SHARED_BESIDE", "0", 1);
-  mok_status st = mok_workspace_create(g, &h->shape, &cfg, &e->ws);
+  mok_shape shape = h->shape;
+  if (h->c.ws_tokens > shape.tokens) shape.tokens = h->c.ws_tokens;
+  mok_status st = mok_workspace_create(g, &shape, &cfg, &e->ws);
   if (h->c.shared_inline) unsetenv("MOK_SHARED_BESIDE");
   if (st != MOK_SUCCESS) return st;
   if (nsched > 0) st = mok_schedule_create(e->ws, &e->s);
+  if (st == MOK_SUCCESS && e->s && shape.tokens != h->shape.tokens)
+    st = mok_schedule_set_tokens(e->s, h->shape.tokens);
   cudaStreamCreateWithFlags(&e->stream, cudaStreamNonBlocking);
   return st;
 }
@@ -422,7 +426,7 @@ void lh_run_case(mok_group *g, const lh_case *c, const char *label, mok_status e
 int64_t lh_ring_bytes(const lh_case *c, int ep, int regions) {
   mok_config cfg = lh_config(c);
   cfg.ring_bytes = (int64_t)1 << 50; /* as many regions as there are macrobatches */
-  const mok_shape s = {c->T, c->H, c->E, c->I, c->k, c->Is};
+  const mok_shape s = {c->ws_tokens > c->T ? c->ws_tokens : c->T, c->H, c->E, c->I, c->k, c->Is};
   mok_pipe_params p;
   int64_t all = 0;
   if (mok_pipe_from_config(&s, &cfg, ep, &p, &all) != MOK_SUCCESS) return 0;

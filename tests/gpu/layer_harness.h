@@ -40,6 +40,8 @@ typedef struct {
                              host's shared weights then hold their dequantized values)       */
   int build_in_forward;   /* lh_run: mok_build_and_forward, not mok_schedule_build and then
                              mok_forward                                                    */
+  int64_t ws_tokens;      /* lh_env_open: the workspace's T when above T; its schedule then
+                             runs T tokens (mok_schedule_set_tokens)                        */
 } lh_case;
 
 /* All ranks' inputs on the host (float arrays holding bf16 values). */
@@ -103,7 +105,8 @@ typedef struct {
 
 /* A case with every default but the fields a test sets. */
 lh_case lh_base_case(void);
-/* A workspace on group g for h's shape and config, nsched schedules (0 or 1), a stream. */
+/* A workspace on group g for h's shape (T raised to the case's ws_tokens) and config, nsched
+ * schedules (0 or 1) set to h's T tokens, a stream. */
 mok_status lh_env_open(mok_group *g, lh_env *e, const lh_host *h, int nsched);
 void lh_env_close(lh_env *e);
 /* The workspace's device error word (synchronizes). */

@@ -2,7 +2,8 @@
  * with the CPU reference over the routing cases that break naive code (uniform, Zipf, all tokens
  * to one expert, an empty expert, an empty rank, top-1, k = E), with and without shared expert and
  * SwiGLU clamp, token counts that are not multiples of any tile, every gradient output mode; plus
- * CUDA-graph replay on new inputs, bitwise determinism, and two layers in flight on one workspace. */
+ * CUDA-graph replay on new inputs, bitwise determinism, two layers in flight on one workspace, and
+ * steps of varying token counts on one workspace. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -334,6 +335,70 @@ GPU_TEST(layer_shared_beside_bitwise) {
 }
 
 /* Two layers in flight on one workspace: forward 1, forward 2, backward 2, backward 1. */
+/* One workspace for steps of varying size (mok_schedule_set_tokens): 300, 77, 0, 211 and 300
+ * tokens on a workspace of 300, each on fresh inputs against the reference, the build apart and in
+ * the forward's call in turn, on each expert path; a count out of range is refused, and so is a
+ * pass between a new count and its build, with nothing enqueued (y stays poisoned). */
+GPU_TEST(layer_token_counts_on_one_workspace) {
+  static const int64_t counts[] = {300, 77, 0, 211, 300};
+  static const mok_path paths[] = {MOK_PATH_AUTO, MOK_PATH_GROUPED, MOK_PATH_UNFUSED};
+  static const char *names[] = {"default path", "grouped path", "v1 path"};
+  for (int p = 0; p < 3; ++p) {
+    lh_case c = lh_base_case();
+    c.Is = 128; c.T = 300; c.k = 3; c.route = MOK_ROUTE_ZIPF; c.path = paths[p];
+    lh_host hw;
+    if (lh_host_make(&hw, &c, gpu_ctx.size, test_seed())) {
+      lh_host_free(&hw);
+      continue;
+    }
+    lh_env e;
+    const mok_status st = lh_env_open(gpu_ctx.group, &e, &hw, 1);
+    CHECK_STATUS(st, MOK_SUCCESS);
+    if (st == MOK_SUCCESS) {
+      CHECK_STATUS(mok_schedule_set_tokens(e.s, c.T + 1), MOK_ERR_INVALID_SHAPE);
+      CHECK_STATUS(mok_schedule_set_tokens(e.s, -1), MOK_ERR_INVALID_SHAPE);
+      CHECK_STATUS(mok_schedule_set_tokens(NULL, 1), MOK_ERR_INVALID_ARGUMENT);
+      int64_t built = c.T;
+      for (int i = 0; i < 5; ++i) {
+        lh_case ci = c;
+        ci.T = counts[i];
+        ci.build_in_forward = i & 1;
+        lh_host h;
+        if (lh_host_make(&h, &ci, gpu_ctx.size, test_seed() + 1 + (uint64_t)i)) {
+          lh_host_free(&h);
+          continue;
+        }
+        lh_dev d;
+        CHECK(lh_dev_alloc(&d, &h) == 0);
+        lh_dev_upload(&d, &h, gpu_ctx.rank);
+        CHECK_STATUS(mok_schedule_set_tokens(e.s, counts[i]), MOK_SUCCESS);
+        if (counts[i] != built) { /* not built for this count yet: refused */
+          CHECK_STATUS(mok_forward(e.s, &d.weights, d.x, d.rw, d.y, e.stream),
+                       MOK_ERR_INVALID_ARGUMENT);
+          CHECK_STATUS(mok_backward(e.s, &d.weights, d.x, d.rw, d.dy, &d.grads, e.stream),
+                       MOK_ERR_INVALID_ARGUMENT);
+          CHECK(cudaStreamSynchronize(e.stream) == cudaSuccess);
+          uint16_t first = 0;
+          if (counts[i] > 0) cudaMemcpy(&first, d.y, 2, cudaMemcpyDeviceToHost);
+          CHECK(counts[i] == 0 || first == 0xFFFF);
+        }
+        CHECK_STATUS(lh_run(e.s, &d, e.stream), MOK_SUCCESS);
+        built = counts[i];
+        CHECK(cudaStreamSynchronize(e.stream) == cudaSuccess);
+        CHECK_STATUS(lh_device_error(e.ws), MOK_SUCCESS);
+        char label[64];
+        snprintf(label, sizeof label, "%s, %lld of %lld tokens", names[p], (long long)counts[i],
+                 (long long)c.T);
+        lh_check_against_reference(&h, &d, gpu_ctx.rank, label);
+        lh_dev_free(&d);
+        lh_host_free(&h);
+      }
+    }
+    lh_env_close(&e);
+    lh_host_free(&hw);
+  }
+}
+
 GPU_TEST(layer_two_in_flight) {
   lh_case c = lh_base_case();
   c.Is = 128; c.T = 120; c.k = 2;

@@ -162,14 +162,18 @@ static void fp8_case(lh_case c, const char *label) {
     free(snap2);
     /* the ops path (bf16 rows pulled, quantized after the pull) gives the same y bit for bit as
      * the layer's dispatch of rows quantized at their source */
-    const int64_t k = c.k, big = T * k * H * 2 > 256 ? T * k * H * 2 : 256;
+    /* (the caller's buffers hold the workspace's T rows: ws_tokens when the case sets it) */
+    mok_shape ws_shape = h.shape;
+    if (c.ws_tokens > T) ws_shape.tokens = c.ws_tokens;
+    const int64_t k = c.k, Tw = ws_shape.tokens;
+    const int64_t big = Tw * k * H * 2 > 256 ? Tw * k * H * 2 : 256;
     mok_sym_buffer xs, cb;
-    CHECK_STATUS(mok_sym_alloc(gpu_ctx.group, (size_t)(T * H * 2 > 256 ? T * H * 2 : 256), &xs),
+    CHECK_STATUS(mok_sym_alloc(gpu_ctx.group, (size_t)(Tw * H * 2 > 256 ? Tw * H * 2 : 256), &xs),
                  MOK_SUCCESS);
     CHECK_STATUS(mok_sym_alloc(gpu_ctx.group, (size_t)big, &cb), MOK_SUCCESS);
     int64_t cap = 0;
     mok_config cfg = lh_config(&c);
-    CHECK_STATUS(mok_schedule_worst_case_rows(&h.shape, ep, cfg.tile_m, &cap), MOK_SUCCESS);
+    CHECK_STATUS(mok_schedule_worst_case_rows(&ws_shape, ep, cfg.tile_m, &cap), MOK_SUCCESS);
     void *recv = NULL, *out = NULL, *y2 = NULL;
     cudaMalloc(&recv, (size_t)(cap * H * 2));
     cudaMalloc(&out, (size_t)(cap * H * 2));
@@ -268,6 +272,15 @@ GPU_TEST(layer_fp8_zipf_clamp) {
    * (layer_fp8_zipf) the same routing stays within LH_TOL. */
   c.tol = 3e-2;
   fp8_case(c, "fp8 zipf+clamp");
+}
+
+/* 211 tokens on a workspace of 300 (mok_schedule_set_tokens): the staged codes and scales keep
+ * the workspace's stride. Against the reference, and every bitwise check of fp8_case (the ops
+ * path, the build in the call, the other join, a one-region ring). */
+GPU_TEST(layer_fp8_tokens_below_workspace) {
+  lh_case c = lh_base_case();
+  c.Is = 128; c.T = 211; c.ws_tokens = 300; c.k = 3; c.route = MOK_ROUTE_ZIPF;
+  fp8_case(c, "fp8 211 of 300 tokens");
 }
 
 GPU_TEST(layer_fp8_zipf) {

@@ -2,8 +2,10 @@
  * build (schedule/schedule.c): the same table bit for bit (expert counts, offsets, every row's source
  * slot and the padding) and the same fault code, for every rank of simulated groups of 1 to 8 ranks
  * on this one GPU (each simulated rank's routing in its own device buffer, reached through the
- * kernels' peer table), several chunk geometries, the routing cases and the faults. Also prints the
- * two builds' kernel times on a DeepSeek-V3-sized routing (information, not a check). */
+ * kernels' peer table), several chunk geometries, the routing cases and the faults; and, with each
+ * rank's own token count below the stride T (mok_schedule_set_tokens), against a host table of
+ * the counted tokens. Also prints the two builds' kernel times on a DeepSeek-V3-sized routing
+ * (information, not a check). */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -13,14 +15,36 @@
 #include "schedule/schedule.h"
 #include "tests/gpu/gpu_test.h"
 
-enum { INJECT_NONE, INJECT_BAD_ID, INJECT_DUPLICATE, INJECT_SMALL_CAPACITY };
+enum { INJECT_NONE, INJECT_BAD_ID, INJECT_DUPLICATE, INJECT_SMALL_CAPACITY, INJECT_BAD_COUNT };
 
 typedef struct {
   int ep, k, E, tile_m, cpr; /* cpr: chunks per rank */
   int64_t T;
   mok_route_kind route;
   int inject;
+  const int64_t *counts;     /* each rank's tokens in this build (<= T); NULL: T */
 } sk_case;
+
+/* The table of rank `rank` over each rank's first counts[s] tokens (their slots keep the stride
+ * T): every local expert's rows in (rank, token, j) order, offsets padded to tile_m, padding -1. */
+static void sk_counted_table(const int32_t *topk, int ep, int64_t T, const int64_t *counts, int k,
+                             int el, int rank, int tile_m, int32_t *ec, int32_t *eo, int32_t *rs) {
+  for (int l = 0; l < el; ++l) ec[l] = 0;
+  for (int s = 0; s < ep; ++s)
+    for (int64_t i = 0; i < counts[s] * k; ++i) {
+      const int l = topk[s * T * k + i] - rank * el;
+      if (l >= 0 && l < el) ++ec[l];
+    }
+  eo[0] = 0;
+  for (int l = 0; l < el; ++l) eo[l + 1] = eo[l] + (ec[l] + tile_m - 1) / tile_m * tile_m;
+  for (int l = 0; l < el; ++l) {
+    int32_t row = eo[l];
+    for (int s = 0; s < ep; ++s)
+      for (int64_t i = 0; i < counts[s] * k; ++i)
+        if (topk[s * T * k + i] - rank * el == l) rs[row++] = (int32_t)(s * T * k + i);
+    while (row < eo[l + 1]) rs[row++] = -1;
+  }
+}
 
 /* One device build's buffers. */
 typedef struct {
@@ -118,9 +142,14 @@ static void sk_run(const sk_case *c, const char *label, int timing) {
 
   /* every simulated rank's routing in its own device buffer, reached through a peer table */
   char **peers_h = calloc((size_t)ep, sizeof *peers_h), **peers_d = NULL;
-  for (int r = 0; r < ep; ++r) {
+  int64_t *counts = malloc((size_t)ep * sizeof *counts);
+  for (int r = 0; r < ep; ++r) { /* the routing, then the rank's staged count (v1_sched_stage) */
+    counts[r] = c->counts ? c->counts[r] : T;
+    const int32_t staged = c->inject == INJECT_BAD_COUNT && r == ep - 1 ? (int32_t)T + 1
+                                                                        : (int32_t)counts[r];
     CHECK(cudaMalloc((void **)&peers_h[r], (size_t)(per_rank + 1) * 4) == cudaSuccess);
     CHECK(cudaMemcpy(peers_h[r], topk + r * per_rank, (size_t)per_rank * 4, cudaMemcpyHostToDevice) == cudaSuccess);
+    CHECK(cudaMemcpy(peers_h[r] + per_rank * 4, &staged, 4, cudaMemcpyHostToDevice) == cudaSuccess);
   }
   CHECK(cudaMalloc((void **)&peers_d, (size_t)ep * sizeof *peers_d) == cudaSuccess);
   CHECK(cudaMemcpy(peers_d, peers_h, (size_t)ep * sizeof *peers_d, cudaMemcpyHostToDevice) == cudaSuccess);
@@ -137,6 +166,7 @@ static void sk_run(const sk_case *c, const char *label, int timing) {
     memset(&a, 0, sizeof a);
     a.peer_base = peers_d;
     a.topk_off = 0;
+    a.count_off = (size_t)per_rank * 4;
     a.rank = rank;
     a.ep = ep;
     a.tokens = T;
@@ -149,7 +179,13 @@ static void sk_run(const sk_case *c, const char *label, int timing) {
     a.chunk_tokens = ct;
     CHECK(v1_sched_prepare(&a) == cudaSuccess);
     mok_sched_params p = {ep, rank, T, k, E, c->tile_m, cap};
-    const mok_status want = mok_sched_build_host(&p, topk, scratch, ec, eo, rs);
+    mok_status want = MOK_ERR_INVALID_ARGUMENT; /* INJECT_BAD_COUNT */
+    if (c->counts && c->inject == INJECT_NONE) {
+      sk_counted_table(topk, ep, T, counts, k, el, rank, c->tile_m, ec, eo, rs);
+      want = MOK_SUCCESS;
+    } else if (c->inject != INJECT_BAD_COUNT) {
+      want = mok_sched_build_host(&p, topk, scratch, ec, eo, rs);
+    }
     const int32_t es = sk_build(a, &ser, el, cap, 0, q);
     const int32_t ep_ = sk_build(a, &par, el, cap, 1, q);
     if (es != (int32_t)want || ep_ != (int32_t)want) {
@@ -203,14 +239,14 @@ static void sk_run(const sk_case *c, const char *label, int timing) {
   sk_free(&par);
   for (int r = 0; r < ep; ++r) cudaFree(peers_h[r]);
   cudaFree(peers_d);
-  free(peers_h); free(topk); free(ec); free(eo); free(rs); free(scratch);
+  free(peers_h); free(topk); free(ec); free(eo); free(rs); free(scratch); free(counts);
 }
 
 GPU_TEST(schedule_kernels_routings) {
   static const int eps[] = {1, 2, 4, 8};
   for (int i = 0; i < 4; ++i)
     for (int route = 0; route < MOK_ROUTE_COUNT; ++route) {
-      sk_case c = {eps[i], 4, 32, 128, 3, 700, (mok_route_kind)route, INJECT_NONE};
+      sk_case c = {eps[i], 4, 32, 128, 3, 700, (mok_route_kind)route, INJECT_NONE, NULL};
       char label[64];
       snprintf(label, sizeof label, "EP%d %s", eps[i], mok_route_name((mok_route_kind)route));
       sk_run(&c, label, 0);
@@ -220,14 +256,14 @@ GPU_TEST(schedule_kernels_routings) {
 GPU_TEST(schedule_kernels_geometry) {
   /* one chunk per rank, many chunks, a last chunk of one token, top-1, k = E, tile 64 and 256 */
   sk_case cases[] = {
-      {2, 8, 64, 128, 1, 1000, MOK_ROUTE_UNIFORM, INJECT_NONE},
-      {2, 8, 64, 128, 16, 1000, MOK_ROUTE_ZIPF, INJECT_NONE},
-      {4, 2, 16, 64, 7, 301, MOK_ROUTE_UNIFORM, INJECT_NONE},
-      {1, 1, 8, 256, 5, 333, MOK_ROUTE_ONE_EXPERT, INJECT_NONE},
-      {2, 4, 4, 128, 2, 99, MOK_ROUTE_UNIFORM, INJECT_NONE},
-      {8, 6, 1024, 128, 4, 517, MOK_ROUTE_ZIPF, INJECT_NONE}, /* 128 local experts */
-      {1, 8, 4096, 128, 2, 1500, MOK_ROUTE_UNIFORM, INJECT_NONE}, /* 4096 local experts */
-      {2, 8, 64, 128, 3, 0, MOK_ROUTE_UNIFORM, INJECT_NONE}, /* no tokens */
+      {2, 8, 64, 128, 1, 1000, MOK_ROUTE_UNIFORM, INJECT_NONE, NULL},
+      {2, 8, 64, 128, 16, 1000, MOK_ROUTE_ZIPF, INJECT_NONE, NULL},
+      {4, 2, 16, 64, 7, 301, MOK_ROUTE_UNIFORM, INJECT_NONE, NULL},
+      {1, 1, 8, 256, 5, 333, MOK_ROUTE_ONE_EXPERT, INJECT_NONE, NULL},
+      {2, 4, 4, 128, 2, 99, MOK_ROUTE_UNIFORM, INJECT_NONE, NULL},
+      {8, 6, 1024, 128, 4, 517, MOK_ROUTE_ZIPF, INJECT_NONE, NULL}, /* 128 local experts */
+      {1, 8, 4096, 128, 2, 1500, MOK_ROUTE_UNIFORM, INJECT_NONE, NULL}, /* 4096 local experts */
+      {2, 8, 64, 128, 3, 0, MOK_ROUTE_UNIFORM, INJECT_NONE, NULL}, /* no tokens */
   };
   for (size_t i = 0; i < sizeof cases / sizeof cases[0]; ++i) {
     char label[64];
@@ -237,19 +273,36 @@ GPU_TEST(schedule_kernels_geometry) {
 }
 
 GPU_TEST(schedule_kernels_faults) {
-  sk_case bad_id = {4, 4, 32, 128, 3, 500, MOK_ROUTE_UNIFORM, INJECT_BAD_ID};
-  sk_case dup = {2, 4, 32, 128, 3, 500, MOK_ROUTE_ZIPF, INJECT_DUPLICATE};
-  sk_case cap = {2, 4, 32, 128, 3, 500, MOK_ROUTE_UNIFORM, INJECT_SMALL_CAPACITY};
+  sk_case bad_id = {4, 4, 32, 128, 3, 500, MOK_ROUTE_UNIFORM, INJECT_BAD_ID, NULL};
+  sk_case dup = {2, 4, 32, 128, 3, 500, MOK_ROUTE_ZIPF, INJECT_DUPLICATE, NULL};
+  sk_case cap = {2, 4, 32, 128, 3, 500, MOK_ROUTE_UNIFORM, INJECT_SMALL_CAPACITY, NULL};
   sk_run(&bad_id, "bad expert id", 0);
   sk_run(&dup, "duplicate expert", 0);
   sk_run(&cap, "capacity overflow", 0);
 }
 
+/* Each rank's own token count in a build, below the stride (the workspace's T): 0, a part of a
+ * chunk, whole chunks, all of them; and a corrupted staged count (above T), which is a fault. */
+GPU_TEST(schedule_kernels_token_counts) {
+  static const int64_t c4[] = {300, 0, 123, 257}, c2[] = {1, 299}, c1[] = {100};
+  sk_case cases[] = {
+      {4, 4, 32, 128, 3, 300, MOK_ROUTE_UNIFORM, INJECT_NONE, c4},
+      {2, 8, 64, 128, 5, 300, MOK_ROUTE_ZIPF, INJECT_NONE, c2},
+      {1, 8, 16, 128, 2, 300, MOK_ROUTE_ONE_EXPERT, INJECT_NONE, c1},
+      {4, 4, 32, 128, 3, 300, MOK_ROUTE_UNIFORM, INJECT_BAD_COUNT, c4},
+  };
+  for (size_t i = 0; i < sizeof cases / sizeof cases[0]; ++i) {
+    char label[64];
+    snprintf(label, sizeof label, "token counts %zu", i);
+    sk_run(&cases[i], label, 0);
+  }
+}
+
 GPU_TEST(schedule_kernels_timing) {
   /* DeepSeek-V3 routing at EP=2 and EP=8, 4096 tokens per rank, the chunk geometry the workspace
    * picks (8 chunks per rank) */
-  sk_case ep2 = {2, 8, 256, 128, 8, 4096, MOK_ROUTE_UNIFORM, INJECT_NONE};
-  sk_case ep8 = {8, 8, 256, 128, 8, 4096, MOK_ROUTE_ZIPF, INJECT_NONE};
+  sk_case ep2 = {2, 8, 256, 128, 8, 4096, MOK_ROUTE_UNIFORM, INJECT_NONE, NULL};
+  sk_case ep8 = {8, 8, 256, 128, 8, 4096, MOK_ROUTE_ZIPF, INJECT_NONE, NULL};
   sk_run(&ep2, "DSv3 EP2 T4096", 1);
   sk_run(&ep8, "DSv3 EP8 T4096 zipf", 1);
 }

@@ -67,6 +67,11 @@ def main():
     assert isinstance(c.lib.mok_last_error(), bytes)  # "" until a CUDA or NCCL call fails
     e = c.MokError(c.STATUS_NAMES.index("CUDA"), "mok_forward", "cudaMemcpyAsync(...) at a.c:1: x")
     assert str(e).endswith("(cudaMemcpyAsync(...) at a.c:1: x)") and e.detail.startswith("cuda"), e
+    try:  # a NULL schedule: refused by the C library, raised as MokError
+        c.call("mok_schedule_set_tokens", None, 1)
+        raise AssertionError("mok_schedule_set_tokens(NULL) accepted")
+    except c.MokError as e:
+        assert e.status == 1, e
     print("python capi: ok")
 
 

@@ -150,6 +150,29 @@ def test_token_counts_in_any_order():
     check_no_device_fault()
 
 
+def test_max_tokens_one_workspace():
+    """mok.MoE(max_tokens=1500): steps of 1500, 3, then counts that differ by rank, then 1500 again,
+    all on one workspace (mok_schedule_set_tokens), against the torch backend; a step above
+    max_tokens is refused before any collective."""
+    seed = shared_seed()
+    a, b = make_pair(seed, max_tokens=1500, **CASES["deepseek_v3"])
+    rank = dist.get_rank()
+    g = torch.Generator(device="cuda").manual_seed(seed + rank)
+    for i, tokens in enumerate((1500, 3, 700 - 37 * rank, 1 + 100 * rank, 1500)):
+        x = torch.randn(tokens, H, device="cuda", generator=g).bfloat16()
+        dy = torch.randn(tokens, H, device="cuda", generator=g).bfloat16()
+        compare(f"max_tokens/{i}:{tokens} seed={seed}", grads_of(a, x, dy), grads_of(b, x, dy))
+    made = [k for k in mok.functional._workspaces if k[0] == a._group.id]
+    report("max_tokens", workspaces=len(made))
+    assert agree(len(made) == 1), made
+    with pytest.raises(ValueError, match="max_tokens"):
+        a(torch.randn(1501, H, device="cuda").bfloat16())
+    for bad in (0, -5, 2.5, True):                      # checked before any collective
+        with pytest.raises(ValueError, match="max_tokens"):
+            mok.functional.Group(max_tokens=bad)
+    check_no_device_fault()
+
+
 def test_any_process_group():
     """A group over all ranks made with new_group, and each rank alone (EP=1 per rank)."""
     rank, world = dist.get_rank(), dist.get_world_size()
