@@ -577,16 +577,17 @@ mok_status mok_gpu_shared_backward(mok_schedule *s, const mok_weights *wt, const
 
 /* ---- the routed stages' entry points: the grouped GEMMs' variant choices (clusters of 2 for
  * short experts, FP8 warpgroups) follow the rows an expert of this layer has on average,
- * EP * T * k / E, not the capacity, which is sized for the worst case (mok_gg_set_rows_hint;
- * measured at DSv3 EP=2: forward -8%, backward -5%). ---- */
-static int64_t routed_rows_hint(const mok_workspace *w) {
+ * EP * T * k / E with this rank's count of this call for T, not the capacity, which is sized for
+ * the worst case (mok_gg_set_rows_hint; measured at DSv3 EP=2: forward -8%, backward -5%). ---- */
+static int64_t routed_rows_hint(const mok_schedule *s) {
+  const mok_workspace *w = s->ws;
   const int64_t E = w->shape.num_experts;
-  return ((int64_t)w->ep * w->shape.tokens * w->shape.top_k + E - 1) / E;
+  return ((int64_t)w->ep * s->tokens * w->shape.top_k + E - 1) / E;
 }
 
-#define WITH_ROWS_HINT(w, call)                                      \
+#define WITH_ROWS_HINT(s, call)                                      \
   do {                                                               \
-    const int64_t prev_ = mok_gg_set_rows_hint(routed_rows_hint(w)); \
+    const int64_t prev_ = mok_gg_set_rows_hint(routed_rows_hint(s)); \
     const mok_status st_ = (call);                                   \
     mok_gg_set_rows_hint(prev_);                                     \
     return st_;                                                      \
@@ -596,7 +597,7 @@ mok_status mok_gpu_experts_forward_fp8(mok_schedule *s, const mok_weights *wt, i
                                        int pull, cudaStream_t stream) {
   /* the fused d_router_weights needs no outputs: push only, and a replay stops after gate+up */
   void *out = s->ws->fp8_fused_drw ? NULL : s->out_rows;
-  WITH_ROWS_HINT(s->ws, routed_experts_forward_fp8(s, wt, out, push, pull, stream));
+  WITH_ROWS_HINT(s, routed_experts_forward_fp8(s, wt, out, push, pull, stream));
 }
 
 /* FP8 forward: whether the expert MLP runs as one launch (where it covers the shape; tuning
@@ -636,26 +637,26 @@ int mok_gpu_fp8_shared_joined_late(const mok_workspace *w) {
 
 mok_status mok_gpu_experts_backward_fp8(mok_schedule *s, const mok_weights *wt,
                                         const mok_grads *g, cudaStream_t stream) {
-  WITH_ROWS_HINT(s->ws, routed_experts_backward_fp8(s, wt, g, stream));
+  WITH_ROWS_HINT(s, routed_experts_backward_fp8(s, wt, g, stream));
 }
 
 mok_status mok_gpu_experts_forward(mok_schedule *s, const mok_weights *wt, const void *recv,
                                    void *out_rows, cudaStream_t stream) {
-  WITH_ROWS_HINT(s->ws, routed_experts_forward(s, wt, recv, out_rows, stream));
+  WITH_ROWS_HINT(s, routed_experts_forward(s, wt, recv, out_rows, stream));
 }
 
 mok_status mok_gpu_experts_forward_fused(mok_schedule *s, const mok_weights *wt, int push,
                                          cudaStream_t stream) {
-  WITH_ROWS_HINT(s->ws, routed_experts_forward_fused(s, wt, push, stream));
+  WITH_ROWS_HINT(s, routed_experts_forward_fused(s, wt, push, stream));
 }
 
 mok_status mok_gpu_experts_backward_fused(mok_schedule *s, const mok_weights *wt,
                                           const mok_grads *g, cudaStream_t stream) {
-  WITH_ROWS_HINT(s->ws, routed_experts_backward_fused(s, wt, g, stream));
+  WITH_ROWS_HINT(s, routed_experts_backward_fused(s, wt, g, stream));
 }
 
 mok_status mok_gpu_experts_backward(mok_schedule *s, const mok_weights *wt, const void *recv,
                                     void *d_out, void *dx_rows, const mok_grads *g,
                                     cudaStream_t stream) {
-  WITH_ROWS_HINT(s->ws, routed_experts_backward(s, wt, recv, d_out, dx_rows, g, stream));
+  WITH_ROWS_HINT(s, routed_experts_backward(s, wt, recv, d_out, dx_rows, g, stream));
 }
