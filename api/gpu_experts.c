@@ -102,6 +102,8 @@ static gg_rows shared_rows(const mok_schedule *s) {
   return r;
 }
 
+/* Written at every pass, not only when the count changes: a captured graph replays its own
+ * count's write, which host-side bookkeeping of the last count could not see. */
 static mok_status shared_table(const mok_schedule *s, cudaStream_t stream) {
   TRY_CUDA(v1_dense_table(s->ws->dense_table, s->tokens, stream));
   return MOK_SUCCESS;

@@ -392,7 +392,10 @@ mok_status mok_workspace_create(mok_group *g, const mok_shape *s, const mok_conf
 
   e = cudaMemset(w->local, 0, o_dout);
   /* the FP8 shared expert's quantized rows: the scales of the padding rows past T (which the
-   * quantizers never write and the GEMMs' tiles read) stay zero */
+   * quantizers never write and the GEMMs' tiles read) start zero. After a call of more tokens
+   * (mok_schedule_set_tokens) they hold that call's bytes: finite (an E4M3 code is never 0x7F or
+   * 0xFF, a scale is finite), read only for the padding rows' own results, whose A rows the tensor
+   * maps end at the count (zeros), and which are never stored. */
   if (e == cudaSuccess && fp8_shared)
     e = cudaMemset(L + o_s8x, 0, (size_t)(loff - o_s8x));
   if (e == cudaSuccess) e = cudaMemcpy(w->dense_table, dense, sizeof dense, cudaMemcpyHostToDevice);

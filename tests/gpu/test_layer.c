@@ -151,8 +151,9 @@ GPU_TEST(layer_many_experts) {
 }
 
 /* Build + forward + backward captured once in a CUDA graph, replayed on two input sets copied into
- * the same buffers. */
-static void graph_replay(lh_case c, const char *label) {
+ * the same buffers; with other > 0, an eager step of `other` tokens on the same schedule
+ * (mok_schedule_set_tokens) runs between the two replays, which then still run the graph's count. */
+static void graph_replay_between(lh_case c, const char *label, int64_t other) {
   char la[96], lb[96];
   snprintf(la, sizeof la, "%s, inputs A", label);
   snprintf(lb, sizeof lb, "%s, inputs B", label);
@@ -176,6 +177,24 @@ static void graph_replay(lh_case c, const char *label) {
     CHECK(cudaStreamSynchronize(e.stream) == cudaSuccess);
     CHECK_STATUS(lh_device_error(e.ws), MOK_SUCCESS);
     lh_check_against_reference(&ha, &d, gpu_ctx.rank, la);
+    if (other > 0) {
+      lh_case co = c;
+      co.T = other;
+      lh_host ho;
+      lh_dev dov;
+      lh_host_make(&ho, &co, gpu_ctx.size, test_seed() + 4242);
+      CHECK(lh_dev_alloc(&dov, &ho) == 0);
+      lh_dev_upload(&dov, &ho, gpu_ctx.rank);
+      CHECK_STATUS(mok_schedule_set_tokens(e.s, other), MOK_SUCCESS);
+      CHECK_STATUS(lh_run(e.s, &dov, e.stream), MOK_SUCCESS);
+      CHECK(cudaStreamSynchronize(e.stream) == cudaSuccess);
+      CHECK_STATUS(lh_device_error(e.ws), MOK_SUCCESS);
+      char lo[96];
+      snprintf(lo, sizeof lo, "%s, eager %lld tokens between", label, (long long)other);
+      lh_check_against_reference(&ho, &dov, gpu_ctx.rank, lo);
+      lh_dev_free(&dov);
+      lh_host_free(&ho);
+    }
     lh_dev_upload(&d, &hb, gpu_ctx.rank);
     CHECK(cudaGraphLaunch(exec, e.stream) == cudaSuccess);
     CHECK(cudaStreamSynchronize(e.stream) == cudaSuccess);
@@ -188,6 +207,18 @@ static void graph_replay(lh_case c, const char *label) {
   lh_dev_free(&d);
   lh_host_free(&ha);
   lh_host_free(&hb);
+}
+
+static void graph_replay(lh_case c, const char *label) { graph_replay_between(c, label, 0); }
+
+/* A graph captured at 211 of a workspace's 300 tokens, an eager step of 77 between its replays:
+ * the graph replays its own count's staging and shared-expert table. */
+GPU_TEST(layer_graph_replay_token_counts) {
+  lh_case c = lh_base_case();
+  c.Is = 128; c.T = 211; c.ws_tokens = 300; c.k = 3; c.route = MOK_ROUTE_ZIPF;
+  c.path = MOK_PATH_GROUPED;
+  c.build_in_forward = 1;
+  graph_replay_between(c, "graph replay, 211 of 300 tokens", 77);
 }
 
 GPU_TEST(layer_graph_replay) {
