@@ -112,9 +112,9 @@ static mok_status pull_fp8(mok_schedule *v, int comm_ctas, cudaStream_t stream) 
 }
 
 /* x staged in the symmetric buffer for the peers' pulls: bf16, or, in FP8, quantized once per
- * token (e4m3 codes [T, H], then the scales [T, H / 128], T the shape's: the schedule's count of
- * rows written), so that the dispatch moves half the bytes and the k-fold larger received rows
- * need no quantization. */
+ * token (e4m3 codes [T, H], then the scales [T, H / 128]), so that the dispatch moves half the
+ * bytes and the k-fold larger received rows need no quantization. T is the shape's (where the
+ * peers find the scales); the schedule's count of rows is written. */
 static mok_status stage_x(const mok_schedule *s, const void *x, cudaStream_t stream) {
   const mok_workspace *w = s->ws;
   const int64_t T = s->tokens, H = w->shape.hidden, stride = w->shape.tokens;
