@@ -21,21 +21,24 @@ mok_status mok_sched_build_host(const mok_sched_params *p, const int32_t *topk_a
   if ((!topk_all && p->tokens > 0) || !scratch || !expert_count || !expert_offset ||
       (!row_src && p->capacity > 0))
     return MOK_ERR_INVALID_ARGUMENT;
+  for (int s = 0; s < p->ep; ++s)
+    if (mok_sched_rank_tokens(p, s) < 0 || mok_sched_rank_tokens(p, s) > p->tokens)
+      return MOK_ERR_INVALID_ARGUMENT;
   const int el = p->num_experts / p->ep;
   const int lo = p->rank * el;
-  const int64_t per_rank = p->tokens * p->top_k;
+  const int64_t per_rank = p->tokens * p->top_k; /* the stride, whatever the counts */
 
   for (int64_t i = 0; i < (int64_t)p->ep * el; ++i) scratch[i] = 0;
   for (int s = 0; s < p->ep; ++s) {
-    int r = mok_sched_count_chunk(topk_all + s * per_rank, p->tokens, p->top_k, p->num_experts, lo,
-                                  el, scratch + (int64_t)s * el);
+    int r = mok_sched_count_chunk(topk_all + s * per_rank, mok_sched_rank_tokens(p, s), p->top_k,
+                                  p->num_experts, lo, el, scratch + (int64_t)s * el);
     if (r != MOK_SCHED_OK) return (mok_status)r;
   }
   int r = mok_sched_scan(scratch, p->ep, el, p->tile_m, p->capacity, expert_count, expert_offset);
   if (r != MOK_SCHED_OK) return (mok_status)r;
   for (int s = 0; s < p->ep; ++s)
-    mok_sched_fill_chunk(topk_all + s * per_rank, p->tokens, p->top_k, s * per_rank, lo, el,
-                         scratch + (int64_t)s * el, row_src);
+    mok_sched_fill_chunk(topk_all + s * per_rank, mok_sched_rank_tokens(p, s), p->top_k,
+                         s * per_rank, lo, el, scratch + (int64_t)s * el, row_src);
   for (int l = 0; l < el; ++l) mok_sched_pad_expert(l, expert_count, expert_offset, row_src);
   return MOK_SUCCESS;
 }

@@ -27,6 +27,7 @@ static const test_case cases[] = {
     {"schedule_chunking_equal", test_schedule_chunking_equal},
     {"schedule_errors", test_schedule_errors},
     {"schedule_capacity", test_schedule_capacity},
+    {"schedule_token_counts", test_schedule_token_counts},
     {"tile_scheduler", test_tile_scheduler},
     {"routing_generators", test_routing_generators},
     {"pipeline_params", test_pipeline_params},

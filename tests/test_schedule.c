@@ -1,8 +1,10 @@
 /* test_schedule.c — the schedule table: against a naive oracle, its invariants (every (token, k)
  * pair exactly once across all ranks, fixed order, padding) on random and adversarial routings,
- * chunked construction equal to sequential, errors and capacity; and the grouped GEMM's tile
- * scheduler (every tile exactly once, both decodes the same). */
+ * chunked construction equal to sequential, errors and capacity, each rank's own token count
+ * below the stride; and the grouped GEMM's tile scheduler (every tile exactly once, both decodes
+ * the same). */
 #include <stdlib.h>
+#include <string.h>
 #include "reference/ref_inputs.h"
 #include "schedule/schedule.h"
 #include "schedule/schedule_core.h"
@@ -27,7 +29,7 @@ static int32_t *topk_all(mok_route_kind kind, uint64_t seed, int ep, int64_t T, 
 }
 
 static void case_alloc(sched_case *c, int ep, int rank, int64_t T, int k, int E, int tile, int64_t cap) {
-  mok_sched_params p = {ep, rank, T, k, E, tile, cap};
+  mok_sched_params p = {ep, rank, T, k, E, tile, cap, NULL};
   c->p = p;
   int el = E / ep;
   c->scratch = malloc(sizeof(int32_t) * (size_t)(ep * el));
@@ -56,7 +58,7 @@ static void check_table(const sched_case *c, const int32_t *topk, int *seen) {
     int32_t row = c->offset[l];
     CHECK(c->offset[l] % p->tile_m == 0);
     for (int s = 0; s < p->ep; ++s)
-      for (int64_t t = 0; t < p->tokens; ++t)
+      for (int64_t t = 0; t < mok_sched_rank_tokens(p, s); ++t)
         for (int j = 0; j < p->top_k; ++j) {
           int64_t slot = s * per_rank + t * p->top_k + j;
           if (topk[slot] != e) continue;
@@ -226,6 +228,81 @@ void test_schedule_errors(void) {
   CHECK_STATUS(mok_sched_build_host(&c.p, NULL, c.scratch, c.count, c.offset, c.row_src), MOK_ERR_INVALID_ARGUMENT);
   CHECK_STATUS(mok_sched_build_host(&c.p, topk, NULL, c.count, c.offset, c.row_src), MOK_ERR_INVALID_ARGUMENT);
   case_free(&c);
+}
+
+/* Each rank's own token count below the stride T (mok_schedule_set_tokens): every rank's table
+ * against the oracle over the counted tokens, each counted (token, k) pair exactly once and no
+ * other; ids past a rank's count (left from a larger step) are not read, not even validated; all
+ * counts T is the plain build, bit for bit; a count outside [0, T] is refused. */
+void test_schedule_token_counts(void) {
+  const int64_t T = 300;
+  const int k = 4, E = 32, tile = 64;
+  static const int eps[] = {1, 2, 4};
+  mok_rng rng = mok_rng_for(test_seed(), 9);
+  for (int i = 0; i < 3; ++i) {
+    const int ep = eps[i];
+    int32_t *topk = topk_all(MOK_ROUTE_ZIPF, test_seed() + (uint64_t)i, ep, T, k, E);
+    CHECK(topk != NULL);
+    if (!topk) return;
+    int64_t counts[4];
+    for (int s = 0; s < ep; ++s) { /* 0 and T among them, the rest at random */
+      counts[s] = s == 0 ? T : s == 1 ? 0 : (int64_t)(mok_rng_next(&rng) % (uint64_t)(T + 1));
+      for (int64_t t = counts[s]; t < T; ++t) topk[(s * T + t) * k] = E + 5; /* stale, invalid */
+    }
+    mok_shape shape = {T, 128, E, 128, k, 0};
+    int64_t cap = 0;
+    CHECK_STATUS(mok_schedule_worst_case_rows(&shape, ep, tile, &cap), MOK_SUCCESS);
+    int *seen = calloc((size_t)(ep * T * k + 1), sizeof(int));
+    for (int r = 0; r < ep; ++r) {
+      sched_case c;
+      case_alloc(&c, ep, r, T, k, E, tile, cap);
+      c.p.counts = counts;
+      CHECK_STATUS(mok_sched_build_host(&c.p, topk, c.scratch, c.count, c.offset, c.row_src),
+                   MOK_SUCCESS);
+      check_table(&c, topk, seen);
+      case_free(&c);
+    }
+    int right = 1;
+    for (int s = 0; s < ep; ++s)
+      for (int64_t t = 0; t < T; ++t)
+        for (int j = 0; j < k; ++j) right &= seen[(s * T + t) * k + j] == (t < counts[s]);
+    CHECK(right);
+    free(seen);
+    free(topk);
+  }
+  /* all counts T: the plain build, bit for bit; counts out of range: refused, nothing written */
+  const int ep = 2;
+  int32_t *topk = topk_all(MOK_ROUTE_UNIFORM, test_seed() + 7, ep, T, k, E);
+  CHECK(topk != NULL);
+  if (!topk) return;
+  mok_shape shape = {T, 128, E, 128, k, 0};
+  int64_t cap = 0;
+  CHECK_STATUS(mok_schedule_worst_case_rows(&shape, ep, tile, &cap), MOK_SUCCESS);
+  sched_case a, b;
+  case_alloc(&a, ep, 1, T, k, E, tile, cap);
+  case_alloc(&b, ep, 1, T, k, E, tile, cap);
+  int64_t full[2] = {T, T}, over[2] = {T, T + 1}, under[2] = {-1, T};
+  b.p.counts = full;
+  CHECK_STATUS(mok_sched_build_host(&a.p, topk, a.scratch, a.count, a.offset, a.row_src), MOK_SUCCESS);
+  CHECK_STATUS(mok_sched_build_host(&b.p, topk, b.scratch, b.count, b.offset, b.row_src), MOK_SUCCESS);
+  const int el = E / ep;
+  CHECK(memcmp(a.count, b.count, sizeof(int32_t) * (size_t)el) == 0 &&
+        memcmp(a.offset, b.offset, sizeof(int32_t) * (size_t)(el + 1)) == 0 &&
+        memcmp(a.row_src, b.row_src, sizeof(int32_t) * (size_t)(cap + 1)) == 0);
+  case_free(&b);
+  case_alloc(&b, ep, 1, T, k, E, tile, cap);
+  b.p.counts = over;
+  CHECK_STATUS(mok_sched_build_host(&b.p, topk, b.scratch, b.count, b.offset, b.row_src),
+               MOK_ERR_INVALID_ARGUMENT);
+  b.p.counts = under;
+  CHECK_STATUS(mok_sched_build_host(&b.p, topk, b.scratch, b.count, b.offset, b.row_src),
+               MOK_ERR_INVALID_ARGUMENT);
+  int untouched = 1;
+  for (int64_t i = 0; i <= cap; ++i) untouched &= b.row_src[i] == -7;
+  CHECK(untouched);
+  case_free(&a);
+  case_free(&b);
+  free(topk);
 }
 
 /* A capacity one tile short of what the routing needs fails and writes no row; the exact capacity

@@ -27,6 +27,7 @@ void test_schedule_adversarial(void);
 void test_schedule_chunking_equal(void);
 void test_schedule_errors(void);
 void test_schedule_capacity(void);
+void test_schedule_token_counts(void);
 void test_tile_scheduler(void);
 void test_routing_generators(void);
 void test_pipeline_params(void);

@@ -2,9 +2,8 @@
  * build (schedule/schedule.c): the same table bit for bit (expert counts, offsets, every row's source
  * slot and the padding) and the same fault code, for every rank of simulated groups of 1 to 8 ranks
  * on this one GPU (each simulated rank's routing in its own device buffer, reached through the
- * kernels' peer table), several chunk geometries, the routing cases and the faults; and, with each
- * rank's own token count below the stride T (mok_schedule_set_tokens), against a host table of
- * the counted tokens. Also prints the two builds' kernel times on a DeepSeek-V3-sized routing
+ * kernels' peer table), several chunk geometries, the routing cases and the faults, and each
+ * rank's own token count below the stride T (mok_schedule_set_tokens). Also prints the two builds' kernel times on a DeepSeek-V3-sized routing
  * (information, not a check). */
 #include <stdio.h>
 #include <stdlib.h>
@@ -24,27 +23,6 @@ typedef struct {
   int inject;
   const int64_t *counts;     /* each rank's tokens in this build (<= T); NULL: T */
 } sk_case;
-
-/* The table of rank `rank` over each rank's first counts[s] tokens (their slots keep the stride
- * T): every local expert's rows in (rank, token, j) order, offsets padded to tile_m, padding -1. */
-static void sk_counted_table(const int32_t *topk, int ep, int64_t T, const int64_t *counts, int k,
-                             int el, int rank, int tile_m, int32_t *ec, int32_t *eo, int32_t *rs) {
-  for (int l = 0; l < el; ++l) ec[l] = 0;
-  for (int s = 0; s < ep; ++s)
-    for (int64_t i = 0; i < counts[s] * k; ++i) {
-      const int l = topk[s * T * k + i] - rank * el;
-      if (l >= 0 && l < el) ++ec[l];
-    }
-  eo[0] = 0;
-  for (int l = 0; l < el; ++l) eo[l + 1] = eo[l] + (ec[l] + tile_m - 1) / tile_m * tile_m;
-  for (int l = 0; l < el; ++l) {
-    int32_t row = eo[l];
-    for (int s = 0; s < ep; ++s)
-      for (int64_t i = 0; i < counts[s] * k; ++i)
-        if (topk[s * T * k + i] - rank * el == l) rs[row++] = (int32_t)(s * T * k + i);
-    while (row < eo[l + 1]) rs[row++] = -1;
-  }
-}
 
 /* One device build's buffers. */
 typedef struct {
@@ -178,14 +156,10 @@ static void sk_run(const sk_case *c, const char *label, int timing) {
     a.chunks_per_rank = cpr;
     a.chunk_tokens = ct;
     CHECK(v1_sched_prepare(&a) == cudaSuccess);
-    mok_sched_params p = {ep, rank, T, k, E, c->tile_m, cap};
-    mok_status want = MOK_ERR_INVALID_ARGUMENT; /* INJECT_BAD_COUNT */
-    if (c->counts && c->inject == INJECT_NONE) {
-      sk_counted_table(topk, ep, T, counts, k, el, rank, c->tile_m, ec, eo, rs);
-      want = MOK_SUCCESS;
-    } else if (c->inject != INJECT_BAD_COUNT) {
-      want = mok_sched_build_host(&p, topk, scratch, ec, eo, rs);
-    }
+    mok_sched_params p = {ep, rank, T, k, E, c->tile_m, cap, c->counts ? counts : NULL};
+    const mok_status want = c->inject == INJECT_BAD_COUNT
+                                ? MOK_ERR_INVALID_ARGUMENT
+                                : mok_sched_build_host(&p, topk, scratch, ec, eo, rs);
     const int32_t es = sk_build(a, &ser, el, cap, 0, q);
     const int32_t ep_ = sk_build(a, &par, el, cap, 1, q);
     if (es != (int32_t)want || ep_ != (int32_t)want) {
@@ -322,7 +296,7 @@ static int build_matches_host(mok_workspace *w, int64_t T, int k, int E, uint64_
   for (int r = 0; r < ep; ++r)
     bad |= mok_route_fill(MOK_ROUTE_UNIFORM, seed, r, T, k, E, ep, topk + r * per_rank) !=
            MOK_SUCCESS;
-  mok_sched_params p = {ep, rank, T, k, E, 128, worst};
+  mok_sched_params p = {ep, rank, T, k, E, 128, worst, NULL};
   bad |= mok_sched_build_host(&p, topk, scratch, ec, eo, rs) != MOK_SUCCESS;
   int32_t *topk_d = NULL;
   bad |= cudaMalloc((void **)&topk_d, (size_t)per_rank * 4) != cudaSuccess;
