@@ -54,6 +54,8 @@ static void usage(FILE *f) {
           "  --macrobatch N         GPU: minibatches per macrobatch (the ring's unit)\n"
           "  --build-in-forward 0|1 GPU: the schedule built in the forward's call\n"
           "                         (mok_build_and_forward; its time is then build + forward's)\n"
+          "  --workspace-tokens N   GPU: a workspace of N tokens per rank, the steps of --tokens\n"
+          "                         (N >= --tokens; mok_schedule_set_tokens; not with --breakdown)\n"
           "  --gg-cluster N         GPU probe: grouped GEMM clusters forced to N (1 or 2; 0: default)\n"
           "  --gg-flags F           GPU probe: grouped GEMM tuning flags (BF16 8, 16: staggered\n"
           "                         warpgroups; FP8 16, 32: two, three warpgroups; 64: direct\n"
@@ -133,6 +135,7 @@ static int parse_run(int argc, char **argv, cli_options *o) {
     else if (strcmp(a, "--ring-mb") == 0) bad = parse_int(a, v, 0, 1LL << 30, &n), o->config.ring_bytes = n << 20;
     else if (strcmp(a, "--gg-cluster") == 0) bad = parse_int(a, v, 0, 2, &n), o->gg_cluster = (int)n;
     else if (strcmp(a, "--build-in-forward") == 0) bad = parse_int(a, v, 0, 1, &n), o->build_in_forward = (int)n;
+    else if (strcmp(a, "--workspace-tokens") == 0) bad = parse_int(a, v, 0, 1LL << 24, &n), o->workspace_tokens = n;
     else if (strcmp(a, "--gg-flags") == 0) bad = parse_int(a, v, 0, (1 << 20) - 1, &n), o->gg_flags = (int)n;
     else if (strcmp(a, "--routing") == 0) {
       if (strcmp(v, "uniform") == 0) o->routing = CLI_ROUTING_UNIFORM;
@@ -190,6 +193,16 @@ int cli_resolve_shape(cli_options *o, int on_gpu) {
   if (o->shape.top_k > o->shape.num_experts) {
     fprintf(stderr, "mok: --topk %lld is larger than --experts %lld\n", (long long)o->shape.top_k,
             (long long)o->shape.num_experts);
+    return 1;
+  }
+  if (o->workspace_tokens && o->workspace_tokens < o->shape.tokens) {
+    fprintf(stderr, "mok: --workspace-tokens %lld is below the %lld tokens of a step\n",
+            (long long)o->workspace_tokens, (long long)o->shape.tokens);
+    return 1;
+  }
+  if (o->workspace_tokens && o->breakdown) {
+    fprintf(stderr, "mok: --breakdown times the steps on a workspace of their own size: "
+            "leave out --workspace-tokens\n");
     return 1;
   }
   return 0;

@@ -182,6 +182,9 @@ static int launch(const cli_options *o, int n) {
          o->routing == CLI_ROUTING_ZIPF ? "zipf" : "uniform", (unsigned long long)o->seed);
   printf("  workspace + schedule %.2f GiB/rank, busiest rank's schedule rows %lld; %d warm-up + %d timed iterations\n",
          ws_bytes / 1073741824.0, rows_max, o->warmup, iters);
+  if (o->workspace_tokens > s.tokens)
+    printf("  workspace of %lld tokens/rank, steps of %lld (mok_schedule_set_tokens)\n",
+           (long long)o->workspace_tokens, (long long)s.tokens);
   printf("  %-28s %10s %14s\n", "stage (slowest rank, median)", "ms", "TFLOP/s/GPU");
   if (o->build_in_forward) {
     printf("  %-28s %10s\n", "schedule build", "in forward");
@@ -414,8 +417,11 @@ static int worker(const cli_options *o, int rank, int n, const char *dir) {
   mok_workspace *ws = NULL;
   mok_schedule *sch = NULL;
   if (o->gg_cluster || o->gg_flags) gg_set_tuning(0, o->gg_cluster, 0, o->gg_flags); /* probes */
-  MK(mok_workspace_create(g, &s, &cfg, &ws));
+  mok_shape ws_shape = s; /* --workspace-tokens: a larger workspace, steps of T tokens */
+  if (o->workspace_tokens > T) ws_shape.tokens = o->workspace_tokens;
+  MK(mok_workspace_create(g, &ws_shape, &cfg, &ws));
   MK(mok_schedule_create(ws, &sch));
+  MK(mok_schedule_set_tokens(sch, T));
 
   const float sw = 3.0f / sqrtf((float)H), sd = 3.0f / sqrtf((float)I);
   const float ssd = Is ? 3.0f / sqrtf((float)Is) : 0.0f;

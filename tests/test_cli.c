@@ -67,6 +67,10 @@ void test_cli(void) {
   CHECK(run_mok("run --cpu --gg-cluster 3", out, sizeof out) == 2);
   CHECK(run_mok("run --cpu --gg-flags -1", out, sizeof out) == 2);
   CHECK(run_mok("run --cpu --gg-flags 1048576", out, sizeof out) == 2); /* flags end at 65536 */
+  CHECK(run_mok("run --cpu --tokens 8 --workspace-tokens 5", out, sizeof out) == 2);
+  CHECK(strstr(out, "--workspace-tokens 5 is below the 8 tokens of a step") != NULL);
+  CHECK(run_mok("run --cpu --tokens 8 --workspace-tokens 16 --breakdown", out, sizeof out) == 2);
+  CHECK(strstr(out, "leave out --workspace-tokens") != NULL);
   CHECK(run_mok("run --cpu --dtype fp4", out, sizeof out) == 2);
   CHECK(strstr(out, "--dtype wants bf16 or fp8") != NULL);
   CHECK(run_mok("launch", out, sizeof out) == 2);
