@@ -21,8 +21,8 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.join(HERE, "..", "python"))
 sys.path.insert(0, HERE)
 import mok.functional as mf  # noqa: E402
-from harness import (add_shape_args, chained, graphed, init_ranks, make_inputs,  # noqa: E402
-                     print_rounds, shape_title, shape_with, slowest_median, timed)
+from harness import (add_shape_args, chained, fp8_routed, graphed, init_ranks,  # noqa: E402
+                     make_inputs, print_rounds, shape_title, shape_with, slowest_median, timed)
 
 
 def fp8_steps(shape, args, rank, ep, group, values, slot):
@@ -30,9 +30,8 @@ def fp8_steps(shape, args, rank, ep, group, values, slot):
     E = shape[2]
     x, topk, rw, w, dy = make_inputs(shape, args.tokens, args.routing, rank, ep, args.seed, values)
     shared = [w[n] for n in ("ws_gate", "ws_up", "ws_down")]
-    q = [mf.quantize_weight(w[n]) for n in ("w_gate", "w_up", "w_down")]
-    t8 = mf.transpose_weights_fp8(*q[0], *q[1], *q[2])
-    codes = [t for pair in q for t in pair]
+    codes = fp8_routed(w)
+    t8 = mf.transpose_weights_fp8(*codes)
     del w  # the bf16 routed weights: the FP8 ops read codes
 
     def fwd():

@@ -24,8 +24,8 @@ sys.path.insert(0, os.path.join(HERE, "..", "python"))
 sys.path.insert(0, HERE)
 import mok.functional as mf  # noqa: E402
 from mok import _capi as C  # noqa: E402
-from harness import (add_shape_args, chained, init_ranks, make_inputs, print_rounds,  # noqa: E402
-                     shape_title, shape_with, slowest_median)
+from harness import (add_shape_args, chained, fp8_routed, init_ranks, make_inputs,  # noqa: E402
+                     print_rounds, shape_title, shape_with, slowest_median)
 
 C.lib.v1_fill_random_bf16.restype = ctypes.c_int
 C.lib.v1_fill_random_bf16.argtypes = [ctypes.c_void_p, ctypes.c_int64, ctypes.c_uint64,
@@ -70,9 +70,8 @@ def cases(shape, x, topk, rw, w, dy, group, slot):
     """(functional forward, backward) and (C-call forward, backward) on one input set."""
     E = shape[2]
     shared = [w[n] for n in ("ws_gate", "ws_up", "ws_down")]
-    q = [mf.quantize_weight(w[n]) for n in ("w_gate", "w_up", "w_down")]
-    t8 = mf.transpose_weights_fp8(*q[0], *q[1], *q[2])
-    codes = [t for pair in q for t in pair]
+    codes = fp8_routed(w)
+    t8 = mf.transpose_weights_fp8(*codes)
 
     def f_fwd():
         return mf.moe_forward_fp8(x, topk, rw, *codes, *shared, group.id, E, slot=slot)

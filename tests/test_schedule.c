@@ -79,23 +79,38 @@ static void check_table(const sched_case *c, const int32_t *topk, int *seen) {
   }
 }
 
-/* Builds every rank's table and checks each against the oracle and every slot exactly once. */
-static void check_all_ranks(int32_t *topk, int ep, int64_t T, int k, int E, int tile) {
+/* The worst-case rows of a routing of T tokens per rank (the tables' capacity in these tests). */
+static int64_t worst_rows(int ep, int64_t T, int k, int E, int tile) {
   mok_shape shape = {T, 128, E, 128, k, 0};
   int64_t cap = 0;
   CHECK_STATUS(mok_schedule_worst_case_rows(&shape, ep, tile, &cap), MOK_SUCCESS);
+  return cap;
+}
+
+/* Builds every rank's table (each rank's first counts[s] tokens; NULL: all T) and checks each
+ * against the oracle, and every counted slot exactly once, no other. */
+static void check_all_ranks_counted(int32_t *topk, int ep, int64_t T, int k, int E, int tile,
+                                    const int64_t *counts) {
+  const int64_t cap = worst_rows(ep, T, k, E, tile);
   int *seen = calloc((size_t)(ep * T * k + 1), sizeof(int));
   for (int r = 0; r < ep; ++r) {
     sched_case c;
     case_alloc(&c, ep, r, T, k, E, tile, cap);
+    c.p.counts = counts;
     CHECK_STATUS(mok_sched_build_host(&c.p, topk, c.scratch, c.count, c.offset, c.row_src), MOK_SUCCESS);
     check_table(&c, topk, seen);
     case_free(&c);
   }
-  int once = 1;
-  for (int64_t i = 0; i < ep * T * k; ++i) once &= seen[i] == 1;
-  CHECK(once);
+  int right = 1;
+  for (int s = 0; s < ep; ++s)
+    for (int64_t i = 0; i < T * k; ++i)
+      right &= seen[s * T * k + i] == (i / k < (counts ? counts[s] : T));
+  CHECK(right);
   free(seen);
+}
+
+static void check_all_ranks(int32_t *topk, int ep, int64_t T, int k, int E, int tile) {
+  check_all_ranks_counted(topk, ep, T, k, E, tile, NULL);
 }
 
 void test_schedule_invariants_random(void) {
@@ -249,25 +264,7 @@ void test_schedule_token_counts(void) {
       counts[s] = s == 0 ? T : s == 1 ? 0 : (int64_t)(mok_rng_next(&rng) % (uint64_t)(T + 1));
       for (int64_t t = counts[s]; t < T; ++t) topk[(s * T + t) * k] = E + 5; /* stale, invalid */
     }
-    mok_shape shape = {T, 128, E, 128, k, 0};
-    int64_t cap = 0;
-    CHECK_STATUS(mok_schedule_worst_case_rows(&shape, ep, tile, &cap), MOK_SUCCESS);
-    int *seen = calloc((size_t)(ep * T * k + 1), sizeof(int));
-    for (int r = 0; r < ep; ++r) {
-      sched_case c;
-      case_alloc(&c, ep, r, T, k, E, tile, cap);
-      c.p.counts = counts;
-      CHECK_STATUS(mok_sched_build_host(&c.p, topk, c.scratch, c.count, c.offset, c.row_src),
-                   MOK_SUCCESS);
-      check_table(&c, topk, seen);
-      case_free(&c);
-    }
-    int right = 1;
-    for (int s = 0; s < ep; ++s)
-      for (int64_t t = 0; t < T; ++t)
-        for (int j = 0; j < k; ++j) right &= seen[(s * T + t) * k + j] == (t < counts[s]);
-    CHECK(right);
-    free(seen);
+    check_all_ranks_counted(topk, ep, T, k, E, tile, counts);
     free(topk);
   }
   /* all counts T: the plain build, bit for bit; counts out of range: refused, nothing written */
@@ -275,9 +272,7 @@ void test_schedule_token_counts(void) {
   int32_t *topk = topk_all(MOK_ROUTE_UNIFORM, test_seed() + 7, ep, T, k, E);
   CHECK(topk != NULL);
   if (!topk) return;
-  mok_shape shape = {T, 128, E, 128, k, 0};
-  int64_t cap = 0;
-  CHECK_STATUS(mok_schedule_worst_case_rows(&shape, ep, tile, &cap), MOK_SUCCESS);
+  const int64_t cap = worst_rows(ep, T, k, E, tile);
   sched_case a, b;
   case_alloc(&a, ep, 1, T, k, E, tile, cap);
   case_alloc(&b, ep, 1, T, k, E, tile, cap);
