@@ -70,6 +70,9 @@ static void usage(FILE *f) {
           "                         32768: the FP8 SwiGLU backward in d_act's epilogue;\n"
           "                         65536: the FP8 forward's shared expert joined before\n"
           "                         the expert MLP, not only before the combine;\n"
+          "                         131072: the FP8 weight gradient's last token\n"
+          "                         blocks whole; 262144: its column scales from\n"
+          "                         global memory;\n"
           "                         see kernels/grouped_gemm_tmap.h)\n");
 }
 

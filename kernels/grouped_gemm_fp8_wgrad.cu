@@ -286,7 +286,21 @@ typedef struct {
   int rescale;                      /* expert_scales 2: the blocks chained into acc, rescaled
                                        (f8g_blocks_rescaled), not promoted (f8g_blocks)        */
   int turns;                        /* with rescale: the warpgroups issue in turn            */
+  int whole_blocks;                 /* rescaled: issue an expert's last token block whole, its
+                                       padding tokens' zero codes included (flag 131072)      */
+  int global_col_scales;            /* rescaled: B's column scales read from global memory at
+                                       the tile's end, not from the last stage (flag 262144)  */
 } f8g_params;
+
+/* The 32-token slices of token block kb (of nkb) that hold real tokens: 4, except in an expert's
+ * last block, whose padding tokens (zero codes) add nothing, so the rescaled main loop does not
+ * issue their wgmmas. At DeepSeek-V3 EP=2 (448 tokens an expert on average, a last block of 64)
+ * that is one wgmma in eight. whole: every block whole (the previous behaviour). The promoted
+ * and the per-expert-A loops issue whole blocks. */
+__device__ __forceinline__ int f8g_slices(int cnt, int kb, int nkb, bool whole) {
+  if (whole || kb < nkb - 1) return 4;
+  return min(4, (cnt - kb * 128 + 31) >> 5);
+}
 
 /* acc[i] += part[i] * sa(row) * sb(col) for one m64n128 fragment: element i of this thread sits
  * at row r0 + 8 * ((i >> 1) & 1) and column 8 * (i >> 2) + 2 * (lane & 3) + (i & 1). sbs: the
@@ -316,14 +330,15 @@ __device__ __forceinline__ void f8g_promote_rows(float *acc, const float *part, 
   }
 }
 
-/* acc[i] *= sa(row) * sb(col), once per tile: sb the expert's column scales (from its first block),
+/* acc[i] *= sa(row) * sb(col), once per tile: sb the expert's column scales from the tile's first
+ * column n0 (global memory, from its first block, or the last stage's copy in shared memory),
  * columns past n times 0 (never stored). sa0 = sa1 = 1 when A's scales were applied per block. */
 __device__ __forceinline__ void f8g_scale_once(float *acc, const float *sb, int n0, int n, float sa0,
                                                float sa1, int lane) {
 #pragma unroll
   for (int n8 = 0; n8 < 32; ++n8) {
-    const int col = n0 + 8 * n8 + 2 * (lane & 3);
-    const float2 b = col < n ? *(const float2 *)(sb + col) : make_float2(0.0f, 0.0f);
+    const int c = 8 * n8 + 2 * (lane & 3);
+    const float2 b = n0 + c < n ? *(const float2 *)(sb + c) : make_float2(0.0f, 0.0f);
     acc[4 * n8 + 0] *= sa0 * b.x;
     acc[4 * n8 + 1] *= sa0 * b.y;
     acc[4 * n8 + 2] *= sa1 * b.x;
@@ -349,12 +364,13 @@ __device__ __forceinline__ void f8g_half(float *acc, float *part, uint64_t da, u
   else f8g_promote(acc + 64 * H, part, sa0, sa1, sbs + 128 * H, lane);
 }
 
-/* The promoted main loop over a tile's nkb token blocks (expert_scales 0, or 2 = ROWS_ONLY). */
+/* The promoted main loop over the token blocks of a tile's cnt tokens (expert_scales 0, or 2 =
+ * ROWS_ONLY). */
 template <bool ROWS_ONLY>
-__device__ __forceinline__ void f8g_blocks(float *acc, float *part, int nkb, bool right,
-                                           const uint8_t *smem, uint32_t full0, uint32_t empty0,
-                                           uint64_t da0, uint64_t db0, int r0, int lane,
-                                           int *stage, uint32_t *phase) {
+__device__ __forceinline__ void f8g_blocks(float *acc, float *part, int cnt, bool right, const uint8_t *smem, uint32_t full0,
+                                           uint32_t empty0, uint64_t da0, uint64_t db0, int r0,
+                                           int lane, int *stage, uint32_t *phase) {
+  const int nkb = (cnt + 127) / 128;
   for (int kb = 0; kb < nkb; ++kb) {
     mbar_wait(full0 + 8 * *stage, *phase);
     const uint64_t da = wgmma_desc_add(da0, *stage * F8G_STAGE_BYTES);
@@ -376,26 +392,32 @@ __device__ __forceinline__ void f8g_blocks(float *acc, float *part, int nkb, boo
  * kernel's scheme (grouped_gemm_fp8_wide.cuh). Per block and warpgroup: four m64n256k32 and 128
  * multiplies, against eight m64n128k32 (A read twice), two drains and 128 FMAs when each half's
  * partial is promoted. A tile with a missing right half computes it from the reloaded left half
- * and never stores it. On return acc is in units of *c0, *c1 (rows r0, r0 + 8).
+ * and never stores it. On return acc is the tile's dW: scaled by the last block's row scales and
+ * by B's column scales, read from the last stage before it is released (every block carries the
+ * expert's), or (global_cols) left in units of *c0, *c1 (rows r0, r0 + 8) for the caller.
  * turns: the two warpgroups issue their blocks in turn, as the forward kernel's do
  * (f8w_turn_wait): warpgroup 1 block g after warpgroup 0 issued it, warpgroup 0 block g + 1
  * after warpgroup 1 issued g, the sequence running on across tiles (*first: this warpgroup has
  * issued nothing yet); warpgroup 0 takes warpgroup 1's last pass after its last tile. */
-__device__ __forceinline__ void f8g_blocks_rescaled(float *acc, int nkb, const uint8_t *smem,
-                                                    uint32_t full0, uint32_t empty0, uint64_t da0,
-                                                    uint64_t db0, int r0, int lane, int *stage,
-                                                    uint32_t *phase, float *c0, float *c1,
-                                                    bool turns, int cwg, bool *first) {
+__device__ __forceinline__ void f8g_blocks_rescaled(float *acc, int cnt, bool whole,
+                                                    bool global_cols, int n0, int n,
+                                                    const uint8_t *smem, uint32_t full0,
+                                                    uint32_t empty0, uint64_t da0, uint64_t db0,
+                                                    int r0, int lane, int *stage, uint32_t *phase,
+                                                    float *c0, float *c1, bool turns, int cwg,
+                                                    bool *first) {
+  const int nkb = (cnt + 127) / 128;
   float p0 = 0.0f, p1 = 0.0f;
   int prev = -1;
   for (int kb = 0; kb < nkb; ++kb) {
+    const int ns = f8g_slices(cnt, kb, nkb, whole);
     mbar_wait(full0 + 8 * *stage, *phase);
     const float *sas = (const float *)(smem + F8G_SC_OFF + *stage * F8G_SC_BYTES);
     const float drop = kb > 0 ? F8_RESCALE_DROP : 0.0f;
-    const float n0 = fmaxf(sas[r0], fmaxf(p0 * drop, F8_RESCALE_FLOOR));
-    const float n1 = fmaxf(sas[r0 + 8], fmaxf(p1 * drop, F8_RESCALE_FLOOR));
-    const float f0 = kb > 0 ? p0 * rcp_approx(n0) : 1.0f;
-    const float f1 = kb > 0 ? p1 * rcp_approx(n1) : 1.0f;
+    const float n0s = fmaxf(sas[r0], fmaxf(p0 * drop, F8_RESCALE_FLOOR));
+    const float n1s = fmaxf(sas[r0 + 8], fmaxf(p1 * drop, F8_RESCALE_FLOOR));
+    const float f0 = kb > 0 ? p0 * rcp_approx(n0s) : 1.0f;
+    const float f1 = kb > 0 ? p1 * rcp_approx(n1s) : 1.0f;
     asm volatile("" ::"f"(f0), "f"(f1)); /* ready before the wait: only the multiplies follow */
     wgmma_wait<0>(); /* block kb - 1 is in acc (unconditional: ptxas serializes otherwise) */
     reg_fence(acc, 128);
@@ -405,21 +427,36 @@ __device__ __forceinline__ void f8g_blocks_rescaled(float *acc, int nkb, const u
     const uint64_t da = wgmma_desc_add(da0, *stage * F8G_STAGE_BYTES);
     const uint64_t db = wgmma_desc_add(db0, *stage * F8G_STAGE_BYTES);
     if (turns && !(cwg == 0 && *first)) named_bar_sync(F8G_BAR_TURN + cwg, 256);
+    /* A whole block unrolled; an expert's last, shorter one as a loop. One commit after both:
+     * with a commit in each path, or the slices as guarded wgmmas, ptxas serializes every wgmma
+     * (C7511); this way it adds a fence per looped wgmma and an empty one at the commit. */
     wgmma_fence();
+    if (ns == 4) {
 #pragma unroll
-    for (int kk = 0; kk < 4; ++kk)
-      wgmma_m64n256k32_e4m3(acc, wgmma_desc_add(da, kk * 32), wgmma_desc_add(db, kk * 32), 1);
+      for (int kk = 0; kk < 4; ++kk)
+        wgmma_m64n256k32_e4m3(acc, wgmma_desc_add(da, kk * 32), wgmma_desc_add(db, kk * 32), 1);
+    } else {
+#pragma unroll 1
+      for (int kk = 0; kk < ns; ++kk)
+        wgmma_m64n256k32_e4m3(acc, wgmma_desc_add(da, kk * 32), wgmma_desc_add(db, kk * 32), 1);
+    }
     wgmma_commit();
     if (turns) named_bar_arrive(F8G_BAR_TURN + 1 - cwg, 256);
     *first = false;
-    p0 = n0;
-    p1 = n1;
+    p0 = n0s;
+    p1 = n1s;
     prev = *stage;
     if (++*stage == F8G_STAGES) { *stage = 0; *phase ^= 1; }
   }
   wgmma_wait<0>();
   reg_fence(acc, 128);
-  if (prev >= 0) gg_release<1>(empty0 + 8 * prev, lane);
+  if (prev >= 0) {
+    if (!global_cols) {
+      const float *sbs = (const float *)(smem + F8G_SC_OFF + prev * F8G_SC_BYTES) + F8G_BM;
+      f8g_scale_once(acc, sbs, n0, n, p0, p1, lane);
+    }
+    gg_release<1>(empty0 + 8 * prev, lane);
+  }
   *c0 = p0;
   *c1 = p1;
 }
@@ -502,6 +539,7 @@ __global__ void __launch_bounds__(F8G_THREADS, 1)
     int32_t cursor = 0;
     float acc[128], part[64];
     bool first = true; /* no rescaled block issued yet (turns) */
+    const bool whole = p.whole_blocks != 0, global_cols = p.global_col_scales != 0;
     for (int u = blockIdx.x; u < total; u += gridDim.x) {
       const gg_tile t = gg_decode_m_grouped_from(u, prefix, E, p.n_tiles, p.group_m, &cursor);
       const int cnt = counts[t.expert];
@@ -538,26 +576,28 @@ __global__ void __launch_bounds__(F8G_THREADS, 1)
           gg_release<1>(empty0 + 8 * (stage == 0 ? F8G_STAGES - 1 : stage - 1), lane);
           const size_t blk0 = (size_t)blocks0[t.expert];
           const int row = t.m_tile * F8G_BM + r0;
-          f8g_scale_once(acc, p.b_scales + blk0 * p.b_ld, n0, p.n,
+          f8g_scale_once(acc, p.b_scales + blk0 * p.b_ld + n0, n0, p.n,
                          p.a_scales[blk0 * p.a_ld + row], p.a_scales[blk0 * p.a_ld + row + 8],
                          lane);
         }
       }
       if (p.expert_scales == 0)
-        f8g_blocks<false>(acc, part, nkb, right, smem, full0, empty0, da0, db0, r0, lane, &stage,
-                          &phase);
+        f8g_blocks<false>(acc, part, cnt, right, smem, full0, empty0, da0, db0, r0, lane,
+                          &stage, &phase);
       if (p.expert_scales == 2 && nkb > 0) {
         float c0 = 1.0f, c1 = 1.0f;
         if (p.rescale)
-          f8g_blocks_rescaled(acc, nkb, smem, full0, empty0, da0, db0, r0, lane, &stage, &phase,
-                              &c0, &c1, p.turns != 0, cwg, &first);
+          f8g_blocks_rescaled(acc, cnt, whole, global_cols, n0, p.n, smem, full0, empty0, da0,
+                              db0, r0, lane, &stage, &phase, &c0, &c1, p.turns != 0, cwg, &first);
         else
-          f8g_blocks<true>(acc, part, nkb, right, smem, full0, empty0, da0, db0, r0, lane,
+          f8g_blocks<true>(acc, part, cnt, right, smem, full0, empty0, da0, db0, r0, lane,
                            &stage, &phase);
         /* B's scales are the expert's (the same in its every block): once, here, with the last
-         * block's row scales when acc was kept in their units */
-        f8g_scale_once(acc, p.b_scales + (size_t)blocks0[t.expert] * p.b_ld, n0, p.n, c0, c1,
-                       lane);
+         * block's row scales when acc was kept in their units (the rescaled loop applied them
+         * from the last stage unless global_cols) */
+        if (!p.rescale || global_cols)
+          f8g_scale_once(acc, p.b_scales + (size_t)blocks0[t.expert] * p.b_ld + n0, n0, p.n, c0,
+                         c1, lane);
       }
       /* ------------------------------ epilogue ------------------------------ */
       if (!p.out_fp32) {
@@ -702,6 +742,8 @@ extern "C" mok_status mok_gg_fp8_wgrad(const void *a_t, const float *a_scales, i
   /* flag 16384: expert_scales 2 promoting each half's partial (the previous default) */
   p.rescale = expert_scales == 2 && !(gg_tuning_flags() & 16384);
   p.turns = p.rescale && !(gg_tuning_flags() & 512); /* 512: as the forward's, no turns */
+  p.whole_blocks = (gg_tuning_flags() & 131072) != 0;      /* the padding tokens' wgmmas too */
+  p.global_col_scales = (gg_tuning_flags() & 262144) != 0; /* B's scales from global memory */
   const size_t esz = out_fp32 ? 4 : 2;
   for (int e0 = 0; e0 < num_experts; e0 += F8_MAX_EXPERTS) {
     p.num_experts = num_experts - e0 < F8_MAX_EXPERTS ? num_experts - e0 : F8_MAX_EXPERTS;

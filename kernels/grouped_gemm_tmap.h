@@ -41,8 +41,11 @@ mok_status gg_device_sms(int *sms);
  * blocks into a rescaled accumulator, 32768 = the layer's FP8 SwiGLU backward in d_act's epilogue
  * (grouped_gemm_fp8_dswiglu.cuh), not as a row kernel of its own after d_act, 65536 = the layer's
  * FP8 forward joining the shared expert's side stream before its one-launch MLP (the previous
- * order), not only before the combine, where the MLP starts beside the shared expert's down GEMM. The bits are shared: one value sets
- * every kernel's probes.
+ * order), not only before the combine, where the MLP starts beside the shared expert's down GEMM,
+ * 131072 = the rescaled FP8 weight gradient issuing an expert's last token block whole (its
+ * padding tokens' zero codes through the tensor cores too), 262144 = that kernel reading B's
+ * column scales from global memory at each tile's end, not from the last stage. The bits are
+ * shared: one value sets every kernel's probes.
  * gg_last_grid() is the grid of the last launch. */
 #ifdef __cplusplus
 extern "C" {

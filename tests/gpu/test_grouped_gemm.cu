@@ -1381,6 +1381,74 @@ static void test_gg_fp8_wgrad(void) {
                MOK_ERR_INVALID_ARGUMENT);
 }
 
+/* The rescaled FP8 weight gradient (B per expert, the layer's default) three ways, bit for bit:
+ * the default (an expert's last token block issues only its slices with real tokens, B's column
+ * scales from the last stage), flag 131072 (every block whole: the padding tokens' zero codes go
+ * through the tensor cores too) and flag 262144 (B's column scales from global memory), on odd,
+ * zero and tile-edge counts whose last blocks hold 1 to 128 tokens, bf16 and fp32 out, poisoned
+ * outputs, a last column tile with its left half only. */
+static void test_gg_fp8_wgrad_slices_bitwise(void) {
+  gg_rng r = {test_seed() ^ 0x51ce};
+  const int E = 12;
+  const int64_t m = 256, n = 640;
+  gg_rows g = make_rows(&r, E, 700, 1);
+  g.count[3] = 33; /* last blocks of 33, 64 + 1, 96 and 128 tokens besides the random ones */
+  g.count[4] = 128 + 65;
+  g.count[5] = 256 + 96;
+  g.count[6] = 384;
+  int32_t off = 0;
+  for (int e = 0; e < E; ++e) {
+    g.offset[e] = off;
+    off += (g.count[e] + 127) / 128 * 128;
+  }
+  g.offset[E] = off;
+  g.m_total = off + 128;
+  std::vector<uint16_t> a(g.m_total * m), b(g.m_total * n);
+  fill_bf16(&r, a, 1.0f);
+  fill_bf16(&r, b, 3.0f);
+  nan_padding(g, a, m);
+  nan_padding(g, b, n);
+  int32_t *doff = to_dev(g.offset), *dcnt = to_dev(g.count);
+  uint8_t *qa, *qb;
+  float *sa, *sb;
+  quant_t(g, a, m, &qa, &sa, doff, dcnt, 0);
+  quant_t(g, b, n, &qb, &sb, doff, dcnt, 1);
+  const size_t nw = (size_t)E * m * n;
+  const int flags[4] = {0, 131072, 262144, 131072 | 262144};
+  for (int fp32 = 0; fp32 < 2; ++fp32) {
+    const size_t bytes = nw * (fp32 ? 4 : 2);
+    std::vector<std::vector<uint8_t>> out(4);
+    void *dw;
+    CHECK(cudaMalloc(&dw, bytes) == cudaSuccess);
+    for (int v = 0; v < 4; ++v) {
+      cudaMemset(dw, 0xff, bytes); /* NaN in either width: every tile must be written */
+      gg_set_tuning(0, 0, 0, flags[v]);
+      CHECK_STATUS(mok_gg_fp8_wgrad(qa, sa, m, qb, sb, n, dw, fp32, 0, 2, doff, dcnt, E,
+                                    g.m_total, m, n, 0),
+                   MOK_SUCCESS);
+      CUDA_OK(cudaDeviceSynchronize());
+      out[v].resize(bytes);
+      cudaMemcpy(out[v].data(), dw, bytes, cudaMemcpyDeviceToHost);
+    }
+    gg_restore_tuning();
+    int64_t nan = 0, diff[4] = {0, 0, 0, 0};
+    for (size_t i = 0; i < nw; ++i) {
+      const double x = fp32 ? ((const float *)out[0].data())[i]
+                            : bf2f(((const uint16_t *)out[0].data())[i]);
+      nan += x != x;
+    }
+    const size_t es = fp32 ? 4 : 2;
+    for (int v = 1; v < 4; ++v)
+      for (size_t i = 0; i < nw; ++i) diff[v] += memcmp(&out[0][i * es], &out[v][i * es], es) != 0;
+    printf("    fp8 wgrad slices, %s out: NaN %lld; elements off the default: whole blocks %lld, "
+           "global scales %lld, both %lld (of %zu)\n", fp32 ? "fp32" : "bf16", (long long)nan,
+           (long long)diff[1], (long long)diff[2], (long long)diff[3], nw);
+    CHECK(nan == 0 && diff[1] == 0 && diff[2] == 0 && diff[3] == 0);
+    cudaFree(dw);
+  }
+  cudaFree(qa); cudaFree(qb); cudaFree(sa); cudaFree(sb); cudaFree(doff); cudaFree(dcnt);
+}
+
 /* The weight gradients' requantization of the forward's codes (mok_gg_fp8_requantize_t): the same
  * bytes, codes and scales, as dequantizing to bf16 and quantizing that along the tokens, on odd
  * and empty experts with NaN-poisoned padding rows; both outputs start from the same poison. */
@@ -1600,6 +1668,7 @@ extern "C" const test_case gg_test_cases[] = {
     {"gg_fp8_swiglu_quantized", test_gg_fp8_swiglu_quantized},
     {"gg_fp8_layout", test_gg_fp8_layout},
     {"gg_fp8_wgrad", test_gg_fp8_wgrad},
+    {"gg_fp8_wgrad_slices_bitwise", test_gg_fp8_wgrad_slices_bitwise},
     {"gg_fp8_requant_t", test_gg_fp8_requant_t},
     {"gg_mxfp8_fwd", test_gg_mxfp8_fwd},
     {"gg_wgrad_fp32", test_gg_wgrad_fp32},
