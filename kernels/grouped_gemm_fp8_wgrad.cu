@@ -15,7 +15,8 @@
  *     of 64 rows, each 128-column half's m64n128k32 partial per 128 tokens promoted on the CUDA
  *     cores by its row's and column's scales; when B has one scale per expert and column (applied
  *     once at the end), the blocks chained into the accumulator with m64n256k32 and the
- *     accumulator rescaled by the row scales' ratio between blocks; bf16 dW through TMA stores. */
+ *     accumulator rescaled by the row scales' ratio between blocks (an expert's last block
+ *     issuing only its 32-token slices that hold real tokens); bf16 dW through TMA stores. */
 #include <cuda.h>
 #include <cuda_runtime.h>
 #include <stdint.h>
