@@ -45,9 +45,15 @@ $(BUILD)/%.o: %.c
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS) -MMD -MP -c $< -o $@
 
-$(BUILD)/%.cu.o: %.cu
+# CUDA objects: ptxas's report (-Xptxas -v) kept beside each as <object>.ptxas for the build test
+# (tests/test_build.c: no wgmma kernel serialized); the rest of nvcc's output shows as usual
+$(BUILD)/%.cu.o: %.cu Makefile
 	@mkdir -p $(dir $@)
-	$(NVCC) $(NVCCFLAGS) -MMD -MP -c $< -o $@
+	@echo "$(NVCC) $(NVCCFLAGS) -Xptxas -v -MMD -MP -c $< -o $@"
+	@$(NVCC) $(NVCCFLAGS) -Xptxas -v -MMD -MP -c $< -o $@ 2> $@.ptxas; s=$$?; \
+	  grep -v -E '^ptxas info|^ +[0-9]+ bytes stack frame' $@.ptxas >&2; exit $$s
+
+$(TEST_C:%.c=$(BUILD)/%.o): CFLAGS += -DMOK_BUILD_DIR='"$(BUILD)"'
 
 $(LIB): $(LIB_OBJ)
 	$(CXX) -shared -Wl,--no-undefined -o $@ $^ $(LDLIBS)

@@ -70,6 +70,10 @@ static std::vector<int> make_counts(const shape &s) {
 }
 
 typedef mok_status (*launch_fn)(void *ctx);
+#if F8G_PROBE_TIMES
+extern "C" void gg_fp8_wgrad_probe_dump(void); /* kernels/grouped_gemm_fp8_wgrad.cu */
+#endif
+
 static double time_median_ms(launch_fn f, void *ctx, int warm, int iters) {
   for (int i = 0; i < warm; ++i)
     if (f(ctx) != MOK_SUCCESS) { fprintf(stderr, "launch failed\n"); exit(1); }
@@ -436,6 +440,9 @@ int main(int argc, char **argv) {
       printf("%-22s %-10s %10.3f %8.0f GB/s\n", s.name, "f8w_quanth", ms, qbytes / ms * 1e-6);
       ms = time_median_ms(run_fp8_wgrad, &fw, 2, iters);
       printf("%-22s %-10s %10.3f %10.1f\n", s.name, "fp8_wgradh", ms, flop / ms * 1e-9);
+#if F8G_PROBE_TIMES
+      gg_fp8_wgrad_probe_dump(); /* the timing probe's record of that row's last launch */
+#endif
       /* flag 16384: the same with each block's partial promoted; flag 512: rescaled without
        * turns; 131072: every token block whole (padding tokens too); 262144: B's column scales
        * from global memory; then the default again */

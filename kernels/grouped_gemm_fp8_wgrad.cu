@@ -271,6 +271,27 @@ __global__ void __launch_bounds__(F8T_THREADS) gg_fp8_quant_t_expert_kernel(cons
 #define F8G_SMEM (F8G_EPI_OFF + 2 * F8G_EPI_BYTES)
 #define F8G_THREADS 384
 #define F8G_BAR_TURN 4 /* named barriers 4 and 5: warpgroup 0's and 1's turn (rescaled mode 2) */
+/* Timing probe, never a result: built with -DF8G_PROBE_TIMES=1 (bench/probe_wgrad.sh), CTA 0's
+ * lead threads record clock64() at each step of their first F8G_PROBE_TILES tiles of the
+ * rescaled path (who 0, 1: the consumer warpgroups; 2: the producer), and
+ * gg_fp8_wgrad_probe_dump() prints the last launch's record. Consumer events per tile: 0 start,
+ * then per token block kb < 4: 1 + 3 kb the stage landed, 2 + 3 kb the previous block done,
+ * 3 + 3 kb the turn taken (issued); 13 the tile's dW scaled, 14 its stores issued. Producer:
+ * event kb the stage for block kb free. 0, the default: no probe. */
+#ifndef F8G_PROBE_TIMES
+#define F8G_PROBE_TIMES 0
+#endif
+#define F8G_PROBE_TILES 24
+#if F8G_PROBE_TIMES
+__device__ long long g_f8g_probe[3][F8G_PROBE_TILES][16];
+#define F8G_MARK(who, tile, ev)                                                       \
+  do {                                                                                \
+    if (blockIdx.x == 0 && (threadIdx.x & 127) == 0 && (tile) < F8G_PROBE_TILES)    \
+      g_f8g_probe[who][tile][ev] = clock64();                                         \
+  } while (0)
+#else
+#define F8G_MARK(who, tile, ev) ((void)0)
+#endif
 
 typedef struct {
   const int32_t *offset, *count;
@@ -406,13 +427,15 @@ __device__ __forceinline__ void f8g_blocks_rescaled(float *acc, int cnt, bool wh
                                                     uint32_t empty0, uint64_t da0, uint64_t db0,
                                                     int r0, int lane, int *stage, uint32_t *phase,
                                                     float *c0, float *c1, bool turns, int cwg,
-                                                    bool *first) {
+                                                    bool *first, int ptile) {
+  (void)ptile; /* the probe's tile index (F8G_PROBE_TIMES) */
   const int nkb = (cnt + 127) / 128;
   float p0 = 0.0f, p1 = 0.0f;
   int prev = -1;
   for (int kb = 0; kb < nkb; ++kb) {
     const int ns = f8g_slices(cnt, kb, nkb, whole);
     mbar_wait(full0 + 8 * *stage, *phase);
+    if (kb < 4) F8G_MARK(cwg, ptile, 1 + 3 * kb);
     const float *sas = (const float *)(smem + F8G_SC_OFF + *stage * F8G_SC_BYTES);
     const float drop = kb > 0 ? F8_RESCALE_DROP : 0.0f;
     const float n0s = fmaxf(sas[r0], fmaxf(p0 * drop, F8_RESCALE_FLOOR));
@@ -422,12 +445,14 @@ __device__ __forceinline__ void f8g_blocks_rescaled(float *acc, int cnt, bool wh
     asm volatile("" ::"f"(f0), "f"(f1)); /* ready before the wait: only the multiplies follow */
     wgmma_wait<0>(); /* block kb - 1 is in acc (unconditional: ptxas serializes otherwise) */
     reg_fence(acc, 128);
+    if (kb < 4) F8G_MARK(cwg, ptile, 2 + 3 * kb);
     if (prev >= 0) gg_release<1>(empty0 + 8 * prev, lane);
 #pragma unroll
     for (int i = 0; i < 128; ++i) acc[i] *= (i & 2) ? f1 : f0;
     const uint64_t da = wgmma_desc_add(da0, *stage * F8G_STAGE_BYTES);
     const uint64_t db = wgmma_desc_add(db0, *stage * F8G_STAGE_BYTES);
     if (turns && !(cwg == 0 && *first)) named_bar_sync(F8G_BAR_TURN + cwg, 256);
+    if (kb < 4) F8G_MARK(cwg, ptile, 3 + 3 * kb);
     /* A whole block unrolled; an expert's last, shorter one as a loop. One commit after both:
      * with a commit in each path, or the slices as guarded wgmmas, ptxas serializes every wgmma
      * (C7511); this way it adds a fence per looped wgmma and an empty one at the commit. */
@@ -458,12 +483,22 @@ __device__ __forceinline__ void f8g_blocks_rescaled(float *acc, int cnt, bool wh
     }
     gg_release<1>(empty0 + 8 * prev, lane);
   }
+  F8G_MARK(cwg, ptile, 13);
   *c0 = p0;
   *c1 = p1;
 }
 
 static_assert(F8G_EPI_OFF % 1024 == 0 && F8G_STAGE_BYTES % 1024 == 0, "128B-swizzle atoms");
 
+/* The kernel's main loops, one instantiation each, so that the rescaled one (the layer's default)
+ * carries neither the promoted paths' 64-register partial nor their code. In one kernel its
+ * consumers sat at the register limit: a trivial change elsewhere (one select in the PTX) made
+ * ptxas spill and serialize every wgmma of the kernel (C7511). */
+#define F8G_PROMOTED 0 /* expert_scales 0, or 2 with flag 16384: each block's partial promoted */
+#define F8G_EXPERT 1   /* expert_scales 1: both operands per expert, blocks chained, no rescale */
+#define F8G_RESCALED 2 /* expert_scales 2: blocks chained into a rescaled accumulator          */
+
+template <int PATH>
 __global__ void __launch_bounds__(F8G_THREADS, 1)
     gg_fp8_wgrad_kernel(const __grid_constant__ CUtensorMap tm_a,
                         const __grid_constant__ CUtensorMap tm_b,
@@ -511,6 +546,7 @@ __global__ void __launch_bounds__(F8G_THREADS, 1)
         const uint32_t sb_bytes = (uint32_t)min(F8G_BN, p.n - n0) * 4;
         for (int kb = 0; kb < nkb; ++kb) {
           mbar_wait(empty0 + 8 * stage, phase ^ 1);
+          if (kb < 4) F8G_MARK(2, (u - (int)blockIdx.x) / (int)gridDim.x, kb);
           const uint32_t full = full0 + 8 * stage;
           mbar_arrive_expect_tx(full, F8G_STAGE_BYTES + F8G_BM * 4 + sb_bytes);
           const uint32_t s = smem_base + stage * F8G_STAGE_BYTES;
@@ -538,7 +574,7 @@ __global__ void __launch_bounds__(F8G_THREADS, 1)
     int stage = 0;
     uint32_t phase = 0;
     int32_t cursor = 0;
-    float acc[128], part[64];
+    float acc[128], part[PATH == F8G_PROMOTED ? 64 : 1];
     bool first = true; /* no rescaled block issued yet (turns) */
     const bool whole = p.whole_blocks != 0, global_cols = p.global_col_scales != 0;
     for (int u = blockIdx.x; u < total; u += gridDim.x) {
@@ -547,9 +583,10 @@ __global__ void __launch_bounds__(F8G_THREADS, 1)
       const int nkb = (cnt + 127) / 128;
       const int n0 = t.n_tile * F8G_BN;
       const bool right = n0 + 128 < p.n; /* the tile has its right 128-column half */
+      F8G_MARK(cwg, (u - (int)blockIdx.x) / (int)gridDim.x, 0);
 #pragma unroll
       for (int i = 0; i < 128; ++i) acc[i] = 0.0f;
-      if (p.expert_scales == 1) {
+      if (PATH == F8G_EXPERT) {
         /* one scale per expert, row and column: the expert's token blocks chain on the tensor
          * cores straight into acc (no partial, no promotion), scaled once below. Both halves
          * always: a missing right half (its reloaded left half) is computed and never stored. */
@@ -582,21 +619,22 @@ __global__ void __launch_bounds__(F8G_THREADS, 1)
                          lane);
         }
       }
-      if (p.expert_scales == 0)
+      if (PATH == F8G_PROMOTED && p.expert_scales == 0)
         f8g_blocks<false>(acc, part, cnt, right, smem, full0, empty0, da0, db0, r0, lane,
                           &stage, &phase);
-      if (p.expert_scales == 2 && nkb > 0) {
+      if (PATH != F8G_EXPERT && p.expert_scales == 2 && nkb > 0) {
         float c0 = 1.0f, c1 = 1.0f;
-        if (p.rescale)
+        if (PATH == F8G_RESCALED)
           f8g_blocks_rescaled(acc, cnt, whole, global_cols, n0, p.n, smem, full0, empty0, da0,
-                              db0, r0, lane, &stage, &phase, &c0, &c1, p.turns != 0, cwg, &first);
+                              db0, r0, lane, &stage, &phase, &c0, &c1, p.turns != 0, cwg, &first,
+                              (u - (int)blockIdx.x) / (int)gridDim.x);
         else
           f8g_blocks<true>(acc, part, cnt, right, smem, full0, empty0, da0, db0, r0, lane,
                            &stage, &phase);
         /* B's scales are the expert's (the same in its every block): once, here, with the last
          * block's row scales when acc was kept in their units (the rescaled loop applied them
          * from the last stage unless global_cols) */
-        if (!p.rescale || global_cols)
+        if (PATH != F8G_RESCALED || global_cols)
           f8g_scale_once(acc, p.b_scales + (size_t)blocks0[t.expert] * p.b_ld + n0, n0, p.n, c0,
                          c1, lane);
       }
@@ -608,6 +646,7 @@ __global__ void __launch_bounds__(F8G_THREADS, 1)
         gg_store_pass<0, 2>(acc, epi, wtid, &tm_c, n0, p.n, row0, 2 + cwg);
         gg_store_pass<16, 2>(acc, epi + 16384, wtid, &tm_c, n0 + 128, p.n, row0, 2 + cwg, false,
                              mok_clamp_round{}, false);
+        F8G_MARK(cwg, (u - (int)blockIdx.x) / (int)gridDim.x, 14);
         continue;
       }
       if (p.accumulate && cnt == 0) continue; /* nothing to add */
@@ -630,7 +669,8 @@ __global__ void __launch_bounds__(F8G_THREADS, 1)
         }
       }
     }
-    if (p.turns && cwg == 0 && !first) named_bar_sync(F8G_BAR_TURN, 256); /* 1's last pass */
+    if (PATH == F8G_RESCALED && p.turns && cwg == 0 && !first)
+      named_bar_sync(F8G_BAR_TURN, 256); /* 1's last pass */
     if (wtid == 0) bulk_wait0(); /* this warpgroup's TMA stores are complete */
   }
 }
@@ -723,10 +763,15 @@ extern "C" mok_status mok_gg_fp8_wgrad(const void *a_t, const float *a_scales, i
   GG_TRY(gg_make_tmap_2d(&tb, b_t, n, m_pad, 1, 128, 128));
   if (!out_fp32) GG_TRY(gg_make_tmap_2d(&tc, dw, (int64_t)num_experts * m, n, 2, 64, 64));
   else tc = ta;
-  static int max_ctas = 0;
-  if (!max_ctas)
-    GG_TRY(gg_coresident_ctas((const void *)gg_fp8_wgrad_kernel, F8G_THREADS, F8G_SMEM, 1,
-                              &max_ctas));
+  static int max_ctas = 0; /* the same for every path (one shape of CTA), each's smem set once */
+  if (!max_ctas) {
+    GG_TRY(gg_coresident_ctas((const void *)gg_fp8_wgrad_kernel<F8G_PROMOTED>, F8G_THREADS,
+                              F8G_SMEM, 1, &max_ctas));
+    GG_TRY(gg_coresident_ctas((const void *)gg_fp8_wgrad_kernel<F8G_EXPERT>, F8G_THREADS,
+                              F8G_SMEM, 1, &max_ctas));
+    GG_TRY(gg_coresident_ctas((const void *)gg_fp8_wgrad_kernel<F8G_RESCALED>, F8G_THREADS,
+                              F8G_SMEM, 1, &max_ctas));
+  }
   f8g_params p = {};
   p.a_scales = a_scales;
   p.b_scales = b_scales;
@@ -755,8 +800,30 @@ extern "C" mok_status mok_gg_fp8_wgrad(const void *a_t, const float *a_scales, i
     const int64_t units = (int64_t)p.num_experts * p.m_tiles * p.n_tiles;
     const int cap = gg_ctas_cap(max_ctas, 1);
     const int grid = (int)(units < cap ? units : cap);
-    gg_fp8_wgrad_kernel<<<grid, F8G_THREADS, F8G_SMEM, stream>>>(ta, tb, tc, p);
+    if (expert_scales == 1)
+      gg_fp8_wgrad_kernel<F8G_EXPERT><<<grid, F8G_THREADS, F8G_SMEM, stream>>>(ta, tb, tc, p);
+    else if (p.rescale)
+      gg_fp8_wgrad_kernel<F8G_RESCALED><<<grid, F8G_THREADS, F8G_SMEM, stream>>>(ta, tb, tc, p);
+    else
+      gg_fp8_wgrad_kernel<F8G_PROMOTED><<<grid, F8G_THREADS, F8G_SMEM, stream>>>(ta, tb, tc, p);
     GG_LAUNCHED();
   }
   return MOK_SUCCESS;
 }
+
+#if F8G_PROBE_TIMES
+#include <stdio.h>
+/* The probe's record of the last launch (CTA 0), as cycles from the first consumer event. */
+extern "C" void gg_fp8_wgrad_probe_dump(void) {
+  static long long h[3][F8G_PROBE_TILES][16];
+  cudaDeviceSynchronize();
+  cudaMemcpyFromSymbol(h, g_f8g_probe, sizeof h);
+  const long long t0 = h[0][0][0];
+  for (int t = 0; t < F8G_PROBE_TILES; ++t)
+    for (int w = 0; w < 3; ++w) {
+      printf("probe tile %2d %s", t, w == 2 ? "prod" : w ? "wg1 " : "wg0 ");
+      for (int e = 0; e < (w == 2 ? 4 : 15); ++e) printf(" %7lld", h[w][t][e] ? h[w][t][e] - t0 : -1);
+      printf("\n");
+    }
+}
+#endif

@@ -3,6 +3,7 @@
 #include "tests/tests.h"
 
 static const test_case cases[] = {
+    {"build_wgmma_pipelined", test_build_wgmma_pipelined},
     {"bf16_rounding", test_bf16_rounding},
     {"bf16_clamp_round", test_bf16_clamp_round},
     {"fp8_e4m3", test_fp8_e4m3},

@@ -3,6 +3,7 @@
 #define MOK_TESTS_H
 #include <string.h>
 
+void test_build_wgmma_pipelined(void);
 void test_bf16_rounding(void);
 void test_bf16_clamp_round(void);
 void test_fp8_e4m3(void);

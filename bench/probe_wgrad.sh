@@ -1,0 +1,39 @@
+#!/bin/bash
+# probe_wgrad.sh — the FP8 weight gradient's timing probe (F8G_PROBE_TIMES in
+# kernels/grouped_gemm_fp8_wgrad.cu): builds a probe gg_bench and prints, for the layer's default
+# weight-gradient row (fp8_wgradh) of one shape, when CTA 0's warpgroups and producer reached each
+# step of their first tiles (cycles), then per-tile phase means. Never a result: the probe's
+# stores perturb the kernel.
+#   usage: [BUILD=dir] [SHAPE=dsv3_ep2_gateup] [REBUILD=1] bench/probe_wgrad.sh
+# The probe binary is built once ($BUILD/gg_bench_probe; REBUILD=1 builds it again).
+set -eu
+B=${BUILD:-build}
+SHAPE=${SHAPE:-dsv3_ep2_gateup}
+NVCC=${NVCC:-nvcc}
+mkdir -p "$B"
+if [ ! -x "$B/gg_bench_probe" ] || [ "${REBUILD:-0}" = 1 ]; then
+  $NVCC -O3 -std=c++17 -gencode arch=compute_90a,code=sm_90a -Iinclude -I. -DF8G_PROBE_TIMES=1 \
+    -o "$B/gg_bench_probe" bench/bench_grouped_gemm.cu kernels/grouped_gemm_*.cu
+fi
+MOK_GG_BENCH_SHAPES=$SHAPE "$B/gg_bench_probe" "$B/probe_counts.txt" 20 | tee "$B/probe.log" |
+  grep -E "fp8_wgradh|^probe"
+python3 - "$B/probe.log" <<'PY'
+import sys
+rows = {}
+for line in open(sys.argv[1]):
+    if line.startswith("probe tile"):
+        f = line.split()
+        rows.setdefault(f[3], []).append([int(x) for x in f[4:]])
+wg0 = rows.get("wg0", [])
+def mean(xs):
+    xs = [x for x in xs if x is not None]
+    return sum(xs) / len(xs) if xs else float("nan")
+# per tile of warpgroup 0: start -> first issue, main loop (first issue -> scaled), epilogue
+# (scaled -> stores issued), and the gap to the next tile's start
+first = [r[3] - r[0] for r in wg0 if r[0] >= 0 and r[3] >= 0]
+loop = [r[13] - r[3] for r in wg0 if r[13] >= 0 and r[3] >= 0]
+epi = [r[14] - r[13] for r in wg0 if r[14] >= 0 and r[13] >= 0]
+tile = [b[0] - a[0] for a, b in zip(wg0, wg0[1:]) if a[0] >= 0 and b[0] >= 0]
+print("wg0 cycles per tile: %.0f; start->first issue %.0f, first issue->scaled %.0f, "
+      "scaled->stores issued %.0f" % (mean(tile), mean(first), mean(loop), mean(epi)))
+PY

@@ -1,0 +1,61 @@
+/* test_build.c — what the build itself must show: no wgmma kernel of the library lost its
+ * pipeline. ptxas reports, per kernel, when it had to serialize the wgmma instructions
+ * ("Potential Performance Loss: wgmma.mma_async instructions are serialized", C7510-C7520): such
+ * a kernel still computes the right result, an order of magnitude slower, and a small change
+ * near the register limit can cause it (docs/PERF.md, the FP8 weight gradient). The Makefile
+ * keeps each CUDA object's ptxas report beside it (<object>.ptxas); this test reads them. */
+#include <dirent.h>
+#include <stdio.h>
+#include <string.h>
+#include "tests/tests.h"
+#include "tests/test_util.h"
+
+#ifndef MOK_BUILD_DIR
+#define MOK_BUILD_DIR "build"
+#endif
+
+/* Kernels known to be serialized, kept as measured probes: the FP8 128-column kernel with two
+ * partial accumulators (tuning flag 2; docs/PERF.md, grouped GEMM v5), template argument DB = 1. */
+static int allowed(const char *fn) { return strstr(fn, "_Z13gg_fp8_kernelILi") && strstr(fn, "ELi1ELi"); }
+
+/* Reads one report: counts its serialized kernels outside the allowed list (printing them), and
+ * whether it compiled the FP8 weight gradient's rescaled kernel (which must be among the reports). */
+static int scan(const char *path, int *wgrad_seen) {
+  FILE *f = fopen(path, "r");
+  if (!f) return 1;
+  char line[4096];
+  int bad = 0;
+  while (fgets(line, sizeof line, f)) {
+    if (strstr(line, "gg_fp8_wgrad_kernel")) *wgrad_seen = 1;
+    if (!strstr(line, "serialized")) continue;
+    const char *q = strstr(line, "function '");
+    const char *fn = q ? q + 10 : line;
+    if (allowed(fn)) continue;
+    fprintf(stderr, "  %s: %s", path, line);
+    ++bad;
+  }
+  fclose(f);
+  return bad;
+}
+
+void test_build_wgmma_pipelined(void) {
+  const char *dir = MOK_BUILD_DIR "/kernels";
+  DIR *d = opendir(dir);
+  CHECK(d != NULL);
+  if (!d) return;
+  int reports = 0, bad = 0, wgrad_seen = 0;
+  struct dirent *e;
+  while ((e = readdir(d)) != NULL) {
+    const size_t n = strlen(e->d_name);
+    if (n < 6 || strcmp(e->d_name + n - 6, ".ptxas") != 0) continue;
+    char path[1024];
+    snprintf(path, sizeof path, "%s/%s", dir, e->d_name);
+    bad += scan(path, &wgrad_seen);
+    ++reports;
+  }
+  closedir(d);
+  printf("    %d ptxas reports in %s, %d serialized kernels outside the known probes\n", reports,
+         dir, bad);
+  /* each CUDA source in kernels/ leaves a report; the weight gradient's names its kernel */
+  CHECK(reports >= 10 && wgrad_seen && bad == 0);
+}
