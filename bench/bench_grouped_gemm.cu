@@ -445,10 +445,11 @@ int main(int argc, char **argv) {
 #endif
       /* flag 16384: the same with each block's partial promoted; flag 512: rescaled without
        * turns; 131072: every token block whole (padding tokens too); 262144: B's column scales
-       * from global memory; then the default again */
-      const int hflags[] = {16384, 512, 131072, 262144, 131072 | 262144};
-      const char *hname[] = {"fp8_wgradp", "fp8_wgradn", "fp8_wgradw", "fp8_wgradg", "fp8_wgradwg"};
-      for (int i = 0; i < 5; ++i) {
+       * from global memory; 524288: single CTAs, no B multicast; then the default again */
+      const int hflags[] = {16384, 512, 131072, 262144, 131072 | 262144, 524288};
+      const char *hname[] = {"fp8_wgradp", "fp8_wgradn", "fp8_wgradw", "fp8_wgradg", "fp8_wgradwg",
+                             "fp8_wgrad1"};
+      for (int i = 0; i < 6; ++i) {
         gg_set_tuning(0, cl_env ? atoi(cl_env) : 0, 0, base_flags | hflags[i]);
         ms = time_median_ms(run_fp8_wgrad, &fw, 2, iters);
         printf("%-22s %-10s %10.3f %10.1f\n", s.name, hname[i], ms, flop / ms * 1e-9);

@@ -72,7 +72,8 @@ static void usage(FILE *f) {
           "                         the expert MLP, not only before the combine;\n"
           "                         131072: the FP8 weight gradient's last token\n"
           "                         blocks whole; 262144: its column scales from\n"
-          "                         global memory;\n"
+          "                         global memory; 524288: it on single CTAs, no\n"
+          "                         B multicast;\n"
           "                         see kernels/grouped_gemm_tmap.h)\n");
 }
 

@@ -16,7 +16,8 @@
  *     cores by its row's and column's scales; when B has one scale per expert and column (applied
  *     once at the end), the blocks chained into the accumulator with m64n256k32 and the
  *     accumulator rescaled by the row scales' ratio between blocks (an expert's last block
- *     issuing only its 32-token slices that hold real tokens); bf16 dW through TMA stores. */
+ *     issuing only its 32-token slices that hold real tokens; cluster pairs of vertically
+ *     adjacent tiles sharing B by multicast); bf16 dW through TMA stores. */
 #include <cuda.h>
 #include <cuda_runtime.h>
 #include <stdint.h>
@@ -312,6 +313,7 @@ typedef struct {
                                        padding tokens' zero codes included (flag 131072)      */
   int global_col_scales;            /* rescaled: B's column scales read from global memory at
                                        the tile's end, not from the last stage (flag 262144)  */
+  int cluster;                      /* rescaled: 2 = cluster pairs sharing B by multicast     */
 } f8g_params;
 
 /* The 32-token slices of token block kb (of nkb) that hold real tokens: 4, except in an expert's
@@ -421,6 +423,7 @@ __device__ __forceinline__ void f8g_blocks(float *acc, float *part, int cnt, boo
  * (f8w_turn_wait): warpgroup 1 block g after warpgroup 0 issued it, warpgroup 0 block g + 1
  * after warpgroup 1 issued g, the sequence running on across tiles (*first: this warpgroup has
  * issued nothing yet); warpgroup 0 takes warpgroup 1's last pass after its last tile. */
+template <int CL>
 __device__ __forceinline__ void f8g_blocks_rescaled(float *acc, int cnt, bool whole,
                                                     bool global_cols, int n0, int n,
                                                     const uint8_t *smem, uint32_t full0,
@@ -446,7 +449,7 @@ __device__ __forceinline__ void f8g_blocks_rescaled(float *acc, int cnt, bool wh
     wgmma_wait<0>(); /* block kb - 1 is in acc (unconditional: ptxas serializes otherwise) */
     reg_fence(acc, 128);
     if (kb < 4) F8G_MARK(cwg, ptile, 2 + 3 * kb);
-    if (prev >= 0) gg_release<1>(empty0 + 8 * prev, lane);
+    if (prev >= 0) gg_release<CL>(empty0 + 8 * prev, lane);
 #pragma unroll
     for (int i = 0; i < 128; ++i) acc[i] *= (i & 2) ? f1 : f0;
     const uint64_t da = wgmma_desc_add(da0, *stage * F8G_STAGE_BYTES);
@@ -481,7 +484,7 @@ __device__ __forceinline__ void f8g_blocks_rescaled(float *acc, int cnt, bool wh
       const float *sbs = (const float *)(smem + F8G_SC_OFF + prev * F8G_SC_BYTES) + F8G_BM;
       f8g_scale_once(acc, sbs, n0, n, p0, p1, lane);
     }
-    gg_release<1>(empty0 + 8 * prev, lane);
+    gg_release<CL>(empty0 + 8 * prev, lane);
   }
   F8G_MARK(cwg, ptile, 13);
   *c0 = p0;
@@ -498,7 +501,7 @@ static_assert(F8G_EPI_OFF % 1024 == 0 && F8G_STAGE_BYTES % 1024 == 0, "128B-swiz
 #define F8G_EXPERT 1   /* expert_scales 1: both operands per expert, blocks chained, no rescale */
 #define F8G_RESCALED 2 /* expert_scales 2: blocks chained into a rescaled accumulator          */
 
-template <int PATH>
+template <int PATH, int CL>
 __global__ void __launch_bounds__(F8G_THREADS, 1)
     gg_fp8_wgrad_kernel(const __grid_constant__ CUtensorMap tm_a,
                         const __grid_constant__ CUtensorMap tm_b,
@@ -511,8 +514,14 @@ __global__ void __launch_bounds__(F8G_THREADS, 1)
   const uint32_t smem_base = smem_u32(smem);
   const uint32_t full0 = smem_u32(&bars[0]), empty0 = smem_u32(&bars[F8G_STAGES]);
   const int E = p.num_experts;
+  /* Work units: one tile (CL 1), or (CL 2, the rescaled path) a pair of vertically adjacent
+   * tiles of one expert and column tile on the two CTAs of a cluster: each loads its own A and
+   * one 128-column half of B, multicast to both, so L2 serves 32 KB instead of 48 KB per CTA and
+   * token block (the kernel is bound by each SM's traffic with L2: docs/PERF.md). */
+  const int rank = CL > 1 ? (int)cluster_ctarank() : 0;
+  const int unit0 = (int)blockIdx.x / CL, ustride = (int)gridDim.x / CL;
   if (tid == 0) {
-    gg_ring_init(smem_base, full0, empty0, F8G_STAGES, 8); /* one release per consumer warp */
+    gg_ring_init(smem_base, full0, empty0, F8G_STAGES, 8 * CL); /* a release per consumer warp */
     fence_mbar_init();
   }
   if (tid == 32) {
@@ -522,12 +531,13 @@ __global__ void __launch_bounds__(F8G_THREADS, 1)
   }
   /* every expert this call writes (count >= 0) has all m_tiles x n_tiles tiles */
   if (tid >= 64 && tid < 96)
-    gg_unit_prefix(p.count, E, 1, 1, p.m_tiles * p.n_tiles, prefix, tid & 31);
+    gg_unit_prefix(p.count, E, 1, 1, p.m_tiles / CL * p.n_tiles, prefix, tid & 31);
   for (int e = tid - 128; e >= 0 && e < E; e += 256) {
     counts[e] = max(p.count[e], 0);
     blocks0[e] = p.offset[e] / 128;
   }
-  __syncthreads();
+  if (CL > 1) cluster_sync(); /* barrier inits visible to the peer before any multicast */
+  else __syncthreads();
   const int total = prefix[E];
 
   if (wg == 0) {
@@ -537,30 +547,36 @@ __global__ void __launch_bounds__(F8G_THREADS, 1)
       int stage = 0;
       uint32_t phase = 0;
       int32_t cursor = 0;
-      for (int u = blockIdx.x; u < total; u += gridDim.x) {
+      for (int u = unit0; u < total; u += ustride) {
         const gg_tile t = gg_decode_m_grouped_from(u, prefix, E, p.n_tiles, p.group_m, &cursor);
         const int nkb = (counts[t.expert] + 127) / 128;
         const int blk0 = blocks0[t.expert];
-        const int m0 = t.m_tile * F8G_BM, n0 = t.n_tile * F8G_BN;
+        const int m0 = (t.m_tile * CL + rank) * F8G_BM, n0 = t.n_tile * F8G_BN;
         const int n1 = n0 + 128 < p.n ? n0 + 128 : n0; /* a missing right half reloads the left */
         const uint32_t sb_bytes = (uint32_t)min(F8G_BN, p.n - n0) * 4;
         for (int kb = 0; kb < nkb; ++kb) {
           mbar_wait(empty0 + 8 * stage, phase ^ 1);
-          if (kb < 4) F8G_MARK(2, (u - (int)blockIdx.x) / (int)gridDim.x, kb);
+          if (kb < 4) F8G_MARK(2, (u - unit0) / ustride, kb);
           const uint32_t full = full0 + 8 * stage;
           mbar_arrive_expect_tx(full, F8G_STAGE_BYTES + F8G_BM * 4 + sb_bytes);
           const uint32_t s = smem_base + stage * F8G_STAGE_BYTES;
           const uint32_t sc = smem_base + F8G_SC_OFF + stage * F8G_SC_BYTES;
           const int k0 = (blk0 + kb) * 128;
           tma_load_2d(s, &tm_a, full, k0, m0);
-          tma_load_2d(s + F8G_A_BYTES, &tm_b, full, k0, n0);
-          tma_load_2d(s + F8G_A_BYTES + F8G_HALF_BYTES, &tm_b, full, k0, n1);
+          if (CL == 1) {
+            tma_load_2d(s + F8G_A_BYTES, &tm_b, full, k0, n0);
+            tma_load_2d(s + F8G_A_BYTES + F8G_HALF_BYTES, &tm_b, full, k0, n1);
+          } else { /* this CTA's half of B, into both CTAs' stage */
+            tma_load_2d_multicast(s + F8G_A_BYTES + rank * F8G_HALF_BYTES, &tm_b, full, k0,
+                                  rank ? n1 : n0, (uint16_t)3);
+          }
           bulk_load_1d(sc, p.a_scales + (size_t)(blk0 + kb) * p.a_ld + m0, F8G_BM * 4, full);
           bulk_load_1d(sc + F8G_BM * 4, p.b_scales + (size_t)(blk0 + kb) * p.b_ld + n0, sb_bytes,
                        full);
           if (++stage == F8G_STAGES) { stage = 0; phase ^= 1; }
         }
       }
+      gg_producer_drain<CL>(empty0, F8G_STAGES, stage, phase);
     }
   } else {
     /* ------------------------------ consumers ----------------------------- */
@@ -577,13 +593,14 @@ __global__ void __launch_bounds__(F8G_THREADS, 1)
     float acc[128], part[PATH == F8G_PROMOTED ? 64 : 1];
     bool first = true; /* no rescaled block issued yet (turns) */
     const bool whole = p.whole_blocks != 0, global_cols = p.global_col_scales != 0;
-    for (int u = blockIdx.x; u < total; u += gridDim.x) {
+    for (int u = unit0; u < total; u += ustride) {
       const gg_tile t = gg_decode_m_grouped_from(u, prefix, E, p.n_tiles, p.group_m, &cursor);
+      const int m_tile = t.m_tile * CL + rank;
       const int cnt = counts[t.expert];
       const int nkb = (cnt + 127) / 128;
       const int n0 = t.n_tile * F8G_BN;
       const bool right = n0 + 128 < p.n; /* the tile has its right 128-column half */
-      F8G_MARK(cwg, (u - (int)blockIdx.x) / (int)gridDim.x, 0);
+      F8G_MARK(cwg, (u - unit0) / ustride, 0);
 #pragma unroll
       for (int i = 0; i < 128; ++i) acc[i] = 0.0f;
       if (PATH == F8G_EXPERT) {
@@ -613,7 +630,7 @@ __global__ void __launch_bounds__(F8G_THREADS, 1)
         if (nkb > 0) {
           gg_release<1>(empty0 + 8 * (stage == 0 ? F8G_STAGES - 1 : stage - 1), lane);
           const size_t blk0 = (size_t)blocks0[t.expert];
-          const int row = t.m_tile * F8G_BM + r0;
+          const int row = m_tile * F8G_BM + r0;
           f8g_scale_once(acc, p.b_scales + blk0 * p.b_ld + n0, n0, p.n,
                          p.a_scales[blk0 * p.a_ld + row], p.a_scales[blk0 * p.a_ld + row + 8],
                          lane);
@@ -625,9 +642,9 @@ __global__ void __launch_bounds__(F8G_THREADS, 1)
       if (PATH != F8G_EXPERT && p.expert_scales == 2 && nkb > 0) {
         float c0 = 1.0f, c1 = 1.0f;
         if (PATH == F8G_RESCALED)
-          f8g_blocks_rescaled(acc, cnt, whole, global_cols, n0, p.n, smem, full0, empty0, da0,
+          f8g_blocks_rescaled<CL>(acc, cnt, whole, global_cols, n0, p.n, smem, full0, empty0, da0,
                               db0, r0, lane, &stage, &phase, &c0, &c1, p.turns != 0, cwg, &first,
-                              (u - (int)blockIdx.x) / (int)gridDim.x);
+                              (u - unit0) / ustride);
         else
           f8g_blocks<true>(acc, part, cnt, right, smem, full0, empty0, da0, db0, r0, lane,
                            &stage, &phase);
@@ -642,16 +659,16 @@ __global__ void __launch_bounds__(F8G_THREADS, 1)
       if (!p.out_fp32) {
         /* bf16: two 128-column passes into this warpgroup's staging slice (one wait, for the
          * previous tile's stores), TMA-stored while the next tile's main loop runs */
-        const int row0 = p.dw_row0 + t.expert * p.m + t.m_tile * F8G_BM + cwg * 64;
+        const int row0 = p.dw_row0 + t.expert * p.m + m_tile * F8G_BM + cwg * 64;
         gg_store_pass<0, 2>(acc, epi, wtid, &tm_c, n0, p.n, row0, 2 + cwg);
         gg_store_pass<16, 2>(acc, epi + 16384, wtid, &tm_c, n0 + 128, p.n, row0, 2 + cwg, false,
                              mok_clamp_round{}, false);
-        F8G_MARK(cwg, (u - (int)blockIdx.x) / (int)gridDim.x, 14);
+        F8G_MARK(cwg, (u - unit0) / ustride, 14);
         continue;
       }
       if (p.accumulate && cnt == 0) continue; /* nothing to add */
       const size_t ebase = (size_t)t.expert * p.m * p.n;
-      const int row_a = t.m_tile * F8G_BM + r0;
+      const int row_a = m_tile * F8G_BM + r0;
 #pragma unroll
       for (int n8 = 0; n8 < 32; ++n8) {
         const int col = n0 + 8 * n8 + 2 * (lane & 3);
@@ -763,14 +780,18 @@ extern "C" mok_status mok_gg_fp8_wgrad(const void *a_t, const float *a_scales, i
   GG_TRY(gg_make_tmap_2d(&tb, b_t, n, m_pad, 1, 128, 128));
   if (!out_fp32) GG_TRY(gg_make_tmap_2d(&tc, dw, (int64_t)num_experts * m, n, 2, 64, 64));
   else tc = ta;
-  static int max_ctas = 0; /* the same for every path (one shape of CTA), each's smem set once */
+  /* co-resident CTAs, the same for every single-CTA path (one shape of CTA), and whole cluster
+   * pairs; each kernel's smem limit raised once */
+  static int max_ctas = 0, max_ctas2 = 0;
   if (!max_ctas) {
-    GG_TRY(gg_coresident_ctas((const void *)gg_fp8_wgrad_kernel<F8G_PROMOTED>, F8G_THREADS,
+    GG_TRY(gg_coresident_ctas((const void *)gg_fp8_wgrad_kernel<F8G_PROMOTED, 1>, F8G_THREADS,
                               F8G_SMEM, 1, &max_ctas));
-    GG_TRY(gg_coresident_ctas((const void *)gg_fp8_wgrad_kernel<F8G_EXPERT>, F8G_THREADS,
+    GG_TRY(gg_coresident_ctas((const void *)gg_fp8_wgrad_kernel<F8G_EXPERT, 1>, F8G_THREADS,
                               F8G_SMEM, 1, &max_ctas));
-    GG_TRY(gg_coresident_ctas((const void *)gg_fp8_wgrad_kernel<F8G_RESCALED>, F8G_THREADS,
+    GG_TRY(gg_coresident_ctas((const void *)gg_fp8_wgrad_kernel<F8G_RESCALED, 1>, F8G_THREADS,
                               F8G_SMEM, 1, &max_ctas));
+    GG_TRY(gg_coresident_ctas((const void *)gg_fp8_wgrad_kernel<F8G_RESCALED, 2>, F8G_THREADS,
+                              F8G_SMEM, 2, &max_ctas2));
   }
   f8g_params p = {};
   p.a_scales = a_scales;
@@ -790,6 +811,8 @@ extern "C" mok_status mok_gg_fp8_wgrad(const void *a_t, const float *a_scales, i
   p.turns = p.rescale && !(gg_tuning_flags() & 512); /* 512: as the forward's, no turns */
   p.whole_blocks = (gg_tuning_flags() & 131072) != 0;      /* the padding tokens' wgmmas too */
   p.global_col_scales = (gg_tuning_flags() & 262144) != 0; /* B's scales from global memory */
+  /* flag 524288: the rescaled path on single CTAs, each loading its whole B tile */
+  p.cluster = p.rescale && p.m_tiles % 2 == 0 && !(gg_tuning_flags() & 524288) ? 2 : 1;
   const size_t esz = out_fp32 ? 4 : 2;
   for (int e0 = 0; e0 < num_experts; e0 += F8_MAX_EXPERTS) {
     p.num_experts = num_experts - e0 < F8_MAX_EXPERTS ? num_experts - e0 : F8_MAX_EXPERTS;
@@ -797,15 +820,24 @@ extern "C" mok_status mok_gg_fp8_wgrad(const void *a_t, const float *a_scales, i
     p.count = expert_count + e0;
     p.dw = (char *)dw + (size_t)e0 * m * n * esz;
     p.dw_row0 = (int)(e0 * m);
-    const int64_t units = (int64_t)p.num_experts * p.m_tiles * p.n_tiles;
-    const int cap = gg_ctas_cap(max_ctas, 1);
-    const int grid = (int)(units < cap ? units : cap);
-    if (expert_scales == 1)
-      gg_fp8_wgrad_kernel<F8G_EXPERT><<<grid, F8G_THREADS, F8G_SMEM, stream>>>(ta, tb, tc, p);
-    else if (p.rescale)
-      gg_fp8_wgrad_kernel<F8G_RESCALED><<<grid, F8G_THREADS, F8G_SMEM, stream>>>(ta, tb, tc, p);
-    else
-      gg_fp8_wgrad_kernel<F8G_PROMOTED><<<grid, F8G_THREADS, F8G_SMEM, stream>>>(ta, tb, tc, p);
+    const int cl = p.cluster;
+    const int64_t ctas = (int64_t)p.num_experts * p.m_tiles * p.n_tiles; /* a CTA per tile */
+    const int cap = gg_ctas_cap(cl == 2 ? max_ctas2 : max_ctas, cl);
+    const int grid = (int)(ctas < cap ? ctas : cap);
+    if (cl == 2) {
+      cudaLaunchAttribute attr;
+      const cudaLaunchConfig_t cfg = gg_cluster_config(grid, F8G_THREADS, F8G_SMEM, 2, stream,
+                                                       &attr);
+      GG_CUDA(cudaLaunchKernelEx(&cfg, gg_fp8_wgrad_kernel<F8G_RESCALED, 2>, ta, tb, tc, p));
+    } else if (expert_scales == 1) {
+      gg_fp8_wgrad_kernel<F8G_EXPERT, 1><<<grid, F8G_THREADS, F8G_SMEM, stream>>>(ta, tb, tc, p);
+    } else if (p.rescale) {
+      gg_fp8_wgrad_kernel<F8G_RESCALED, 1><<<grid, F8G_THREADS, F8G_SMEM, stream>>>(ta, tb, tc,
+                                                                                    p);
+    } else {
+      gg_fp8_wgrad_kernel<F8G_PROMOTED, 1><<<grid, F8G_THREADS, F8G_SMEM, stream>>>(ta, tb, tc,
+                                                                                    p);
+    }
     GG_LAUNCHED();
   }
   return MOK_SUCCESS;

@@ -44,8 +44,9 @@ mok_status gg_device_sms(int *sms);
  * order), not only before the combine, where the MLP starts beside the shared expert's down GEMM,
  * 131072 = the rescaled FP8 weight gradient issuing an expert's last token block whole (its
  * padding tokens' zero codes through the tensor cores too), 262144 = that kernel reading B's
- * column scales from global memory at each tile's end, not from the last stage. The bits are
- * shared: one value sets every kernel's probes.
+ * column scales from global memory at each tile's end, not from the last stage, 524288 = that
+ * kernel on single CTAs, each loading its whole B tile, not in cluster pairs sharing B by
+ * multicast. The bits are shared: one value sets every kernel's probes.
  * gg_last_grid() is the grid of the last launch. */
 #ifdef __cplusplus
 extern "C" {

@@ -1381,12 +1381,13 @@ static void test_gg_fp8_wgrad(void) {
                MOK_ERR_INVALID_ARGUMENT);
 }
 
-/* The rescaled FP8 weight gradient (B per expert, the layer's default) three ways, bit for bit:
- * the default (an expert's last token block issues only its slices with real tokens, B's column
- * scales from the last stage), flag 131072 (every block whole: the padding tokens' zero codes go
- * through the tensor cores too) and flag 262144 (B's column scales from global memory), on odd,
- * zero and tile-edge counts whose last blocks hold 1 to 128 tokens, bf16 and fp32 out, poisoned
- * outputs, a last column tile with its left half only. */
+/* The rescaled FP8 weight gradient (B per expert, the layer's default) five ways, bit for bit:
+ * the default (cluster pairs sharing B by multicast, an expert's last token block issuing only
+ * its slices with real tokens, B's column scales from the last stage), flag 131072 (every block
+ * whole: the padding tokens' zero codes go through the tensor cores too), flag 262144 (B's column
+ * scales from global memory), both, and flag 524288 (single CTAs, each loading its whole B
+ * tile); on odd, zero and tile-edge counts whose last blocks hold 1 to 128 tokens, bf16 and fp32
+ * out, poisoned outputs, a last column tile with its left half only. */
 static void test_gg_fp8_wgrad_slices_bitwise(void) {
   gg_rng r = {test_seed() ^ 0x51ce};
   const int E = 12;
@@ -1414,13 +1415,13 @@ static void test_gg_fp8_wgrad_slices_bitwise(void) {
   quant_t(g, a, m, &qa, &sa, doff, dcnt, 0);
   quant_t(g, b, n, &qb, &sb, doff, dcnt, 1);
   const size_t nw = (size_t)E * m * n;
-  const int flags[4] = {0, 131072, 262144, 131072 | 262144};
+  const int flags[5] = {0, 131072, 262144, 131072 | 262144, 524288};
   for (int fp32 = 0; fp32 < 2; ++fp32) {
     const size_t bytes = nw * (fp32 ? 4 : 2);
-    std::vector<std::vector<uint8_t>> out(4);
+    std::vector<std::vector<uint8_t>> out(5);
     void *dw;
     CHECK(cudaMalloc(&dw, bytes) == cudaSuccess);
-    for (int v = 0; v < 4; ++v) {
+    for (int v = 0; v < 5; ++v) {
       cudaMemset(dw, 0xff, bytes); /* NaN in either width: every tile must be written */
       gg_set_tuning(0, 0, 0, flags[v]);
       CHECK_STATUS(mok_gg_fp8_wgrad(qa, sa, m, qb, sb, n, dw, fp32, 0, 2, doff, dcnt, E,
@@ -1431,19 +1432,20 @@ static void test_gg_fp8_wgrad_slices_bitwise(void) {
       cudaMemcpy(out[v].data(), dw, bytes, cudaMemcpyDeviceToHost);
     }
     gg_restore_tuning();
-    int64_t nan = 0, diff[4] = {0, 0, 0, 0};
+    int64_t nan = 0, diff[5] = {0, 0, 0, 0, 0};
     for (size_t i = 0; i < nw; ++i) {
       const double x = fp32 ? ((const float *)out[0].data())[i]
                             : bf2f(((const uint16_t *)out[0].data())[i]);
       nan += x != x;
     }
     const size_t es = fp32 ? 4 : 2;
-    for (int v = 1; v < 4; ++v)
+    for (int v = 1; v < 5; ++v)
       for (size_t i = 0; i < nw; ++i) diff[v] += memcmp(&out[0][i * es], &out[v][i * es], es) != 0;
     printf("    fp8 wgrad slices, %s out: NaN %lld; elements off the default: whole blocks %lld, "
-           "global scales %lld, both %lld (of %zu)\n", fp32 ? "fp32" : "bf16", (long long)nan,
-           (long long)diff[1], (long long)diff[2], (long long)diff[3], nw);
-    CHECK(nan == 0 && diff[1] == 0 && diff[2] == 0 && diff[3] == 0);
+           "global scales %lld, both %lld, single CTAs %lld (of %zu)\n", fp32 ? "fp32" : "bf16",
+           (long long)nan, (long long)diff[1], (long long)diff[2], (long long)diff[3],
+           (long long)diff[4], nw);
+    CHECK(nan == 0 && diff[1] == 0 && diff[2] == 0 && diff[3] == 0 && diff[4] == 0);
     cudaFree(dw);
   }
   cudaFree(qa); cudaFree(qb); cudaFree(sa); cudaFree(sb); cudaFree(doff); cudaFree(dcnt);
