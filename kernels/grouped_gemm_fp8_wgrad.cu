@@ -391,9 +391,10 @@ __device__ __forceinline__ void f8g_half(float *acc, float *part, uint64_t da, u
 /* The promoted main loop over the token blocks of a tile's cnt tokens (expert_scales 0, or 2 =
  * ROWS_ONLY). */
 template <bool ROWS_ONLY>
-__device__ __forceinline__ void f8g_blocks(float *acc, float *part, int cnt, bool right, const uint8_t *smem, uint32_t full0,
-                                           uint32_t empty0, uint64_t da0, uint64_t db0, int r0,
-                                           int lane, int *stage, uint32_t *phase) {
+__device__ __forceinline__ void f8g_blocks(float *acc, float *part, int cnt, bool right,
+                                           const uint8_t *smem, uint32_t full0, uint32_t empty0,
+                                           uint64_t da0, uint64_t db0, int r0, int lane,
+                                           int *stage, uint32_t *phase) {
   const int nkb = (cnt + 127) / 128;
   for (int kb = 0; kb < nkb; ++kb) {
     mbar_wait(full0 + 8 * *stage, *phase);
@@ -642,9 +643,9 @@ __global__ void __launch_bounds__(F8G_THREADS, 1)
       if (PATH != F8G_EXPERT && p.expert_scales == 2 && nkb > 0) {
         float c0 = 1.0f, c1 = 1.0f;
         if (PATH == F8G_RESCALED)
-          f8g_blocks_rescaled<CL>(acc, cnt, whole, global_cols, n0, p.n, smem, full0, empty0, da0,
-                              db0, r0, lane, &stage, &phase, &c0, &c1, p.turns != 0, cwg, &first,
-                              (u - unit0) / ustride);
+          f8g_blocks_rescaled<CL>(acc, cnt, whole, global_cols, n0, p.n, smem, full0, empty0,
+                                  da0, db0, r0, lane, &stage, &phase, &c0, &c1, p.turns != 0,
+                                  cwg, &first, (u - unit0) / ustride);
         else
           f8g_blocks<true>(acc, part, cnt, right, smem, full0, empty0, da0, db0, r0, lane,
                            &stage, &phase);
@@ -854,7 +855,8 @@ extern "C" void gg_fp8_wgrad_probe_dump(void) {
   for (int t = 0; t < F8G_PROBE_TILES; ++t)
     for (int w = 0; w < 3; ++w) {
       printf("probe tile %2d %s", t, w == 2 ? "prod" : w ? "wg1 " : "wg0 ");
-      for (int e = 0; e < (w == 2 ? 4 : 15); ++e) printf(" %7lld", h[w][t][e] ? h[w][t][e] - t0 : -1);
+      for (int e = 0; e < (w == 2 ? 4 : 15); ++e)
+        printf(" %7lld", h[w][t][e] ? h[w][t][e] - t0 : -1);
       printf("\n");
     }
 }

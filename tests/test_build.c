@@ -15,11 +15,18 @@
 #endif
 
 /* Kernels known to be serialized, kept as measured probes: the FP8 128-column kernel with two
- * partial accumulators (tuning flag 2; docs/PERF.md, grouped GEMM v5), template argument DB = 1. */
-static int allowed(const char *fn) { return strstr(fn, "_Z13gg_fp8_kernelILi") && strstr(fn, "ELi1ELi"); }
+ * partial accumulators (tuning flag 2; docs/PERF.md, grouped GEMM v5), gg_fp8_kernel<MODE, DB,
+ * CL, NWG, DIR> with DB = 1, mangled "gg_fp8_kernelILi<MODE>ELi1E...". */
+static int allowed(const char *fn) {
+  const char *k = strstr(fn, "gg_fp8_kernelILi");
+  if (!k) return 0;
+  k += strlen("gg_fp8_kernelILi");
+  while (*k >= '0' && *k <= '9') ++k; /* MODE */
+  return strncmp(k, "ELi1E", 5) == 0;  /* DB = 1 */
+}
 
 /* Reads one report: counts its serialized kernels outside the allowed list (printing them), and
- * whether it compiled the FP8 weight gradient's rescaled kernel (which must be among the reports). */
+ * whether it compiled the FP8 weight gradient's kernels (their file must be among the reports). */
 static int scan(const char *path, int *wgrad_seen) {
   FILE *f = fopen(path, "r");
   if (!f) return 1;
