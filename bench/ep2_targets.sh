@@ -13,10 +13,7 @@ BUILD=${BUILD:-build}
 STEP=${STEP:-harness}
 SEED=${SEED:-$(( $(date +%s) % 1000 ))}
 mkdir -p "$OUT"
-export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1 PYTHONUNBUFFERED=1
-nccl=$(python3 -c "import nvidia.nccl; print(list(nvidia.nccl.__path__)[0])")
-export LD_LIBRARY_PATH="$nccl/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
-export MOK_LIBRARY="$PWD/$BUILD/libmok.so" PYTHONPATH="$PWD/python"
+. "$(dirname "$0")/device_env.sh"
 t0=$(date +%s)
 case "$STEP" in
 harness)

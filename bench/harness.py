@@ -79,10 +79,12 @@ def shape_with(name, experts=0):
     return (H, I, experts or E, k, Is)
 
 
-def fp8_routed(w):
-    """make_inputs' routed weights quantized by mok (quantize_weight), flat: the codes and scales
-    of gate, up and down in the order the FP8 ops take them."""
-    return [t for n in ("w_gate", "w_up", "w_down") for t in mf.quantize_weight(w[n])]
+def fp8_weights(w):
+    """make_inputs' weights as the FP8 ops take them: the routed experts' codes and scales,
+    quantized by mok (quantize_weight; gate, up and down, flat, in the ops' order), and the shared
+    expert's bf16 weights."""
+    routed = [t for n in ("w_gate", "w_up", "w_down") for t in mf.quantize_weight(w[n])]
+    return routed, [w[n] for n in ("ws_gate", "ws_up", "ws_down")]
 
 
 def make_inputs(shape, T, routing, rank, ep, seed, values="normal"):

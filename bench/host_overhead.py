@@ -22,7 +22,7 @@ sys.path.insert(0, os.path.join(HERE, "..", "python"))
 sys.path.insert(0, HERE)
 import mok.functional as mf  # noqa: E402
 from mok import _capi as C  # noqa: E402
-from harness import (add_shape_args, fp8_routed, graphed, init_ranks, make_inputs,  # noqa: E402
+from harness import (add_shape_args, fp8_weights, graphed, init_ranks, make_inputs,  # noqa: E402
                      shape_with, slowest_median, timed)
 
 
@@ -49,8 +49,7 @@ def main():
     shape = shape_with(args.shape, args.experts)
     E = shape[2]
     x, topk, rw, w, dy = make_inputs(shape, args.tokens, "uniform", rank, ep, args.seed)
-    shared = [w[n] for n in ("ws_gate", "ws_up", "ws_down")]
-    codes = fp8_routed(w)
+    codes, shared = fp8_weights(w)
     group = mf.Group()
     knobs = (("dtype", mf.FP8_BLOCK128),)
     key = mf._shape(x, topk, E, codes[0], shared[0])

@@ -14,14 +14,13 @@ import argparse
 import os
 import sys
 
-import torch
 import torch.distributed as dist
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.join(HERE, "..", "python"))
 sys.path.insert(0, HERE)
 import mok.functional as mf  # noqa: E402
-from harness import (add_shape_args, chained, fp8_routed, graphed, init_ranks,  # noqa: E402
+from harness import (add_shape_args, chained, fp8_weights, graphed, init_ranks,  # noqa: E402
                      make_inputs, print_rounds, shape_title, shape_with, slowest_median, timed)
 
 
@@ -29,8 +28,7 @@ def fp8_steps(shape, args, rank, ep, group, values, slot):
     """The FP8 forward and backward on inputs of the given values (their own schedule slot)."""
     E = shape[2]
     x, topk, rw, w, dy = make_inputs(shape, args.tokens, args.routing, rank, ep, args.seed, values)
-    shared = [w[n] for n in ("ws_gate", "ws_up", "ws_down")]
-    codes = fp8_routed(w)
+    codes, shared = fp8_weights(w)
     t8 = mf.transpose_weights_fp8(*codes)
     del w  # the bf16 routed weights: the FP8 ops read codes
 

@@ -24,7 +24,7 @@ sys.path.insert(0, os.path.join(HERE, "..", "python"))
 sys.path.insert(0, HERE)
 import mok.functional as mf  # noqa: E402
 from mok import _capi as C  # noqa: E402
-from harness import (add_shape_args, chained, fp8_routed, init_ranks, make_inputs,  # noqa: E402
+from harness import (add_shape_args, chained, fp8_weights, init_ranks, make_inputs,  # noqa: E402
                      print_rounds, shape_title, shape_with, slowest_median)
 
 C.lib.v1_fill_random_bf16.restype = ctypes.c_int
@@ -69,8 +69,7 @@ def cli_inputs(shape, T, rank, ep, seed):
 def cases(shape, x, topk, rw, w, dy, group, slot):
     """(functional forward, backward) and (C-call forward, backward) on one input set."""
     E = shape[2]
-    shared = [w[n] for n in ("ws_gate", "ws_up", "ws_down")]
-    codes = fp8_routed(w)
+    codes, shared = fp8_weights(w)
     t8 = mf.transpose_weights_fp8(*codes)
 
     def f_fwd():

@@ -6,10 +6,7 @@ set -u
 OUT=${OUT:-/tmp/mok_out}
 BUILD=${BUILD:-.devbuild}
 mkdir -p "$OUT"
-export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1 PYTHONUNBUFFERED=1
-nccl=$(python3 -c "import nvidia.nccl; print(list(nvidia.nccl.__path__)[0])")
-export LD_LIBRARY_PATH="$nccl/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
-export MOK_LIBRARY="$PWD/$BUILD/libmok.so" PYTHONPATH="$PWD/python"
+. "$(dirname "$0")/device_env.sh"
 t0=$(date +%s)
 timeout 170 make -j32 BUILD="$BUILD" "$BUILD/libmok.so" "$BUILD/mok" >"$OUT/build.log" 2>&1 ||
   { tail -30 "$OUT/build.log"; exit 1; }

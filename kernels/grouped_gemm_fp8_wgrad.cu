@@ -313,7 +313,6 @@ typedef struct {
                                        padding tokens' zero codes included (flag 131072)      */
   int global_col_scales;            /* rescaled: B's column scales read from global memory at
                                        the tile's end, not from the last stage (flag 262144)  */
-  int cluster;                      /* rescaled: 2 = cluster pairs sharing B by multicast     */
 } f8g_params;
 
 /* The 32-token slices of token block kb (of nkb) that hold real tokens: 4, except in an expert's
@@ -812,8 +811,9 @@ extern "C" mok_status mok_gg_fp8_wgrad(const void *a_t, const float *a_scales, i
   p.turns = p.rescale && !(gg_tuning_flags() & 512); /* 512: as the forward's, no turns */
   p.whole_blocks = (gg_tuning_flags() & 131072) != 0;      /* the padding tokens' wgmmas too */
   p.global_col_scales = (gg_tuning_flags() & 262144) != 0; /* B's scales from global memory */
-  /* flag 524288: the rescaled path on single CTAs, each loading its whole B tile */
-  p.cluster = p.rescale && p.m_tiles % 2 == 0 && !(gg_tuning_flags() & 524288) ? 2 : 1;
+  /* the rescaled path in cluster pairs sharing B by multicast where the row tiles pair up; flag
+   * 524288: on single CTAs, each loading its whole B tile */
+  const int cl = p.rescale && p.m_tiles % 2 == 0 && !(gg_tuning_flags() & 524288) ? 2 : 1;
   const size_t esz = out_fp32 ? 4 : 2;
   for (int e0 = 0; e0 < num_experts; e0 += F8_MAX_EXPERTS) {
     p.num_experts = num_experts - e0 < F8_MAX_EXPERTS ? num_experts - e0 : F8_MAX_EXPERTS;
@@ -821,7 +821,6 @@ extern "C" mok_status mok_gg_fp8_wgrad(const void *a_t, const float *a_scales, i
     p.count = expert_count + e0;
     p.dw = (char *)dw + (size_t)e0 * m * n * esz;
     p.dw_row0 = (int)(e0 * m);
-    const int cl = p.cluster;
     const int64_t ctas = (int64_t)p.num_experts * p.m_tiles * p.n_tiles; /* a CTA per tile */
     const int cap = gg_ctas_cap(cl == 2 ? max_ctas2 : max_ctas, cl);
     const int grid = (int)(ctas < cap ? ctas : cap);
