@@ -4,20 +4,25 @@
 # weight-gradient row (fp8_wgradh) of one shape, when CTA 0's warpgroups and producer reached each
 # step of their first tiles (cycles), then per-tile phase means. Never a result: the probe's
 # stores perturb the kernel.
-#   usage: [BUILD=dir] [SHAPE=dsv3_ep2_gateup] [REBUILD=1] bench/probe_wgrad.sh
-# The probe binary is built once ($BUILD/gg_bench_probe; REBUILD=1 builds it again).
+#   usage: [BUILD=dir] [SHAPE=dsv3_ep2_gateup] [REBUILD=1] [DEFS=...] [TAG=name] bench/probe_wgrad.sh
+# The probe binary is built once ($BUILD/gg_bench_probe$TAG; REBUILD=1 builds it again). DEFS adds
+# nvcc defines to it, e.g. DEFS=-DF8G_PROBE_NOSTORE=1 TAG=_nostore: the tiles never stored.
+# ONLY_BUILD=1 builds it and stops (to build variants beside another run).
 set -eu
 B=${BUILD:-build}
 SHAPE=${SHAPE:-dsv3_ep2_gateup}
 NVCC=${NVCC:-nvcc}
+TAG=${TAG:-}
+bin="$B/gg_bench_probe$TAG"
 mkdir -p "$B"
-if [ ! -x "$B/gg_bench_probe" ] || [ "${REBUILD:-0}" = 1 ]; then
-  $NVCC -O3 -std=c++17 -gencode arch=compute_90a,code=sm_90a -Iinclude -I. -DF8G_PROBE_TIMES=1 \
-    -o "$B/gg_bench_probe" bench/bench_grouped_gemm.cu kernels/grouped_gemm_*.cu
+if [ ! -x "$bin" ] || [ "${REBUILD:-0}" = 1 ]; then
+  $NVCC -O3 -std=c++17 -gencode arch=compute_90a,code=sm_90a -t 0 -Iinclude -I. \
+    -DF8G_PROBE_TIMES=1 ${DEFS:-} -o "$bin" bench/bench_grouped_gemm.cu kernels/grouped_gemm_*.cu
 fi
-MOK_GG_BENCH_SHAPES=$SHAPE "$B/gg_bench_probe" "$B/probe_counts.txt" 20 | tee "$B/probe.log" |
+[ "${ONLY_BUILD:-0}" = 1 ] && exit 0
+MOK_GG_BENCH_SHAPES=$SHAPE "$bin" "$B/probe_counts$TAG.txt" 20 | tee "$B/probe$TAG.log" |
   grep -E "fp8_wgradh|^probe"
-python3 - "$B/probe.log" <<'PY'
+python3 - "$B/probe$TAG.log" <<'PY'
 import sys
 rows = {}
 for line in open(sys.argv[1]):
@@ -33,7 +38,9 @@ def mean(xs):
 first = [r[3] - r[0] for r in wg0 if r[0] >= 0 and r[3] >= 0]
 loop = [r[13] - r[3] for r in wg0 if r[13] >= 0 and r[3] >= 0]
 epi = [r[14] - r[13] for r in wg0 if r[14] >= 0 and r[13] >= 0]
+drain = [r[15] - r[13] for r in wg0 if r[15] >= 0 and r[13] >= 0]
 tile = [b[0] - a[0] for a, b in zip(wg0, wg0[1:]) if a[0] >= 0 and b[0] >= 0]
 print("wg0 cycles per tile: %.0f; start->first issue %.0f, first issue->scaled %.0f, "
-      "scaled->stores issued %.0f" % (mean(tile), mean(first), mean(loop), mean(epi)))
+      "scaled->stores issued %.0f (of which waiting for the previous tile's stores to leave "
+      "the staging %.0f)" % (mean(tile), mean(first), mean(loop), mean(epi), mean(drain)))
 PY

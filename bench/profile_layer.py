@@ -58,6 +58,9 @@ def main():
     ap.add_argument("--timeline", action="store_true",
                     help="also one step from an idle GPU after a barrier (as bench/harness.py times "
                          "it): each kernel's start, length and stream, rank 0")
+    ap.add_argument("--graph", action="store_true",
+                    help="with --timeline: also the same step replayed from a CUDA graph, from idle "
+                         "(what the harness's graph rows time), its timeline after the eager one")
     ap.add_argument("--gg-flags", type=int, default=0,
                     help="grouped GEMM tuning flags (kernels/grouped_gemm_tmap.h), a probe")
     args = ap.parse_args()
@@ -130,17 +133,32 @@ def main():
             print(f"{label:62s} {calls / args.steps:10.1f} {us / 1e3 / args.steps:9.3f} "
                   f"{100.0 * us / max(total, 1e-9):6.1f}%")
         print(f"{'sum of kernel time (kernels may overlap)':62s} {'':10s} {total / 1e3 / args.steps:9.3f}")
-    if args.timeline:
-        timeline(step, rank)
+    if args.timeline and not args.graph:
+        timeline(step, rank, "one step from idle")
+    if args.timeline and args.graph:  # eager and graph in turn, twice: the order's share apart
+        g = torch.cuda.CUDAGraph()
+        with torch.cuda.graph(g):
+            step()
+        torch.cuda.synchronize()
+        spans = []
+        for rep in range(2):
+            for name, fn in (("eager", step), ("graph", g.replay)):
+                title = "one step from idle" if name == "eager" else \
+                    "the step replayed from a CUDA graph, from idle"
+                spans.append((name, rep) + timeline(fn, rank, f"{title} ({rep + 1})", quiet=rep > 0))
+        if rank == 0:
+            print("\nspans in turn (us): " + ", ".join(
+                f"{n} {r + 1}: {s:.1f} (kernel time {k:.1f})" for n, r, s, k in spans))
     group.destroy()
     dist.destroy_process_group()
 
 
-def timeline(step, rank):
+def timeline(step, rank, title, quiet=False):
     """One step profiled from an idle GPU after a barrier (the second of two): its kernels in
     start order, with the start relative to the first one, the length and the stream, and the
     gaps where no kernel runs; then the host's CUDA API calls inside the step's call (those over
-    20 us, and the total by name)."""
+    20 us, and the total by name). quiet: only returned. Returns the span and the kernels' summed
+    time (us, rank 0's; zeros elsewhere)."""
     acts = [torch.profiler.ProfilerActivity.CPU, torch.profiler.ProfilerActivity.CUDA]
     with torch.profiler.profile(activities=acts) as prof:
         for _ in range(2):  # the second is shown: the profiler's own start-up lands in the first
@@ -150,7 +168,7 @@ def timeline(step, rank):
                 step()
             torch.cuda.synchronize()
     if rank != 0:
-        return
+        return 0.0, 0.0
     evs = list(prof.events())
     gpu = sorted((e for e in evs if e.device_type == torch.autograd.DeviceType.CUDA
                   and e.name != "mok_step"), key=lambda e: e.time_range.start)
@@ -162,17 +180,23 @@ def timeline(step, rank):
     cpu = sorted((e for e in evs if e.device_type == torch.autograd.DeviceType.CPU
                   and e.name == "mok_step"), key=lambda e: e.time_range.start)
     if not kern or not cpu:
-        return
+        return 0.0, 0.0
     t0 = kern[0].time_range.start
-    busy_to, idle = t0, 0.0
-    print(f"\ntimeline of one step from idle, rank 0 (us from its first kernel): "
-          f"{'start':>9s} {'us':>8s} {'stream':>6s}  kernel")
+    busy_to, idle, busy = t0, 0.0, 0.0
+    lines = []
     for e in kern:
         s, t = e.time_range.start, e.time_range.end
         if s > busy_to:
             idle += s - busy_to
         busy_to = max(busy_to, t)
-        print(f"{'':36s} {s - t0:9.1f} {t - s:8.1f} {getattr(e, 'thread', 0):6d}  {kernel_label(e.name)}")
+        busy += t - s
+        lines.append(f"{'':36s} {s - t0:9.1f} {t - s:8.1f} {getattr(e, 'thread', 0):6d}  "
+                     f"{kernel_label(e.name)}")
+    if quiet:
+        return busy_to - t0, busy
+    print(f"\ntimeline of {title}, rank 0 (us from its first kernel): "
+          f"{'start':>9s} {'us':>8s} {'stream':>6s}  kernel")
+    print("\n".join(lines))
     print(f"{'':36s} span {busy_to - t0:.1f} us, no kernel running {idle:.1f} us")
     # the host side on its own clock (the profiler's host and device clocks are not compared)
     h0, h1 = cpu[-1].time_range.start, cpu[-1].time_range.end
@@ -190,6 +214,7 @@ def timeline(step, rank):
     print(f"host step {h1 - h0:.1f} us; CUDA calls by name (calls, us):")
     for name, (n, d) in sorted(total.items(), key=lambda kv: -kv[1][1])[:10]:
         print(f"{'':27s} {n:5d} {d:9.1f}  {name}")
+    return busy_to - t0, busy
 
 
 if __name__ == "__main__":

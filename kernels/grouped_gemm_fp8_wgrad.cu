@@ -277,10 +277,21 @@ __global__ void __launch_bounds__(F8T_THREADS) gg_fp8_quant_t_expert_kernel(cons
  * rescaled path (who 0, 1: the consumer warpgroups; 2: the producer), and
  * gg_fp8_wgrad_probe_dump() prints the last launch's record. Consumer events per tile: 0 start,
  * then per token block kb < 4: 1 + 3 kb the stage landed, 2 + 3 kb the previous block done,
- * 3 + 3 kb the turn taken (issued); 13 the tile's dW scaled, 14 its stores issued. Producer:
- * event kb the stage for block kb free. 0, the default: no probe. */
+ * 3 + 3 kb the turn taken (issued); 13 the tile's dW scaled, 15 the previous tile's stores
+ * have left the staging, 14 its stores issued. Producer: event kb the stage for block kb free.
+ * 0, the default: no probe. -DF8G_PROBE_NOSTORE=1: the tiles are staged but never stored (the
+ * kernel's time without its dW writes); 2: every tile stored over expert 0's first row tile (the
+ * writes stay in L2). */
 #ifndef F8G_PROBE_TIMES
 #define F8G_PROBE_TIMES 0
+#endif
+#ifndef F8G_PROBE_NOSTORE
+#define F8G_PROBE_NOSTORE 0
+#endif
+/* -DF8G_RELEASE_LATE=1: the rescaled loop's previous order, for A/B builds: a block's stage
+ * released only once the next block's data has landed. */
+#ifndef F8G_RELEASE_LATE
+#define F8G_RELEASE_LATE 0
 #endif
 #define F8G_PROBE_TILES 24
 #if F8G_PROBE_TIMES
@@ -437,6 +448,14 @@ __device__ __forceinline__ void f8g_blocks_rescaled(float *acc, int cnt, bool wh
   int prev = -1;
   for (int kb = 0; kb < nkb; ++kb) {
     const int ns = f8g_slices(cnt, kb, nkb, whole);
+#if !F8G_RELEASE_LATE
+    /* block kb - 1's stage goes back to the producer once its wgmmas are done, before block kb's
+     * data is awaited: when the loads run late, the next one is issued a block earlier */
+    wgmma_wait<0>(); /* block kb - 1 is in acc (unconditional: ptxas serializes otherwise) */
+    reg_fence(acc, 128);
+    if (kb < 4) F8G_MARK(cwg, ptile, 2 + 3 * kb);
+    if (prev >= 0) gg_release<CL>(empty0 + 8 * prev, lane);
+#endif
     mbar_wait(full0 + 8 * *stage, *phase);
     if (kb < 4) F8G_MARK(cwg, ptile, 1 + 3 * kb);
     const float *sas = (const float *)(smem + F8G_SC_OFF + *stage * F8G_SC_BYTES);
@@ -445,11 +464,13 @@ __device__ __forceinline__ void f8g_blocks_rescaled(float *acc, int cnt, bool wh
     const float n1s = fmaxf(sas[r0 + 8], fmaxf(p1 * drop, F8_RESCALE_FLOOR));
     const float f0 = kb > 0 ? p0 * rcp_approx(n0s) : 1.0f;
     const float f1 = kb > 0 ? p1 * rcp_approx(n1s) : 1.0f;
+#if F8G_RELEASE_LATE
     asm volatile("" ::"f"(f0), "f"(f1)); /* ready before the wait: only the multiplies follow */
     wgmma_wait<0>(); /* block kb - 1 is in acc (unconditional: ptxas serializes otherwise) */
     reg_fence(acc, 128);
     if (kb < 4) F8G_MARK(cwg, ptile, 2 + 3 * kb);
     if (prev >= 0) gg_release<CL>(empty0 + 8 * prev, lane);
+#endif
 #pragma unroll
     for (int i = 0; i < 128; ++i) acc[i] *= (i & 2) ? f1 : f0;
     const uint64_t da = wgmma_desc_add(da0, *stage * F8G_STAGE_BYTES);
@@ -659,9 +680,15 @@ __global__ void __launch_bounds__(F8G_THREADS, 1)
       if (!p.out_fp32) {
         /* bf16: two 128-column passes into this warpgroup's staging slice (one wait, for the
          * previous tile's stores), TMA-stored while the next tile's main loop runs */
-        const int row0 = p.dw_row0 + t.expert * p.m + m_tile * F8G_BM + cwg * 64;
-        gg_store_pass<0, 2>(acc, epi, wtid, &tm_c, n0, p.n, row0, 2 + cwg);
-        gg_store_pass<16, 2>(acc, epi + 16384, wtid, &tm_c, n0 + 128, p.n, row0, 2 + cwg, false,
+        const int row0 = p.dw_row0 + cwg * 64 +
+                         (F8G_PROBE_NOSTORE == 2 ? 0 : t.expert * p.m + m_tile * F8G_BM);
+        const CUtensorMap *mc = F8G_PROBE_NOSTORE == 1 ? nullptr : &tm_c;
+#if F8G_PROBE_TIMES
+        if (wtid == 0) bulk_wait_read0(); /* the probe times the wait apart */
+        F8G_MARK(cwg, (u - unit0) / ustride, 15);
+#endif
+        gg_store_pass<0, 2>(acc, epi, wtid, mc, n0, p.n, row0, 2 + cwg);
+        gg_store_pass<16, 2>(acc, epi + 16384, wtid, mc, n0 + 128, p.n, row0, 2 + cwg, false,
                              mok_clamp_round{}, false);
         F8G_MARK(cwg, (u - unit0) / ustride, 14);
         continue;
@@ -802,7 +829,7 @@ extern "C" mok_status mok_gg_fp8_wgrad(const void *a_t, const float *a_scales, i
   p.n = (int)n;
   p.m_tiles = (int)(m / F8G_BM);
   p.n_tiles = (int)((n + F8G_BN - 1) / F8G_BN);
-  p.group_m = 8;
+  p.group_m = gg_tuning_group_m() > 0 ? gg_tuning_group_m() : 8; /* in work units */
   p.out_fp32 = out_fp32 != 0;
   p.accumulate = accumulate != 0;
   p.expert_scales = expert_scales;
@@ -854,7 +881,7 @@ extern "C" void gg_fp8_wgrad_probe_dump(void) {
   for (int t = 0; t < F8G_PROBE_TILES; ++t)
     for (int w = 0; w < 3; ++w) {
       printf("probe tile %2d %s", t, w == 2 ? "prod" : w ? "wg1 " : "wg0 ");
-      for (int e = 0; e < (w == 2 ? 4 : 15); ++e)
+      for (int e = 0; e < (w == 2 ? 4 : 16); ++e)
         printf(" %7lld", h[w][t][e] ? h[w][t][e] - t0 : -1);
       printf("\n");
     }

@@ -46,14 +46,17 @@ mok_status gg_device_sms(int *sms);
  * padding tokens' zero codes through the tensor cores too), 262144 = that kernel reading B's
  * column scales from global memory at each tile's end, not from the last stage, 524288 = that
  * kernel on single CTAs, each loading its whole B tile, not in cluster pairs sharing B by
- * multicast. The bits are shared: one value sets every kernel's probes.
+ * multicast, 1048576 = the layer's backward enqueuing the shared expert's backward before the
+ * routed pass (the previous order), not after its first communication kernel. The bits are
+ * shared: one value sets every kernel's probes.
  * gg_last_grid() is the grid of the last launch. */
 #ifdef __cplusplus
 extern "C" {
 #endif
 void gg_set_tuning(int group_m, int cluster, int grid_ctas, int flags);
 int gg_last_grid(void);
-int gg_tuning_flags(void); /* the flags above */
+int gg_tuning_flags(void);   /* the flags above */
+int gg_tuning_group_m(void); /* the raster group set (0: each kernel's own) */
 /* A failed CUDA runtime call (code: a cudaError_t) or driver call (a CUresult, driver = 1) in the
  * grouped GEMM: recorded for this host thread with what failed and where, and returned as
  * MOK_ERR_CUDA. gg_last_error() is the latest such record ("" while none, or once cleared); the

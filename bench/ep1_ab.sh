@@ -1,0 +1,98 @@
+#!/usr/bin/env bash
+# ep1_ab.sh — a change's checks and A/B on a one-GPU machine, at EP=1 with 128 experts (the routed
+# work per GPU of DeepSeek-V3 at EP=2, no NVLink), one step per call, each within ~10 min:
+#   STEP=ab     build this tree ($BUILD) and, with VARIANT_DEFS, a variant of it ($BUILD-variant:
+#               the same sources with those nvcc defines); the GPU suite and gg_test ($GG_FILTER)
+#               on the default build; `mok run` (FP8, passes chained) alternating the arms
+#               ($ARMS: "build:flags ...", build main or variant); bench/flags_ab.py on the main
+#               build ($FLAGS_AB: the harness's timing, eager and from a graph) and on the
+#               variant's (its outputs' digest against the main build's)
+#   STEP=wgrad  the FP8 weight gradient alone (gg_bench, gate+up and down of DSv3 EP=2): the
+#               default kernel, the kernel that stages its dW tiles but never stores them, and the
+#               one that stores every tile over one tile's rows (its writes stay in L2), each
+#               twice in turn; then the timing probe (bench/probe_wgrad.sh)
+# Logs go to $OUT; the step's table is printed last.
+set -u
+OUT=${OUT:-/tmp/mok_out}
+BUILD=${BUILD:-build}
+STEP=${STEP:-ab}
+ROUNDS=${ROUNDS:-2}
+mkdir -p "$OUT"
+. "$(dirname "$0")/device_env.sh"
+NVCC=${NVCC:-nvcc}
+t0=$(date +%s)
+say() { echo "[$(( $(date +%s) - t0 )) s] $*"; }
+run_args="--shape deepseek-v3 --experts 128 --tokens 7168 --iters 30 --warmup 3 --seed 7 --dtype fp8 --build-in-forward 1"
+case "$STEP" in
+ab)
+  make -j16 BUILD="$BUILD" all "$BUILD/gg_test" >"$OUT/build.log" 2>&1 || { tail -30 "$OUT/build.log"; exit 1; }
+  say "built $BUILD"
+  if [ -n "${VARIANT_DEFS:-}" ]; then
+    make -j16 BUILD="$BUILD-variant" NVCC="$NVCC $VARIANT_DEFS" "$BUILD-variant/libmok.so" \
+      "$BUILD-variant/mok" >"$OUT/build-variant.log" 2>&1 || { tail -30 "$OUT/build-variant.log"; exit 1; }
+    say "built $BUILD-variant ($VARIANT_DEFS)"
+  fi
+  suite="skipped"; gg="skipped"
+  if [ "${SKIP_TESTS:-0}" != 1 ]; then
+    MOK_TEST_TIMEOUT=240 timeout 260 tests/gpu/launch.sh "$BUILD/mok_gpu_tests" >"$OUT/suite.log" 2>&1
+    suite="exit $?: $(tail -1 "$OUT/suite.log")"
+    say "GPU suite $suite"
+    timeout 120 "$BUILD/gg_test" ${GG_FILTER:-} >"$OUT/gg_test.log" 2>&1
+    gg="exit $?: $(tail -1 "$OUT/gg_test.log")"
+    say "gg_test $gg"
+  fi
+  for round in $(seq "$ROUNDS"); do
+    for arm in ${ARMS:-main:0 variant:0}; do
+      b=$BUILD; [ "${arm%%:*}" = variant ] && b="$BUILD-variant"
+      f=${arm#*:}
+      timeout 120 "$b/mok" run $run_args --gg-flags "$f" >"$OUT/ab_${arm/:/_}_$round.log" 2>&1
+      echo "$arm round $round exit $?: $(grep -E '^ *(build \+ forward|backward) ' \
+        "$OUT/ab_${arm/:/_}_$round.log" | tr -s ' ' | tr '\n' '|')" | tee -a "$OUT/ab.txt"
+    done
+  done
+  if [ -n "${FLAGS_AB-0,1048576}" ]; then
+    timeout 200 torchrun --standalone --nproc_per_node=1 bench/flags_ab.py --experts 128 \
+      --flags "${FLAGS_AB-0,1048576}" --rounds 3 >"$OUT/flags_ab.log" 2>&1
+    say "flags_ab exit $?"
+    if [ -n "${VARIANT_DEFS:-}" ]; then
+      MOK_LIBRARY="$PWD/$BUILD-variant/libmok.so" timeout 120 torchrun --standalone \
+        --nproc_per_node=1 bench/flags_ab.py --experts 128 --flags 0 --rounds 1 \
+        >"$OUT/flags_ab_variant.log" 2>&1
+      say "flags_ab (variant) exit $?"
+    fi
+  fi
+  echo "== GPU suite $suite; gg_test $gg"
+  echo "== mok run $run_args (build + forward | backward, ms, TFLOP/s)"
+  cat "$OUT/ab.txt"
+  [ -f "$OUT/flags_ab.log" ] && { echo "== flags_ab.py"; tail -12 "$OUT/flags_ab.log"; }
+  [ -f "$OUT/flags_ab_variant.log" ] && { echo "== flags_ab.py, variant"; tail -3 "$OUT/flags_ab_variant.log"; }
+  ;;
+wgrad)
+  gg_cc="-O3 -std=c++17 -gencode arch=compute_90a,code=sm_90a -t 0 -Iinclude -I."
+  for v in 0 1 2; do  # the default, no dW stores, stores kept in L2
+    [ -x "$BUILD/gg_bench_ns$v" ] || $NVCC $gg_cc -DF8G_PROBE_NOSTORE=$v -o "$BUILD/gg_bench_ns$v" \
+      bench/bench_grouped_gemm.cu kernels/grouped_gemm_*.cu >"$OUT/build_ns$v.log" 2>&1 &
+  done
+  ONLY_BUILD=1 BUILD="$BUILD" bench/probe_wgrad.sh >"$OUT/build_probe.log" 2>&1 &
+  wait
+  say "built"
+  for round in 1 2; do
+    for v in 0 1 2; do
+      MOK_GG_BENCH_SHAPES=dsv3_ep2 timeout 100 "$BUILD/gg_bench_ns$v" "$OUT/counts.txt" 20 \
+        >"$OUT/gg_ns${v}_$round.log" 2>&1
+      echo "stores $v round $round exit $?: $(grep -E 'fp8_wgrad(h|1) ' "$OUT/gg_ns${v}_$round.log" |
+        tr -s ' ' | tr '\n' '|')" | tee -a "$OUT/wgrad.txt"
+    done
+  done
+  BUILD="$BUILD" timeout 120 bench/probe_wgrad.sh >"$OUT/probe.txt" 2>&1
+  say "probe exit $?"
+  echo "== gg_bench dsv3_ep2, weight gradient rows (stores 0: default, 1: none, 2: into one tile's rows)"
+  cat "$OUT/wgrad.txt"
+  echo "== probe"
+  tail -2 "$OUT/probe.txt"
+  ;;
+*)
+  echo "ep1_ab.sh: STEP is ab or wgrad" >&2
+  exit 2
+  ;;
+esac
