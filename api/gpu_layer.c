@@ -22,7 +22,6 @@
 #include <cuda_runtime_api.h>
 #include "api/gpu_internal.h"
 #include "kernels/grouped_gemm.h"
-#include "kernels/grouped_gemm_tmap.h"
 
 static mok_status check_weights(const mok_workspace *w, const mok_weights *wt) {
   if (!wt->w_gate || !wt->w_up || !wt->w_down) return MOK_ERR_INVALID_ARGUMENT;
@@ -80,43 +79,14 @@ static mok_status side_join(mok_workspace *w, mok_status st, cudaStream_t stream
   return st != MOK_SUCCESS ? st : mok_gpu_status_at(e, "side_join", __FILE__, __LINE__);
 }
 
-/* The shared expert's backward, enqueued on the side stream once the routed pass's first
- * communication kernel is (deferred_shared_backward). */
-typedef struct {
-  mok_schedule *s;
-  const mok_weights *wt;
-  const void *x, *dy;
-  const mok_grads *g;
-} shared_backward_job;
-
-/* How a pass runs its communication kernels: on ctas CTAs (0: every SM), whether the side
+/* How a pass runs its communication kernels: on ctas CTAs (0: every SM), and whether the side
  * stream is still to be joined, which the first of them does once it is enqueued (and then lets
- * the later ones have every SM), and (backward) the shared expert's work still to be enqueued
- * beside that kernel. */
+ * the later ones have every SM). */
 typedef struct {
   int ctas, join;
-  const shared_backward_job *shared;
 } comm_plan;
 
-/* Enqueues the shared expert's backward of cp on the side stream (forked after dy's staging), on
- * the SMs the reverse combine leaves, if it is still pending. It comes after the routed pass's
- * barrier and first communication kernel (the reverse combine; with a ring, a replay's pull) on
- * the caller's stream, so that the communication starts as soon as dy is staged. Enqueued
- * first, the shared expert's ten launches held the combine back by the host's time for them
- * (0.16 ms eager, docs/PERF.md), where a CUDA graph starts both branches at once. (Tuning flag
- * 1048576 enqueues it before the routed pass, the previous order, for A/B runs.) */
-static mok_status deferred_shared_backward(mok_workspace *w, comm_plan *cp) {
-  const shared_backward_job *j = cp->shared;
-  if (!j) return MOK_SUCCESS;
-  cp->shared = NULL;
-  const int prev = mok_gg_set_max_ctas(w->sms - w->bwd_comm);
-  const mok_status st = mok_gpu_shared_backward(j->s, j->wt, j->x, j->dy, j->g, w->side);
-  mok_gg_set_max_ctas(prev);
-  return st;
-}
-
 static mok_status after_comm(mok_workspace *w, comm_plan *cp, cudaStream_t stream) {
-  TRY(deferred_shared_backward(w, cp)); /* before the join that waits for it */
   if (!cp->join) return MOK_SUCCESS;
   cp->join = 0;
   cp->ctas = 0;
@@ -222,7 +192,7 @@ static mok_status forward(mok_schedule *s, const mok_weights *wt, const int32_t 
   }
   /* joined after the first comm kernel, or (the FP8 one-launch MLP) only before the combine */
   const int late = beside && mok_gpu_fp8_shared_joined_late(w);
-  comm_plan cp = {beside ? w->fwd_comm : 0, beside && !late, NULL};
+  comm_plan cp = {beside ? w->fwd_comm : 0, beside && !late};
   if (st == MOK_SUCCESS && topk) st = mok_gpu_schedule_enqueue(s, topk, stream);
   if (st == MOK_SUCCESS) st = routed_forward(s, wt, &cp, stream);
   if (cp.join || late) st = side_join(w, st, stream); /* late, or an error came first */
@@ -380,14 +350,15 @@ mok_status mok_backward(mok_schedule *s, const mok_weights *wt, const void *x,
 
   if (T > 0) TRY(stage_backward(s, x, router_weights, dy, ring, stream)); /* on every SM */
   const int beside = beside_backward(s);
-  if (beside) TRY(side_fork(w, stream)); /* its work enqueued after the reverse combine */
-  const shared_backward_job job = {s, wt, x, dy, g};
-  comm_plan cp = {beside ? w->bwd_comm : 0, beside, beside ? &job : NULL};
   mok_status st = MOK_SUCCESS;
-  if (beside && (gg_tuning_flags() & 1048576)) /* the previous order: enqueued before the pass */
-    st = deferred_shared_backward(w, &cp);
+  if (beside) {
+    TRY(side_fork(w, stream));
+    const int prev = mok_gg_set_max_ctas(w->sms - w->bwd_comm);
+    st = mok_gpu_shared_backward(s, wt, x, dy, g, w->side);
+    mok_gg_set_max_ctas(prev);
+  }
+  comm_plan cp = {beside ? w->bwd_comm : 0, beside};
   if (st == MOK_SUCCESS) st = routed_backward(s, wt, g, &cp, stream);
-  if (st == MOK_SUCCESS) st = deferred_shared_backward(w, &cp); /* no combine enqueued it */
   if (cp.join) st = side_join(w, st, stream); /* not joined yet: an error came first */
   TRY(st);
   if (!beside) TRY(mok_gpu_shared_backward(s, wt, x, dy, g, stream));

@@ -7,10 +7,10 @@
 #               ($ARMS: "build:flags ...", build main or variant); bench/flags_ab.py on the main
 #               build ($FLAGS_AB: the harness's timing, eager and from a graph) and on the
 #               variant's (its outputs' digest against the main build's)
-#   STEP=wgrad  the FP8 weight gradient alone (gg_bench, gate+up and down of DSv3 EP=2): the
-#               default kernel, the kernel that stages its dW tiles but never stores them, and the
-#               one that stores every tile over one tile's rows (its writes stay in L2), each
-#               twice in turn; then the timing probe (bench/probe_wgrad.sh)
+#   STEP=wgrad  the FP8 weight gradient alone (gg_bench, gate+up and down of DSv3 EP=2), builds
+#               of $GG_VARIANTS ("name=nvcc defines;..."; default: this tree, its tiles staged but
+#               never stored, and every tile stored over one tile's rows so that the writes stay
+#               in L2) in turn for $ROUNDS rounds; then the timing probe (bench/probe_wgrad.sh)
 # Logs go to $OUT; the step's table is printed last.
 set -u
 OUT=${OUT:-/tmp/mok_out}
@@ -50,9 +50,9 @@ ab)
         "$OUT/ab_${arm/:/_}_$round.log" | tr -s ' ' | tr '\n' '|')" | tee -a "$OUT/ab.txt"
     done
   done
-  if [ -n "${FLAGS_AB-0,1048576}" ]; then
+  if [ -n "${FLAGS_AB-0}" ]; then
     timeout 200 torchrun --standalone --nproc_per_node=1 bench/flags_ab.py --experts 128 \
-      --flags "${FLAGS_AB-0,1048576}" --rounds 3 >"$OUT/flags_ab.log" 2>&1
+      --flags "${FLAGS_AB-0}" --rounds "${ROUNDS_AB:-3}" >"$OUT/flags_ab.log" 2>&1
     say "flags_ab exit $?"
     if [ -n "${VARIANT_DEFS:-}" ]; then
       MOK_LIBRARY="$PWD/$BUILD-variant/libmok.so" timeout 120 torchrun --standalone \
@@ -69,24 +69,27 @@ ab)
   ;;
 wgrad)
   gg_cc="-O3 -std=c++17 -gencode arch=compute_90a,code=sm_90a -t 0 -Iinclude -I."
-  for v in 0 1 2; do  # the default, no dW stores, stores kept in L2
-    [ -x "$BUILD/gg_bench_ns$v" ] || $NVCC $gg_cc -DF8G_PROBE_NOSTORE=$v -o "$BUILD/gg_bench_ns$v" \
-      bench/bench_grouped_gemm.cu kernels/grouped_gemm_*.cu >"$OUT/build_ns$v.log" 2>&1 &
+  IFS=';' read -ra vars <<<"${GG_VARIANTS:-default=;nostore=-DF8G_PROBE_NOSTORE=1;l2only=-DF8G_PROBE_NOSTORE=2}"
+  for v in "${vars[@]}"; do
+    name=${v%%=*}
+    [ -x "$BUILD/gg_bench_$name" ] || $NVCC $gg_cc ${v#*=} -o "$BUILD/gg_bench_$name" \
+      bench/bench_grouped_gemm.cu kernels/grouped_gemm_*.cu >"$OUT/build_$name.log" 2>&1 &
   done
   ONLY_BUILD=1 BUILD="$BUILD" bench/probe_wgrad.sh >"$OUT/build_probe.log" 2>&1 &
   wait
   say "built"
-  for round in 1 2; do
-    for v in 0 1 2; do
-      MOK_GG_BENCH_SHAPES=dsv3_ep2 timeout 100 "$BUILD/gg_bench_ns$v" "$OUT/counts.txt" 20 \
-        >"$OUT/gg_ns${v}_$round.log" 2>&1
-      echo "stores $v round $round exit $?: $(grep -E 'fp8_wgrad(h|1) ' "$OUT/gg_ns${v}_$round.log" |
+  for round in $(seq "$ROUNDS"); do
+    for v in "${vars[@]}"; do
+      name=${v%%=*}
+      MOK_GG_BENCH_SHAPES=dsv3_ep2 timeout 100 "$BUILD/gg_bench_$name" "$OUT/counts.txt" 20 \
+        >"$OUT/gg_${name}_$round.log" 2>&1
+      echo "$name round $round exit $?: $(grep -E 'fp8_wgrad(h|1) ' "$OUT/gg_${name}_$round.log" |
         tr -s ' ' | tr '\n' '|')" | tee -a "$OUT/wgrad.txt"
     done
   done
   BUILD="$BUILD" timeout 120 bench/probe_wgrad.sh >"$OUT/probe.txt" 2>&1
   say "probe exit $?"
-  echo "== gg_bench dsv3_ep2, weight gradient rows (stores 0: default, 1: none, 2: into one tile's rows)"
+  echo "== gg_bench dsv3_ep2, weight gradient rows, per build: ${GG_VARIANTS:-default, nostore (dW never stored), l2only (dW stored over one tile)}"
   cat "$OUT/wgrad.txt"
   echo "== probe"
   tail -2 "$OUT/probe.txt"

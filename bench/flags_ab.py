@@ -4,7 +4,7 @@ replayed from a CUDA graph (captured under its own flags), the flag sets alterna
 one run, one process per GPU. For what the host's order of launches costs (eager against graph)
 and for kernel variants that `mok run`'s chained passes would hide behind the host's lead.
 
-    torchrun --standalone --nproc_per_node=1 bench/flags_ab.py --experts 128 --flags 0,1048576
+    torchrun --standalone --nproc_per_node=1 bench/flags_ab.py --experts 128 --flags 0,65536
 
 Prints the median over iterations of the slowest rank's milliseconds per flag set, pass, mode and
 round, then the medians over rounds; last, whether every flag set gave the first one's bits
@@ -41,7 +41,7 @@ def digest(tensors):
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     add_shape_args(ap)
-    ap.add_argument("--flags", default="0,1048576", help="comma-separated tuning-flag sets")
+    ap.add_argument("--flags", default="0,65536", help="comma-separated tuning-flag sets")
     ap.add_argument("--routing", default="uniform", choices=("uniform", "zipf"))
     ap.add_argument("--iters", type=int, default=30)
     ap.add_argument("--warmup", type=int, default=3)

@@ -73,8 +73,7 @@ static void usage(FILE *f) {
           "                         131072: the FP8 weight gradient's last token\n"
           "                         blocks whole; 262144: its column scales from\n"
           "                         global memory; 524288: it on single CTAs, no\n"
-          "                         B multicast; 1048576: the backward's\n"
-          "                         shared expert enqueued before the routed pass;\n"
+          "                         B multicast;\n"
           "                         see kernels/grouped_gemm_tmap.h)\n");
 }
 
@@ -141,7 +140,7 @@ static int parse_run(int argc, char **argv, cli_options *o) {
     else if (strcmp(a, "--gg-cluster") == 0) bad = parse_int(a, v, 0, 2, &n), o->gg_cluster = (int)n;
     else if (strcmp(a, "--build-in-forward") == 0) bad = parse_int(a, v, 0, 1, &n), o->build_in_forward = (int)n;
     else if (strcmp(a, "--workspace-tokens") == 0) bad = parse_int(a, v, 0, 1LL << 24, &n), o->workspace_tokens = n;
-    else if (strcmp(a, "--gg-flags") == 0) bad = parse_int(a, v, 0, (1 << 21) - 1, &n), o->gg_flags = (int)n;
+    else if (strcmp(a, "--gg-flags") == 0) bad = parse_int(a, v, 0, (1 << 20) - 1, &n), o->gg_flags = (int)n;
     else if (strcmp(a, "--routing") == 0) {
       if (strcmp(v, "uniform") == 0) o->routing = CLI_ROUTING_UNIFORM;
       else if (strcmp(v, "zipf") == 0) o->routing = CLI_ROUTING_ZIPF;

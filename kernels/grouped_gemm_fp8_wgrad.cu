@@ -288,11 +288,6 @@ __global__ void __launch_bounds__(F8T_THREADS) gg_fp8_quant_t_expert_kernel(cons
 #ifndef F8G_PROBE_NOSTORE
 #define F8G_PROBE_NOSTORE 0
 #endif
-/* -DF8G_RELEASE_LATE=1: the rescaled loop's previous order, for A/B builds: a block's stage
- * released only once the next block's data has landed. */
-#ifndef F8G_RELEASE_LATE
-#define F8G_RELEASE_LATE 0
-#endif
 #define F8G_PROBE_TILES 24
 #if F8G_PROBE_TIMES
 __device__ long long g_f8g_probe[3][F8G_PROBE_TILES][16];
@@ -448,14 +443,6 @@ __device__ __forceinline__ void f8g_blocks_rescaled(float *acc, int cnt, bool wh
   int prev = -1;
   for (int kb = 0; kb < nkb; ++kb) {
     const int ns = f8g_slices(cnt, kb, nkb, whole);
-#if !F8G_RELEASE_LATE
-    /* block kb - 1's stage goes back to the producer once its wgmmas are done, before block kb's
-     * data is awaited: when the loads run late, the next one is issued a block earlier */
-    wgmma_wait<0>(); /* block kb - 1 is in acc (unconditional: ptxas serializes otherwise) */
-    reg_fence(acc, 128);
-    if (kb < 4) F8G_MARK(cwg, ptile, 2 + 3 * kb);
-    if (prev >= 0) gg_release<CL>(empty0 + 8 * prev, lane);
-#endif
     mbar_wait(full0 + 8 * *stage, *phase);
     if (kb < 4) F8G_MARK(cwg, ptile, 1 + 3 * kb);
     const float *sas = (const float *)(smem + F8G_SC_OFF + *stage * F8G_SC_BYTES);
@@ -464,13 +451,14 @@ __device__ __forceinline__ void f8g_blocks_rescaled(float *acc, int cnt, bool wh
     const float n1s = fmaxf(sas[r0 + 8], fmaxf(p1 * drop, F8_RESCALE_FLOOR));
     const float f0 = kb > 0 ? p0 * rcp_approx(n0s) : 1.0f;
     const float f1 = kb > 0 ? p1 * rcp_approx(n1s) : 1.0f;
-#if F8G_RELEASE_LATE
-    asm volatile("" ::"f"(f0), "f"(f1)); /* ready before the wait: only the multiplies follow */
+    /* the factors are ready before the wait, so only the multiplies follow it (block kb - 1's
+     * stage released before block kb's data is awaited put the scale loads after the wait:
+     * measured 0.1-0.2 ms slower on the layer's backward, docs/PERF.md) */
+    asm volatile("" ::"f"(f0), "f"(f1));
     wgmma_wait<0>(); /* block kb - 1 is in acc (unconditional: ptxas serializes otherwise) */
     reg_fence(acc, 128);
     if (kb < 4) F8G_MARK(cwg, ptile, 2 + 3 * kb);
     if (prev >= 0) gg_release<CL>(empty0 + 8 * prev, lane);
-#endif
 #pragma unroll
     for (int i = 0; i < 128; ++i) acc[i] *= (i & 2) ? f1 : f0;
     const uint64_t da = wgmma_desc_add(da0, *stage * F8G_STAGE_BYTES);
@@ -679,7 +667,12 @@ __global__ void __launch_bounds__(F8G_THREADS, 1)
       /* ------------------------------ epilogue ------------------------------ */
       if (!p.out_fp32) {
         /* bf16: two 128-column passes into this warpgroup's staging slice (one wait, for the
-         * previous tile's stores), TMA-stored while the next tile's main loop runs */
+         * previous tile's stores), TMA-stored while the next tile's main loop runs. The stores
+         * drain at the pace of the dW writes: the probe sees ~600 cycles of a tile's ~10400
+         * spent waiting for the previous tile's first pass, ~10000 cycles after it was issued.
+         * Measured as ties or slower, so not kept (docs/PERF.md): each pass waiting only for
+         * the previous tile's same pass (the wait stayed), and the stores marked L2
+         * evict-first. */
         const int row0 = p.dw_row0 + cwg * 64 +
                          (F8G_PROBE_NOSTORE == 2 ? 0 : t.expert * p.m + m_tile * F8G_BM);
         const CUtensorMap *mc = F8G_PROBE_NOSTORE == 1 ? nullptr : &tm_c;

@@ -46,9 +46,7 @@ mok_status gg_device_sms(int *sms);
  * padding tokens' zero codes through the tensor cores too), 262144 = that kernel reading B's
  * column scales from global memory at each tile's end, not from the last stage, 524288 = that
  * kernel on single CTAs, each loading its whole B tile, not in cluster pairs sharing B by
- * multicast, 1048576 = the layer's backward enqueuing the shared expert's backward before the
- * routed pass (the previous order), not after its first communication kernel. The bits are
- * shared: one value sets every kernel's probes.
+ * multicast. The bits are shared: one value sets every kernel's probes.
  * gg_last_grid() is the grid of the last launch. */
 #ifdef __cplusplus
 extern "C" {

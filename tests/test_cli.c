@@ -66,7 +66,7 @@ void test_cli(void) {
   CHECK(strstr(out, "--path wants auto, fused, grouped or v1") != NULL);
   CHECK(run_mok("run --cpu --gg-cluster 3", out, sizeof out) == 2);
   CHECK(run_mok("run --cpu --gg-flags -1", out, sizeof out) == 2);
-  CHECK(run_mok("run --cpu --gg-flags 2097152", out, sizeof out) == 2); /* flags end at 1048576 */
+  CHECK(run_mok("run --cpu --gg-flags 1048576", out, sizeof out) == 2); /* flags end at 524288 */
   CHECK(run_mok("run --cpu --tokens 8 --workspace-tokens 5", out, sizeof out) == 2);
   CHECK(strstr(out, "--workspace-tokens 5 is below the 8 tokens of a step") != NULL);
   CHECK(run_mok("run --cpu --tokens 8 --workspace-tokens 16 --breakdown", out, sizeof out) == 2);
