@@ -20,18 +20,15 @@ sys.path.insert(0, os.path.join(HERE, "..", "python"))
 sys.path.insert(0, HERE)
 import mok.functional as mf  # noqa: E402
 from mok import _capi as C  # noqa: E402
-from harness import (add_shape_args, fp8_weights, graphed, init_ranks, make_inputs,  # noqa: E402
-                     print_rounds, shape_title, shape_with, slowest_median, timed)
+from harness import (add_round_args, add_shape_args, fp8_weights, graphed,  # noqa: E402
+                     init_ranks, make_inputs, print_rounds, shape_title, shape_with,
+                     slowest_median, timed)
 
 
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     add_shape_args(ap)
-    ap.add_argument("--routing", default="uniform", choices=("uniform", "zipf"))
-    ap.add_argument("--iters", type=int, default=50)
-    ap.add_argument("--warmup", type=int, default=5)
-    ap.add_argument("--rounds", type=int, default=3)
-    ap.add_argument("--seed", type=int, default=1)
+    add_round_args(ap, iters=50, warmup=5)
     args = ap.parse_args()
     rank, ep = init_ranks()
     shape = shape_with(args.shape, args.experts)

@@ -21,8 +21,9 @@ sys.path.insert(0, os.path.join(HERE, "..", "python"))
 sys.path.insert(0, HERE)
 import mok.functional as mf  # noqa: E402
 from mok._capi import lib  # noqa: E402
-from harness import (add_shape_args, fp8_weights, graphed, init_ranks, make_inputs,  # noqa: E402
-                     print_rounds, shape_title, shape_with, slowest_median, timed)
+from harness import (add_round_args, add_shape_args, fp8_weights, graphed,  # noqa: E402
+                     init_ranks, make_inputs, print_rounds, shape_title, shape_with,
+                     slowest_median, timed)
 
 
 def digest(tensors):
@@ -42,11 +43,7 @@ def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     add_shape_args(ap)
     ap.add_argument("--flags", default="0,65536", help="comma-separated tuning-flag sets")
-    ap.add_argument("--routing", default="uniform", choices=("uniform", "zipf"))
-    ap.add_argument("--iters", type=int, default=30)
-    ap.add_argument("--warmup", type=int, default=3)
-    ap.add_argument("--rounds", type=int, default=3)
-    ap.add_argument("--seed", type=int, default=1)
+    add_round_args(ap)
     args = ap.parse_args()
     flag_sets = [int(f) for f in args.flags.split(",")]
     rank, ep = init_ranks()

@@ -58,6 +58,16 @@ def add_shape_args(ap, tokens=7168):
                          "gives it the routed work per GPU of EP=2, with no NVLink traffic")
 
 
+def add_round_args(ap, iters=30, warmup=3):
+    """The A/B scripts' timing options: --routing, --iters and --warmup per timed case, --rounds of
+    all cases in turn, --seed of the inputs."""
+    ap.add_argument("--routing", default="uniform", choices=("uniform", "zipf"))
+    ap.add_argument("--iters", type=int, default=iters)
+    ap.add_argument("--warmup", type=int, default=warmup)
+    ap.add_argument("--rounds", type=int, default=3)
+    ap.add_argument("--seed", type=int, default=1)
+
+
 def shape_title(args, E, ep):
     """'deepseek-v3 with 128 experts, T 7168/rank, EP=1': what a script's table was measured on."""
     return (f"{args.shape}{f' with {E} experts' if args.experts else ''}, T {args.tokens}/rank, "

@@ -20,8 +20,9 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.join(HERE, "..", "python"))
 sys.path.insert(0, HERE)
 import mok.functional as mf  # noqa: E402
-from harness import (add_shape_args, chained, fp8_weights, graphed, init_ranks,  # noqa: E402
-                     make_inputs, print_rounds, shape_title, shape_with, slowest_median, timed)
+from harness import (add_round_args, add_shape_args, chained, fp8_weights,  # noqa: E402
+                     graphed, init_ranks, make_inputs, print_rounds, shape_title, shape_with,
+                     slowest_median, timed)
 
 
 def fp8_steps(shape, args, rank, ep, group, values, slot):
@@ -45,11 +46,7 @@ def fp8_steps(shape, args, rank, ep, group, values, slot):
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     add_shape_args(ap)
-    ap.add_argument("--routing", default="uniform", choices=("uniform", "zipf"))
-    ap.add_argument("--iters", type=int, default=30)
-    ap.add_argument("--warmup", type=int, default=3)
-    ap.add_argument("--rounds", type=int, default=3)
-    ap.add_argument("--seed", type=int, default=1)
+    add_round_args(ap)
     args = ap.parse_args()
     rank, ep = init_ranks()
     shape = shape_with(args.shape, args.experts)
