@@ -11,7 +11,9 @@
 #               of $GG_VARIANTS ("name=nvcc defines;..."; default: this tree, its tiles staged but
 #               never stored, and every tile stored over one tile's rows so that the writes stay
 #               in L2) in turn for $ROUNDS rounds; then the timing probe (bench/probe_wgrad.sh)
-# Logs go to $OUT; the step's table is printed last.
+# Logs go to $OUT; the step's table is printed last. Seen: STEP=ab 8-9 min with flags_ab.py (its
+# first run on a fresh machine ~3 min of it), 5-7 min without (FLAGS_AB=); the `mok run` pairs take
+# 15 s each on some machines, 50 s on others; STEP=wgrad ~1 min.
 set -u
 OUT=${OUT:-/tmp/mok_out}
 BUILD=${BUILD:-build}
@@ -51,7 +53,7 @@ ab)
     done
   done
   if [ -n "${FLAGS_AB-0}" ]; then
-    timeout 200 torchrun --standalone --nproc_per_node=1 bench/flags_ab.py --experts 128 \
+    timeout 260 torchrun --standalone --nproc_per_node=1 bench/flags_ab.py --experts 128 \
       --flags "${FLAGS_AB-0}" --rounds "${ROUNDS_AB:-3}" >"$OUT/flags_ab.log" 2>&1
     say "flags_ab exit $?"
     if [ -n "${VARIANT_DEFS:-}" ]; then
