@@ -4,9 +4,7 @@
  * Writes each shape's row counts to the file named by argv[1] (default gg_counts.txt) so that
  * bench/grouped_gemm_baseline.py times torch on exactly the same problems. Environment:
  * MOK_GG_CLUSTER (1 or 2) forces a cluster size, MOK_GG_FLAGS sets the tuning flags of the default
- * rows (e.g. for a profiler run of one variant), MOK_GG_GROUP_M their raster group (0: each
- * kernel's own), MOK_GG_MAX_CTAS caps every kernel's grid (a probe: how a kernel's time follows
- * its SMs). */
+ * rows (e.g. for a profiler run of one variant). */
 #include <cuda_runtime.h>
 #include <math.h>
 #include <stdint.h>
@@ -205,8 +203,7 @@ static mok_status run_fp8_wgrad(void *p) {
 
 /* Cluster size x raster group variants of one kernel (printed as kernel/cC/gG); the default
  * is restored afterwards. */
-static int base_flags;   /* tuning flags of the default rows (MOK_GG_FLAGS)     */
-static int base_group_m; /* their raster group (MOK_GG_GROUP_M; 0: the kernel's) */
+static int base_flags; /* tuning flags of the default rows (MOK_GG_FLAGS) */
 
 static void sweep(const char *name, const char *kern, launch_fn f, void *ctx, double flop, int iters) {
   const int groups[] = {4, 8, 16};
@@ -230,7 +227,7 @@ static void sweep(const char *name, const char *kern, launch_fn f, void *ctx, do
            gg_last_grid());
   }
   const char *cl_env = getenv("MOK_GG_CLUSTER");
-  gg_set_tuning(base_group_m, cl_env ? atoi(cl_env) : 0, 0, base_flags);
+  gg_set_tuning(0, cl_env ? atoi(cl_env) : 0, 0, base_flags);
 }
 
 int main(int argc, char **argv) {
@@ -239,11 +236,7 @@ int main(int argc, char **argv) {
   const char *cl_env = getenv("MOK_GG_CLUSTER"); /* force a cluster size (1 or 2) */
   const char *fl_env = getenv("MOK_GG_FLAGS");    /* tuning flags for the default rows */
   base_flags = fl_env ? atoi(fl_env) : 0;
-  const char *mc_env = getenv("MOK_GG_MAX_CTAS");
-  if (mc_env) mok_gg_set_max_ctas(atoi(mc_env));
-  const char *gm_env = getenv("MOK_GG_GROUP_M");
-  base_group_m = gm_env ? atoi(gm_env) : 0;
-  gg_set_tuning(base_group_m, cl_env ? atoi(cl_env) : 0, 0, base_flags);
+  gg_set_tuning(0, cl_env ? atoi(cl_env) : 0, 0, base_flags);
   FILE *cf = fopen(counts_path, "w");
   if (!cf) { perror(counts_path); return 1; }
   cudaDeviceProp prop;
@@ -315,12 +308,12 @@ int main(int argc, char **argv) {
       /* staggered consumer warpgroups (tuning flags 8 / 16: 2 / 3 k-blocks of head start) */
       const int st_flags[] = {8, 16};
       for (int fl : st_flags) {
-        gg_set_tuning(base_group_m, cl_env ? atoi(cl_env) : 0, 0, fl);
+        gg_set_tuning(0, cl_env ? atoi(cl_env) : 0, 0, fl);
         ms = time_median_ms(run_fwd, &c, 3, iters);
         printf("%-22s %-10s %10.3f %10.1f\n", s.name, fl == 8 ? "fwd_st2" : "fwd_st3", ms,
                flop / ms * 1e-9);
       }
-      gg_set_tuning(base_group_m, cl_env ? atoi(cl_env) : 0, 0, base_flags);
+      gg_set_tuning(0, cl_env ? atoi(cl_env) : 0, 0, base_flags);
     }
     {
       /* FP8 block-scaled: quantize A and B (bf16 -> e4m3 + scales) once, then time the GEMM */
@@ -359,10 +352,10 @@ int main(int argc, char **argv) {
         for (int rep = 0; rep < 2; ++rep) { /* one launch; down tiles early (4096); two */
           ms = time_median_ms(run_fp8_mlp, &m, 3, iters);
           printf("%-22s %-10s %10.3f %10.1f\n", s.name, "fp8_mlp", ms, mflop / ms * 1e-9);
-          gg_set_tuning(base_group_m, 0, 0, base_flags | 4096);
+          gg_set_tuning(0, 0, 0, base_flags | 4096);
           ms = time_median_ms(run_fp8_mlp, &m, 3, iters);
           printf("%-22s %-10s %10.3f %10.1f\n", s.name, "fp8_mlp_early", ms, mflop / ms * 1e-9);
-          gg_set_tuning(base_group_m, cl_env ? atoi(cl_env) : 0, 0, base_flags);
+          gg_set_tuning(0, cl_env ? atoi(cl_env) : 0, 0, base_flags);
           ms = time_median_ms(run_fp8_mlp2, &m, 3, iters);
           printf("%-22s %-10s %10.3f %10.1f\n", s.name, "fp8_mlp2", ms, mflop / ms * 1e-9);
         }
@@ -377,7 +370,7 @@ int main(int argc, char **argv) {
        * the card's state is shared */
       for (int rep = 0; rep < 3; ++rep) {
         const int fl[] = {512, 1024, 0};
-        gg_set_tuning(base_group_m, 0, 0, base_flags | fl[rep]);
+        gg_set_tuning(0, 0, 0, base_flags | fl[rep]);
         const char *sfxs[] = {"_noturn", "_direct", "_again"}, *sfx = sfxs[rep];
         char nm[32];
         if (s.gateup) {
@@ -389,7 +382,7 @@ int main(int argc, char **argv) {
         snprintf(nm, sizeof nm, "fp8_fwd%s", sfx);
         printf("%-22s %-10s %10.3f %10.1f\n", s.name, nm, ms, flop / ms * 1e-9);
       }
-      gg_set_tuning(base_group_m, cl_env ? atoi(cl_env) : 0, 0, base_flags);
+      gg_set_tuning(0, cl_env ? atoi(cl_env) : 0, 0, base_flags);
       if (s.sweep & 2) { /* FP8 variants: 32 / 16 = three / two warpgroups, 4 = clusters of 2,
                             64 = direct epilogue + a stage, 2 = two partials (two warpgroups),
                             128 = 256-column tiles with a rescaled accumulator */
@@ -398,12 +391,12 @@ int main(int argc, char **argv) {
                                "fp8/2wg/c2", "fp8/2wg/direct", "fp8/2wg/db/c1", "fp8/2wg/db/c2",
                                "fp8/wide256", "fp8/wide256/c2"};
         for (int i = 0; i < (int)(sizeof flags / sizeof flags[0]); ++i) {
-          gg_set_tuning(base_group_m, 0, 0, flags[i]);
+          gg_set_tuning(0, 0, 0, flags[i]);
           double m1 = time_median_ms(s.gateup ? run_fp8_swiglu : run_fp8_fwd, &f, 2, iters);
           printf("  %-20s %-14s %8.3f %10.1f\n", s.name, names[i], m1, flop / m1 * 1e-9);
         }
         const char *cl_env = getenv("MOK_GG_CLUSTER");
-        gg_set_tuning(base_group_m, cl_env ? atoi(cl_env) : 0, 0, base_flags);
+        gg_set_tuning(0, cl_env ? atoi(cl_env) : 0, 0, base_flags);
       }
       cudaFree(f.qa); cudaFree(f.sa); cudaFree(f.qb); cudaFree(f.sb);
     }
@@ -418,11 +411,11 @@ int main(int argc, char **argv) {
       const int wflags[] = {0, 8, 16};
       const char *wname[] = {"wgrad_bf16", "wgrad_st2", "wgrad_st3"};
       for (int i = 0; i < 3; ++i) {
-        gg_set_tuning(base_group_m, 0, 0, wflags[i]);
+        gg_set_tuning(0, 0, 0, wflags[i]);
         ms = time_median_ms(run_wgrad_bf16, &c, 2, iters);
         printf("%-22s %-10s %10.3f %10.1f\n", s.name, wname[i], ms, flop / ms * 1e-9);
       }
-      gg_set_tuning(base_group_m, cl_env ? atoi(cl_env) : 0, 0, base_flags);
+      gg_set_tuning(0, cl_env ? atoi(cl_env) : 0, 0, base_flags);
       f8w_t fw = {&c, NULL, NULL, NULL, NULL, NULL, 0};
       const int64_t mp = MOK_GG_FP8_SCALE_ROWS(o);
       CK(cudaMalloc(&fw.qc, (size_t)s.n * mp));
@@ -457,11 +450,11 @@ int main(int argc, char **argv) {
       const char *hname[] = {"fp8_wgradp", "fp8_wgradn", "fp8_wgradw", "fp8_wgradg", "fp8_wgradwg",
                              "fp8_wgrad1"};
       for (int i = 0; i < 6; ++i) {
-        gg_set_tuning(base_group_m, cl_env ? atoi(cl_env) : 0, 0, base_flags | hflags[i]);
+        gg_set_tuning(0, cl_env ? atoi(cl_env) : 0, 0, base_flags | hflags[i]);
         ms = time_median_ms(run_fp8_wgrad, &fw, 2, iters);
         printf("%-22s %-10s %10.3f %10.1f\n", s.name, hname[i], ms, flop / ms * 1e-9);
       }
-      gg_set_tuning(base_group_m, cl_env ? atoi(cl_env) : 0, 0, base_flags);
+      gg_set_tuning(0, cl_env ? atoi(cl_env) : 0, 0, base_flags);
       ms = time_median_ms(run_fp8_wgrad, &fw, 2, iters);
       printf("%-22s %-10s %10.3f %10.1f\n", s.name, "fp8_wgradh", ms, flop / ms * 1e-9);
       cudaFree(fw.amax);

@@ -11,9 +11,9 @@
 #               of $GG_VARIANTS ("name=nvcc defines;..."; default: this tree, its tiles staged but
 #               never stored, and every tile stored over one tile's rows so that the writes stay
 #               in L2) in turn for $ROUNDS rounds; then the timing probe (bench/probe_wgrad.sh)
-# Logs go to $OUT; the step's table is printed last. Seen: STEP=ab 8-9 min with flags_ab.py (its
-# first run on a fresh machine ~3 min of it), 5-7 min without (FLAGS_AB=); the `mok run` pairs take
-# 15 s each on some machines, 50 s on others; STEP=wgrad ~1 min.
+# Logs go to $OUT; the step's table is printed last. Seen: STEP=ab ~8 min with flags_ab.py where a
+# `mok run` takes ~15 s (~3 min of it flags_ab.py's first run on a fresh machine); on a machine
+# where a `mok run` took ~50 s, over 7 min without flags_ab.py (FLAGS_AB=); STEP=wgrad ~1 min.
 set -u
 OUT=${OUT:-/tmp/mok_out}
 BUILD=${BUILD:-build}
@@ -70,12 +70,11 @@ ab)
   [ -f "$OUT/flags_ab_variant.log" ] && { echo "== flags_ab.py, variant"; tail -3 "$OUT/flags_ab_variant.log"; }
   ;;
 wgrad)
-  gg_cc="-O3 -std=c++17 -gencode arch=compute_90a,code=sm_90a -t 0 -Iinclude -I."
   IFS=';' read -ra vars <<<"${GG_VARIANTS:-default=;nostore=-DF8G_PROBE_NOSTORE=1;l2only=-DF8G_PROBE_NOSTORE=2}"
-  for v in "${vars[@]}"; do
+  for v in "${vars[@]}"; do  # each variant the Makefile's gg_bench in a folder of its own
     name=${v%%=*}
-    [ -x "$BUILD/gg_bench_$name" ] || $NVCC $gg_cc ${v#*=} -o "$BUILD/gg_bench_$name" \
-      bench/bench_grouped_gemm.cu kernels/grouped_gemm_*.cu >"$OUT/build_$name.log" 2>&1 &
+    make BUILD="$BUILD-gg-$name" NVCC="$NVCC ${v#*=}" "$BUILD-gg-$name/gg_bench" \
+      >"$OUT/build_$name.log" 2>&1 &
   done
   ONLY_BUILD=1 BUILD="$BUILD" bench/probe_wgrad.sh >"$OUT/build_probe.log" 2>&1 &
   wait
@@ -83,7 +82,7 @@ wgrad)
   for round in $(seq "$ROUNDS"); do
     for v in "${vars[@]}"; do
       name=${v%%=*}
-      MOK_GG_BENCH_SHAPES=dsv3_ep2 timeout 100 "$BUILD/gg_bench_$name" "$OUT/counts.txt" 20 \
+      MOK_GG_BENCH_SHAPES=dsv3_ep2 timeout 100 "$BUILD-gg-$name/gg_bench" "$OUT/counts.txt" 20 \
         >"$OUT/gg_${name}_$round.log" 2>&1
       echo "$name round $round exit $?: $(grep -E 'fp8_wgrad(h|1) ' "$OUT/gg_${name}_$round.log" |
         tr -s ' ' | tr '\n' '|')" | tee -a "$OUT/wgrad.txt"

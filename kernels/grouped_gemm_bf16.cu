@@ -397,7 +397,6 @@ extern "C" void gg_set_tuning(int group_m, int cluster, int grid_ctas, int flags
 }
 extern "C" int gg_last_grid(void) { return g_last_grid; }
 extern "C" int gg_tuning_flags(void) { return g_tune_flags; }
-extern "C" int gg_tuning_group_m(void) { return g_tune_group_m; }
 
 static thread_local int64_t g_rows_hint = 0; /* mok_gg_set_rows_hint, per host thread */
 

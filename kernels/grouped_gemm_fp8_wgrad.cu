@@ -822,7 +822,7 @@ extern "C" mok_status mok_gg_fp8_wgrad(const void *a_t, const float *a_scales, i
   p.n = (int)n;
   p.m_tiles = (int)(m / F8G_BM);
   p.n_tiles = (int)((n + F8G_BN - 1) / F8G_BN);
-  p.group_m = gg_tuning_group_m() > 0 ? gg_tuning_group_m() : 8; /* in work units */
+  p.group_m = 8;
   p.out_fp32 = out_fp32 != 0;
   p.accumulate = accumulate != 0;
   p.expert_scales = expert_scales;

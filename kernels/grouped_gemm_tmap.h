@@ -53,8 +53,7 @@ extern "C" {
 #endif
 void gg_set_tuning(int group_m, int cluster, int grid_ctas, int flags);
 int gg_last_grid(void);
-int gg_tuning_flags(void);   /* the flags above */
-int gg_tuning_group_m(void); /* the raster group set (0: each kernel's own) */
+int gg_tuning_flags(void); /* the flags above */
 /* A failed CUDA runtime call (code: a cudaError_t) or driver call (a CUresult, driver = 1) in the
  * grouped GEMM: recorded for this host thread with what failed and where, and returned as
  * MOK_ERR_CUDA. gg_last_error() is the latest such record ("" while none, or once cleared); the
