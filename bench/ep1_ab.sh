@@ -10,7 +10,9 @@
 #   STEP=wgrad  the FP8 weight gradient alone (gg_bench, gate+up and down of DSv3 EP=2), builds
 #               of $GG_VARIANTS ("name=nvcc defines;..."; default: this tree, its tiles staged but
 #               never stored, and every tile stored over one tile's rows so that the writes stay
-#               in L2) in turn for $ROUNDS rounds; then the timing probe (bench/probe_wgrad.sh)
+#               in L2), each variant's gg_test ($GG_FILTER, default fp8_wgrad), then the builds
+#               timed in turn for $ROUNDS rounds; then the timing probe (bench/probe_wgrad.sh),
+#               and with PROBE_DEFS the probe of a variant built with those defines
 # Logs go to $OUT; the step's table is printed last. Seen: STEP=ab ~8 min with flags_ab.py where a
 # `mok run` takes ~15 s (~3 min of it flags_ab.py's first run on a fresh machine); on a machine
 # where a `mok run` took ~50 s, over 7 min without flags_ab.py (FLAGS_AB=); STEP=wgrad ~1 min.
@@ -73,12 +75,18 @@ wgrad)
   IFS=';' read -ra vars <<<"${GG_VARIANTS:-default=;nostore=-DF8G_PROBE_NOSTORE=1;l2only=-DF8G_PROBE_NOSTORE=2}"
   for v in "${vars[@]}"; do  # each variant the Makefile's gg_bench in a folder of its own
     name=${v%%=*}
-    make BUILD="$BUILD-gg-$name" NVCC="$NVCC ${v#*=}" "$BUILD-gg-$name/gg_bench" \
-      >"$OUT/build_$name.log" 2>&1 &
+    make -j2 BUILD="$BUILD-gg-$name" NVCC="$NVCC ${v#*=}" "$BUILD-gg-$name/gg_bench" \
+      "$BUILD-gg-$name/gg_test" >"$OUT/build_$name.log" 2>&1 &
   done
   ONLY_BUILD=1 BUILD="$BUILD" bench/probe_wgrad.sh >"$OUT/build_probe.log" 2>&1 &
   wait
   say "built"
+  for v in "${vars[@]}"; do  # a variant's timing counts only where its results pass the tests
+    name=${v%%=*}
+    timeout 120 "$BUILD-gg-$name/gg_test" ${GG_FILTER:-fp8_wgrad} >"$OUT/gg_test_$name.log" 2>&1
+    echo "$name gg_test ${GG_FILTER:-fp8_wgrad} exit $?: $(tail -1 "$OUT/gg_test_$name.log")" |
+      tee -a "$OUT/gg_tests.txt"
+  done
   for round in $(seq "$ROUNDS"); do
     for v in "${vars[@]}"; do
       name=${v%%=*}
@@ -90,10 +98,16 @@ wgrad)
   done
   BUILD="$BUILD" timeout 120 bench/probe_wgrad.sh >"$OUT/probe.txt" 2>&1
   say "probe exit $?"
+  if [ -n "${PROBE_DEFS:-}" ]; then  # the probe of a variant too
+    BUILD="$BUILD" DEFS="$PROBE_DEFS" TAG=_variant timeout 200 bench/probe_wgrad.sh \
+      >"$OUT/probe_variant.txt" 2>&1
+    say "probe ($PROBE_DEFS) exit $?"
+  fi
   echo "== gg_bench dsv3_ep2, weight gradient rows, per build: ${GG_VARIANTS:-default, nostore (dW never stored), l2only (dW stored over one tile)}"
-  cat "$OUT/wgrad.txt"
+  cat "$OUT/gg_tests.txt" "$OUT/wgrad.txt"
   echo "== probe"
   tail -2 "$OUT/probe.txt"
+  [ -f "$OUT/probe_variant.txt" ] && { echo "== probe, $PROBE_DEFS"; tail -2 "$OUT/probe_variant.txt"; }
   ;;
 *)
   echo "ep1_ab.sh: STEP is ab or wgrad" >&2

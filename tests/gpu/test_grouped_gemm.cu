@@ -1381,17 +1381,14 @@ static void test_gg_fp8_wgrad(void) {
                MOK_ERR_INVALID_ARGUMENT);
 }
 
-/* The rescaled FP8 weight gradient (B per expert, the layer's default) five ways, bit for bit:
- * the default (cluster pairs sharing B by multicast, an expert's last token block issuing only
- * its slices with real tokens, B's column scales from the last stage), flag 131072 (every block
- * whole: the padding tokens' zero codes go through the tensor cores too), flag 262144 (B's column
- * scales from global memory), both, and flag 524288 (single CTAs, each loading its whole B
- * tile); on odd, zero and tile-edge counts whose last blocks hold 1 to 128 tokens, bf16 and fp32
- * out, poisoned outputs, a last column tile with its left half only. */
-static void test_gg_fp8_wgrad_slices_bitwise(void) {
-  gg_rng r = {test_seed() ^ 0x51ce};
+/* The rescaled FP8 weight gradient (B per expert, the layer's default) several ways, bit for
+ * bit against the default (flags 0: cluster pairs sharing B by multicast, an expert's last token
+ * block issuing only its slices with real tokens, B's column scales from the last stage), on odd,
+ * zero and tile-edge counts whose last blocks hold 1 to 128 tokens, bf16 and fp32 out, poisoned
+ * outputs (every tile must be written). */
+static void wgrad_bitwise(int64_t m, int64_t n, int nv, const int *flags, const char *const *names) {
+  gg_rng r = {test_seed() ^ 0x51ce ^ (uint64_t)(m * n)};
   const int E = 12;
-  const int64_t m = 256, n = 640;
   gg_rows g = make_rows(&r, E, 700, 1);
   g.count[3] = 33; /* last blocks of 33, 64 + 1, 96 and 128 tokens besides the random ones */
   g.count[4] = 128 + 65;
@@ -1415,40 +1412,51 @@ static void test_gg_fp8_wgrad_slices_bitwise(void) {
   quant_t(g, a, m, &qa, &sa, doff, dcnt, 0);
   quant_t(g, b, n, &qb, &sb, doff, dcnt, 1);
   const size_t nw = (size_t)E * m * n;
-  const int flags[5] = {0, 131072, 262144, 131072 | 262144, 524288};
   for (int fp32 = 0; fp32 < 2; ++fp32) {
-    const size_t bytes = nw * (fp32 ? 4 : 2);
-    std::vector<std::vector<uint8_t>> out(5);
+    const size_t bytes = nw * (fp32 ? 4 : 2), es = fp32 ? 4 : 2;
+    std::vector<uint8_t> ref(bytes), out(bytes);
     void *dw;
     CHECK(cudaMalloc(&dw, bytes) == cudaSuccess);
-    for (int v = 0; v < 5; ++v) {
+    for (int v = 0; v < nv; ++v) {
       cudaMemset(dw, 0xff, bytes); /* NaN in either width: every tile must be written */
       gg_set_tuning(0, 0, 0, flags[v]);
       CHECK_STATUS(mok_gg_fp8_wgrad(qa, sa, m, qb, sb, n, dw, fp32, 0, 2, doff, dcnt, E,
                                     g.m_total, m, n, 0),
                    MOK_SUCCESS);
       CUDA_OK(cudaDeviceSynchronize());
-      out[v].resize(bytes);
-      cudaMemcpy(out[v].data(), dw, bytes, cudaMemcpyDeviceToHost);
+      cudaMemcpy((v ? out : ref).data(), dw, bytes, cudaMemcpyDeviceToHost);
+      int64_t bad = 0; /* NaN in the default, or elements off it */
+      for (size_t i = 0; i < nw; ++i) {
+        if (v == 0) {
+          const double x = fp32 ? ((const float *)ref.data())[i]
+                                : bf2f(((const uint16_t *)ref.data())[i]);
+          bad += x != x;
+        } else {
+          bad += memcmp(&ref[i * es], &out[i * es], es) != 0;
+        }
+      }
+      printf("    fp8 wgrad m %lld n %lld, %s out, %s (flags %d): %s %lld of %zu\n", (long long)m,
+             (long long)n, fp32 ? "fp32" : "bf16", names[v], flags[v],
+             v ? "elements off the default" : "NaN", (long long)bad, nw);
+      CHECK(bad == 0);
     }
     gg_restore_tuning();
-    int64_t nan = 0, diff[5] = {0, 0, 0, 0, 0};
-    for (size_t i = 0; i < nw; ++i) {
-      const double x = fp32 ? ((const float *)out[0].data())[i]
-                            : bf2f(((const uint16_t *)out[0].data())[i]);
-      nan += x != x;
-    }
-    const size_t es = fp32 ? 4 : 2;
-    for (int v = 1; v < 5; ++v)
-      for (size_t i = 0; i < nw; ++i) diff[v] += memcmp(&out[0][i * es], &out[v][i * es], es) != 0;
-    printf("    fp8 wgrad slices, %s out: NaN %lld; elements off the default: whole blocks %lld, "
-           "global scales %lld, both %lld, single CTAs %lld (of %zu)\n", fp32 ? "fp32" : "bf16",
-           (long long)nan, (long long)diff[1], (long long)diff[2], (long long)diff[3],
-           (long long)diff[4], nw);
-    CHECK(nan == 0 && diff[1] == 0 && diff[2] == 0 && diff[3] == 0 && diff[4] == 0);
     cudaFree(dw);
   }
   cudaFree(qa); cudaFree(qb); cudaFree(sa); cudaFree(sb); cudaFree(doff); cudaFree(dcnt);
+}
+
+/* Flags 131072 (every block whole: the padding tokens' zero codes go through the tensor cores
+ * too), 262144 (B's column scales from global memory), both, and 524288 (single CTAs, each
+ * loading its whole B tile), with a last column tile holding its left half only (n 640); then
+ * single CTAs against pairs where an expert's column tiles hold two pairs each (m 512). */
+static void test_gg_fp8_wgrad_slices_bitwise(void) {
+  const int f5[] = {0, 131072, 262144, 131072 | 262144, 524288};
+  const char *const n5[] = {"default", "whole blocks", "global scales", "both", "single CTAs"};
+  wgrad_bitwise(256, 640, 5, f5, n5);
+  const int f2[] = {0, 524288};
+  const char *const n2[] = {"default", "single CTAs"};
+  wgrad_bitwise(512, 768, 2, f2, n2);
 }
 
 /* The weight gradients' requantization of the forward's codes (mok_gg_fp8_requantize_t): the same
