@@ -4,7 +4,8 @@
  * Writes each shape's row counts to the file named by argv[1] (default gg_counts.txt) so that
  * bench/grouped_gemm_baseline.py times torch on exactly the same problems. Environment:
  * MOK_GG_CLUSTER (1 or 2) forces a cluster size, MOK_GG_FLAGS sets the tuning flags of the default
- * rows (e.g. for a profiler run of one variant). */
+ * rows (e.g. for a profiler run of one variant), MOK_GG_MAX_CTAS caps the persistent kernels' grids
+ * (mok_gg_set_max_ctas: how a kernel scales with the SMs it is given). */
 #include <cuda_runtime.h>
 #include <math.h>
 #include <stdint.h>
@@ -235,7 +236,9 @@ int main(int argc, char **argv) {
   int iters = argc > 2 ? atoi(argv[2]) : 20;
   const char *cl_env = getenv("MOK_GG_CLUSTER"); /* force a cluster size (1 or 2) */
   const char *fl_env = getenv("MOK_GG_FLAGS");    /* tuning flags for the default rows */
+  const char *cap_env = getenv("MOK_GG_MAX_CTAS"); /* a cap on every persistent grid (0: none) */
   base_flags = fl_env ? atoi(fl_env) : 0;
+  if (cap_env) mok_gg_set_max_ctas(atoi(cap_env));
   gg_set_tuning(0, cl_env ? atoi(cl_env) : 0, 0, base_flags);
   FILE *cf = fopen(counts_path, "w");
   if (!cf) { perror(counts_path); return 1; }
