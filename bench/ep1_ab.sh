@@ -15,7 +15,8 @@
 #               and with PROBE_DEFS the probe of a variant built with those defines
 # Logs go to $OUT; the step's table is printed last. Seen: STEP=ab ~8 min with flags_ab.py where a
 # `mok run` takes ~15 s (~3 min of it flags_ab.py's first run on a fresh machine); on a machine
-# where a `mok run` took ~50 s, over 7 min without flags_ab.py (FLAGS_AB=); STEP=wgrad ~1 min.
+# where a `mok run` took ~50 s, over 7 min without flags_ab.py (FLAGS_AB=); STEP=wgrad ~1 min with
+# three variants, ~2.5 min with four and a variant's probe.
 set -u
 OUT=${OUT:-/tmp/mok_out}
 BUILD=${BUILD:-build}

@@ -5,20 +5,19 @@
 # step of their first tiles (cycles), then per-tile phase means. Never a result: the probe's
 # stores perturb the kernel.
 #   usage: [BUILD=dir] [SHAPE=dsv3_ep2_gateup] [REBUILD=1] [DEFS=...] [TAG=name] bench/probe_wgrad.sh
-# The probe binary is built once ($BUILD/gg_bench_probe$TAG; REBUILD=1 builds it again). DEFS adds
-# nvcc defines to it, e.g. DEFS=-DF8G_PROBE_NOSTORE=1 TAG=_nostore: the tiles never stored.
+# The probe binary is the Makefile's gg_bench built with -DF8G_PROBE_TIMES=1 in a folder of its
+# own ($BUILD-probe$TAG; rebuilt when its sources change, REBUILD=1 always). DEFS adds nvcc
+# defines to it, e.g. DEFS=-DF8G_PROBE_NOSTORE=1 TAG=_nostore: the tiles never stored.
 # ONLY_BUILD=1 builds it and stops (to build variants beside another run).
 set -eu
 B=${BUILD:-build}
 SHAPE=${SHAPE:-dsv3_ep2_gateup}
 NVCC=${NVCC:-nvcc}
 TAG=${TAG:-}
-bin="$B/gg_bench_probe$TAG"
+bin="$B-probe$TAG/gg_bench"
 mkdir -p "$B"
-if [ ! -x "$bin" ] || [ "${REBUILD:-0}" = 1 ]; then
-  $NVCC -O3 -std=c++17 -gencode arch=compute_90a,code=sm_90a -t 0 -Iinclude -I. \
-    -DF8G_PROBE_TIMES=1 ${DEFS:-} -o "$bin" bench/bench_grouped_gemm.cu kernels/grouped_gemm_*.cu
-fi
+[ "${REBUILD:-0}" = 1 ] && rm -f "$bin"
+make BUILD="$B-probe$TAG" NVCC="$NVCC -DF8G_PROBE_TIMES=1 ${DEFS:-}" "$bin" >&2
 [ "${ONLY_BUILD:-0}" = 1 ] && exit 0
 MOK_GG_BENCH_SHAPES=$SHAPE "$bin" "$B/probe_counts$TAG.txt" 20 | tee "$B/probe$TAG.log" |
   grep -E "fp8_wgradh|^probe"
