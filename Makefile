@@ -27,8 +27,9 @@ NVCCFLAGS := -O3 -g -std=c++17 -gencode arch=compute_90a,code=sm_90a -Xcompiler 
 LDLIBS := -L$(CUDA_HOME)/lib64 -lcudart -L$(NCCL_LIBDIR) -l:libnccl.so.2 \
           -Wl,-rpath,$(NCCL_LIBDIR) -Wl,-rpath,$(CUDA_HOME)/lib64 -lm -lpthread
 
-LIB_C := $(wildcard schedule/*.c reference/*.c api/*.c comm/*.c kernels/*.c)
-LIB_CU := $(wildcard schedule/*.cu api/*.cu comm/*.cu kernels/*.cu)
+KERNEL_DIRS := kernels/common kernels/move kernels/gemm kernels/pointwise kernels/v1
+LIB_C := $(wildcard schedule/*.c reference/*.c api/*.c comm/*.c)
+LIB_CU := $(wildcard schedule/*.cu comm/*.cu $(addsuffix /*.cu,$(KERNEL_DIRS)))
 LIB_OBJ := $(LIB_C:%.c=$(BUILD)/%.o) $(LIB_CU:%.cu=$(BUILD)/%.cu.o)
 TEST_C := $(wildcard tests/*.c)
 GPU_TEST_SRC := $(wildcard tests/gpu/*.c tests/gpu/*.cu)
@@ -83,8 +84,8 @@ clean:
 #   make gg-test     build and run the grouped GEMM GPU tests (needs an sm_90 GPU)
 #   make gg-bench    build and run the grouped GEMM benchmark (needs an sm_90 GPU)
 #   make gg-lib      build/libmok_gg.so: the grouped GEMMs alone, for the torch comparison
-GG_SRC := $(wildcard kernels/grouped_gemm_*.cu)
-GG_DEPS := $(GG_SRC) $(wildcard kernels/*.h kernels/*.cuh) include/mok.h
+GG_SRC := $(wildcard kernels/gemm/*.cu kernels/pointwise/fp8_*.cu kernels/pointwise/mxfp8.cu)
+GG_DEPS := $(GG_SRC) $(wildcard $(addsuffix /*.h,$(KERNEL_DIRS)) $(addsuffix /*.cuh,$(KERNEL_DIRS))) include/mok.h
 .PHONY: gg-test gg-bench gg-lib
 $(BUILD)/gg_test: tests/gpu/test_grouped_gemm.cu $(BUILD)/tests/test_runner.o $(GG_DEPS)
 	@mkdir -p $(dir $@)

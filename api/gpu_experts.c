@@ -10,9 +10,9 @@
 #include <string.h>
 #include <cuda_runtime_api.h>
 #include "api/gpu_internal.h"
-#include "kernels/fused_comm.h"
-#include "kernels/grouped_gemm.h"
-#include "kernels/grouped_gemm_tmap.h"
+#include "kernels/gemm/gemm_fused.h"
+#include "kernels/gemm/gemm.h"
+#include "kernels/gemm/tmap.h"
 
 /* ---- v1 backend ------------------------------------------------------------------------------ */
 

@@ -8,7 +8,7 @@
 #include <stdint.h>
 #include "api/status_detail.h"
 #include "comm/comm.h"
-#include "kernels/v1_kernels.h"
+#include "kernels/v1/v1.h"
 #include "mok.h"
 #include "schedule/pipeline_core.h"
 

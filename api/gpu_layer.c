@@ -21,7 +21,7 @@
 #include <string.h>
 #include <cuda_runtime_api.h>
 #include "api/gpu_internal.h"
-#include "kernels/grouped_gemm.h"
+#include "kernels/gemm/gemm.h"
 
 static mok_status check_weights(const mok_workspace *w, const mok_weights *wt) {
   if (!wt->w_gate || !wt->w_up || !wt->w_down) return MOK_ERR_INVALID_ARGUMENT;

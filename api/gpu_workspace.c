@@ -6,8 +6,8 @@
 #include <string.h>
 #include <cuda_runtime_api.h>
 #include "api/gpu_internal.h"
-#include "kernels/fused_comm.h"
-#include "kernels/grouped_gemm_tmap.h"
+#include "kernels/gemm/gemm_fused.h"
+#include "kernels/gemm/tmap.h"
 #include "schedule/pipeline.h"
 
 static mok_status cuda_status(cudaError_t e) {

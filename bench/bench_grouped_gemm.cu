@@ -14,9 +14,9 @@
 #include <string.h>
 #include <algorithm>
 #include <vector>
-#include "kernels/fused_comm.h"
-#include "kernels/grouped_gemm.h"
-#include "kernels/grouped_gemm_tmap.h"
+#include "kernels/gemm/gemm_fused.h"
+#include "kernels/gemm/gemm.h"
+#include "kernels/gemm/tmap.h"
 
 #define CK(x)                                                                            \
   do {                                                                                   \

@@ -15,9 +15,9 @@
 #include <cuda_runtime_api.h>
 #include "cli/cli.h"
 #include "api/gpu_internal.h"
-#include "kernels/grouped_gemm_tmap.h"
-#include "kernels/v1_kernels.h"
-#include "kernels/v1_random.h"
+#include "kernels/gemm/tmap.h"
+#include "kernels/v1/v1.h"
+#include "kernels/v1/random.h"
 #include "mok_reference.h"
 #include "reference/ref_inputs.h"
 

@@ -3,7 +3,7 @@
  * by %globaltimer, until every peer's epoch reached its own. A peer's nonzero error word becomes
  * this rank's error, so all ranks skip the same work. */
 #include "comm/comm.h"
-#include "kernels/v1_common.cuh"
+#include "kernels/common/device.cuh"
 
 __device__ __forceinline__ uint64_t globaltimer_ns(void) {
   uint64_t t;

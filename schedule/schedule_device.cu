@@ -4,8 +4,8 @@
  * rank is read from the peers' symmetric buffers. No count ever leaves the device: faults go to the
  * workspace's sticky error word. */
 #include <pthread.h>
-#include "kernels/v1_common.cuh"
-#include "kernels/v1_kernels.h"
+#include "kernels/common/device.cuh"
+#include "kernels/v1/v1.h"
 #include "schedule/schedule_core.h"
 
 #define SCHED_THREADS 128

@@ -1,6 +1,6 @@
 /* test_bf16.c — bf16 rounding: exact values, ties to even, overflow, NaN and signed zero; the
  * clamp-keeping rounding of the SwiGLU pre-activations (kernels/bf16_clamp_round.h). */
-#include "kernels/bf16_clamp_round.h"
+#include "kernels/common/bf16_clamp_round.h"
 #include "mok_reference.h"
 #include "tests/tests.h"
 #include "tests/test_util.h"

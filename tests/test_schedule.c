@@ -8,7 +8,7 @@
 #include "reference/ref_inputs.h"
 #include "schedule/schedule.h"
 #include "schedule/schedule_core.h"
-#include "kernels/gemm_tile_scheduler.h"
+#include "kernels/gemm/tile_scheduler.h"
 #include "tests/tests.h"
 #include "tests/test_util.h"
 

@@ -11,10 +11,10 @@
 #include <string.h>
 #include <cuda_runtime_api.h>
 #include "api/gpu_internal.h"
-#include "kernels/fused_comm.h"
-#include "kernels/grouped_gemm.h"
-#include "kernels/grouped_gemm_tmap.h"
-#include "kernels/v1_kernels.h"
+#include "kernels/gemm/gemm_fused.h"
+#include "kernels/gemm/gemm.h"
+#include "kernels/gemm/tmap.h"
+#include "kernels/v1/v1.h"
 #include "tests/gpu/gpu_test.h"
 #include "tests/gpu/layer_harness.h"
 

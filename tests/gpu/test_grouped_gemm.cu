@@ -11,9 +11,9 @@
 #include <stdlib.h>
 #include <string.h>
 #include <vector>
-#include "kernels/fused_comm.h"
-#include "kernels/grouped_gemm.h"
-#include "kernels/grouped_gemm_tmap.h"
+#include "kernels/gemm/gemm_fused.h"
+#include "kernels/gemm/gemm.h"
+#include "kernels/gemm/tmap.h"
 extern "C" {
 #include "tests/test_runner.h"
 #include "tests/test_util.h"

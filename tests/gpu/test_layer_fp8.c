@@ -12,7 +12,7 @@
 #include <cuda_runtime_api.h>
 #include "mok_reference.h"
 #include "api/gpu_internal.h"
-#include "kernels/grouped_gemm_tmap.h"
+#include "kernels/gemm/tmap.h"
 #include "tests/gpu/gpu_test.h"
 #include "tests/gpu/layer_harness.h"
 

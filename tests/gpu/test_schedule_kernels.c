@@ -9,7 +9,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <cuda_runtime_api.h>
-#include "kernels/v1_kernels.h"
+#include "kernels/v1/v1.h"
 #include "reference/ref_inputs.h"
 #include "schedule/schedule.h"
 #include "tests/gpu/gpu_test.h"

@@ -7,8 +7,8 @@
 #include <string.h>
 #include <cuda_runtime_api.h>
 #include "api/gpu_internal.h"
-#include "kernels/grouped_gemm.h"
-#include "kernels/v1_kernels.h"
+#include "kernels/gemm/gemm.h"
+#include "kernels/v1/v1.h"
 #include "tests/gpu/gpu_test.h"
 #include "tests/gpu/layer_harness.h"
 

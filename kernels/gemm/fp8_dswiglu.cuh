@@ -22,9 +22,9 @@
 #define MOK_GROUPED_GEMM_FP8_DSWIGLU_CUH
 
 #include <stdint.h>
-#include "kernels/grouped_gemm_common.cuh"
-#include "kernels/grouped_gemm_fp8_common.cuh"
-#include "kernels/swiglu_bwd.cuh"
+#include "kernels/gemm/gemm_common.cuh"
+#include "kernels/gemm/fp8_common.cuh"
+#include "kernels/pointwise/swiglu_bwd.cuh"
 
 /* A 1x128 block held as two 8-value chunks by each of a row's 8 lanes (lo: the first pass's
  * columns, hi: the second's), quantized as f8_quant_block8 does a half-warp's: the block's scale

@@ -6,7 +6,7 @@
 #ifndef MOK_SWIGLU_BWD_CUH
 #define MOK_SWIGLU_BWD_CUH
 
-#include "kernels/v1_common.cuh"
+#include "kernels/common/device.cuh"
 
 /* Eight columns of the SwiGLU backward: d/dg and d/du, bf16-packed, from d_act fd and the
  * pre-activations fg, fu. */

@@ -3,12 +3,12 @@
  * reference), activations and gradients are bf16. Optional clamp L: a = silu(min(g, L)) *
  * clamp(u, -L, L); at g == L or |u| == L the clamp passes the gradient. Also the device random fill
  * used by benchmarks (kernels/v1_random.h), and the NaN poisoning of an output on a device fault. */
-#include "kernels/grouped_gemm_fp8_common.cuh"
-#include "kernels/v1_common.cuh"
-#include "kernels/v1_kernels.h"
-#include "kernels/v1_random.h"
-#include "kernels/v1_route.cuh"
-#include "kernels/swiglu_bwd.cuh"
+#include "kernels/gemm/fp8_common.cuh"
+#include "kernels/common/device.cuh"
+#include "kernels/v1/v1.h"
+#include "kernels/v1/random.h"
+#include "kernels/move/route.cuh"
+#include "kernels/pointwise/swiglu_bwd.cuh"
 
 __device__ __forceinline__ int64_t rows_of(int64_t rows_max, const int32_t *rows_dev) {
   if (!rows_dev) return rows_max;

@@ -10,8 +10,8 @@
 #include <cuda_fp16.h>
 #include <cuda_runtime.h>
 #include <stdint.h>
-#include "kernels/grouped_gemm.h"
-#include "kernels/grouped_gemm_tmap.h"
+#include "kernels/gemm/gemm.h"
+#include "kernels/gemm/tmap.h"
 
 __device__ __forceinline__ float e8m0_to_f(uint8_t e) {
   return e == 255 ? __int_as_float(0x7fc00000) : exp2f((float)e - 127.0f);

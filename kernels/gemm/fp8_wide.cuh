@@ -53,13 +53,13 @@
 #include <cuda.h>
 #include <cuda_runtime.h>
 #include <stdint.h>
-#include "kernels/comm_move.cuh"
-#include "kernels/grouped_gemm.h"
-#include "kernels/grouped_gemm_common.cuh"
-#include "kernels/grouped_gemm_fp8_common.cuh"
-#include "kernels/grouped_gemm_fp8_dswiglu.cuh"
-#include "kernels/gemm_tile_scheduler.h"
-#include "kernels/hopper_ptx.cuh"
+#include "kernels/move/fused_move.cuh"
+#include "kernels/gemm/gemm.h"
+#include "kernels/gemm/gemm_common.cuh"
+#include "kernels/gemm/fp8_common.cuh"
+#include "kernels/gemm/fp8_dswiglu.cuh"
+#include "kernels/gemm/tile_scheduler.h"
+#include "kernels/common/ptx.cuh"
 
 #define F8W_BM 128
 #define F8W_A_BYTES (F8W_BM * F8_BK)       /* 16 KB */

@@ -10,9 +10,9 @@
 #include <cuda_runtime.h>
 #include <stdint.h>
 #include "include/mok.h"
-#include "kernels/fused_comm.h"
-#include "kernels/grouped_gemm_common.cuh"
-#include "kernels/hopper_ptx.cuh"
+#include "kernels/gemm/gemm_fused.h"
+#include "kernels/gemm/gemm_common.cuh"
+#include "kernels/common/ptx.cuh"
 
 /* FWD: c = a b^T; SWIGLU: gate+up with the SwiGLU epilogue; DSWIGLU: c = a b^T as FWD (the
  * backward's d_act), with the SwiGLU backward in the epilogue (kernels/grouped_gemm_fp8_dswiglu.cuh) */

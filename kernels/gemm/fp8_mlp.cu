@@ -43,14 +43,14 @@
 #include <cuda.h>
 #include <cuda_runtime.h>
 #include <stdint.h>
-#include "kernels/comm_move.cuh"
-#include "kernels/grouped_gemm.h"
-#include "kernels/grouped_gemm_common.cuh"
-#include "kernels/grouped_gemm_fp8_common.cuh"
-#include "kernels/grouped_gemm_fp8_wide.cuh"
-#include "kernels/grouped_gemm_tmap.h"
-#include "kernels/gemm_tile_scheduler.h"
-#include "kernels/hopper_ptx.cuh"
+#include "kernels/move/fused_move.cuh"
+#include "kernels/gemm/gemm.h"
+#include "kernels/gemm/gemm_common.cuh"
+#include "kernels/gemm/fp8_common.cuh"
+#include "kernels/gemm/fp8_wide.cuh"
+#include "kernels/gemm/tmap.h"
+#include "kernels/gemm/tile_scheduler.h"
+#include "kernels/common/ptx.cuh"
 
 #define MLP_QSLOTS 2
 /* a queue entry: int4 {kind, expert, m_tile, n_tile} */

@@ -3,10 +3,10 @@
  * 1x128-quantized rows dequantized back to bf16 for the weight gradients. */
 #include <cuda_runtime.h>
 #include <stdint.h>
-#include "kernels/grouped_gemm.h"
-#include "kernels/grouped_gemm_tmap.h"
-#include "kernels/grouped_gemm_fp8_common.cuh"
-#include "kernels/hopper_ptx.cuh"
+#include "kernels/gemm/gemm.h"
+#include "kernels/gemm/tmap.h"
+#include "kernels/gemm/fp8_common.cuh"
+#include "kernels/common/ptx.cuh"
 
 /* One CTA (256 threads) per 128x128 block of q [E, n, k]: the block through shared memory, out
  * transposed at q_t[e][kk][col_off + nn] (row length ld_t); thread 0 moves the block's scale. */

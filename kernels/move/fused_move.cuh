@@ -6,8 +6,8 @@
 #define MOK_COMM_MOVE_CUH
 
 #include <stdint.h>
-#include "kernels/fused_comm.h"
-#include "kernels/hopper_ptx.cuh"
+#include "kernels/gemm/gemm_fused.h"
+#include "kernels/common/ptx.cuh"
 #include "schedule/schedule_core.h"
 
 #define CM_WARPS 6         /* copying warps per comm CTA (one thread each drives the copies) */

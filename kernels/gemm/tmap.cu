@@ -3,7 +3,7 @@
 #include <cudaTypedefs.h>
 #include <cuda_runtime.h>
 #include <stdio.h>
-#include "kernels/grouped_gemm_tmap.h"
+#include "kernels/gemm/tmap.h"
 
 static thread_local char g_last_error[384];
 

@@ -14,13 +14,13 @@
 #include <cuda.h>
 #include <cuda_runtime.h>
 #include <stdint.h>
-#include "kernels/comm_move.cuh"
-#include "kernels/fused_comm.h"
-#include "kernels/grouped_gemm.h"
-#include "kernels/grouped_gemm_common.cuh"
-#include "kernels/grouped_gemm_tmap.h"
-#include "kernels/gemm_tile_scheduler.h"
-#include "kernels/hopper_ptx.cuh"
+#include "kernels/move/fused_move.cuh"
+#include "kernels/gemm/gemm_fused.h"
+#include "kernels/gemm/gemm.h"
+#include "kernels/gemm/gemm_common.cuh"
+#include "kernels/gemm/tmap.h"
+#include "kernels/gemm/tile_scheduler.h"
+#include "kernels/common/ptx.cuh"
 
 enum { GG_FWD = 0, GG_SWIGLU = 1, GG_DGRAD = 2, GG_WGRAD = 3 };
 

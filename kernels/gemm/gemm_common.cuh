@@ -9,11 +9,11 @@
 #include <cuda_runtime.h>
 #include <stdint.h>
 #include "include/mok.h"
-#include "kernels/bf16_clamp_round.h"
-#include "kernels/fused_comm.h"
-#include "kernels/gemm_tile_scheduler.h"
-#include "kernels/grouped_gemm_tmap.h"
-#include "kernels/hopper_ptx.cuh"
+#include "kernels/common/bf16_clamp_round.h"
+#include "kernels/gemm/gemm_fused.h"
+#include "kernels/gemm/tile_scheduler.h"
+#include "kernels/gemm/tmap.h"
+#include "kernels/common/ptx.cuh"
 #include "schedule/schedule_core.h"
 
 #define GG_TRY(x)                     \

@@ -2,11 +2,11 @@
  * rank), combine and reverse-dispatch (push rows to the source rank's (token, k) slots), backward
  * reverse-combine (pull dy, push router-weight gradients), and the fixed-order per-token sums that
  * give y and dx; the FP8 forward's dispatch of quantized rows. One warp per row; 16-byte accesses; peers through their symmetric base address. */
-#include "kernels/grouped_gemm_fp8_common.cuh"
-#include "kernels/hopper_ptx.cuh"
-#include "kernels/v1_common.cuh"
-#include "kernels/v1_kernels.h"
-#include "kernels/v1_route.cuh"
+#include "kernels/gemm/fp8_common.cuh"
+#include "kernels/common/ptx.cuh"
+#include "kernels/common/device.cuh"
+#include "kernels/v1/v1.h"
+#include "kernels/move/route.cuh"
 #include "schedule/schedule_core.h"
 
 #define WARPS 8      /* warps per CTA of the row kernels, one row each                  */

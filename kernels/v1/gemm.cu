@@ -3,9 +3,9 @@
  * device memory. Two launchers: row-grouped products (forward GEMMs, data gradients) and
  * row-reduced products (weight gradients, one output matrix per group). Correctness first; the
  * fast TMA + wgmma kernels live in kernels/grouped_gemm*. */
-#include "kernels/hopper_ptx.cuh"
-#include "kernels/v1_common.cuh"
-#include "kernels/v1_kernels.h"
+#include "kernels/common/ptx.cuh"
+#include "kernels/common/device.cuh"
+#include "kernels/v1/v1.h"
 
 #define BM 64
 #define BN 128

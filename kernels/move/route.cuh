@@ -5,7 +5,7 @@
 #define MOK_V1_ROUTE_CUH
 
 #include <stdint.h>
-#include "kernels/v1_kernels.h"
+#include "kernels/v1/v1.h"
 #include "schedule/schedule_core.h"
 
 /* The schedule's padded rows, at most its capacity. */

@@ -21,12 +21,12 @@
 #include <cuda.h>
 #include <cuda_runtime.h>
 #include <stdint.h>
-#include "kernels/grouped_gemm.h"
-#include "kernels/grouped_gemm_common.cuh"
-#include "kernels/grouped_gemm_fp8_common.cuh"
-#include "kernels/grouped_gemm_tmap.h"
-#include "kernels/gemm_tile_scheduler.h"
-#include "kernels/hopper_ptx.cuh"
+#include "kernels/gemm/gemm.h"
+#include "kernels/gemm/gemm_common.cuh"
+#include "kernels/gemm/fp8_common.cuh"
+#include "kernels/gemm/tmap.h"
+#include "kernels/gemm/tile_scheduler.h"
+#include "kernels/common/ptx.cuh"
 
 /* ---- the transposing quantizers --------------------------------------------------------------- */
 
