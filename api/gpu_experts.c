@@ -240,7 +240,7 @@ static mok_status routed_experts_forward_fp8(mok_schedule *s, const mok_weights 
 static mok_status fp8_wgrad(const mok_schedule *s, int64_t a_row, int64_t a_ld, int64_t m,
                             int64_t n, void *dw, const mok_grads *g, cudaStream_t stream) {
   const mok_workspace *w = s->ws;
-  const int64_t rows_pad = MOK_GG_FP8_SCALE_ROWS(s->rows);
+  const int64_t rows_pad = MOK_FP8_SCALE_ROWS(s->rows);
   /* the kernel's expert_scales: both operands per expert (mode 2), B's only (mode 3), or none */
   const int mode = w->config.fp8_weight_grads, scales = mode == 2 ? 1 : mode == 3 ? 2 : 0;
   TRY(mok_gg_fp8_wgrad((const char *)w->wq_a + a_row * rows_pad, w->wq_as + a_row, a_ld, w->wq_b,
@@ -267,22 +267,22 @@ static mok_status fp8_backward_weight_grads(mok_schedule *s, const mok_grads *g,
   if (w->fp8_wgrad && (g->grad_fp32 || !g->accumulate)) {
     /* per-expert scales: the activations' (modes 2, 3) and the gradients' (mode 2) */
     float *ea = w->wq_amax, *ea_grad = w->config.fp8_weight_grads == 2 ? w->wq_amax : NULL;
-    TRY(mok_gg_fp8_quantize_t(w->d_out, w->wq_a, w->wq_as, ea_grad, off, cnt, el, rows, H,
+    TRY(mok_fp8_quant_t(w->d_out, w->wq_a, w->wq_as, ea_grad, off, cnt, el, rows, H,
                               stream));
-    TRY(mok_gg_fp8_requantize_t(s->a, mok_fp8_scales_of(s->a, rows, I), w->wq_b, w->wq_bs, ea, off,
+    TRY(mok_fp8_requant_t(s->a, mok_fp8_scales_of(s->a, rows, I), w->wq_b, w->wq_bs, ea, off,
                                 cnt, el, rows, I, stream));
     TRY(fp8_wgrad(s, 0, H, H, I, g->dw_down, g, stream));
-    TRY(mok_gg_fp8_quantize_t(w->dgu, w->wq_a, w->wq_as, ea_grad, off, cnt, el, rows, 2 * I,
+    TRY(mok_fp8_quant_t(w->dgu, w->wq_a, w->wq_as, ea_grad, off, cnt, el, rows, 2 * I,
                               stream));
-    TRY(mok_gg_fp8_requantize_t(s->recv_x, mok_fp8_scales_of(s->recv_x, rows, H), w->wq_b,
+    TRY(mok_fp8_requant_t(s->recv_x, mok_fp8_scales_of(s->recv_x, rows, H), w->wq_b,
                                 w->wq_bs, ea, off, cnt, el, rows, H, stream));
     TRY(fp8_wgrad(s, 0, 2 * I, I, H, g->dw_gate, g, stream));
     return fp8_wgrad(s, I, 2 * I, I, H, g->dw_up, g, stream);
   }
-  TRY(mok_gg_fp8_dequantize_act(s->a, mok_fp8_scales_of(s->a, rows, I), w->d_a, rows, I, used,
+  TRY(mok_fp8_dequant_act(s->a, mok_fp8_scales_of(s->a, rows, I), w->d_a, rows, I, used,
                                 stream));
   TRY(gg_wgrad(w, r, w->d_out, H, w->d_a, I, g->dw_down, H, I, g, stream));
-  TRY(mok_gg_fp8_dequantize_act(s->recv_x, mok_fp8_scales_of(s->recv_x, rows, H), w->d_out, rows,
+  TRY(mok_fp8_dequant_act(s->recv_x, mok_fp8_scales_of(s->recv_x, rows, H), w->d_out, rows,
                                 H, used, stream));
   TRY(gg_wgrad(w, r, w->dgu, 2 * I, w->d_out, H, g->dw_gate, I, H, g, stream));
   return gg_wgrad(w, r, (const char *)w->dgu + I * 2, 2 * I, w->d_out, H, g->dw_up, I, H, g,
@@ -330,7 +330,7 @@ static mok_status routed_experts_backward_fp8(mok_schedule *s, const mok_weights
   if (mok_gpu_fp8_dswiglu(w)) return routed_experts_backward_fp8_dsw(s, wt, g, stream);
   /* fused d_rw: the reverse combine already quantized the unweighted dy into fp8_q */
   if (!w->fp8_fused_drw)
-    TRY(mok_gg_fp8_quantize_act_upto(w->d_out, w->fp8_q, w->fp8_q_scales, rows, H, used, stream));
+    TRY(mok_fp8_quant_act_upto(w->d_out, w->fp8_q, w->fp8_q_scales, rows, H, used, stream));
   TRY(mok_gg_fp8_fwd(w->fp8_q, w->fp8_q_scales, wt->w_down_t, wt->w_down_t_scale, w->d_a, off, cnt,
                      w->el, rows, I, H, stream));
   if (w->fp8_fused_drw) {
@@ -338,9 +338,9 @@ static mok_status routed_experts_backward_fp8(mok_schedule *s, const mok_weights
     /* dgu's 1x128 codes for the dx GEMM come out of the same kernel (the weight gradients
      * between here and that GEMM leave fp8_q alone) */
     TRY_CUDA(v1_swiglu_backward_rw(&r, w->off_drw, w->d_a, s->g, s->a,
-                                   mok_fp8_scales_of(s->a, rows, I), MOK_GG_FP8_SCALE_ROWS(rows),
+                                   mok_fp8_scales_of(s->a, rows, I), MOK_FP8_SCALE_ROWS(rows),
                                    w->rw_rows, w->dgu, w->fp8_q, w->fp8_q_scales,
-                                   MOK_GG_FP8_SCALE_ROWS(rows), I, w->config.use_swiglu_limit,
+                                   MOK_FP8_SCALE_ROWS(rows), I, w->config.use_swiglu_limit,
                                    w->config.swiglu_limit, stream));
   } else {
     TRY_CUDA(v1_swiglu_backward_packed(w->d_a, s->g, w->dgu, rows, used, I,
@@ -349,7 +349,7 @@ static mok_status routed_experts_backward_fp8(mok_schedule *s, const mok_weights
   }
   TRY(fp8_backward_weight_grads(s, g, used, stream));
   if (!w->fp8_fused_drw)
-    TRY(mok_gg_fp8_quantize_act_upto(w->dgu, w->fp8_q, w->fp8_q_scales, rows, 2 * I, used, stream));
+    TRY(mok_fp8_quant_act_upto(w->dgu, w->fp8_q, w->fp8_q_scales, rows, 2 * I, used, stream));
   const mok_gg_move push = fused_move(s, 1, 0);
   return mok_gg_fp8_fwd_pushed(w->fp8_q, w->fp8_q_scales, wt->w_gate_up_t, wt->w_gate_up_t_scale,
                                NULL, off, cnt, w->el, rows, H, 2 * I, &push, stream);
@@ -362,7 +362,7 @@ static mok_status routed_experts_forward(mok_schedule *s, const mok_weights *wt,
   const int32_t *err = w->err;
   const int32_t *rows_dev = s->expert_offset + w->el;
   if (w->config.dtype == MOK_DTYPE_FP8_BLOCK128) { /* the ops layer: bf16 rows, quantized here */
-    TRY(mok_gg_fp8_quantize_act(recv, s->recv_x, mok_fp8_scales_of(s->recv_x, s->rows, H), s->rows,
+    TRY(mok_fp8_quant_act(recv, s->recv_x, mok_fp8_scales_of(s->recv_x, s->rows, H), s->rows,
                                 H, stream));
     return routed_experts_forward_fp8(s, wt, out_rows, 0, 0, stream);
   }
@@ -435,9 +435,9 @@ static mok_status shared_weights_fp8(const mok_workspace *w, const mok_weights *
                                      cudaStream_t stream) {
   const int64_t H = w->shape.hidden, Is = w->shape.shared_intermediate;
   const s8_layout l = shared_fp8_layout(w);
-  TRY(mok_gg_fp8_quantize_weight(wt->ws_gate, l.gate, l.gate_s, 1, Is, H, stream));
-  TRY(mok_gg_fp8_quantize_weight(wt->ws_up, l.up, l.up_s, 1, Is, H, stream));
-  TRY(mok_gg_fp8_quantize_weight(wt->ws_down, l.down, l.down_s, 1, H, Is, stream));
+  TRY(mok_fp8_quant_weight(wt->ws_gate, l.gate, l.gate_s, 1, Is, H, stream));
+  TRY(mok_fp8_quant_weight(wt->ws_up, l.up, l.up_s, 1, Is, H, stream));
+  TRY(mok_fp8_quant_weight(wt->ws_down, l.down, l.down_s, 1, H, Is, stream));
   if (!transposed) return MOK_SUCCESS;
   mok_weights q8;
   memset(&q8, 0, sizeof q8);
@@ -459,7 +459,7 @@ static mok_status shared_forward_fp8(mok_schedule *s, const mok_weights *wt, con
   const s8_layout l = shared_fp8_layout(w);
   TRY(shared_weights_fp8(w, wt, 0, stream));
   float *xs = mok_fp8_scales_of(w->s8_x, T, H), *as = mok_fp8_scales_of(s->sa, T, Is);
-  TRY(mok_gg_fp8_quantize_act(x, w->s8_x, xs, T, H, stream));
+  TRY(mok_fp8_quant_act(x, w->s8_x, xs, T, H, stream));
   /* ds_a: the bf16 scratch of the 128-column variants, which quantize after */
   TRY(mok_gg_fp8_gate_up_swiglu_quantized(w->s8_x, xs, l.gate, l.gate_s, l.up, l.up_s, w->ds_a,
                                           s->sg, s->sa, as, r.offset, r.count, 1, T, Is, H,
@@ -481,25 +481,25 @@ static mok_status shared_backward_fp8(mok_schedule *s, const mok_weights *wt, co
   TRY(shared_weights_fp8(w, wt, 1, stream));
   /* d_act = q(dy) W_down (W_down^T is [Is, H]) */
   float *qs = mok_fp8_scales_of(w->s8_q, T, H);
-  TRY(mok_gg_fp8_quantize_act(dy, w->s8_q, qs, T, H, stream));
+  TRY(mok_fp8_quant_act(dy, w->s8_q, qs, T, H, stream));
   TRY(mok_gg_fp8_fwd(w->s8_q, qs, l.down_t, l.down_t_s, w->ds_a, r.offset, r.count, 1, T, Is, H,
                      stream));
   TRY_CUDA(v1_swiglu_backward_packed(w->ds_a, s->sg, w->dsgu, T, NULL, Is,
                                      w->config.use_swiglu_limit, w->config.swiglu_limit, w->err,
                                      stream));
   /* weight gradients in bf16 on the activations and x the forward's GEMMs saw */
-  TRY(mok_gg_fp8_dequantize_act(s->sa, mok_fp8_scales_of(s->sa, T, Is), w->ds_a, T, Is, NULL,
+  TRY(mok_fp8_dequant_act(s->sa, mok_fp8_scales_of(s->sa, T, Is), w->ds_a, T, Is, NULL,
                                 stream));
   TRY(gg_wgrad(w, r, dy, H, w->ds_a, Is, g->dws_down, H, Is, g, stream));
   float *xs = mok_fp8_scales_of(w->s8_x, T, H);
-  TRY(mok_gg_fp8_quantize_act(x, w->s8_x, xs, T, H, stream)); /* the forward's bits again */
-  TRY(mok_gg_fp8_dequantize_act(w->s8_x, xs, w->ys, T, H, NULL, stream));
+  TRY(mok_fp8_quant_act(x, w->s8_x, xs, T, H, stream)); /* the forward's bits again */
+  TRY(mok_fp8_dequant_act(w->s8_x, xs, w->ys, T, H, NULL, stream));
   TRY(gg_wgrad(w, r, w->dsgu, 2 * Is, w->ys, H, g->dws_gate, Is, H, g, stream));
   TRY(gg_wgrad(w, r, (const char *)w->dsgu + Is * 2, 2 * Is, w->ys, H, g->dws_up, Is, H, g,
                stream));
   /* dx = q([dg, du]) [W_gate; W_up] (their transposes are [H, 2Is]) */
   float *gs = mok_fp8_scales_of(w->s8_q, T, 2 * Is);
-  TRY(mok_gg_fp8_quantize_act(w->dsgu, w->s8_q, gs, T, 2 * Is, stream));
+  TRY(mok_fp8_quant_act(w->dsgu, w->s8_q, gs, T, 2 * Is, stream));
   return mok_gg_fp8_fwd(w->s8_q, gs, l.gate_up_t, l.gate_up_t_s, w->ys, r.offset, r.count, 1, T,
                         H, 2 * Is, stream);
 }

@@ -107,7 +107,7 @@ static mok_status pull_fp8(mok_schedule *v, int comm_ctas, cudaStream_t stream) 
   v1_route r = route_on(v, comm_ctas);
   TRY_CUDA(v1_dispatch_pull_fp8(&r, w->off_x, w->off_x + (size_t)(T * H), v->recv_x,
                                 mok_fp8_scales_of(v->recv_x, v->rows, H),
-                                MOK_GG_FP8_SCALE_ROWS(v->rows), stream));
+                                MOK_FP8_SCALE_ROWS(v->rows), stream));
   return MOK_SUCCESS;
 }
 
@@ -121,7 +121,7 @@ static mok_status stage_x(const mok_schedule *s, const void *x, cudaStream_t str
   char *sym = (char *)w->sym.ptr;
   if (T == 0) return MOK_SUCCESS;
   if (w->config.dtype == MOK_DTYPE_FP8_BLOCK128)
-    return mok_gg_fp8_quantize_act_rows(x, sym + w->off_x, (float *)(sym + w->off_x + stride * H),
+    return mok_fp8_quant_act_rows(x, sym + w->off_x, (float *)(sym + w->off_x + stride * H),
                                         T, H, stream);
   TRY_CUDA(cudaMemcpyAsync(sym + w->off_x, x, (size_t)(T * H * 2), cudaMemcpyDeviceToDevice, stream));
   return MOK_SUCCESS;
@@ -282,7 +282,7 @@ static mok_status experts_backward_pass(mok_schedule *v, const mok_weights *wt, 
   v1_route r = route_on(v, cp->ctas);
   if (w->fp8_fused_drw) /* d_router_weights comes from the SwiGLU backward */
     TRY_CUDA(v1_reverse_combine_fp8(&r, w->off_dy, w->off_rw, w->d_out, w->fp8_q, w->fp8_q_scales,
-                                    MOK_GG_FP8_SCALE_ROWS(v->rows), w->rw_rows, stream));
+                                    MOK_FP8_SCALE_ROWS(v->rows), w->rw_rows, stream));
   else
     TRY_CUDA(v1_reverse_combine(&r, w->off_dy, w->off_rw, w->off_drw, v->out_rows, w->d_out,
                                 stream));

@@ -179,7 +179,7 @@ static mok_status check_request(const mok_shape *s, const mok_config *c, int ep,
   mok_status st = mok_validate(s, c, ep);
   if (st != MOK_SUCCESS) return st;
   /* FP8 (block-128) runs on the grouped wgmma kernels: sm_90, 128-row tiles, and not yet inside
-   * the fused path; MXFP8 weights convert to it (mok_gg_mxfp8_weight_to_block128) */
+   * the fused path; MXFP8 weights convert to it (mok_mxfp8_weight_to_block128) */
   if (c->dtype == MOK_DTYPE_MXFP8) return MOK_ERR_NOT_SUPPORTED;
   if (c->dtype == MOK_DTYPE_FP8_BLOCK128 &&
       ((c->path != MOK_PATH_AUTO && c->path != MOK_PATH_GROUPED) || c->tile_m % 128 ||

@@ -13,7 +13,7 @@ mok_status mok_quantize_weight(mok_dtype dtype, const void *w, int64_t experts, 
     case MOK_DTYPE_FP8_BLOCK128:
       if (rows % 128 || cols % 128) return MOK_ERR_MISALIGNED;
       if (experts == 0 || rows == 0 || cols == 0) return MOK_SUCCESS;
-      return mok_gg_fp8_quantize_weight(w, data, (float *)scales, experts, rows, cols, stream);
+      return mok_fp8_quant_weight(w, data, (float *)scales, experts, rows, cols, stream);
     case MOK_DTYPE_MXFP8:
       return MOK_ERR_NOT_SUPPORTED;
     default:
@@ -37,14 +37,14 @@ mok_status mok_fp8_transpose_weights(mok_dtype dtype, const mok_weights *w, int6
   if (experts < 0 || inter < 0 || hidden < 0) return MOK_ERR_INVALID_SHAPE;
   if (inter % 128 || hidden % 128) return MOK_ERR_MISALIGNED;
   if (experts == 0 || inter == 0 || hidden == 0) return MOK_SUCCESS;
-  mok_status st = mok_gg_fp8_transpose_weight(w->w_gate, (const float *)w->w_gate_scale, experts,
+  mok_status st = mok_fp8_transpose_block128(w->w_gate, (const float *)w->w_gate_scale, experts,
                                               inter, hidden, gate_up_t, (float *)gate_up_t_scales,
                                               2 * inter, 0, stream);
   if (st == MOK_SUCCESS)
-    st = mok_gg_fp8_transpose_weight(w->w_up, (const float *)w->w_up_scale, experts, inter, hidden,
+    st = mok_fp8_transpose_block128(w->w_up, (const float *)w->w_up_scale, experts, inter, hidden,
                                      gate_up_t, (float *)gate_up_t_scales, 2 * inter, inter, stream);
   if (st == MOK_SUCCESS)
-    st = mok_gg_fp8_transpose_weight(w->w_down, (const float *)w->w_down_scale, experts, hidden,
+    st = mok_fp8_transpose_block128(w->w_down, (const float *)w->w_down_scale, experts, hidden,
                                      inter, down_t, (float *)down_t_scales, hidden, 0, stream);
   return st;
 }

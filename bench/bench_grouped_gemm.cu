@@ -188,10 +188,10 @@ typedef struct {
 static mok_status run_fp8_wgrad_quant(void *p) {
   f8w_t *f = (f8w_t *)p;
   ctx_t *c = f->c;
-  mok_status st = mok_gg_fp8_quantize_t(c->c, f->qc, f->sc, f->act_only ? NULL : f->amax,
+  mok_status st = mok_fp8_quant_t(c->c, f->qc, f->sc, f->act_only ? NULL : f->amax,
                                         c->off, c->cnt, c->E, c->m_total, c->n, 0);
   if (st != MOK_SUCCESS) return st;
-  return mok_gg_fp8_quantize_t(c->a, f->qa, f->sa, f->amax, c->off, c->cnt, c->E, c->m_total,
+  return mok_fp8_quant_t(c->a, f->qa, f->sa, f->amax, c->off, c->cnt, c->E, c->m_total,
                                c->k, 0);
 }
 static mok_status run_fp8_wgrad(void *p) {
@@ -323,11 +323,11 @@ int main(int argc, char **argv) {
       f8ctx_t f = {};
       f.E = s.E; f.m_total = o; f.n = s.n; f.k = s.k; f.off = c.off; f.cnt = c.cnt; f.c = c.c;
       CK(cudaMalloc(&f.qa, na));
-      CK(cudaMalloc(&f.sa, (size_t)(s.k / 128) * MOK_GG_FP8_SCALE_ROWS(o) * 4));
+      CK(cudaMalloc(&f.sa, (size_t)(s.k / 128) * MOK_FP8_SCALE_ROWS(o) * 4));
       CK(cudaMalloc(&f.qb, nb));
       CK(cudaMalloc(&f.sb, nb / (128 * 128) * 4 + 16));
-      if (mok_gg_fp8_quantize_act(c.a, f.qa, f.sa, o, s.k, 0) != MOK_SUCCESS ||
-          mok_gg_fp8_quantize_weight(c.b, f.qb, f.sb, s.E, s.n, s.k, 0) != MOK_SUCCESS) {
+      if (mok_fp8_quant_act(c.a, f.qa, f.sa, o, s.k, 0) != MOK_SUCCESS ||
+          mok_fp8_quant_weight(c.b, f.qb, f.sb, s.E, s.n, s.k, 0) != MOK_SUCCESS) {
         fprintf(stderr, "fp8 quantization failed\n");
         exit(1);
       }
@@ -345,7 +345,7 @@ int main(int argc, char **argv) {
         mlp_t m = {&f, NULL, NULL, NULL, NULL, NULL, NULL};
         const int64_t inter = s.n / 2;
         CK(cudaMalloc(&m.q_act, (size_t)o * inter));
-        CK(cudaMalloc(&m.q_scales, (size_t)(inter / 128) * MOK_GG_FP8_SCALE_ROWS(o) * 4));
+        CK(cudaMalloc(&m.q_scales, (size_t)(inter / 128) * MOK_FP8_SCALE_ROWS(o) * 4));
         CK(cudaMalloc(&m.pre, (size_t)o * s.n * 2));
         CK(cudaMalloc(&m.out, (size_t)o * s.k * 2));
         CK(cudaMalloc(&m.sync, mok_gg_fp8_mlp_sync_ints(o) * 4));
@@ -420,7 +420,7 @@ int main(int argc, char **argv) {
       }
       gg_set_tuning(0, cl_env ? atoi(cl_env) : 0, 0, base_flags);
       f8w_t fw = {&c, NULL, NULL, NULL, NULL, NULL, 0};
-      const int64_t mp = MOK_GG_FP8_SCALE_ROWS(o);
+      const int64_t mp = MOK_FP8_SCALE_ROWS(o);
       CK(cudaMalloc(&fw.qc, (size_t)s.n * mp));
       CK(cudaMalloc(&fw.qa, (size_t)s.k * mp));
       CK(cudaMalloc(&fw.sc, (size_t)(mp / 128) * s.n * 4));

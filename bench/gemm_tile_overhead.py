@@ -63,8 +63,8 @@ def make(lib, k):
     qw = torch.empty(E, N, k, device=dev, dtype=torch.uint8)
     sw = torch.empty(E, N // 128, k // 128, device=dev, dtype=torch.float32)
     st = torch.cuda.current_stream().cuda_stream
-    assert lib.mok_gg_fp8_quantize_act(x.data_ptr(), qa.data_ptr(), sa.data_ptr(), m, k, st) == 0
-    assert lib.mok_gg_fp8_quantize_weight(w.data_ptr(), qw.data_ptr(), sw.data_ptr(), E, N, k,
+    assert lib.mok_fp8_quant_act(x.data_ptr(), qa.data_ptr(), sa.data_ptr(), m, k, st) == 0
+    assert lib.mok_fp8_quant_weight(w.data_ptr(), qw.data_ptr(), sw.data_ptr(), E, N, k,
                                           st) == 0
     qg, qu = qw[:, :inter].contiguous(), qw[:, inter:].contiguous()
     sg, su = sw[:, :inter // 128].contiguous(), sw[:, inter // 128:].contiguous()

@@ -57,13 +57,13 @@ def load_lib(path):
     lib.mok_gg_bf16_fwd.argtypes = [vp, vp, vp, i32p, i32p, i, i64, i64, i64, vp]
     lib.mok_gg_bf16_gate_up_swiglu.argtypes = [vp, vp, vp, vp, vp, i32p, i32p, i, i64, i64, i64,
                                                i, ctypes.c_float, vp]
-    lib.mok_gg_fp8_quantize_act.argtypes = [vp, vp, vp, i64, i64, vp]
-    lib.mok_gg_fp8_quantize_weight.argtypes = [vp, vp, vp, i64, i64, i64, vp]
+    lib.mok_fp8_quant_act.argtypes = [vp, vp, vp, i64, i64, vp]
+    lib.mok_fp8_quant_weight.argtypes = [vp, vp, vp, i64, i64, i64, vp]
     lib.mok_gg_fp8_fwd.argtypes = [vp, vp, vp, vp, vp, i32p, i32p, i, i64, i64, i64, vp]
     lib.mok_gg_fp8_gate_up_swiglu.argtypes = [vp, vp, vp, vp, vp, vp, vp, vp, i32p, i32p, i, i64,
                                               i64, i64, i, ctypes.c_float, vp]
-    for f in ("mok_gg_bf16_fwd", "mok_gg_bf16_gate_up_swiglu", "mok_gg_fp8_quantize_act",
-              "mok_gg_fp8_quantize_weight", "mok_gg_fp8_fwd", "mok_gg_fp8_gate_up_swiglu"):
+    for f in ("mok_gg_bf16_fwd", "mok_gg_bf16_gate_up_swiglu", "mok_fp8_quant_act",
+              "mok_fp8_quant_weight", "mok_gg_fp8_fwd", "mok_gg_fp8_gate_up_swiglu"):
         getattr(lib, f).restype = i
     return lib
 
@@ -128,9 +128,9 @@ def main():
         sa = torch.empty(k // 128, (m_total + 127) // 128 * 128, device=dev, dtype=torch.float32)
         qw = torch.empty(e, n, k, device=dev, dtype=torch.uint8)
         sw = torch.empty(e, n // 128, k // 128, device=dev, dtype=torch.float32)
-        assert lib.mok_gg_fp8_quantize_act(x_pad.data_ptr(), qa.data_ptr(), sa.data_ptr(), m_total,
+        assert lib.mok_fp8_quant_act(x_pad.data_ptr(), qa.data_ptr(), sa.data_ptr(), m_total,
                                            k, stream) == 0
-        assert lib.mok_gg_fp8_quantize_weight(w.data_ptr(), qw.data_ptr(), sw.data_ptr(), e, n, k,
+        assert lib.mok_fp8_quant_weight(w.data_ptr(), qw.data_ptr(), sw.data_ptr(), e, n, k,
                                               stream) == 0
         if gateup:
             qg, qu = qw[:, :inter].contiguous(), qw[:, inter:].contiguous()

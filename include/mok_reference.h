@@ -49,7 +49,7 @@ void mok_fp8_dequantize_weight_block128(const uint8_t *q, const float *scales, i
 void mok_fp8_fake_quantize_row(const float *v, int64_t n, float *out);
 /* x [rows, cols] in place, along the rows: each column in blocks of `block` consecutive rows (the
  * last block may be shorter; only its rows count in its amax), x = e4m3 code * block scale. The
- * FP8 weight gradients' quantization of an expert's rows (the GPU's mok_gg_fp8_quantize_t):
+ * FP8 weight gradients' quantization of an expert's rows (the GPU's mok_fp8_quant_t):
  * block 128, or rows for one scale per expert and column (its expert_amax mode). */
 void mok_fp8_fake_quantize_columns(float *x, int64_t rows, int64_t cols, int64_t block);
 

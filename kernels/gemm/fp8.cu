@@ -367,25 +367,25 @@ static mok_status f8_quantize_act(const void *x, void *q, float *scales, int64_t
   return MOK_SUCCESS;
 }
 
-extern "C" mok_status mok_gg_fp8_quantize_act(const void *x, void *q, float *scales,
+extern "C" mok_status mok_fp8_quant_act(const void *x, void *q, float *scales,
                                               int64_t m_total, int64_t k, cudaStream_t stream) {
   return f8_quantize_act(x, q, scales, m_total, k, f8_m_pad(m_total), 1, NULL, stream);
 }
 
-extern "C" mok_status mok_gg_fp8_quantize_act_upto(const void *x, void *q, float *scales,
+extern "C" mok_status mok_fp8_quant_act_upto(const void *x, void *q, float *scales,
                                                    int64_t m_total, int64_t k,
                                                    const int32_t *rows_dev, cudaStream_t stream) {
   if (!rows_dev) return MOK_ERR_INVALID_ARGUMENT;
   return f8_quantize_act(x, q, scales, m_total, k, f8_m_pad(m_total), 1, rows_dev, stream);
 }
 
-extern "C" mok_status mok_gg_fp8_quantize_act_rows(const void *x, void *q, float *scales,
+extern "C" mok_status mok_fp8_quant_act_rows(const void *x, void *q, float *scales,
                                                    int64_t m_total, int64_t k,
                                                    cudaStream_t stream) {
   return f8_quantize_act(x, q, scales, m_total, k, 1, k / 128, NULL, stream);
 }
 
-extern "C" mok_status mok_gg_fp8_quantize_weight(const void *w, void *q, float *scales,
+extern "C" mok_status mok_fp8_quant_weight(const void *w, void *q, float *scales,
                                                  int64_t experts, int64_t n, int64_t k,
                                                  cudaStream_t stream) {
   if (!w || !q || !scales) return MOK_ERR_INVALID_ARGUMENT;
@@ -661,7 +661,7 @@ static mok_status f8_gate_up(const void *x, const float *x_scales, const void *w
     GG_TRY(gg_make_tmap_2d(&tq, q_act, m_total, inter, 1, 64, 128));
   }
   GG_TRY(f8_launch<F8_SWIGLU>(&ta, &tg, &tu, &tc, &tp, p, m_total, stream, fused_q ? &tq : NULL));
-  if (q_act && !fused_q) return mok_gg_fp8_quantize_act(act, q_act, q_scales, m_total, inter, stream);
+  if (q_act && !fused_q) return mok_fp8_quant_act(act, q_act, q_scales, m_total, inter, stream);
   return MOK_SUCCESS;
 }
 

@@ -199,7 +199,7 @@ __device__ __forceinline__ void f8_codes4(uint32_t c, float *f) {
   f[0] = f01.x, f[1] = f01.y, f[2] = f23.x, f[3] = f23.y;
 }
 
-/* 16 e4m3 codes times scale s, each rounded to bf16: what mok_gg_fp8_dequantize_act writes. */
+/* 16 e4m3 codes times scale s, each rounded to bf16: what mok_fp8_dequant_act writes. */
 __device__ __forceinline__ void f8_dequant16(uint4 codes, float s, uint4 *out) {
   const uint32_t c[4] = {codes.x, codes.y, codes.z, codes.w};
   uint32_t o[8];

@@ -516,7 +516,7 @@ extern "C" mok_status mok_gg_fp8_mlp_forward(const mok_gg_fp8_mlp *m, cudaStream
   pg.offset = m->expert_offset;
   pg.count = m->expert_count;
   pg.num_experts = E;
-  pg.m_pad = (int)MOK_GG_FP8_SCALE_ROWS(mt);
+  pg.m_pad = (int)MOK_FP8_SCALE_ROWS(mt);
   pg.group_m = 16;
   pg.turns = !(flags & 512);
   pg.direct = (flags & 1024) != 0;

@@ -98,7 +98,7 @@ __device__ __forceinline__ void f8t_issue(uint8_t *slot, const f8t_params &p, in
 
 /* This thread's 32 values of its column (c = threadIdx.x / 4, rows 32 * (threadIdx.x % 4) on) as
  * floats, and the column's amax over the block, shared by its four threads. FP8_IN: each code
- * times its row's scale rounded to bf16, so the result is that of mok_gg_fp8_dequantize_act
+ * times its row's scale rounded to bf16, so the result is that of mok_fp8_dequant_act
  * followed by the bf16 version, bit for bit, without the bf16 copy. */
 template <bool FP8_IN>
 __device__ __forceinline__ float f8t_column(const uint8_t *slot, float *v) {
@@ -724,7 +724,7 @@ static mok_status f8t_quantize(const void *x, const float *x_scales, void *q_t, 
   if (num_experts <= 0 || m_total <= 0 || cols <= 0) return MOK_ERR_INVALID_SHAPE;
   if (cols % 128 || ((uintptr_t)x & 15) || ((uintptr_t)q_t & 15) || ((uintptr_t)expert_amax & 3))
     return MOK_ERR_MISALIGNED;
-  const int64_t m_pad = MOK_GG_FP8_SCALE_ROWS(m_total);
+  const int64_t m_pad = MOK_FP8_SCALE_ROWS(m_total);
   if (m_pad / 128 > INT32_MAX || cols / 64 > 65535) return MOK_ERR_INVALID_SHAPE;
   if (x_scales && ((uintptr_t)x_scales & 15)) return MOK_ERR_MISALIGNED;
   f8t_params p;
@@ -757,7 +757,7 @@ static mok_status f8t_quantize(const void *x, const float *x_scales, void *q_t, 
   return MOK_SUCCESS;
 }
 
-extern "C" mok_status mok_gg_fp8_quantize_t(const void *x, void *q_t, float *scales_t,
+extern "C" mok_status mok_fp8_quant_t(const void *x, void *q_t, float *scales_t,
                                             float *expert_amax, const int32_t *expert_offset,
                                             const int32_t *expert_count, int num_experts,
                                             int64_t m_total, int64_t cols, cudaStream_t stream) {
@@ -765,7 +765,7 @@ extern "C" mok_status mok_gg_fp8_quantize_t(const void *x, void *q_t, float *sca
                       num_experts, m_total, cols, stream);
 }
 
-extern "C" mok_status mok_gg_fp8_requantize_t(const void *q, const float *q_scales, void *q_t,
+extern "C" mok_status mok_fp8_requant_t(const void *q, const float *q_scales, void *q_t,
                                               float *scales_t, float *expert_amax,
                                               const int32_t *expert_offset,
                                               const int32_t *expert_count, int num_experts,
@@ -794,7 +794,7 @@ extern "C" mok_status mok_gg_fp8_wgrad(const void *a_t, const float *a_scales, i
   if ((int64_t)num_experts * m * n > ((int64_t)1 << 40) || (int64_t)num_experts * m > INT32_MAX ||
       n > INT32_MAX / 2)
     return MOK_ERR_INVALID_SHAPE;
-  const int64_t m_pad = MOK_GG_FP8_SCALE_ROWS(m_total);
+  const int64_t m_pad = MOK_FP8_SCALE_ROWS(m_total);
   CUtensorMap ta, tb, tc;
   GG_TRY(gg_make_tmap_2d(&ta, a_t, m, m_pad, 1, F8G_BM, 128));
   GG_TRY(gg_make_tmap_2d(&tb, b_t, n, m_pad, 1, 128, 128));

@@ -57,7 +57,7 @@ __global__ void __launch_bounds__(WARPS_FEW * 32) dispatch_pull_kernel(v1_route 
   }
 }
 
-/* FP8 dispatch: each source rank quantized its x (mok_gg_fp8_quantize_act_rows) into its symmetric
+/* FP8 dispatch: each source rank quantized its x (mok_fp8_quant_act_rows) into its symmetric
  * buffer, codes [T, H] e4m3 at x8_off and scales [T, H / 128] fp32 at s_off. A real row's codes go
  * to recv8[row] and its scales to scales[kb * m_pad + row] (the FP8 GEMM's K-block-major layout);
  * padding rows get zero codes and scale 1, what quantizing v1_dispatch_pull's zero rows gives, so
@@ -245,7 +245,7 @@ __global__ void __launch_bounds__(WARPS_FEW * 32) weight_rows_kernel(v1_route r,
 /* FP8 reverse-combine when the router-weight gradient is left to the SwiGLU backward
  * (v1_swiglu_backward_rw): d_out[row] = rw * dy (bf16, dW_down's operand), the unweighted dy
  * quantized 1x128 into q [rows, H] e4m3 and scales [H / 128][m_pad] (the d_act GEMM's A operand:
- * the steps of mok_gg_fp8_quantize_act, a half-warp per 128 values), rw_rows[row] = rw. Padding
+ * the steps of mok_fp8_quant_act, a half-warp per 128 values), rw_rows[row] = rw. Padding
  * rows: zeros, zero codes, scale 1, rw 0. Nothing is pushed. */
 __global__ void __launch_bounds__(WARPS_FEW * 32) reverse_combine_fp8_kernel(v1_route r, size_t dy_off, size_t rw_off, bf16 *d_out,
                                            uint8_t *q, float *scales, int64_t m_pad,

@@ -56,7 +56,7 @@ __global__ void gg_fp8_dequant_act_kernel(const uint8_t *q, const float *scales,
   f8_dequant16(*(const uint4 *)(q + at), s, (uint4 *)(x + at));
 }
 
-extern "C" mok_status mok_gg_fp8_transpose_weight(const void *q, const float *scales,
+extern "C" mok_status mok_fp8_transpose_block128(const void *q, const float *scales,
                                                   int64_t experts, int64_t n, int64_t k, void *q_t,
                                                   float *scales_t, int64_t ld_t, int64_t col_off,
                                                   cudaStream_t stream) {
@@ -73,7 +73,7 @@ extern "C" mok_status mok_gg_fp8_transpose_weight(const void *q, const float *sc
   return MOK_SUCCESS;
 }
 
-extern "C" mok_status mok_gg_fp8_dequantize_act(const void *q, const float *scales, void *x,
+extern "C" mok_status mok_fp8_dequant_act(const void *q, const float *scales, void *x,
                                                 int64_t m_total, int64_t k,
                                                 const int32_t *rows_dev, cudaStream_t stream) {
   if (!q || !scales || !x) return MOK_ERR_INVALID_ARGUMENT;
@@ -82,7 +82,7 @@ extern "C" mok_status mok_gg_fp8_dequantize_act(const void *q, const float *scal
   const int64_t threads = m_total * (k / 128) * 8; /* eight per 1x128 block */
   const int64_t blocks = (threads + 255) / 256;
   gg_fp8_dequant_act_kernel<<<(unsigned)blocks, 256, 0, stream>>>(
-      (const uint8_t *)q, scales, (uint16_t *)x, m_total, k, MOK_GG_FP8_SCALE_ROWS(m_total),
+      (const uint8_t *)q, scales, (uint16_t *)x, m_total, k, MOK_FP8_SCALE_ROWS(m_total),
       rows_dev);
   GG_LAUNCHED();
   return MOK_SUCCESS;

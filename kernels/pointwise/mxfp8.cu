@@ -90,7 +90,7 @@ __global__ void gg_mx_weight_kernel(const uint8_t *qmx, const uint8_t *smx, uint
   if (threadIdx.x == 0) scales[blk] = e8m0_to_f(emax);
 }
 
-extern "C" mok_status mok_gg_mxfp8_act_to_block128(const void *q_mx, const uint8_t *scales_mx,
+extern "C" mok_status mok_mxfp8_act_to_block128(const void *q_mx, const uint8_t *scales_mx,
                                                    void *q, float *scales, int64_t m_total,
                                                    int64_t k, cudaStream_t stream) {
   if (!q_mx || !scales_mx || !q || !scales) return MOK_ERR_INVALID_ARGUMENT;
@@ -99,12 +99,12 @@ extern "C" mok_status mok_gg_mxfp8_act_to_block128(const void *q_mx, const uint8
   const int64_t warps = m_total * (k / 128);
   gg_mx_act_kernel<<<(unsigned)((warps * 32 + 255) / 256), 256, 0, stream>>>(
       (const uint8_t *)q_mx, scales_mx, (uint8_t *)q, scales, m_total, k,
-      MOK_GG_FP8_SCALE_ROWS(m_total));
+      MOK_FP8_SCALE_ROWS(m_total));
   GG_LAUNCHED();
   return MOK_SUCCESS;
 }
 
-extern "C" mok_status mok_gg_mxfp8_weight_to_block128(const void *q_mx, const uint8_t *scales_mx,
+extern "C" mok_status mok_mxfp8_weight_to_block128(const void *q_mx, const uint8_t *scales_mx,
                                                       void *q, float *scales, int64_t experts,
                                                       int64_t n, int64_t k, cudaStream_t stream) {
   if (!q_mx || !scales_mx || !q || !scales) return MOK_ERR_INVALID_ARGUMENT;

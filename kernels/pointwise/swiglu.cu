@@ -84,7 +84,7 @@ __global__ void swiglu_bwd_packed_kernel(const bf16 *da, const bf16 *preact, bf1
   }
 }
 
-/* Eight bf16 values of a 1x128 block held by a half-warp, quantized as mok_gg_fp8_quantize_act
+/* Eight bf16 values of a 1x128 block held by a half-warp, quantized as mok_fp8_quant_act
  * does, bit for bit (f8_quant_block8). */
 __device__ __forceinline__ void quant_block8(uint4 packed, uint8_t *q, float *scale, int lane,
                                              bool active) {

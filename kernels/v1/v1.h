@@ -83,7 +83,7 @@ cudaError_t v1_dispatch_pull(const v1_route *r, size_t x_off, void *recv, cudaSt
 /* FP8 forward dispatch: pulls each real row's e4m3 codes (source's symmetric [T, H] at x8_off) into
  * recv8 [capacity, H] and its fp32 scales (source's [T, H / 128] at s_off) into scales
  * [H / 128][m_pad] (m_pad >= capacity); padding rows get zero codes and scale 1. The same GEMM
- * input, bit for bit, as v1_dispatch_pull followed by mok_gg_fp8_quantize_act. */
+ * input, bit for bit, as v1_dispatch_pull followed by mok_fp8_quant_act. */
 cudaError_t v1_dispatch_pull_fp8(const v1_route *r, size_t x8_off, size_t s_off, void *recv8,
                                  float *scales, int64_t m_pad, cudaStream_t stream);
 
@@ -122,7 +122,7 @@ cudaError_t v1_reverse_combine_fp8(const v1_route *r, size_t dy_off, size_t rw_o
  * forward's codes [rows, I] e4m3 times their scales [I / 128][m_pad] (what its down GEMM read),
  * pushed into the source rank's fp32 [T*k] buffer at drw_off. Padding rows of dgu get zeros.
  * q (or NULL): dgu also quantized 1x128 into q [rows, 2I] e4m3 and q_scales [2I / 128][q_m_pad]
- * (q_m_pad >= capacity), bit for bit what mok_gg_fp8_quantize_act_upto makes of dgu. I % 128 == 0. */
+ * (q_m_pad >= capacity), bit for bit what mok_fp8_quant_act_upto makes of dgu. I % 128 == 0. */
 cudaError_t v1_swiglu_backward_rw(const v1_route *r, size_t drw_off, const void *g,
                                   const void *preact, const void *act, const float *act_scales,
                                   int64_t m_pad, const float *rw_rows, void *dgu, void *q,

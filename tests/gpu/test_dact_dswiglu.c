@@ -51,7 +51,7 @@ static void dsw_case(int64_t T, int64_t H, int64_t I, mok_route_kind route, int 
   CHECK_STATUS(mok_schedule_build(sched, u.d.topk, q), MOK_SUCCESS);
   int64_t rows = 0;
   CHECK_STATUS(mok_schedule_rows(sched, &rows), MOK_SUCCESS);
-  const int64_t cap = w->cap, m_pad = MOK_GG_FP8_SCALE_ROWS(cap), el = w->el;
+  const int64_t cap = w->cap, m_pad = MOK_FP8_SCALE_ROWS(cap), el = w->el;
   const int64_t kb2 = 2 * I / 128;
   const uint64_t seed = test_seed() + 29u * (uint64_t)gpu_ctx.rank;
   void *dy = NULL, *dy8 = NULL, *wd = NULL, *wd8 = NULL, *pre = NULL, *act = NULL, *act8 = NULL;
@@ -85,12 +85,12 @@ static void dsw_case(int64_t T, int64_t H, int64_t I, mok_route_kind route, int 
   /* inputs: dy and the weights quantized, pre-activations (some past the clamp's 1.5), act
    * through its quantization, router weights in (0, 1] */
   CHECK(v1_fill_random_bf16(dy, cap * H, seed, 1, 1.0f, q) == cudaSuccess);
-  CHECK_STATUS(mok_gg_fp8_quantize_act(dy, dy8, dys, cap, H, q), MOK_SUCCESS);
+  CHECK_STATUS(mok_fp8_quant_act(dy, dy8, dys, cap, H, q), MOK_SUCCESS);
   CHECK(v1_fill_random_bf16(wd, el * I * H, seed, 2, 0.05f, q) == cudaSuccess);
-  CHECK_STATUS(mok_gg_fp8_quantize_weight(wd, wd8, wds, el, I, H, q), MOK_SUCCESS);
+  CHECK_STATUS(mok_fp8_quant_weight(wd, wd8, wds, el, I, H, q), MOK_SUCCESS);
   CHECK(v1_fill_random_bf16(pre, cap * 2 * I, seed, 3, 3.0f, q) == cudaSuccess);
   CHECK(v1_fill_random_bf16(act, cap * I, seed, 4, 2.0f, q) == cudaSuccess);
-  CHECK_STATUS(mok_gg_fp8_quantize_act(act, act8, acts, cap, I, q), MOK_SUCCESS);
+  CHECK_STATUS(mok_fp8_quant_act(act, act8, acts, cap, I, q), MOK_SUCCESS);
   lh_upload_router_rows(rw, cap, seed);
 
   const v1_route r = mok_gpu_route(sched);

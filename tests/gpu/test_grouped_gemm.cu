@@ -391,11 +391,11 @@ static double e4m3_to_d(uint8_t b) {
  * checks the scales against amax / 448 on real rows. */
 static std::vector<double> quant_act(const gg_rows &g, const std::vector<uint16_t> &x, int64_t k,
                                      uint8_t **dq, float **ds) {
-  const int64_t m = g.m_total, mp = MOK_GG_FP8_SCALE_ROWS(m), kbs = k / 128;
+  const int64_t m = g.m_total, mp = MOK_FP8_SCALE_ROWS(m), kbs = k / 128;
   uint16_t *dx = to_dev(x);
   cudaMalloc((void **)dq, m * k + 16);
   cudaMalloc((void **)ds, kbs * mp * 4 + 16);
-  CHECK_STATUS(mok_gg_fp8_quantize_act(dx, *dq, *ds, m, k, 0), MOK_SUCCESS);
+  CHECK_STATUS(mok_fp8_quant_act(dx, *dq, *ds, m, k, 0), MOK_SUCCESS);
   cudaDeviceSynchronize();
   std::vector<uint8_t> q = from_dev(*dq, m * k);
   std::vector<float> sc = from_dev(*ds, kbs * mp);
@@ -431,7 +431,7 @@ static std::vector<double> quant_weight(const std::vector<uint16_t> &w, int64_t 
   const int64_t nsc = E * (n / 128) * (k / 128);
   cudaMalloc((void **)dq, E * n * k + 16);
   cudaMalloc((void **)ds, nsc * 4 + 16);
-  CHECK_STATUS(mok_gg_fp8_quantize_weight(dw, *dq, *ds, E, n, k, 0), MOK_SUCCESS);
+  CHECK_STATUS(mok_fp8_quant_weight(dw, *dq, *ds, E, n, k, 0), MOK_SUCCESS);
   cudaDeviceSynchronize();
   std::vector<uint8_t> q = from_dev(*dq, E * n * k);
   std::vector<float> sc = from_dev(*ds, nsc);
@@ -753,7 +753,7 @@ static void test_gg_fp8_wide_orders_bitwise(void) {
 
 /* Gate+up with the activations quantized for down (mok_gg_fp8_gate_up_swiglu_quantized): on
  * every real row the same codes and scales, bit for bit, as the bf16 activations of
- * mok_gg_fp8_gate_up_swiglu quantized by mok_gg_fp8_quantize_act; in the epilogue of the default
+ * mok_gg_fp8_gate_up_swiglu quantized by mok_fp8_quant_act; in the epilogue of the default
  * (256-column) kernel, which stages the codes and stores them by TMA, with them stored from
  * registers (flag 1024), and after a 128-column kernel (flag 16); with and without the clamp. */
 static void test_gg_fp8_swiglu_quantized(void) {
@@ -761,7 +761,7 @@ static void test_gg_fp8_swiglu_quantized(void) {
   const int E = 5;
   const int64_t inter = 384, hidden = 512;
   gg_rows g = make_rows(&r, E, 400, 1);
-  const int64_t mp = MOK_GG_FP8_SCALE_ROWS(g.m_total), kbs = inter / 128;
+  const int64_t mp = MOK_FP8_SCALE_ROWS(g.m_total), kbs = inter / 128;
   fp8_mlp_ops o = make_fp8_mlp(&r, g, E, inter, hidden, false);
   uint8_t *qx = o.qx, *qg = o.qg, *qu = o.qu;
   float *sx = o.sx, *sg = o.sg, *su = o.su;
@@ -787,7 +787,7 @@ static void test_gg_fp8_swiglu_quantized(void) {
       CHECK_STATUS(mok_gg_fp8_gate_up_swiglu(qx, sx, qg, sg, qu, su, act, p0, doff, dcnt, E,
                                              g.m_total, inter, hidden, lim, 0.75f, 0),
                    MOK_SUCCESS);
-      CHECK_STATUS(mok_gg_fp8_quantize_act(act, q0, s0, g.m_total, inter, 0), MOK_SUCCESS);
+      CHECK_STATUS(mok_fp8_quant_act(act, q0, s0, g.m_total, inter, 0), MOK_SUCCESS);
       CHECK_STATUS(mok_gg_fp8_gate_up_swiglu_quantized(qx, sx, qg, sg, qu, su, act, p1, q1, s1, doff,
                                                        dcnt, E, g.m_total, inter, hidden, lim,
                                                        0.75f, 0),
@@ -831,7 +831,7 @@ typedef struct {
 static mlp_outs mlp_outs_alloc(const gg_rows &g, int64_t inter, int64_t hidden) {
   mlp_outs o = {};
   o.nq = g.m_total * inter;
-  o.ns = (inter / 128) * MOK_GG_FP8_SCALE_ROWS(g.m_total);
+  o.ns = (inter / 128) * MOK_FP8_SCALE_ROWS(g.m_total);
   o.npre = g.m_total * 2 * inter;
   o.nout = g.m_total * hidden;
   for (int i = 0; i < 2; ++i) {
@@ -869,7 +869,7 @@ typedef struct {
 
 static mlp_outs_diff mlp_outs_compare(const mlp_outs &o, const gg_rows &g, int64_t inter,
                                       int64_t hidden) {
-  const int64_t mp = MOK_GG_FP8_SCALE_ROWS(g.m_total), kbs = inter / 128;
+  const int64_t mp = MOK_FP8_SCALE_ROWS(g.m_total), kbs = inter / 128;
   std::vector<uint8_t> c0 = from_dev(o.q[0], o.nq), c1 = from_dev(o.q[1], o.nq);
   std::vector<float> a0 = from_dev(o.sc[0], o.ns), a1 = from_dev(o.sc[1], o.ns);
   std::vector<uint16_t> p0 = from_dev(o.pre[0], o.npre), p1 = from_dev(o.pre[1], o.npre);
@@ -984,7 +984,7 @@ static void test_gg_fp8_mlp_pulled(void) {
   const int E = 7, ranks = 2, top_k = 3;
   const int64_t inter = 384, hidden = 512, T = 301, kbs = hidden / 128;
   gg_rows g = make_rows(&r, E, 700, 1);
-  const int64_t mp = MOK_GG_FP8_SCALE_ROWS(g.m_total);
+  const int64_t mp = MOK_FP8_SCALE_ROWS(g.m_total);
   fp8_mlp_ops o = make_fp8_mlp(&r, g, E, inter, hidden, true);
   /* the staged x of each source rank: codes, then scales, as mok's dispatch stages them */
   const size_t x8_off = 256, s_off = x8_off + (size_t)(T * hidden);
@@ -1096,11 +1096,11 @@ static void test_gg_fp8_mlp_pulled(void) {
   cudaFree(pxs); cudaFree(sync); cudaFree(err);
 }
 
-/* The row-major scale layout (mok_gg_fp8_quantize_act_rows, what the FP8 forward's dispatch moves):
+/* The row-major scale layout (mok_fp8_quant_act_rows, what the FP8 forward's dispatch moves):
  * the same codes bit for bit, and each scale equal to the K-block-major one; odd row count. */
 static void test_gg_fp8_quantize_rows(void) {
   gg_rng r = {test_seed() ^ 0xf8a0};
-  const int64_t m = 301, k = 640, kbs = k / 128, mp = MOK_GG_FP8_SCALE_ROWS(m);
+  const int64_t m = 301, k = 640, kbs = k / 128, mp = MOK_FP8_SCALE_ROWS(m);
   std::vector<uint16_t> x(m * k);
   fill_bf16(&r, x, 3.0f);
   for (int64_t j = 0; j < 128; ++j) x[5 * k + 128 + j] = 0; /* an all-zero block: scale 1 */
@@ -1113,9 +1113,9 @@ static void test_gg_fp8_quantize_rows(void) {
   cudaMalloc((void **)&s1, m * kbs * 4);
   cudaMemset(q1, 0x7f, m * k);
   cudaMemset(s1, 0xff, m * kbs * 4);
-  CHECK_STATUS(mok_gg_fp8_quantize_act(dx, q0, s0, m, k, 0), MOK_SUCCESS);
-  CHECK_STATUS(mok_gg_fp8_quantize_act_rows(dx, q1, s1, m, k, 0), MOK_SUCCESS);
-  CHECK_STATUS(mok_gg_fp8_quantize_act_rows(dx, q1, s1, m, 100, 0), MOK_ERR_MISALIGNED);
+  CHECK_STATUS(mok_fp8_quant_act(dx, q0, s0, m, k, 0), MOK_SUCCESS);
+  CHECK_STATUS(mok_fp8_quant_act_rows(dx, q1, s1, m, k, 0), MOK_SUCCESS);
+  CHECK_STATUS(mok_fp8_quant_act_rows(dx, q1, s1, m, 100, 0), MOK_ERR_MISALIGNED);
   CHECK(cudaDeviceSynchronize() == cudaSuccess);
   std::vector<uint8_t> c0 = from_dev(q0, m * k), c1 = from_dev(q1, m * k);
   std::vector<float> a0 = from_dev(s0, kbs * mp), a1 = from_dev(s1, m * kbs);
@@ -1132,8 +1132,8 @@ static void test_gg_fp8_quantize_rows(void) {
 }
 
 /* The FP8 backward's layout conversions: two weights transposed side by side into [E, k, 2n]
- * (mok_gg_fp8_transpose_weight with col_off 0 and n) equal the host's transposition of their
- * codes and scales byte for byte; dequantized rows (mok_gg_fp8_dequantize_act) equal e4m3 * scale
+ * (mok_fp8_transpose_block128 with col_off 0 and n) equal the host's transposition of their
+ * codes and scales byte for byte; dequantized rows (mok_fp8_dequant_act) equal e4m3 * scale
  * rounded to bf16 on the host, bit for bit; bad arguments are refused. */
 static void test_gg_fp8_layout(void) {
   gg_rng r = {test_seed() ^ 0xf8b1};
@@ -1149,12 +1149,12 @@ static void test_gg_fp8_layout(void) {
   cudaMalloc((void **)&st, E * kbs * (ld / 128) * 4);
   cudaMemset(qt, 0x7f, E * k * ld);
   cudaMemset(st, 0xff, E * kbs * (ld / 128) * 4);
-  CHECK_STATUS(mok_gg_fp8_transpose_weight(q0, s0, E, n, k, qt, st, ld, 0, 0), MOK_SUCCESS);
-  CHECK_STATUS(mok_gg_fp8_transpose_weight(q1, s1, E, n, k, qt, st, ld, n, 0), MOK_SUCCESS);
-  CHECK_STATUS(mok_gg_fp8_transpose_weight(q1, s1, E, n, k, qt, st, ld, n + 128, 0),
+  CHECK_STATUS(mok_fp8_transpose_block128(q0, s0, E, n, k, qt, st, ld, 0, 0), MOK_SUCCESS);
+  CHECK_STATUS(mok_fp8_transpose_block128(q1, s1, E, n, k, qt, st, ld, n, 0), MOK_SUCCESS);
+  CHECK_STATUS(mok_fp8_transpose_block128(q1, s1, E, n, k, qt, st, ld, n + 128, 0),
                MOK_ERR_INVALID_SHAPE);
-  CHECK_STATUS(mok_gg_fp8_transpose_weight(q1, s1, E, n, k, qt, st, ld, 64, 0), MOK_ERR_MISALIGNED);
-  CHECK_STATUS(mok_gg_fp8_transpose_weight(NULL, s1, E, n, k, qt, st, ld, 0, 0),
+  CHECK_STATUS(mok_fp8_transpose_block128(q1, s1, E, n, k, qt, st, ld, 64, 0), MOK_ERR_MISALIGNED);
+  CHECK_STATUS(mok_fp8_transpose_block128(NULL, s1, E, n, k, qt, st, ld, 0, 0),
                MOK_ERR_INVALID_ARGUMENT);
   CUDA_OK(cudaDeviceSynchronize());
   std::vector<uint8_t> c[2] = {from_dev(q0, E * n * k), from_dev(q1, E * n * k)};
@@ -1176,7 +1176,7 @@ static void test_gg_fp8_layout(void) {
   CHECK(bad == 0);
 
   gg_rows g = make_rows(&r, 4, 300, 1);
-  const int64_t m = g.m_total, ka = 640, kba = ka / 128, mp = MOK_GG_FP8_SCALE_ROWS(m);
+  const int64_t m = g.m_total, ka = 640, kba = ka / 128, mp = MOK_FP8_SCALE_ROWS(m);
   std::vector<uint16_t> x(m * ka);
   fill_bf16(&r, x, 5.0f);
   uint8_t *qx;
@@ -1185,8 +1185,8 @@ static void test_gg_fp8_layout(void) {
   uint16_t *dx = NULL;
   cudaMalloc((void **)&dx, m * ka * 2);
   cudaMemset(dx, 0xff, m * ka * 2);
-  CHECK_STATUS(mok_gg_fp8_dequantize_act(qx, sx, dx, m, ka, NULL, 0), MOK_SUCCESS);
-  CHECK_STATUS(mok_gg_fp8_dequantize_act(qx, sx, dx, m, 100, NULL, 0), MOK_ERR_MISALIGNED);
+  CHECK_STATUS(mok_fp8_dequant_act(qx, sx, dx, m, ka, NULL, 0), MOK_SUCCESS);
+  CHECK_STATUS(mok_fp8_dequant_act(qx, sx, dx, m, 100, NULL, 0), MOK_ERR_MISALIGNED);
   CUDA_OK(cudaDeviceSynchronize());
   std::vector<uint8_t> cq = from_dev(qx, m * ka);
   std::vector<float> cs = from_dev(sx, kba * mp);
@@ -1202,7 +1202,7 @@ static void test_gg_fp8_layout(void) {
 }
 
 /* ---- FP8 weight gradient ------------------------------------------------------------------ */
-/* x [m_total, cols] quantized transposed on the device (mok_gg_fp8_quantize_t) against the host:
+/* x [m_total, cols] quantized transposed on the device (mok_fp8_quant_t) against the host:
  * each (128-token block, column) of a real expert block has scale amax / 448 over the real rows
  * (expert: over all the expert's real rows, every block of it the same) and codes within E4M3's
  * rounding of value / scale; padding rows' codes are zero. Returns the device buffers and the
@@ -1210,7 +1210,7 @@ static void test_gg_fp8_layout(void) {
 static std::vector<double> quant_t(const gg_rows &g, const std::vector<uint16_t> &x, int64_t cols,
                                    uint8_t **dq, float **ds, int32_t *doff, int32_t *dcnt,
                                    int expert = 0) {
-  const int64_t m_pad = MOK_GG_FP8_SCALE_ROWS(g.m_total), nb = m_pad / 128;
+  const int64_t m_pad = MOK_FP8_SCALE_ROWS(g.m_total), nb = m_pad / 128;
   uint16_t *dx = to_dev(x);
   cudaMalloc((void **)dq, cols * m_pad + 16);
   cudaMalloc((void **)ds, nb * cols * 4 + 16);
@@ -1221,7 +1221,7 @@ static std::vector<double> quant_t(const gg_rows &g, const std::vector<uint16_t>
     CHECK(cudaMalloc((void **)&amax, (size_t)g.E * cols * 4) == cudaSuccess);
     cudaMemset(amax, 0x7f, (size_t)g.E * cols * 4); /* poison: the call writes every entry */
   }
-  CHECK_STATUS(mok_gg_fp8_quantize_t(dx, *dq, *ds, amax, doff, dcnt, g.E, g.m_total, cols, 0),
+  CHECK_STATUS(mok_fp8_quant_t(dx, *dq, *ds, amax, doff, dcnt, g.E, g.m_total, cols, 0),
                MOK_SUCCESS);
   CHECK(cudaDeviceSynchronize() == cudaSuccess);
   cudaFree(amax);
@@ -1270,7 +1270,7 @@ static void run_fp8_wgrad(int E, int max_rows, int64_t m, int64_t n, int out_fp3
                           int half, int skip, int expert = 0, int steep = 0) {
   gg_rng r = {test_seed() ^ 0xf8e1};
   gg_rows g = make_rows(&r, E, max_rows, 1);
-  const int64_t m_pad = MOK_GG_FP8_SCALE_ROWS(g.m_total), am = half ? 2 * m : m;
+  const int64_t m_pad = MOK_FP8_SCALE_ROWS(g.m_total), am = half ? 2 * m : m;
   std::vector<uint16_t> a(g.m_total * am), b(g.m_total * n);
   fill_bf16(&r, a, 1.0f);
   fill_bf16(&r, b, 3.0f);
@@ -1459,7 +1459,7 @@ static void test_gg_fp8_wgrad_slices_bitwise(void) {
   wgrad_bitwise(512, 768, 2, f2, n2);
 }
 
-/* The weight gradients' requantization of the forward's codes (mok_gg_fp8_requantize_t): the same
+/* The weight gradients' requantization of the forward's codes (mok_fp8_requant_t): the same
  * bytes, codes and scales, as dequantizing to bf16 and quantizing that along the tokens, on odd
  * and empty experts with NaN-poisoned padding rows; both outputs start from the same poison. */
 static void test_gg_fp8_requant_t(void) {
@@ -1467,7 +1467,7 @@ static void test_gg_fp8_requant_t(void) {
   const int E = 6;
   const int64_t cols = 384;
   gg_rows g = make_rows(&r, E, 700, 1); /* experts past the quantizer's 4-block ring too */
-  const int64_t m = g.m_total, mp = MOK_GG_FP8_SCALE_ROWS(m), nb = mp / 128;
+  const int64_t m = g.m_total, mp = MOK_FP8_SCALE_ROWS(m), nb = mp / 128;
   std::vector<uint16_t> x(m * cols);
   fill_bf16(&r, x, 2.0f);
   nan_padding(g, x, cols);
@@ -1484,21 +1484,21 @@ static void test_gg_fp8_requant_t(void) {
   }
   float *amax;
   CUDA_OK(cudaMalloc((void **)&amax, E * cols * 4));
-  CHECK_STATUS(mok_gg_fp8_quantize_act(dx, q, qs, m, cols, 0), MOK_SUCCESS);
-  CHECK_STATUS(mok_gg_fp8_dequantize_act(q, qs, dbf, m, cols, NULL, 0), MOK_SUCCESS);
+  CHECK_STATUS(mok_fp8_quant_act(dx, q, qs, m, cols, 0), MOK_SUCCESS);
+  CHECK_STATUS(mok_fp8_dequant_act(q, qs, dbf, m, cols, NULL, 0), MOK_SUCCESS);
   for (int ex = 0; ex < 2; ++ex) { /* 1x128 blocks; one scale per expert and column */
     float *ea = ex ? amax : NULL;
     for (int i = 0; i < 2; ++i) {
       cudaMemset(qt[i], 0x5a, cols * mp);
       cudaMemset(st[i], 0xa5, nb * cols * 4);
     }
-    CHECK_STATUS(mok_gg_fp8_quantize_t(dbf, qt[0], st[0], ea, doff, dcnt, E, m, cols, 0),
+    CHECK_STATUS(mok_fp8_quant_t(dbf, qt[0], st[0], ea, doff, dcnt, E, m, cols, 0),
                  MOK_SUCCESS);
-    CHECK_STATUS(mok_gg_fp8_requantize_t(q, qs, qt[1], st[1], ea, doff, dcnt, E, m, cols, 0),
+    CHECK_STATUS(mok_fp8_requant_t(q, qs, qt[1], st[1], ea, doff, dcnt, E, m, cols, 0),
                  MOK_SUCCESS);
-    CHECK_STATUS(mok_gg_fp8_requantize_t(q, NULL, qt[1], st[1], ea, doff, dcnt, E, m, cols, 0),
+    CHECK_STATUS(mok_fp8_requant_t(q, NULL, qt[1], st[1], ea, doff, dcnt, E, m, cols, 0),
                  MOK_ERR_INVALID_ARGUMENT);
-    CHECK_STATUS(mok_gg_fp8_requantize_t(q, qs, qt[1], st[1], ea, doff, dcnt, E, m, 200, 0),
+    CHECK_STATUS(mok_fp8_requant_t(q, qs, qt[1], st[1], ea, doff, dcnt, E, m, 200, 0),
                  MOK_ERR_MISALIGNED);
     CUDA_OK(cudaDeviceSynchronize());
     std::vector<uint8_t> a = from_dev(qt[0], cols * mp), b = from_dev(qt[1], cols * mp);
@@ -1528,7 +1528,7 @@ static void test_gg_mxfp8_fwd(void) {
   const int E = 5;
   const int64_t n = 256, k = 512;
   gg_rows g = make_rows(&r, E, 300, 1);
-  const int64_t m = g.m_total, mp = MOK_GG_FP8_SCALE_ROWS(m);
+  const int64_t m = g.m_total, mp = MOK_FP8_SCALE_ROWS(m);
   std::vector<uint8_t> qa(m * k), qw((size_t)E * n * k), sa(m * (k / 32)), sw((size_t)E * n * (k / 32));
   for (auto &b : qa) b = rand_e4m3(&r);
   for (auto &b : qw) b = rand_e4m3(&r);
@@ -1542,8 +1542,8 @@ static void test_gg_mxfp8_fwd(void) {
   cudaMalloc((void **)&oqw, (size_t)E * n * k + 16);
   cudaMalloc((void **)&osa, (k / 128) * mp * 4 + 16);
   cudaMalloc((void **)&osw, (size_t)E * (n / 128) * (k / 128) * 4 + 16);
-  CHECK_STATUS(mok_gg_mxfp8_act_to_block128(dqa, dsa, oqa, osa, m, k, 0), MOK_SUCCESS);
-  CHECK_STATUS(mok_gg_mxfp8_weight_to_block128(dqw, dsw, oqw, osw, E, n, k, 0), MOK_SUCCESS);
+  CHECK_STATUS(mok_mxfp8_act_to_block128(dqa, dsa, oqa, osa, m, k, 0), MOK_SUCCESS);
+  CHECK_STATUS(mok_mxfp8_weight_to_block128(dqw, dsw, oqw, osw, E, n, k, 0), MOK_SUCCESS);
   std::vector<uint16_t> c(m * n, BF16_NAN);
   uint16_t *dc = to_dev(c);
   int32_t *doff = to_dev(g.offset), *dcnt = to_dev(g.count);

@@ -1,6 +1,6 @@
 /* test_swiglu_quant.c — the FP8 SwiGLU backward with the router-weight gradient quantizes its dgu
  * 1x128 on the way out (the dx GEMM's A operand): those codes and scales are bit for bit what
- * quantizing its dgu afterwards gives (mok_gg_fp8_quantize_act_upto), padding rows included, and
+ * quantizing its dgu afterwards gives (mok_fp8_quant_act_upto), padding rows included, and
  * dgu and d_rw are the same with and without the quantization. Random inputs on real schedules;
  * intermediate sizes whose 128-column blocks leave half a warp idle in the last step. */
 #include <stdlib.h>
@@ -29,7 +29,7 @@ static void swiglu_quant_case(int64_t T, int64_t I, mok_route_kind route, int us
     CHECK_STATUS(mok_schedule_build(sched, u.d.topk, q), MOK_SUCCESS);
     int64_t rows = 0;
     CHECK_STATUS(mok_schedule_rows(sched, &rows), MOK_SUCCESS);
-    const int64_t cap = w->cap, m_pad = MOK_GG_FP8_SCALE_ROWS(cap), kb2 = 2 * I / 128;
+    const int64_t cap = w->cap, m_pad = MOK_FP8_SCALE_ROWS(cap), kb2 = 2 * I / 128;
     const uint64_t seed = test_seed() + 17u * (uint64_t)gpu_ctx.rank;
     void *g = NULL, *pre = NULL, *act = NULL, *codes = NULL, *dgu[2] = {NULL, NULL};
     void *qa = NULL, *qb = NULL;
@@ -50,7 +50,7 @@ static void swiglu_quant_case(int64_t T, int64_t I, mok_route_kind route, int us
     CHECK(v1_fill_random_bf16(g, cap * I, seed, 1, 0.5f, q) == cudaSuccess);
     CHECK(v1_fill_random_bf16(pre, cap * 2 * I, seed, 2, 3.0f, q) == cudaSuccess);
     CHECK(v1_fill_random_bf16(act, cap * I, seed, 3, 2.0f, q) == cudaSuccess);
-    CHECK_STATUS(mok_gg_fp8_quantize_act(act, codes, act_s, cap, I, q), MOK_SUCCESS);
+    CHECK_STATUS(mok_fp8_quant_act(act, codes, act_s, cap, I, q), MOK_SUCCESS);
     lh_upload_router_rows(rw_rows, cap, seed);
     /* poison what the two runs write */
     CHECK(cudaMemsetAsync(qa, 0xFF, (size_t)(cap * 2 * I), q) == cudaSuccess);
@@ -68,7 +68,7 @@ static void swiglu_quant_case(int64_t T, int64_t I, mok_route_kind route, int us
       CHECK(v1_swiglu_backward_rw(&r, w->off_drw, g, pre, codes, act_s, m_pad, rw_rows, dgu[run],
                                   run ? qb : NULL, run ? sb : NULL, m_pad, I, use_limit, 1.5f,
                                   q) == cudaSuccess);
-      if (!run) CHECK_STATUS(mok_gg_fp8_quantize_act_upto(dgu[0], qa, sa, cap, 2 * I, used, q),
+      if (!run) CHECK_STATUS(mok_fp8_quant_act_upto(dgu[0], qa, sa, cap, 2 * I, used, q),
                              MOK_SUCCESS);
       CHECK_STATUS(mok_gpu_barrier(w, q), MOK_SUCCESS); /* every peer's d_rw pushed here */
       CHECK(cudaStreamSynchronize(q) == cudaSuccess);

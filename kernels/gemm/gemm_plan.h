@@ -1,0 +1,45 @@
+/* gemm_plan.h — the grouped GEMMs' variant choices as pure functions of the sizes, in plain C
+ * that runs unchanged on the host (the layer's plan, api/plan.c; CPU tests) and in the
+ * launchers (the defaults of a NULL mok_gg_launch). No choice changes a result bit; each was
+ * measured on the shapes docs/PERF.md lists. rows_per_expert: the rows one expert typically has
+ * (the layer: EP * T * k / E; a launcher without a plan: m_total / num_experts). */
+#ifndef MOK_GEMM_PLAN_H
+#define MOK_GEMM_PLAN_H
+
+#include <stdint.h>
+
+#ifdef __CUDACC__
+#define MOK_GP_HD __host__ __device__ __forceinline__
+#else
+#define MOK_GP_HD static inline
+#endif
+
+/* BF16 row-grouped products: cluster pairs sharing the B tile by multicast pay where an expert
+ * has few row tiles (little reuse of a weight tile in L2) and cost a little on long experts. */
+MOK_GP_HD int mok_gg_bf16_cluster_for(int64_t rows_per_expert) {
+  return rows_per_expert <= 4 * 128 ? 2 : 1;
+}
+
+/* FP8 products on the 128-column kernel: three consumer warpgroups (192-row tiles) pay where the
+ * experts are long; on short ones a 192-row tile leaves a tail tile that streams a whole B tile
+ * for a third of its rows. */
+MOK_GP_HD int mok_gg_fp8_warpgroups_for(int64_t rows_per_expert) {
+  return rows_per_expert >= 384 ? 3 : 2;
+}
+
+/* Whether an FP8 product of n output columns runs the 256-column kernel (else the 128-column
+ * one). Gate+up always does (its tiles are 128 columns of each weight). */
+MOK_GP_HD int mok_gg_fp8_wide_covers(int64_t n) { return n % 256 == 0; }
+
+/* The FP8 weight gradient with per-expert B scales (expert_scales 2) of m dW rows per expert:
+ * cluster pairs of vertically adjacent 128-row tiles sharing B where the tiles pair up. */
+MOK_GP_HD int mok_gg_fp8_wgrad_cluster_for(int64_t m) { return m % 256 == 0 ? 2 : 1; }
+
+/* Whether the FP8 forward MLP runs as one launch: down's columns in 256s, and every local
+ * expert's tile prefix in the kernel's shared memory. */
+#define MOK_GG_MAX_EXPERTS_PER_LAUNCH 256
+MOK_GP_HD int mok_gg_fp8_mlp_covers(int64_t num_experts, int64_t hidden) {
+  return hidden % 256 == 0 && num_experts <= MOK_GG_MAX_EXPERTS_PER_LAUNCH;
+}
+
+#endif /* MOK_GEMM_PLAN_H */
