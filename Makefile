@@ -36,6 +36,8 @@ GPU_TEST_SRC := $(wildcard tests/gpu/*.c tests/gpu/*.cu)
 GPU_TEST_OBJ := $(patsubst %.c,$(BUILD)/%.o,$(patsubst %.cu,$(BUILD)/%.cu.o,$(GPU_TEST_SRC)))
 
 LIB := $(BUILD)/libmok.so
+# the same objects as an archive, for the test programs that reach below the public API
+LIB_A := $(BUILD)/libmok.a
 RPATH_SELF := -Wl,-rpath,'$$ORIGIN'
 
 .PHONY: all test gpu-test clean
@@ -56,18 +58,29 @@ $(BUILD)/%.cu.o: %.cu Makefile
 
 $(TEST_C:%.c=$(BUILD)/%.o): CFLAGS += -DMOK_BUILD_DIR='"$(BUILD)"'
 
+# libmok.so exports the public API only (include/mok.h, include/mok_reference.h: MOK_API)
+$(LIB_OBJ): CFLAGS += -fvisibility=hidden
+$(LIB_OBJ): NVCCFLAGS += -Xcompiler -fvisibility=hidden
+
 $(LIB): $(LIB_OBJ)
 	$(CXX) -shared -Wl,--no-undefined -o $@ $^ $(LDLIBS)
 
+$(LIB_A): $(LIB_OBJ)
+	@rm -f $@
+	ar rcs $@ $^
+
+# the command: its own input generator (cli/fill.cu), the library through its public API
 CLI_C := $(wildcard cli/*.c)
-$(BUILD)/mok: $(CLI_C:%.c=$(BUILD)/%.o) $(LIB)
-	$(CC) -o $@ $(filter %.o,$^) -L$(BUILD) -lmok $(RPATH_SELF) $(LDLIBS)
+CLI_CU := $(wildcard cli/*.cu)
+CLI_OBJ := $(CLI_C:%.c=$(BUILD)/%.o) $(CLI_CU:%.cu=$(BUILD)/%.cu.o)
+$(BUILD)/mok: $(CLI_OBJ) $(LIB)
+	$(CXX) -o $@ $(CLI_OBJ) -L$(BUILD) -lmok $(RPATH_SELF) $(LDLIBS)
 
-$(BUILD)/mok_tests: $(TEST_C:%.c=$(BUILD)/%.o) $(LIB)
-	$(CC) -o $@ $(filter %.o,$^) -L$(BUILD) -lmok $(RPATH_SELF) $(LDLIBS)
+$(BUILD)/mok_tests: $(TEST_C:%.c=$(BUILD)/%.o) $(LIB_A)
+	$(CXX) -o $@ $^ $(LDLIBS)
 
-$(BUILD)/mok_gpu_tests: $(GPU_TEST_OBJ) $(BUILD)/tests/test_runner.o $(LIB)
-	$(CXX) -o $@ $(filter %.o,$^) -L$(BUILD) -lmok $(RPATH_SELF) $(LDLIBS)
+$(BUILD)/mok_gpu_tests: $(GPU_TEST_OBJ) $(BUILD)/tests/test_runner.o $(LIB_A)
+	$(CXX) -o $@ $^ $(LDLIBS)
 
 test: $(BUILD)/mok_tests $(BUILD)/mok
 	$(BUILD)/mok_tests

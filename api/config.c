@@ -1,28 +1,32 @@
-/* config.c — host-side knobs: defaults, validation of a shape and config for the GPU path, and the
- * schedule's worst-case size. No device is touched here. */
+/* config.c — the config: its defaults, the check of a caller's copy (size, magic, version) and its
+ * completion to this library's size, the validation of a shape and config for the GPU path, and
+ * the schedule's worst-case size. No device is touched here. */
 #include <math.h>
+#include <stddef.h>
 #include <stdint.h>
-#include "mok.h"
+#include <string.h>
+#include "api/config.h"
+#include "api/plan.h"
 #include "schedule/pipeline.h"
 
 mok_status mok_config_init(mok_config *c) {
   if (!c) return MOK_ERR_INVALID_ARGUMENT;
-  c->dtype = MOK_DTYPE_BF16;
-  c->path = MOK_PATH_AUTO;
-  c->fwd_comm_sms = 0; /* automatic (mok.h) */
-  c->bwd_comm_sms = 0;
-  c->tile_m = 128;
-  c->minibatch_rows = 128;
-  c->macrobatch_minibatches = 64; /* 8192 rows: 16 ring steps at DSv3 EP=2, T 7168 */
-  c->ring_bytes = 0;
-  c->schedule_capacity = 0;
-  c->use_swiglu_limit = 0;
-  c->swiglu_limit = 0.0f;
-  c->timeout_ms = 10000;
-  c->deterministic = 1;
-  c->fp8_weight_grads = 3;
-  c->fp8_fused_router_grad = 1;
-  c->fp8_shared_expert = 0;
+  const mok_config d = MOK_CONFIG_INITIALIZER;
+  *c = d;
+  return MOK_SUCCESS;
+}
+
+mok_status mok_config_complete(const mok_config *in, mok_config *out) {
+  if (!in || !out) return MOK_ERR_INVALID_ARGUMENT;
+  /* This layout is the first with a size: a library with fields added after it accepts it and
+   * gives those fields their defaults. A larger size comes from a newer header than this
+   * library's. */
+  if (in->magic != MOK_CONFIG_MAGIC || in->size < sizeof(mok_config) ||
+      in->size > sizeof(mok_config) || in->version > MOK_VERSION_CODE)
+    return MOK_ERR_INVALID_ARGUMENT;
+  mok_config_init(out);
+  memcpy(out, in, in->size);
+  out->size = sizeof(mok_config);
   return MOK_SUCCESS;
 }
 
@@ -49,8 +53,7 @@ mok_status mok_schedule_worst_case_rows(const mok_shape *s, int ep, int tile_m, 
   return MOK_SUCCESS;
 }
 
-mok_status mok_validate(const mok_shape *s, const mok_config *c, int ep) {
-  if (!s || !c || ep <= 0) return MOK_ERR_INVALID_ARGUMENT;
+mok_status mok_validate_complete(const mok_shape *s, const mok_config *c, int ep) {
   mok_status st = check_shape(s, ep);
   if (st != MOK_SUCCESS) return st;
   if (s->hidden % MOK_ALIGN_FEATURES || s->intermediate % MOK_ALIGN_FEATURES ||
@@ -58,26 +61,32 @@ mok_status mok_validate(const mok_shape *s, const mok_config *c, int ep) {
     return MOK_ERR_MISALIGNED;
   if (c->dtype != MOK_DTYPE_BF16 && c->dtype != MOK_DTYPE_FP8_BLOCK128 && c->dtype != MOK_DTYPE_MXFP8)
     return MOK_ERR_INVALID_ARGUMENT;
-  if (c->path != MOK_PATH_AUTO && c->path != MOK_PATH_FUSED && c->path != MOK_PATH_UNFUSED &&
-      c->path != MOK_PATH_GROUPED)
-    return MOK_ERR_INVALID_ARGUMENT;
-  if (c->fwd_comm_sms < 0 || c->bwd_comm_sms < 0 || c->fwd_comm_sms > 128 || c->bwd_comm_sms > 128)
-    return MOK_ERR_INVALID_ARGUMENT;
-  if (c->tile_m != 64 && c->tile_m != 128 && c->tile_m != 256) return MOK_ERR_INVALID_ARGUMENT;
-  if (c->minibatch_rows <= 0 || c->minibatch_rows % c->tile_m) return MOK_ERR_INVALID_ARGUMENT;
   if (c->macrobatch_minibatches < 1 || c->ring_bytes < 0 || c->schedule_capacity < 0)
     return MOK_ERR_INVALID_ARGUMENT;
-  if (c->schedule_capacity % c->tile_m) return MOK_ERR_MISALIGNED;
   if (c->use_swiglu_limit && !(c->swiglu_limit > 0.0f && isfinite(c->swiglu_limit)))
     return MOK_ERR_INVALID_ARGUMENT;
-  if (c->timeout_ms <= 0 || (c->deterministic != 0 && c->deterministic != 1)) return MOK_ERR_INVALID_ARGUMENT;
+  if (c->timeout_ms <= 0) return MOK_ERR_INVALID_ARGUMENT;
   if (c->fp8_weight_grads < 0 || c->fp8_weight_grads > 3) return MOK_ERR_INVALID_ARGUMENT;
   if (c->fp8_fused_router_grad != 0 && c->fp8_fused_router_grad != 1)
     return MOK_ERR_INVALID_ARGUMENT;
   if (c->fp8_shared_expert != 0 && c->fp8_shared_expert != 1) return MOK_ERR_INVALID_ARGUMENT;
+  st = mok_plan_check_requests(s, c, ep);
+  if (st != MOK_SUCCESS) return st;
+  /* the tile the plan will use (the request, or 128) */
+  const int tile = c->plan.tile_m ? c->plan.tile_m : 128;
+  if (c->schedule_capacity % tile) return MOK_ERR_MISALIGNED;
+  const int mb = c->plan.minibatch_rows ? c->plan.minibatch_rows : tile > 128 ? tile : 128;
   mok_pipe_params pipe;
   int64_t ring = 0;
-  return mok_pipe_from_config(s, c, ep, &pipe, &ring); /* a ring holds at least one region */
+  return mok_pipe_from_config(s, c, ep, tile, mb, &pipe, &ring); /* a ring: one region at least */
+}
+
+mok_status mok_validate(const mok_shape *s, const mok_config *c, int ep) {
+  if (!s || !c || ep <= 0) return MOK_ERR_INVALID_ARGUMENT;
+  mok_config full;
+  mok_status st = mok_config_complete(c, &full);
+  if (st != MOK_SUCCESS) return st;
+  return mok_validate_complete(s, &full, ep);
 }
 
 mok_status mok_fp8_scale_count(mok_dtype dtype, int64_t experts, int64_t rows, int64_t cols,

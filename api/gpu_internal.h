@@ -1,6 +1,6 @@
-/* gpu_internal.h — the GPU path's workspace and schedule objects (the unfused path: separate
- * dispatch, GEMM and combine kernels on one stream) and the helpers the api/gpu_*.c files share.
- * Host C. */
+/* gpu_internal.h — the GPU path's workspace and schedule objects and the helpers the api/gpu_*.c
+ * files share. The workspace holds its plan (api/plan.c), which every stage reads to choose its
+ * kernels; nothing else decides how a call runs. Host C. */
 #ifndef MOK_GPU_INTERNAL_H
 #define MOK_GPU_INTERNAL_H
 
@@ -8,25 +8,45 @@
 #include <stdint.h>
 #include "api/status_detail.h"
 #include "comm/comm.h"
-#include "kernels/v1/v1.h"
+#include "kernels/gemm/gemm.h"
+#include "kernels/move/move.h"
 #include "mok.h"
 #include "schedule/pipeline_core.h"
+#include "schedule/schedule_device.h"
 
-/* Limits of this build's GPU path (also checked by mok_workspace_create). */
-#define MOK_V1_MAX_CHUNK_IDS 8192     /* top-k ids one schedule chunk stages in shared memory   */
-#define MOK_V1_MAX_SCAN_ENTRIES 49152 /* chunks * local experts in the single-block scan         */
-#define MOK_V1_MAX_LOCAL_EXPERTS 4096 /* E / EP                                                 */
+/* The FP8 scratch of a workspace (config dtype FP8_BLOCK128), each NULL where its mode is off. */
+typedef struct {
+  void *q;             /* the E4M3 A operand of a data gradient (rw * dy rows [rows, H], then
+                          the gate / up gradients [rows, 2I])                                  */
+  float *q_scales;     /*   its 1x128 scales [max(H, 2I)/128][rows rounded up to 128]          */
+  int32_t *mlp_sync;   /* the one-launch forward MLP's counters (mok_gg_fp8_mlp_sync_ints)     */
+  float *rw_rows;      /* the fused router-weight gradient (config fp8_fused_router_grad): each
+                          row's router weight [rows]                                           */
+  void *wq_a, *wq_b;   /* the FP8 weight gradients' operands quantized 1x128 along the tokens,
+                          transposed: [max(H, 2I)] and [max(H, I)] rows of rows_pad codes      */
+  float *wq_as, *wq_bs; /*   and their scales [rows_pad / 128][max(H, 2I) | max(H, I)]         */
+  float *wq_amax;      /*   per-expert scales (fp8_weight_grads 2 or 3): the amax scratch
+                          [el][max(H, 2I)]; NULL for 1x128 blocks                             */
+  void *s8_w, *s8_wt;  /* the FP8 shared expert (config fp8_shared_expert): its weights
+                          quantized at each call, gate, up [Is, H], down [H, Is] e4m3, and the
+                          backward's gate | up [H, 2Is], down [Is, H]                         */
+  float *s8_ws, *s8_wts; /*  their 128x128 block scales, in the same order                     */
+  void *s8_x, *s8_q;   /*   x [T, H] and a data gradient's A operand [T, max(H, 2Is)],
+                          quantized 1x128: codes, then scales (mok_fp8_scales_of)             */
+} mok_fp8_scratch;
 
 struct mok_workspace {
   mok_group *group;
   mok_shape shape;
-  mok_config config;
+  mok_config config;         /* the caller's, completed to this library's layout            */
+  mok_plan plan;             /* how every stage runs (resolved and agreed at creation)      */
+  char plan_text[512];       /* the plan in words (mok_workspace_kernels)                    */
   int ep, rank, el;          /* el = E / EP                                              */
+  int sms;                   /* the device's SMs                                         */
   int64_t cap;               /* schedule rows per rank                                   */
   mok_pipe_params pipe;      /* the token ring (pipe.ring_regions 0: none); pipe.capacity
                                 is cap. The backward and FP8 scratch below hold `rows`
                                 rows: cap, or one ring region                           */
-  int32_t *view_offset, *view_count, *view_row_src; /* a ring step's view of a schedule  */
   int chunks_per_rank;       /* schedule build geometry                                  */
   int64_t chunk_tokens;
   int64_t timeout_ns;
@@ -38,58 +58,35 @@ struct mok_workspace {
   char **op_peer;            /* device [ep]: the ops layer's table for a caller's buffer */
   /* local device memory (one allocation) */
   void *local;
+  int64_t local_bytes;
   int32_t *err;              /* sticky error word                                        */
   uint64_t *epoch;           /* barrier epoch counter                                    */
+  int32_t *dense_table;      /* the shared expert as one grouped-GEMM expert: offset {0,
+                                T rounded up to 128}, count {T}                           */
+  int32_t *ready;            /* [ready_count] per-minibatch flags of the fused comm CTAs     */
+  int64_t ready_count;
+  int32_t *view_offset, *view_count, *view_row_src; /* a ring step's view of a schedule  */
   void *d_out;               /* [rows, H]  backward: rw * dy rows, later dx rows         */
   void *d_a;                 /* [rows, I]                                                */
   void *dgu;                 /* [rows, 2I]                                               */
   void *ys;                  /* [T, H]    shared expert output / its dx                  */
   void *ds_a;                /* [T, Is]                                                  */
   void *dsgu;                /* [T, 2Is]                                                 */
-  void *fp8_q;               /* FP8 backward: the E4M3 A operand of a data gradient (rw * dy
-                                rows [rows, H], then the gate / up gradients [rows, 2I])   */
-  float *fp8_q_scales;       /*      its 1x128 scales [max(H, 2I)/128][rows rounded up to 128] */
-  int fp8_wgrad;             /* FP8 backward: weight gradients in FP8 too (config
-                                fp8_weight_grads)                                         */
-  void *wq_a, *wq_b;         /*   their operands quantized 1x128 along the tokens, transposed:
-                                [max(H, 2I)] and [max(H, I)] rows of rows_pad codes         */
-  float *wq_as, *wq_bs;      /*   and their scales [rows_pad / 128][max(H, 2I) | max(H, I)]  */
-  float *wq_amax;            /*   per-expert scales (config fp8_weight_grads 2 or 3): the
-                                amax scratch [el][max(H, 2I)]; NULL for 1x128 blocks       */
-  int fp8_fused_drw;         /* FP8: d_router_weights inside the SwiGLU backward, from the
-                                unweighted d_act product (config fp8_fused_router_grad); the
-                                forward then keeps no outputs                               */
-  float *rw_rows;            /*   each row's router weight [rows]                           */
-  float *dsw_scales;         /*   the SwiGLU backward in d_act's epilogue (FP8, fused d_rw,
-                                mok_gpu_fp8_dswiglu): dgu's 1x128 scales [2I/128][rows_pad]
-                                (its codes go to d_a, which it leaves unused), and the d_rw
-                                parts [I/256][rows]; else NULL                               */
-  float *dsw_part;
-  void *s8_w, *s8_wt;        /* FP8 shared expert (config fp8_shared_expert; else NULL): its
-                                weights quantized at each call, gate, up [Is, H], down [H, Is]
-                                e4m3, and the backward's gate | up [H, 2Is], down [Is, H]     */
-  float *s8_ws, *s8_wts;     /*   their 128x128 block scales, in the same order               */
-  void *s8_x, *s8_q;         /*   x [T, H] and a data gradient's A operand [T, max(H, 2Is)],
-                                quantized 1x128: codes, then scales (mok_fp8_scales_of)      */
-  int32_t *dense_table;      /* the shared expert as one grouped-GEMM expert: offset {0,
-                                T rounded up to 128}, count {T}                           */
-  int64_t local_bytes;
-  int sched_parallel;        /* schedule build by the parallel kernels (same table)          */
-  int fused_dispatch;        /* MOK_PATH_FUSED: dispatch / combine inside the GEMM kernels   */
-  int32_t *ready;            /* [ready_count] per-minibatch flags of the fused comm CTAs     */
-  int32_t *mlp_sync;         /* FP8: the one-launch forward MLP's counters
-                                (mok_gg_fp8_mlp_sync_ints(rows))                             */
-  int64_t ready_count;
-  int sms;                   /* the device's SMs                                         */
-  int fwd_comm, bwd_comm;    /* comm SMs (config fwd_comm_sms, bwd_comm_sms; 0 resolved)   */
-  cudaStream_t side;         /* the shared expert's stream beside the communication kernels
-                                (gpu_layer.c), with its fork and join events; NULL when the
-                                shared expert runs in line                               */
+  mok_fp8_scratch fp8;
+  cudaStream_t side;         /* the shared expert's stream beside the communication
+                                kernels (plan shared_fwd / shared_bwd beside), with its
+                                fork and join events; NULL when it always runs in line   */
   cudaEvent_t side_fork, side_join;
-  int wgmma;                 /* expert GEMMs on the grouped wgmma kernels (else v1 mma.sync);
-                                then g holds bf16 pre-activations [cap, 2I] (g | u), u is
-                                unused, and likewise sg / su                               */
 };
+
+/* What the plan says, as the stages ask it. */
+static inline int mok_gpu_grouped_gemms(const mok_workspace *w) {
+  return w->plan.path != MOK_PATH_ORACLE; /* the TMA + wgmma kernels (else mma.sync, v1) */
+}
+static inline int mok_gpu_fused(const mok_workspace *w) { return w->plan.path == MOK_PATH_FUSED; }
+static inline int mok_gpu_fp8(const mok_workspace *w) {
+  return w->config.dtype == MOK_DTYPE_FP8_BLOCK128;
+}
 
 /* A schedule, or one ring step's view of it (mok_gpu_ring_view: the tables of one macrobatch and
  * the per-row buffers of one region). The stage functions read the rows through it. */
@@ -102,9 +99,9 @@ struct mok_schedule {
   void *recv_x;              /* [rows, H] tokens pulled to this rank's experts (FP8: their
                                 E4M3 codes, then the scales: mok_fp8_scales_of)           */
   void *g, *u, *a;           /* [rows, I] gate, up (fp32), SwiGLU output (bf16); for backward
-                                (wgmma: g is [rows, 2I] bf16 g | u, the same bytes; u only
-                                on the v1 backend; FP8: a holds the activations' codes and
-                                scales)                                                   */
+                                (grouped GEMMs: g is [rows, 2I] bf16 g | u, the same bytes;
+                                u only on the oracle path; FP8: a holds the activations'
+                                codes and scales)                                         */
   void *out_rows;            /* [rows, H] expert outputs; NULL in FP8 with the fused
                                 d_router_weights, which needs none                        */
   void *sg, *su, *sa;        /* [T, Is]  shared expert's gate, up (fp32), activation     */
@@ -134,20 +131,20 @@ static inline int64_t mok_fp8_rows_bytes(int64_t rows, int64_t cols) {
 
 /* Helpers (gpu_workspace.c). */
 mok_status mok_gpu_barrier(mok_workspace *w, cudaStream_t stream);
-v1_route mok_gpu_route(const mok_schedule *s);
+mok_move_route mok_gpu_route(const mok_schedule *s);
 /* mok_schedule_build in two: its argument checks (host; nothing enqueued), then the build
  * enqueued on arguments already checked. */
 mok_status mok_gpu_check_topk(const mok_schedule *s, const int32_t *topk);
 mok_status mok_gpu_schedule_enqueue(mok_schedule *s, const int32_t *topk, cudaStream_t stream);
-v1_sched_args mok_gpu_sched_args(const mok_schedule *s);
+mok_sched_args mok_gpu_sched_args(const mok_schedule *s);
 int mok_gpu_aligned(const void *p); /* 16-byte aligned (NULL counts as aligned) */
 /* A CUDA error as a mok status, its name and text recorded for mok_last_error; _at also records
  * the failed call's text and where mok made it (what TRY_CUDA passes). */
 mok_status mok_gpu_status(cudaError_t e);
 mok_status mok_gpu_status_at(cudaError_t e, const char *call, const char *file, int line);
 /* st from call, which ran after the thread's detail count was records: a CUDA failure it left
- * unrecorded, which the grouped GEMM's launchers record on their own (gg_last_error), is moved into
- * mok_last_error with call's text and place. */
+ * unrecorded, which the kernel libraries' launchers record on their own (mok_kernel_last_error),
+ * is moved into mok_last_error with call's text and place. */
 mok_status mok_gpu_failed_at(mok_status st, unsigned records, const char *call, const char *file,
                              int line);
 
@@ -170,47 +167,55 @@ int mok_gpu_ring_on(const mok_workspace *w);
 mok_status mok_gpu_ring_view(const mok_schedule *s, int64_t b, int32_t region, mok_schedule *v,
                              cudaStream_t stream);
 
-/* Stages shared by the functional layer and the ops layer (gpu_layer.c, gpu_experts.c). */
+/* ---- the expert stages (gpu_experts*.c), shared by the functional layer and the ops layer ---- */
+
+/* Argument checks of the weights and the gradients (gpu_layer.c). */
 mok_status mok_gpu_check_weights(const mok_workspace *w, const mok_weights *wt);
 mok_status mok_gpu_check_grads(const mok_schedule *s, const mok_grads *g, int need_dx);
+
+/* The routed experts' forward on rows already in recv: out_rows = MLP(recv) (BF16, either GEMM
+ * backend; FP8: recv's bf16 rows quantized into the schedule's recv_x first, the ops layer's
+ * entry). */
 mok_status mok_gpu_experts_forward(mok_schedule *s, const mok_weights *wt, const void *recv,
                                    void *out_rows, cudaStream_t stream);
-/* FP8: the forward experts from rows already quantized into the schedule's recv_x (by
- * v1_dispatch_pull_fp8, or by mok_gpu_experts_forward from bf16 rows), the outputs in out_rows
- * (not with the fused d_router_weights, which needs none); push: the down epilogues also push
- * them into the source ranks' slots (the combine's move). Neither: gate+up only (a replay).
- * pull (with push, where mok_gpu_fp8_pull_inside): the same launch also pulls recv_x from the
- * peers' staged x, no v1_dispatch_pull_fp8 before it. */
-mok_status mok_gpu_experts_forward_fp8(mok_schedule *s, const mok_weights *wt, int push, int pull,
-                                       cudaStream_t stream);
-int mok_gpu_fp8_mlp_one_launch(const mok_workspace *w);
-int mok_gpu_fp8_pull_inside(const mok_workspace *w);
-int mok_gpu_fp8_dswiglu(const mok_workspace *w);
-int mok_gpu_fp8_shared_joined_late(const mok_workspace *w);
-/* MOK_PATH_FUSED: the forward experts with the dispatch inside gate+up (recv_x filled from the
- * peers' staged x by the kernel's comm CTAs, x staged on every rank before; w->ready is zeroed
- * here) and, when push, the combine push in down's epilogues (out_rows also in the source ranks'
- * slots; push 0: a backward replay). */
-mok_status mok_gpu_experts_forward_fused(mok_schedule *s, const mok_weights *wt, int push,
-                                         cudaStream_t stream);
-/* FP8: the experts backward from w->d_out (rw * dy rows; with the fused d_router_weights also
- * the unweighted dy already quantized in fp8_q) and what the FP8 forward kept (the quantized
- * inputs and activations, the bf16 pre-activations): the data gradients on the FP8 kernels with
- * the transposed weights, the weight gradients in FP8 (config fp8_weight_grads; 0: in bf16 from
- * the dequantized rows); the dx rows pushed into the source ranks' slots by the last data
- * gradient's epilogues. */
-mok_status mok_gpu_experts_backward_fp8(mok_schedule *s, const mok_weights *wt,
-                                        const mok_grads *g, cudaStream_t stream);
-/* MOK_PATH_FUSED: the experts backward from w->d_out, the dx rows also pushed into the source
- * ranks' slots by the last data gradient's epilogues. */
-mok_status mok_gpu_experts_backward_fused(mok_schedule *s, const mok_weights *wt,
-                                          const mok_grads *g, cudaStream_t stream);
-mok_status mok_gpu_shared_forward(mok_schedule *s, const mok_weights *wt, const void *x,
-                                  cudaStream_t stream);
+/* The routed experts' backward from d_out = rw * dy rows: weight gradients and dx rows (dx_rows
+ * may equal d_out), BF16. */
 mok_status mok_gpu_experts_backward(mok_schedule *s, const mok_weights *wt, const void *recv,
                                     void *d_out, void *dx_rows, const mok_grads *g,
                                     cudaStream_t stream);
+/* Path FUSED: the forward experts with the dispatch inside gate+up (recv_x filled from the peers'
+ * staged x by the launch's comm CTAs, x staged on every rank before; w->ready is zeroed here)
+ * and, when push, the combine push in down's epilogues (out_rows also in the source ranks'
+ * slots; push 0: a backward replay). */
+mok_status mok_gpu_experts_forward_fused(mok_schedule *s, const mok_weights *wt, int push,
+                                         cudaStream_t stream);
+/* Path FUSED: the experts backward from w->d_out, the dx rows also pushed into the source ranks'
+ * slots by the last data gradient's epilogues. */
+mok_status mok_gpu_experts_backward_fused(mok_schedule *s, const mok_weights *wt,
+                                          const mok_grads *g, cudaStream_t stream);
+/* FP8: the forward experts from rows already quantized into the schedule's recv_x (by the FP8
+ * dispatch pull, or by mok_gpu_experts_forward from bf16 rows), the outputs in out (NULL: none,
+ * as the layer's forward with the fused d_router_weights keeps none: mok_gpu_fp8_kept_out);
+ * push: the down epilogues also push them into the source ranks' slots (the combine's move).
+ * Neither out nor push: gate+up only (a ring step's replay). */
+mok_status mok_gpu_experts_forward_fp8(mok_schedule *s, const mok_weights *wt, void *out,
+                                       int push, cudaStream_t stream);
+static inline void *mok_gpu_fp8_kept_out(const mok_schedule *s) {
+  return s->ws->config.fp8_fused_router_grad ? NULL : s->out_rows;
+}
+/* FP8: the experts backward from w->d_out (rw * dy rows; with the fused d_router_weights also
+ * the unweighted dy already quantized in fp8.q) and what the FP8 forward kept (the quantized
+ * inputs and activations, the bf16 pre-activations): the data gradients on the FP8 kernels with
+ * the transposed weights, the weight gradients as config fp8_weight_grads says; the dx rows
+ * pushed into the source ranks' slots by the last data gradient's epilogues. */
+mok_status mok_gpu_experts_backward_fp8(mok_schedule *s, const mok_weights *wt,
+                                        const mok_grads *g, cudaStream_t stream);
+/* The shared expert (gpu_experts_shared.c): forward into w->ys, backward (weight gradients, dx
+ * into w->ys), on the stream given, its GEMMs on at most max_ctas CTAs (0: every SM). */
+mok_status mok_gpu_shared_forward(mok_schedule *s, const mok_weights *wt, const void *x,
+                                  int max_ctas, cudaStream_t stream);
 mok_status mok_gpu_shared_backward(mok_schedule *s, const mok_weights *wt, const void *x,
-                                   const void *dy, const mok_grads *g, cudaStream_t stream);
+                                   const void *dy, const mok_grads *g, int max_ctas,
+                                   cudaStream_t stream);
 
 #endif

@@ -1,33 +1,32 @@
 /* gpu_layer.c — mok_forward (and mok_build_and_forward) and mok_backward on the GPU paths:
  * kernels enqueued on the caller's stream, no host synchronization, no allocation (capturable in
- * a CUDA graph). The expert stages (either GEMM backend) are in gpu_experts.c.
+ * a CUDA graph). The expert stages are in gpu_experts*.c; which kernels run is the workspace's
+ * plan (api/plan.c).
  * Forward:  stage x (symmetric) | barrier | pull dispatch | gate+up GEMMs, SwiGLU | down GEMM |
  *           push combine into the source rank's (token, k) slots | shared expert | barrier |
  *           y = sum_j rw * slot (j order) + shared.
  * Backward: stage dy, rw | barrier | reverse-combine (pull dy, push d_rw) | expert backward GEMMs
  *           and weight gradients | push dx parts | shared expert backward | barrier |
  *           dx = sum_j part (j order) + shared dx.
- * The fused path (default in BF16) has no separate pull and push kernels: the pull runs on comm
- * CTAs inside the gate+up kernel, the combine and dx pushes in the down and last data-gradient
- * epilogues. The FP8 forward stages x quantized (e4m3 codes and 1x128 scales), pulls those, and
- * pushes the combine from the down epilogues; its backward runs the data gradients in FP8 on the
- * transposed weights and pushes dx from the last one's epilogues. With a token ring (gpu_ring.c)
- * the routed experts' stages run once per macrobatch on a view of the schedule: forward in
- * reverse order, backward in order, replaying the forward of the macrobatches forward did not
- * keep (x is staged again). With a shared expert and separate communication kernels, the shared
- * expert runs on a side stream beside the first of them (see "beside" below). With tuning flag
- * 8192 the FP8 forward pulls its dispatch inside the one-launch expert MLP
- * (mok_gpu_fp8_pull_inside); the shared expert then runs in line, on every SM. */
+ * Path FUSED has no separate pull and push kernels: the pull runs on comm CTAs inside the gate+up
+ * launch, the combine and dx pushes in the down and last data-gradient epilogues. The FP8
+ * forward stages x quantized (e4m3 codes and 1x128 scales), pulls those, and pushes the combine
+ * from the down epilogues; its backward runs the data gradients in FP8 on the transposed weights
+ * and pushes dx from the last one's epilogues. With a token ring (gpu_ring.c) the routed experts'
+ * stages run once per macrobatch on a view of the schedule: forward in reverse order, backward in
+ * order, replaying the forward of the macrobatches forward did not keep (x is staged again).
+ * With the shared expert beside (plan shared_fwd / shared_bwd), it runs on a side stream beside
+ * the first communication kernel of the pass (see "beside" below). */
 #include <string.h>
 #include <cuda_runtime_api.h>
 #include "api/gpu_internal.h"
-#include "kernels/gemm/gemm.h"
+#include "kernels/pointwise/fp8_quant.h"
 
 static mok_status check_weights(const mok_workspace *w, const mok_weights *wt) {
   if (!wt->w_gate || !wt->w_up || !wt->w_down) return MOK_ERR_INVALID_ARGUMENT;
   if (!mok_gpu_aligned(wt->w_gate) || !mok_gpu_aligned(wt->w_up) || !mok_gpu_aligned(wt->w_down))
     return MOK_ERR_MISALIGNED;
-  if (w->config.dtype == MOK_DTYPE_FP8_BLOCK128) { /* E4M3 weights and their fp32 block scales */
+  if (mok_gpu_fp8(w)) { /* E4M3 weights and their fp32 block scales */
     if (!wt->w_gate_scale || !wt->w_up_scale || !wt->w_down_scale) return MOK_ERR_INVALID_ARGUMENT;
     if (!mok_gpu_aligned(wt->w_gate_scale) || !mok_gpu_aligned(wt->w_up_scale) ||
         !mok_gpu_aligned(wt->w_down_scale))
@@ -46,24 +45,21 @@ mok_status mok_gpu_check_weights(const mok_workspace *w, const mok_weights *wt) 
 }
 
 /* ---- the shared expert beside the communication ----------------------------------------------
- * The shared expert needs only the rank's own x (and dy), so it runs on the workspace's side
- * stream while the routed experts wait for their rows: forked from the caller's stream once x
- * (dy) is staged on every SM, and before the schedule's build in mok_build_and_forward; its GEMMs
- * on the SMs the routed experts' first communication kernel leaves (w->sms - comm SMs), and
- * joined right after that kernel, so that the routed GEMMs start on every SM. (Joined only
- * before the final sums instead, the routed GEMMs' persistent CTAs took the SMs as the shared
- * expert's kernels finished, and the two interleaved kernel by kernel: no gain. The FP8 one-launch
- * MLP takes its tiles from counters instead, so for it that order is the default (tuning flag
- * 65536: joined before it): mok_gpu_fp8_shared_joined_late.) Where the communication is inside the GEMMs (the fused
- * forward; a fused backward's ring replays) the shared expert runs in line, after the routed
- * experts. */
+ * The shared expert needs only the rank's own x (and dy), so with the plan's placement "beside"
+ * it runs on the workspace's side stream while the routed experts wait for their rows: forked
+ * from the caller's stream once x (dy) is staged on every SM, and before the schedule's build in
+ * mok_build_and_forward; its GEMMs on the SMs the routed experts' first communication kernel
+ * leaves (the device's SMs less the plan's comm CTAs); joined right after that kernel, so that
+ * the routed GEMMs start on every SM, or ("beside_late") only before the final sums, where the
+ * FP8 one-launch MLP takes the SMs as the shared expert's kernels leave them. Where the plan
+ * says "in_line", it runs after the routed experts on the caller's stream. */
 static int beside_forward(const mok_schedule *s) {
-  const mok_workspace *w = s->ws;
-  return w->side && s->tokens > 0 && !w->fused_dispatch && !mok_gpu_fp8_pull_inside(w);
+  const mok_plan *p = &s->ws->plan;
+  return s->tokens > 0 &&
+         (p->shared_fwd == MOK_SHARED_BESIDE || p->shared_fwd == MOK_SHARED_BESIDE_LATE);
 }
 static int beside_backward(const mok_schedule *s) {
-  const mok_workspace *w = s->ws;
-  return w->side && s->tokens > 0 && !(w->fused_dispatch && mok_gpu_ring_on(w));
+  return s->tokens > 0 && s->ws->plan.shared_bwd == MOK_SHARED_BESIDE;
 }
 
 static mok_status side_fork(mok_workspace *w, cudaStream_t stream) {
@@ -93,9 +89,9 @@ static mok_status after_comm(mok_workspace *w, comm_plan *cp, cudaStream_t strea
   return side_join(w, MOK_SUCCESS, stream);
 }
 
-/* The route of a schedule or view, its row kernels on comm_ctas CTAs (0: every SM; see v1_route). */
-static v1_route route_on(const mok_schedule *v, int comm_ctas) {
-  v1_route r = mok_gpu_route(v);
+/* The route of a schedule or view, its row kernels on comm_ctas CTAs (0: every SM; see mok_move_route). */
+static mok_move_route route_on(const mok_schedule *v, int comm_ctas) {
+  mok_move_route r = mok_gpu_route(v);
   r.ctas = comm_ctas;
   return r;
 }
@@ -104,10 +100,10 @@ static v1_route route_on(const mok_schedule *v, int comm_ctas) {
 static mok_status pull_fp8(mok_schedule *v, int comm_ctas, cudaStream_t stream) {
   mok_workspace *w = v->ws;
   const int64_t T = w->shape.tokens, H = w->shape.hidden; /* T: the staged rows' stride */
-  v1_route r = route_on(v, comm_ctas);
-  TRY_CUDA(v1_dispatch_pull_fp8(&r, w->off_x, w->off_x + (size_t)(T * H), v->recv_x,
-                                mok_fp8_scales_of(v->recv_x, v->rows, H),
-                                MOK_FP8_SCALE_ROWS(v->rows), stream));
+  mok_move_route r = route_on(v, comm_ctas);
+  TRY_CUDA(mok_move_dispatch_pull_fp8(&r, w->off_x, w->off_x + (size_t)(T * H), v->recv_x,
+                                      mok_fp8_scales_of(v->recv_x, v->rows, H),
+                                      MOK_FP8_SCALE_ROWS(v->rows), stream));
   return MOK_SUCCESS;
 }
 
@@ -120,9 +116,9 @@ static mok_status stage_x(const mok_schedule *s, const void *x, cudaStream_t str
   const int64_t T = s->tokens, H = w->shape.hidden, stride = w->shape.tokens;
   char *sym = (char *)w->sym.ptr;
   if (T == 0) return MOK_SUCCESS;
-  if (w->config.dtype == MOK_DTYPE_FP8_BLOCK128)
-    return mok_fp8_quant_act_rows(x, sym + w->off_x, (float *)(sym + w->off_x + stride * H),
-                                        T, H, stream);
+  if (mok_gpu_fp8(w))
+    return mok_fp8_quant_act_rows(x, sym + w->off_x, (float *)(sym + w->off_x + stride * H), T,
+                                  H, stream);
   TRY_CUDA(cudaMemcpyAsync(sym + w->off_x, x, (size_t)(T * H * 2), cudaMemcpyDeviceToDevice, stream));
   return MOK_SUCCESS;
 }
@@ -133,21 +129,19 @@ static mok_status stage_x(const mok_schedule *s, const void *x, cudaStream_t str
 static mok_status experts_forward_pass(mok_schedule *v, const mok_weights *wt, comm_plan *cp,
                                        cudaStream_t stream) {
   mok_workspace *w = v->ws;
-  v1_route r = route_on(v, cp->ctas);
-  if (w->fused_dispatch) /* pull and combine push inside the GEMMs */
+  mok_move_route r = route_on(v, cp->ctas);
+  if (mok_gpu_fused(w)) /* pull and combine push inside the GEMMs */
     return mok_gpu_experts_forward_fused(v, wt, 1, stream);
-  if (w->config.dtype == MOK_DTYPE_FP8_BLOCK128) { /* the combine pushed by down's epilogues */
-    if (mok_gpu_fp8_pull_inside(w)) /* and the dispatch pulled in the same launch (flag 8192) */
-      return mok_gpu_experts_forward_fp8(v, wt, 1, 1, stream);
+  if (mok_gpu_fp8(w)) { /* the combine pushed by down's epilogues */
     TRY(pull_fp8(v, cp->ctas, stream));
     TRY(after_comm(w, cp, stream));
-    return mok_gpu_experts_forward_fp8(v, wt, 1, 0, stream);
+    return mok_gpu_experts_forward_fp8(v, wt, mok_gpu_fp8_kept_out(v), 1, stream);
   }
-  TRY_CUDA(v1_dispatch_pull(&r, w->off_x, v->recv_x, stream));
+  TRY_CUDA(mok_move_dispatch_pull(&r, w->off_x, v->recv_x, stream));
   TRY(after_comm(w, cp, stream));
   TRY(mok_gpu_experts_forward(v, wt, v->recv_x, v->out_rows, stream));
   r.ctas = 0;
-  TRY_CUDA(v1_push_rows(&r, v->out_rows, w->off_slots, stream));
+  TRY_CUDA(mok_move_push_rows(&r, v->out_rows, w->off_slots, stream));
   return MOK_SUCCESS;
 }
 
@@ -170,10 +164,10 @@ static mok_status routed_forward(mok_schedule *s, const mok_weights *wt, comm_pl
 }
 
 /* The forward once its arguments are checked; topk: the schedule is built in the same call
- * (mok_build_and_forward). x is staged first, on every SM (the peers' pulls wait for it; beside
- * the shared expert's GEMMs it took 0.3 ms instead of 0.04, docs/PERF.md). With the shared expert
- * beside, its GEMMs come next, so that they overlap the rest of what the routed experts wait for:
- * the build and the barriers. */
+ * (mok_build_and_forward). x is staged first, on every SM (the peers' pulls wait for it, and
+ * beside the shared expert's GEMMs the copy would crawl). With the shared expert beside, its
+ * GEMMs come next, so that they overlap the rest of what the routed experts wait for: the build
+ * and the barriers. */
 static mok_status forward(mok_schedule *s, const mok_weights *wt, const int32_t *topk,
                           const void *x, const float *router_weights, void *y,
                           cudaStream_t stream) {
@@ -186,21 +180,19 @@ static mok_status forward(mok_schedule *s, const mok_weights *wt, const int32_t 
   mok_status st = MOK_SUCCESS;
   if (beside) {
     TRY(side_fork(w, stream));
-    const int prev = mok_gg_set_max_ctas(w->sms - w->fwd_comm);
-    st = mok_gpu_shared_forward(s, wt, x, w->side);
-    mok_gg_set_max_ctas(prev);
+    st = mok_gpu_shared_forward(s, wt, x, w->sms - w->plan.fwd_comm_ctas, w->side);
   }
-  /* joined after the first comm kernel, or (the FP8 one-launch MLP) only before the combine */
-  const int late = beside && mok_gpu_fp8_shared_joined_late(w);
-  comm_plan cp = {beside ? w->fwd_comm : 0, beside && !late};
+  /* joined after the first comm kernel, or (beside_late) only before the combine */
+  const int late = beside && w->plan.shared_fwd == MOK_SHARED_BESIDE_LATE;
+  comm_plan cp = {beside ? w->plan.fwd_comm_ctas : 0, beside && !late};
   if (st == MOK_SUCCESS && topk) st = mok_gpu_schedule_enqueue(s, topk, stream);
   if (st == MOK_SUCCESS) st = routed_forward(s, wt, &cp, stream);
   if (cp.join || late) st = side_join(w, st, stream); /* late, or an error came first */
   TRY(st);
-  if (!beside) TRY(mok_gpu_shared_forward(s, wt, x, stream));
+  if (!beside) TRY(mok_gpu_shared_forward(s, wt, x, 0, stream));
   TRY(mok_gpu_barrier(w, stream));
-  TRY_CUDA(v1_combine_reduce(T, (int)k, H, sym + w->off_slots, router_weights,
-                             Is > 0 ? w->ys : NULL, y, w->err, stream));
+  TRY_CUDA(mok_move_combine_reduce(T, (int)k, H, sym + w->off_slots, router_weights,
+                                   Is > 0 ? w->ys : NULL, y, w->err, stream));
   return MOK_SUCCESS;
 }
 
@@ -246,7 +238,7 @@ mok_status mok_gpu_check_grads(const mok_schedule *s, const mok_grads *g, int ne
 
 /* FP8 backward: the transposed weights mok_fp8_transpose_weights makes. */
 static mok_status check_backward_weights(const mok_workspace *w, const mok_weights *wt) {
-  if (w->config.dtype != MOK_DTYPE_FP8_BLOCK128) return MOK_SUCCESS;
+  if (!mok_gpu_fp8(w)) return MOK_SUCCESS;
   if (!wt->w_gate_up_t || !wt->w_gate_up_t_scale || !wt->w_down_t || !wt->w_down_t_scale)
     return MOK_ERR_INVALID_ARGUMENT;
   if (!mok_gpu_aligned(wt->w_gate_up_t) || !mok_gpu_aligned(wt->w_gate_up_t_scale) ||
@@ -261,14 +253,14 @@ static mok_status check_backward_weights(const mok_workspace *w, const mok_weigh
 static mok_status experts_replay(mok_schedule *v, const mok_weights *wt, comm_plan *cp,
                                  cudaStream_t stream) {
   mok_workspace *w = v->ws;
-  if (w->fused_dispatch) return mok_gpu_experts_forward_fused(v, wt, 0, stream);
-  if (w->config.dtype == MOK_DTYPE_FP8_BLOCK128) {
+  if (mok_gpu_fused(w)) return mok_gpu_experts_forward_fused(v, wt, 0, stream);
+  if (mok_gpu_fp8(w)) {
     TRY(pull_fp8(v, cp->ctas, stream));
     TRY(after_comm(w, cp, stream));
-    return mok_gpu_experts_forward_fp8(v, wt, 0, 0, stream);
+    return mok_gpu_experts_forward_fp8(v, wt, mok_gpu_fp8_kept_out(v), 0, stream);
   }
-  v1_route r = route_on(v, cp->ctas);
-  TRY_CUDA(v1_dispatch_pull(&r, w->off_x, v->recv_x, stream));
+  mok_move_route r = route_on(v, cp->ctas);
+  TRY_CUDA(mok_move_dispatch_pull(&r, w->off_x, v->recv_x, stream));
   TRY(after_comm(w, cp, stream));
   return mok_gpu_experts_forward(v, wt, v->recv_x, v->out_rows, stream);
 }
@@ -279,21 +271,22 @@ static mok_status experts_replay(mok_schedule *v, const mok_weights *wt, comm_pl
 static mok_status experts_backward_pass(mok_schedule *v, const mok_weights *wt, const mok_grads *g,
                                         comm_plan *cp, cudaStream_t stream) {
   mok_workspace *w = v->ws;
-  v1_route r = route_on(v, cp->ctas);
-  if (w->fp8_fused_drw) /* d_router_weights comes from the SwiGLU backward */
-    TRY_CUDA(v1_reverse_combine_fp8(&r, w->off_dy, w->off_rw, w->d_out, w->fp8_q, w->fp8_q_scales,
-                                    MOK_FP8_SCALE_ROWS(v->rows), w->rw_rows, stream));
+  mok_move_route r = route_on(v, cp->ctas);
+  if (mok_gpu_fp8(w) && w->config.fp8_fused_router_grad) /* d_rw from the SwiGLU backward */
+    TRY_CUDA(mok_move_reverse_combine_fp8(&r, w->off_dy, w->off_rw, w->d_out, w->fp8.q,
+                                          w->fp8.q_scales, MOK_FP8_SCALE_ROWS(v->rows),
+                                          w->fp8.rw_rows, stream));
   else
-    TRY_CUDA(v1_reverse_combine(&r, w->off_dy, w->off_rw, w->off_drw, v->out_rows, w->d_out,
-                                stream));
+    TRY_CUDA(mok_move_reverse_combine(&r, w->off_dy, w->off_rw, w->off_drw, v->out_rows, w->d_out,
+                                      stream));
   TRY(after_comm(w, cp, stream));
-  if (w->fused_dispatch) /* the dx push inside the last data gradient */
+  if (mok_gpu_fused(w)) /* the dx push inside the last data gradient */
     return mok_gpu_experts_backward_fused(v, wt, g, stream);
-  if (w->config.dtype == MOK_DTYPE_FP8_BLOCK128) /* likewise */
+  if (mok_gpu_fp8(w)) /* likewise */
     return mok_gpu_experts_backward_fp8(v, wt, g, stream);
   TRY(mok_gpu_experts_backward(v, wt, v->recv_x, w->d_out, w->d_out, g, stream));
   r.ctas = 0;
-  TRY_CUDA(v1_push_rows(&r, w->d_out, w->off_slots, stream));
+  TRY_CUDA(mok_move_push_rows(&r, w->d_out, w->off_slots, stream));
   return MOK_SUCCESS;
 }
 
@@ -353,17 +346,16 @@ mok_status mok_backward(mok_schedule *s, const mok_weights *wt, const void *x,
   mok_status st = MOK_SUCCESS;
   if (beside) {
     TRY(side_fork(w, stream));
-    const int prev = mok_gg_set_max_ctas(w->sms - w->bwd_comm);
-    st = mok_gpu_shared_backward(s, wt, x, dy, g, w->side);
-    mok_gg_set_max_ctas(prev);
+    st = mok_gpu_shared_backward(s, wt, x, dy, g, w->sms - w->plan.bwd_comm_ctas, w->side);
   }
-  comm_plan cp = {beside ? w->bwd_comm : 0, beside};
+  comm_plan cp = {beside ? w->plan.bwd_comm_ctas : 0, beside};
   if (st == MOK_SUCCESS) st = routed_backward(s, wt, g, &cp, stream);
   if (cp.join) st = side_join(w, st, stream); /* not joined yet: an error came first */
   TRY(st);
-  if (!beside) TRY(mok_gpu_shared_backward(s, wt, x, dy, g, stream));
+  if (!beside) TRY(mok_gpu_shared_backward(s, wt, x, dy, g, 0, stream));
   TRY(mok_gpu_barrier(w, stream));
-  TRY_CUDA(v1_dx_reduce(T, (int)k, H, sym + w->off_slots, Is > 0 ? w->ys : NULL, g->dx,
-                        (const float *)(sym + w->off_drw), g->d_router_weights, w->err, stream));
+  TRY_CUDA(mok_move_dx_reduce(T, (int)k, H, sym + w->off_slots, Is > 0 ? w->ys : NULL, g->dx,
+                              (const float *)(sym + w->off_drw), g->d_router_weights, w->err,
+                              stream));
   return MOK_SUCCESS;
 }

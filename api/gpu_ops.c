@@ -1,4 +1,4 @@
-/* gpu_ops.c — the ops layer on the v1 GPU path: each stage of the layer as its own collective call
+/* gpu_ops.c — the ops layer: each stage of the layer as its own collective call
  * on symmetric buffers the caller allocated with mok_sym_alloc (x, combine slots, dy, router
  * weights, dx parts). Stages that touch peers are framed by barriers (the leading one: the
  * caller's data is staged on every rank and the previous use of the target is over; the trailing
@@ -22,8 +22,8 @@ static mok_status use_buffer(mok_workspace *w, const mok_sym_buffer *b, int64_t 
   return MOK_SUCCESS;
 }
 
-static v1_route op_route(const mok_schedule *s) {
-  v1_route r = mok_gpu_route(s);
+static mok_move_route op_route(const mok_schedule *s) {
+  mok_move_route r = mok_gpu_route(s);
   r.peer_base = s->ws->op_peer;
   return r;
 }
@@ -38,9 +38,9 @@ static mok_status move_rows(mok_schedule *s, const mok_sym_buffer *sym, int64_t 
   TRY(mok_gpu_check_built(s));
   mok_workspace *w = s->ws;
   TRY(use_buffer(w, sym, bytes, st));
-  v1_route r = op_route(s);
+  mok_move_route r = op_route(s);
   TRY(mok_gpu_barrier(w, st));
-  TRY_CUDA(pull ? v1_dispatch_pull(&r, 0, rows, st) : v1_push_rows(&r, rows, 0, st));
+  TRY_CUDA(pull ? mok_move_dispatch_pull(&r, 0, rows, st) : mok_move_push_rows(&r, rows, 0, st));
   return mok_gpu_barrier(w, st);
 }
 
@@ -87,9 +87,9 @@ mok_status mok_op_combine_reduce(mok_schedule *s, const mok_weights *wt, const v
       ((uintptr_t)rw & 3u))
     return MOK_ERR_MISALIGNED;
   TRY(mok_gpu_check_weights(w, wt));
-  TRY(mok_gpu_shared_forward(s, wt, x, st));
-  TRY_CUDA(v1_combine_reduce(T, (int)k, H, combine->ptr, rw,
-                             w->shape.shared_intermediate > 0 ? w->ys : NULL, y, w->err, st));
+  TRY(mok_gpu_shared_forward(s, wt, x, 0, st));
+  TRY_CUDA(mok_move_combine_reduce(T, (int)k, H, combine->ptr, rw,
+                                   w->shape.shared_intermediate > 0 ? w->ys : NULL, y, w->err, st));
   return MOK_SUCCESS;
 }
 
@@ -112,9 +112,9 @@ mok_status mok_op_experts_backward(mok_schedule *s, const mok_weights *wt, const
   TRY(mok_gpu_check_weights(w, wt));
   TRY(mok_gpu_check_grads(s, g, 0));
   TRY(use_buffer(w, rw, w->shape.tokens * w->shape.top_k * 4, st));
-  v1_route r = mok_gpu_route(s);
+  mok_move_route r = mok_gpu_route(s);
   TRY(mok_gpu_barrier(w, st));
-  TRY_CUDA(v1_weight_rows(&r, w->op_peer, 0, w->off_drw, recv_dy, s->out_rows, w->d_out, st));
+  TRY_CUDA(mok_move_weight_rows(&r, w->op_peer, 0, w->off_drw, recv_dy, s->out_rows, w->d_out, st));
   return mok_gpu_experts_backward(s, wt, recv, w->d_out, dx_rows, g, st);
 }
 
@@ -138,10 +138,10 @@ mok_status mok_op_reverse_dispatch_reduce(mok_schedule *s, const mok_weights *wt
     return MOK_ERR_MISALIGNED;
   TRY(mok_gpu_check_weights(w, wt));
   TRY(mok_gpu_check_grads(s, g, 1));
-  TRY(mok_gpu_shared_backward(s, wt, x, dy, g, st));
-  TRY_CUDA(v1_dx_reduce(T, (int)k, H, dx_parts->ptr,
-                        w->shape.shared_intermediate > 0 ? w->ys : NULL, g->dx,
-                        (const float *)((char *)w->sym.ptr + w->off_drw), g->d_router_weights,
-                        w->err, st));
+  TRY(mok_gpu_shared_backward(s, wt, x, dy, g, 0, st));
+  TRY_CUDA(mok_move_dx_reduce(T, (int)k, H, dx_parts->ptr,
+                              w->shape.shared_intermediate > 0 ? w->ys : NULL, g->dx,
+                              (const float *)((char *)w->sym.ptr + w->off_drw), g->d_router_weights,
+                              w->err, st));
   return MOK_SUCCESS;
 }

@@ -1,4 +1,4 @@
-/* gpu_ring.c — the token ring (DESIGN.md item 4; the plan in schedule/pipeline_core.h): a
+/* gpu_ring.c — the token ring (docs/DESIGN.md, key idea 4; its walk in schedule/pipeline_core.h): a
  * schedule's per-row buffers hold ring_regions regions of one macrobatch each instead of every row
  * the capacity allows, and the passes walk the macrobatches one step at a time, each step on a
  * view of the schedule: that macrobatch's experts (offsets from its first row, the others at

@@ -31,23 +31,23 @@ mok_status mok_schedule_create(mok_workspace *w, mok_schedule **out) {
   LOC(o_rs, cap * 4);
   /* FP8: recv_x and a hold codes and scales (mok_fp8_scales_of); with the ring, each region's
    * share (its rows a multiple of 128) holds its own */
-  const int fp8 = w->config.dtype == MOK_DTYPE_FP8_BLOCK128;
+  const int fp8 = mok_gpu_fp8(w);
   const int64_t rx = fp8 && mok_fp8_rows_bytes(rows, H) > rows * H * 2 ? mok_fp8_rows_bytes(rows, H)
                                                                         : rows * H * 2;
   const int64_t ra = fp8 && mok_fp8_rows_bytes(rows, I) > rows * I * 2 ? mok_fp8_rows_bytes(rows, I)
                                                                         : rows * I * 2;
   LOC(o_rx, rx);
   LOC(o_g, rows * I * 4);
-  LOC(o_u, w->wgmma ? 0 : rows * I * 4); /* wgmma: g holds g | u as bf16 */
+  LOC(o_u, mok_gpu_grouped_gemms(w) ? 0 : rows * I * 4); /* grouped: g holds g | u in bf16 */
   LOC(o_a, ra);
   /* the expert outputs, for a d_router_weights from them; not with the FP8 one fused into the
    * SwiGLU backward, whose forward keeps none (0.9 GiB per rank at DSv3 EP=2) */
-  const int keep_out = !(fp8 && w->fp8_fused_drw);
+  const int keep_out = !(fp8 && w->config.fp8_fused_router_grad);
   LOC(o_out, keep_out ? rows * H * 2 : 0);
   LOC(o_sg, T * Is * 4);
   LOC(o_su, T * Is * 4);
   /* the shared expert's activations: bf16, or with the FP8 shared expert its codes and scales */
-  const int64_t sa = w->s8_w && mok_fp8_rows_bytes(T, Is) > T * Is * 2 ? mok_fp8_rows_bytes(T, Is)
+  const int64_t sa = w->fp8.s8_w && mok_fp8_rows_bytes(T, Is) > T * Is * 2 ? mok_fp8_rows_bytes(T, Is)
                                                                         : T * Is * 2;
   LOC(o_sa, sa);
 #undef LOC
@@ -66,7 +66,7 @@ mok_status mok_schedule_create(mok_workspace *w, mok_schedule **out) {
   s->row_src = (int32_t *)(m + o_rs);
   s->recv_x = m + o_rx;
   s->g = m + o_g;
-  s->u = w->wgmma ? NULL : m + o_u;
+  s->u = mok_gpu_grouped_gemms(w) ? NULL : m + o_u;
   s->a = m + o_a;
   s->out_rows = keep_out ? m + o_out : NULL;
   s->sg = m + o_sg;
@@ -113,14 +113,14 @@ mok_status mok_gpu_check_topk(const mok_schedule *s, const int32_t *topk) {
 mok_status mok_gpu_schedule_enqueue(mok_schedule *s, const int32_t *topk, cudaStream_t stream) {
   mok_workspace *w = s->ws;
   char *sym = (char *)w->sym.ptr;
-  TRY_CUDA(v1_sched_stage(topk, s->tokens, (int)w->shape.top_k, (int32_t *)(sym + w->off_topk),
+  TRY_CUDA(mok_sched_stage(topk, s->tokens, (int)w->shape.top_k, (int32_t *)(sym + w->off_topk),
                           (int32_t *)(sym + w->off_count), stream));
   TRY(mok_gpu_barrier(w, stream));
   s->ring_kept = 0; /* a new table: the ring holds nothing of it until a forward */
   s->built_tokens = s->tokens;
-  v1_sched_args a = mok_gpu_sched_args(s);
-  TRY_CUDA(v1_sched_count_scan(&a, stream));
-  TRY_CUDA(v1_sched_fill_pad(&a, stream));
+  mok_sched_args a = mok_gpu_sched_args(s);
+  TRY_CUDA(mok_sched_count_scan(&a, stream));
+  TRY_CUDA(mok_sched_fill_pad(&a, stream));
   return mok_gpu_barrier(w, stream);
 }
 

@@ -1,13 +1,16 @@
-/* gpu_workspace.c — the GPU path's workspace: collective shape/config agreement, the symmetric
- * buffer (routing, staged x and dy, the [T*k, H] combine slots, barrier flags) and local scratch,
- * the sticky device error word; plus helpers shared by the other api/gpu_*.c files. */
+/* gpu_workspace.c — the GPU path's workspace: the request's validation and its plan (api/plan.c),
+ * the collective agreement on shape, config and plan, the symmetric buffer (routing, staged x and
+ * dy, the [T*k, H] combine slots, barrier flags) and local scratch, the sticky device error word;
+ * plus helpers shared by the other api/gpu_*.c files. */
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
 #include <cuda_runtime_api.h>
+#include "api/config.h"
 #include "api/gpu_internal.h"
+#include "api/plan.h"
+#include "kernels/common/launch_error.h"
 #include "kernels/gemm/gemm_fused.h"
-#include "kernels/gemm/tmap.h"
 #include "schedule/pipeline.h"
 
 static mok_status cuda_status(cudaError_t e) {
@@ -29,10 +32,10 @@ mok_status mok_gpu_status_at(cudaError_t e, const char *call, const char *file, 
 
 mok_status mok_gpu_failed_at(mok_status st, unsigned records, const char *call, const char *file,
                              int line) {
-  const char *gg = gg_last_error(); /* the grouped GEMM's record of a launch that failed */
-  if (st == MOK_ERR_CUDA && mok_error_records() == records && gg[0]) {
-    mok_record_error(st, "%s at %s:%d: %s", call, file, line, gg);
-    gg_clear_last_error();
+  const char *k = mok_kernel_last_error(); /* a kernel library's record of a failed launch */
+  if (st == MOK_ERR_CUDA && mok_error_records() == records && k[0]) {
+    mok_record_error(st, "%s at %s:%d: %s", call, file, line, k);
+    mok_kernel_clear_error();
   }
   return st;
 }
@@ -45,8 +48,8 @@ static size_t align_up(size_t v, size_t a) { return (v + a - 1) / a * a; }
  * scan's work (chunks * local experts) balanced against the per-chunk counting. */
 static mok_status chunk_geometry(const mok_shape *s, int ep, int *cpr_out, int64_t *ct_out) {
   const int64_t T = s->tokens, k = s->top_k, E = s->num_experts;
-  if (E / ep > MOK_V1_MAX_LOCAL_EXPERTS) return MOK_ERR_INVALID_SHAPE;
-  int64_t max_ct = MOK_V1_MAX_CHUNK_IDS / k;
+  if (E / ep > MOK_SCHED_MAX_LOCAL_EXPERTS) return MOK_ERR_INVALID_SHAPE;
+  int64_t max_ct = MOK_SCHED_MAX_CHUNK_IDS / k;
   if (max_ct < 1) return MOK_ERR_INVALID_SHAPE;
   int64_t cpr = T > 0 ? (T + max_ct - 1) / max_ct : 1;
   int64_t pref = (int64_t)llround(sqrt((double)T * (double)k / (2.0 * (double)E)));
@@ -54,23 +57,29 @@ static mok_status chunk_geometry(const mok_shape *s, int ep, int *cpr_out, int64
   if (cpr < 1) cpr = 1;
   int64_t ct = T > 0 ? (T + cpr - 1) / cpr : 1;
   cpr = T > 0 ? (T + ct - 1) / ct : 1;
-  if (cpr * E > MOK_V1_MAX_SCAN_ENTRIES) return MOK_ERR_INVALID_SHAPE;
+  if (cpr * E > MOK_SCHED_MAX_SCAN_ENTRIES) return MOK_ERR_INVALID_SHAPE;
   *cpr_out = (int)cpr;
   *ct_out = ct;
   return MOK_SUCCESS;
 }
 
-/* What every rank must agree on, as plain integers. */
-#define AGREE_N 22
-static void agreement_row(mok_status st, const mok_shape *s, const mok_config *c, int64_t *row) {
+/* What every rank must agree on, as plain integers: the shape, the config and the plan. */
+#define AGREE_PLAN ((int)(sizeof(mok_plan) / sizeof(int)))
+#define AGREE_N (21 + AGREE_PLAN)
+static void agreement_row(mok_status st, const mok_shape *s, const mok_config *c,
+                          const mok_plan *plan, int64_t *row) {
   float L = c->use_swiglu_limit ? c->swiglu_limit : 0.0f;
   int32_t Lbits;
   memcpy(&Lbits, &L, sizeof L);
   int64_t v[AGREE_N] = {st, s->tokens, s->hidden, s->num_experts, s->intermediate, s->top_k,
-                        s->shared_intermediate, c->dtype, c->path, c->fwd_comm_sms, c->bwd_comm_sms,
-                        c->tile_m, c->minibatch_rows, c->macrobatch_minibatches, c->ring_bytes,
-                        c->schedule_capacity, c->use_swiglu_limit != 0, Lbits, c->timeout_ms,
-                        c->fp8_weight_grads, c->fp8_fused_router_grad, c->fp8_shared_expert};
+                        s->shared_intermediate, c->dtype, c->ring_bytes,
+                        c->macrobatch_minibatches, c->schedule_capacity, c->use_swiglu_limit != 0,
+                        Lbits, c->timeout_ms, c->fp8_weight_grads, c->fp8_fused_router_grad,
+                        c->fp8_shared_expert, (int64_t)c->size, c->magic, c->version,
+                        AGREE_PLAN};
+  int plan_ints[AGREE_PLAN];
+  memcpy(plan_ints, plan, sizeof plan_ints);
+  for (int i = 0; i < AGREE_PLAN; ++i) v[21 + i] = plan_ints[i];
   memcpy(row, v, sizeof v);
 }
 
@@ -114,51 +123,25 @@ done:
   return rc;
 }
 
-/* The grouped wgmma GEMMs serve the experts unless the v1 path is asked for: they need an sm_90
- * device and tile_m a multiple of their 128-row tile. */
-static int sm90_device(void) {
-  int dev = 0, major = 0;
-  if (cudaGetDevice(&dev) != cudaSuccess) return 0;
-  if (cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, dev) != cudaSuccess) return 0;
-  return major == 9;
-}
-
-static int wgmma_backend(const mok_config *c) {
-  if (c->path == MOK_PATH_UNFUSED || c->tile_m % 128) return 0;
-  return sm90_device();
-}
-
-/* Whether the fused communication runs: asked for, or AUTO on the wgmma kernels in BF16. */
-static int fused_path(const mok_config *c) {
-  if (c->path == MOK_PATH_FUSED) return 1;
-  return c->path == MOK_PATH_AUTO && c->dtype == MOK_DTYPE_BF16 && wgmma_backend(c);
-}
-
-static int device_sms(void) {
-  int dev = 0, sms = 0;
+/* What the plan needs to know of this device (api/plan.h). */
+static mok_status device_facts(mok_device_facts *d) {
+  int dev = 0, major = 0, sms = 0;
   if (cudaGetDevice(&dev) != cudaSuccess ||
-      cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev) != cudaSuccess)
-    return 0;
-  return sms;
+      cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, dev) != cudaSuccess ||
+      cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev) != cudaSuccess || sms <= 0)
+    return mok_record_error(MOK_ERR_CUDA, "the device's compute capability or SM count: %s",
+                            cudaGetErrorString(cudaGetLastError()));
+  d->sm90 = major == 9;
+  d->sms = sms;
+  return MOK_SUCCESS;
 }
 
-/* A comm-SM knob resolved (0: automatic). The fused path's comm CTAs: 4 bulk-pulling CTAs carry a
- * DSv3 forward (docs/FUSED.md). The separate dispatch and reverse-combine kernels beside the
- * shared expert: MOK_BESIDE_COMM_SMS, the sweep's best (docs/PERF.md). */
-#define MOK_FUSED_COMM_SMS 4
-#define MOK_BESIDE_COMM_SMS 24
-static int comm_sms(const mok_config *c, int fwd) {
-  const int knob = fwd ? c->fwd_comm_sms : c->bwd_comm_sms;
-  if (knob > 0) return knob;
-  return fwd && fused_path(c) ? MOK_FUSED_COMM_SMS : MOK_BESIDE_COMM_SMS;
-}
-
-/* The shared expert's side stream and its events (w->side stays NULL when it runs in line: no
- * shared expert, the v1 kernels, or MOK_SHARED_BESIDE=0, the in-line order kept selectable as the
- * overlap's baseline). */
+/* The shared expert's side stream and its events, where the plan runs it beside the
+ * communication in either pass (w->side stays NULL otherwise). */
 static cudaError_t side_create(mok_workspace *w) {
-  const char *env = getenv("MOK_SHARED_BESIDE");
-  if (w->shape.shared_intermediate == 0 || !w->wgmma || (env && strcmp(env, "0") == 0))
+  const mok_plan *p = &w->plan;
+  if (p->shared_fwd != MOK_SHARED_BESIDE && p->shared_fwd != MOK_SHARED_BESIDE_LATE &&
+      p->shared_bwd != MOK_SHARED_BESIDE)
     return cudaSuccess;
   cudaError_t e = cudaStreamCreateWithFlags(&w->side, cudaStreamNonBlocking);
   if (e == cudaSuccess) e = cudaEventCreateWithFlags(&w->side_fork, cudaEventDisableTiming);
@@ -173,49 +156,41 @@ static void side_destroy(mok_workspace *w) {
   w->side = NULL;
 }
 
-/* Validation of one rank's request, before any collective. */
-static mok_status check_request(const mok_shape *s, const mok_config *c, int ep,
-                                mok_pipe_params *pipe, int *cpr, int64_t *ct) {
-  mok_status st = mok_validate(s, c, ep);
+/* Validation of one rank's request and its plan, before any collective. */
+static mok_status check_request(const mok_shape *s, const mok_config *c, int ep, mok_plan *plan,
+                                mok_pipe_params *pipe, int *cpr, int64_t *ct, int *sms) {
+  mok_status st = mok_validate_complete(s, c, ep);
   if (st != MOK_SUCCESS) return st;
-  /* FP8 (block-128) runs on the grouped wgmma kernels: sm_90, 128-row tiles, and not yet inside
-   * the fused path; MXFP8 weights convert to it (mok_mxfp8_weight_to_block128) */
-  if (c->dtype == MOK_DTYPE_MXFP8) return MOK_ERR_NOT_SUPPORTED;
-  if (c->dtype == MOK_DTYPE_FP8_BLOCK128 &&
-      ((c->path != MOK_PATH_AUTO && c->path != MOK_PATH_GROUPED) || c->tile_m % 128 ||
-       !sm90_device()))
-    return MOK_ERR_NOT_SUPPORTED;
-  /* the fused path runs on the grouped wgmma kernels: sm_90 and 128-row tiles */
-  if ((c->path == MOK_PATH_FUSED || c->path == MOK_PATH_GROUPED) &&
-      (c->tile_m % 128 || !sm90_device()))
-    return MOK_ERR_NOT_SUPPORTED;
-  { /* comm SMs leave the others to the GEMMs */
-    const int sms = device_sms();
-    if (sms <= 0) return mok_record_error(MOK_ERR_CUDA, "the device's SM count");
-    if (comm_sms(c, 1) > sms / 2 || comm_sms(c, 0) > sms / 2)
-      return MOK_ERR_INVALID_ARGUMENT;
-  }
-  /* the token ring runs on the wgmma kernels (a ring view offsets their row buffers: g | u as
-   * bf16 in g, no fp32 u) */
-  if (c->ring_bytes > 0 && !wgmma_backend(c)) return MOK_ERR_NOT_SUPPORTED;
+  mok_device_facts dev;
+  st = device_facts(&dev);
+  if (st != MOK_SUCCESS) return st;
+  *sms = dev.sms;
+  st = mok_plan_resolve(s, c, ep, &dev, plan);
+  if (st != MOK_SUCCESS) return st;
   int64_t ring_bytes = 0; /* the capacity (the knob's or the worst case) and the ring */
-  st = mok_pipe_from_config(s, c, ep, pipe, &ring_bytes);
+  st = mok_pipe_from_config(s, c, ep, plan->tile_m, plan->minibatch_rows, pipe, &ring_bytes);
   if (st != MOK_SUCCESS) return st;
   if (pipe->capacity > INT32_MAX) return MOK_ERR_INVALID_SHAPE;
   return chunk_geometry(s, ep, cpr, ct);
 }
 
-mok_status mok_workspace_create(mok_group *g, const mok_shape *s, const mok_config *c,
+mok_status mok_workspace_create(mok_group *g, const mok_shape *s, const mok_config *caller,
                                 mok_workspace **out) {
-  if (!g || !s || !c || !out) return MOK_ERR_INVALID_ARGUMENT;
+  if (!g || !s || !caller || !out) return MOK_ERR_INVALID_ARGUMENT;
   *out = NULL;
+  mok_config full;
+  mok_status st = mok_config_complete(caller, &full);
+  if (st != MOK_SUCCESS) return st;
+  const mok_config *c = &full;
   mok_pipe_params pipe;
   memset(&pipe, 0, sizeof pipe);
+  mok_plan plan;
+  memset(&plan, 0, sizeof plan);
   int64_t ct = 1;
-  int cpr = 1;
-  mok_status st = check_request(s, c, g->size, &pipe, &cpr, &ct);
+  int cpr = 1, sms = 0;
+  st = check_request(s, c, g->size, &plan, &pipe, &cpr, &ct, &sms);
   int64_t row[AGREE_N];
-  agreement_row(st, s, c, row);
+  agreement_row(st, s, c, &plan, row);
   mok_status ag = agree(g, row);
   if (st != MOK_SUCCESS) return st;
   if (ag != MOK_SUCCESS) return ag;
@@ -225,6 +200,9 @@ mok_status mok_workspace_create(mok_group *g, const mok_shape *s, const mok_conf
   w->group = g;
   w->shape = *s;
   w->config = *c;
+  w->plan = plan;
+  mok_plan_format(&plan, w->plan_text, sizeof w->plan_text);
+  w->sms = sms;
   w->ep = g->size;
   w->rank = g->rank;
   w->el = (int)(s->num_experts / g->size);
@@ -263,7 +241,7 @@ mok_status mok_workspace_create(mok_group *g, const mok_shape *s, const mok_conf
   LOC(o_err, 4);
   LOC(o_epoch, 8);
   LOC(o_dense, 4 * 4);
-  LOC(o_ready, (rows + c->minibatch_rows - 1) / c->minibatch_rows * 4);
+  LOC(o_ready, (rows + plan.minibatch_rows - 1) / plan.minibatch_rows * 4);
   LOC(o_peer, (int64_t)w->ep * 8);
   LOC(o_op_peer, (int64_t)w->ep * 8);
   if (ring) { /* a ring step's view of a schedule */
@@ -291,14 +269,7 @@ mok_status mok_workspace_create(mok_group *g, const mok_shape *s, const mok_conf
   /* FP8, the router-weight gradient inside the SwiGLU backward (config fp8_fused_router_grad):
    * each row's router weight */
   const int fused_drw = fp8 && c->fp8_fused_router_grad;
-  size_t o_dsws = 0, o_dswp = 0;
-  if (fused_drw) {
-    LOC(o_rwr, rows * 4);
-    if (mok_gg_fp8_dswiglu_supported(I)) { /* the SwiGLU backward in d_act's epilogue */
-      LOC(o_dsws, 2 * I / 128 * rows_pad * 4);
-      LOC(o_dswp, mok_gg_fp8_dswiglu_part_floats(rows, I) * 4);
-    }
-  }
+  if (fused_drw) LOC(o_rwr, rows * 4);
   /* FP8 weight gradients: both operands of each, quantized along the tokens and transposed */
   const int fp8_wgrad = fp8 && c->fp8_weight_grads;
   const int64_t wa_rows = q_cols, wb_rows = H > I ? H : I; /* max(H, 2I), max(H, I) */
@@ -343,34 +314,27 @@ mok_status mok_workspace_create(mok_group *g, const mok_shape *s, const mok_conf
   w->ds_a = L + o_dsa;
   w->dsgu = L + o_dsgu;
   w->dense_table = (int32_t *)(L + o_dense);
+  mok_fp8_scratch *f = &w->fp8;
   if (fp8) {
-    w->fp8_q = L + o_q;
-    w->fp8_q_scales = (float *)(L + o_qs);
-    w->mlp_sync = (int32_t *)(L + o_mlp);
+    f->q = L + o_q;
+    f->q_scales = (float *)(L + o_qs);
+    f->mlp_sync = (int32_t *)(L + o_mlp);
   }
-  if (fused_drw) {
-    w->fp8_fused_drw = 1;
-    w->rw_rows = (float *)(L + o_rwr);
-    if (o_dsws) {
-      w->dsw_scales = (float *)(L + o_dsws);
-      w->dsw_part = (float *)(L + o_dswp);
-    }
-  }
+  if (fused_drw) f->rw_rows = (float *)(L + o_rwr);
   if (fp8_wgrad) {
-    w->fp8_wgrad = 1;
-    w->wq_a = L + o_wa;
-    w->wq_as = (float *)(L + o_was);
-    w->wq_b = L + o_wb;
-    w->wq_bs = (float *)(L + o_wbs);
-    w->wq_amax = c->fp8_weight_grads >= 2 ? (float *)(L + o_wam) : NULL;
+    f->wq_a = L + o_wa;
+    f->wq_as = (float *)(L + o_was);
+    f->wq_b = L + o_wb;
+    f->wq_bs = (float *)(L + o_wbs);
+    f->wq_amax = c->fp8_weight_grads >= 2 ? (float *)(L + o_wam) : NULL;
   }
   if (fp8_shared) {
-    w->s8_w = L + o_s8w;
-    w->s8_ws = (float *)(L + o_s8ws);
-    w->s8_wt = L + o_s8t;
-    w->s8_wts = (float *)(L + o_s8ts);
-    w->s8_x = L + o_s8x;
-    w->s8_q = L + o_s8q;
+    f->s8_w = L + o_s8w;
+    f->s8_ws = (float *)(L + o_s8ws);
+    f->s8_wt = L + o_s8t;
+    f->s8_wts = (float *)(L + o_s8ts);
+    f->s8_x = L + o_s8x;
+    f->s8_q = L + o_s8q;
   }
   if (ring) {
     w->view_offset = (int32_t *)(L + o_vo);
@@ -378,16 +342,7 @@ mok_status mok_workspace_create(mok_group *g, const mok_shape *s, const mok_conf
     w->view_row_src = (int32_t *)(L + o_vr);
   }
   w->ready = (int32_t *)(L + o_ready);
-  w->ready_count = (rows + c->minibatch_rows - 1) / c->minibatch_rows;
-  w->fused_dispatch = fused_path(c);
-  w->wgmma = wgmma_backend(c);
-  w->sms = device_sms();
-  w->fwd_comm = comm_sms(c, 1);
-  w->bwd_comm = comm_sms(c, 0);
-  /* The parallel schedule kernels build the same table ~18x faster (docs/PERF.md); the serial
-   * ones stay selectable (MOK_SCHEDULE_KERNELS=serial) as their cross-check. */
-  const char *sk = getenv("MOK_SCHEDULE_KERNELS");
-  w->sched_parallel = !(sk && strcmp(sk, "serial") == 0);
+  w->ready_count = (rows + plan.minibatch_rows - 1) / plan.minibatch_rows;
   const int32_t dense[4] = {0, (int32_t)((T + 127) / 128 * 128), (int32_t)T, 0};
 
   e = cudaMemset(w->local, 0, o_dout);
@@ -403,18 +358,18 @@ mok_status mok_workspace_create(mok_group *g, const mok_shape *s, const mok_conf
   if (e == cudaSuccess)
     e = mok_comm_peer_table(g->devcomm, w->sym.window, w->sym.ptr, w->ep, w->peer_base, 0);
   if (e == cudaSuccess) e = cudaDeviceSynchronize();
-  v1_sched_args sa;
+  mok_sched_args sa;
   memset(&sa, 0, sizeof sa);
   sa.ep = w->ep;
   sa.top_k = (int)k;
   sa.experts_local = w->el;
   sa.chunks_per_rank = cpr;
   sa.chunk_tokens = ct;
-  if (e == cudaSuccess) e = v1_sched_prepare(&sa);
+  if (e == cudaSuccess) e = mok_sched_prepare(&sa);
   st = mok_gpu_status(e);
   /* every rank's flags are zero before any rank can signal */
   int64_t zero_row[AGREE_N] = {0};
-  agreement_row(st, s, c, zero_row);
+  agreement_row(st, s, c, &plan, zero_row);
   mok_status ag2 = agree(g, zero_row);
   if (st == MOK_SUCCESS) st = ag2;
   if (st == MOK_SUCCESS) st = mok_gpu_status(side_create(w));
@@ -429,23 +384,13 @@ mok_status mok_workspace_create(mok_group *g, const mok_shape *s, const mok_conf
   return MOK_SUCCESS;
 }
 
-const char *mok_workspace_kernels(const mok_workspace *w) {
-  if (!w) return "";
-  if (w->fused_dispatch)
-    return "fused: communication inside the grouped TMA + wgmma GEMMs";
-  if (w->config.dtype == MOK_DTYPE_FP8_BLOCK128) {
-    if (mok_gpu_fp8_pull_inside(w))
-      return "grouped FP8: the forward's dispatch and expert MLP in one launch (rows pulled by "
-             "every CTA's spare warps, gate+up, then down pushing the combine), the shared expert "
-             "in line; a separate reverse combine, TMA + wgmma expert GEMMs";
-    if (mok_gpu_fp8_mlp_one_launch(w))
-      return "grouped FP8: separate dispatch and reverse combine, TMA + wgmma expert GEMMs, the "
-             "forward's expert MLP in one launch (gate+up, then down pushing the combine)";
-    return "grouped FP8: separate dispatch and reverse combine, TMA + wgmma expert GEMMs";
-  }
-  return w->wgmma ? "grouped: separate communication kernels, grouped TMA + wgmma expert GEMMs"
-                  : "v1: separate communication kernels, mma.sync expert GEMMs";
+mok_status mok_workspace_plan(const mok_workspace *w, mok_plan *plan) {
+  if (!w || !plan) return MOK_ERR_INVALID_ARGUMENT;
+  *plan = w->plan;
+  return MOK_SUCCESS;
 }
+
+const char *mok_workspace_kernels(const mok_workspace *w) { return w ? w->plan_text : ""; }
 
 mok_status mok_workspace_bytes(const mok_workspace *w, int64_t *bytes) {
   if (!w || !bytes) return MOK_ERR_INVALID_ARGUMENT;
@@ -494,9 +439,9 @@ mok_status mok_gpu_barrier(mok_workspace *w, cudaStream_t stream) {
   return MOK_SUCCESS;
 }
 
-v1_route mok_gpu_route(const mok_schedule *s) {
+mok_move_route mok_gpu_route(const mok_schedule *s) {
   const mok_workspace *w = s->ws;
-  v1_route r;
+  mok_move_route r;
   r.peer_base = w->peer_base;
   r.rank = w->rank;
   r.ep = w->ep;
@@ -512,9 +457,9 @@ v1_route mok_gpu_route(const mok_schedule *s) {
   return r;
 }
 
-v1_sched_args mok_gpu_sched_args(const mok_schedule *s) {
+mok_sched_args mok_gpu_sched_args(const mok_schedule *s) {
   const mok_workspace *w = s->ws;
-  v1_sched_args a;
+  mok_sched_args a;
   a.peer_base = w->peer_base;
   a.topk_off = w->off_topk;
   a.count_off = w->off_count;
@@ -524,7 +469,7 @@ v1_sched_args mok_gpu_sched_args(const mok_schedule *s) {
   a.top_k = (int)w->shape.top_k;
   a.num_experts = (int)w->shape.num_experts;
   a.experts_local = w->el;
-  a.tile_m = w->config.tile_m;
+  a.tile_m = w->plan.tile_m;
   a.capacity = w->cap;
   a.chunks_per_rank = w->chunks_per_rank;
   a.chunk_tokens = w->chunk_tokens;
@@ -535,6 +480,6 @@ v1_sched_args mok_gpu_sched_args(const mok_schedule *s) {
   a.expert_offset = s->expert_offset;
   a.row_src = s->row_src;
   a.err = w->err;
-  a.parallel = w->sched_parallel;
+  a.parallel = w->plan.schedule == MOK_SCHEDULE_PARALLEL;
   return a;
 }

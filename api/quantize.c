@@ -2,7 +2,7 @@
  * 128x128-block recipe runs the grouped GEMM's quantization kernel; quantizing bf16 straight to
  * MXFP8 is not in this build (MX checkpoints come already quantized). mok_fp8_transpose_weights:
  * the FP8 backward's transposed copies of the quantized weights. */
-#include "kernels/gemm/gemm.h"
+#include "kernels/pointwise/fp8_quant.h"
 #include "mok.h"
 
 mok_status mok_quantize_weight(mok_dtype dtype, const void *w, int64_t experts, int64_t rows,

@@ -7,7 +7,7 @@ For each shape, token count and routing it checks mok's output and gradients aga
 then times forward and backward of each (warm-up, >= 50 iterations with CUDA events, median over
 iterations of the slowest rank) and prints TFLOP/s per GPU by the published convention
 (6*(T*Is/I + T*k)*H*I per forward, twice that per backward); the ratio column is baseline time over
-mok time. --also grouped,v1,fused adds mok's other paths on the same data; --fp8 mok's FP8 forward and backward
+mok time. --also grouped,oracle,fused adds mok's other paths on the same data; --fp8 mok's FP8 forward and backward
 against the same BF16 baseline; --ring-mb mok's token ring. Writes a JSON file and a PNG chart."""
 import argparse
 import json
@@ -268,6 +268,7 @@ def run_case(name, shape, T, routing, group, args):
             t_b8g = slowest_median(timed(graphed(fp8_bwd), args.iters, args.warmup))
             res.update(fp8_graph_fwd_ms=t_f8g, fp8_graph_bwd_ms=t_b8g)
         del q, t8
+    res["plans"] = group.plans()  # what mok ran: the plan of each workspace the case made
     for path in [a for a in args.also.split(",") if a]:  # other mok paths on the same data
         gp = mf.Group(path=path)
         p_fwd = lambda: mf.moe_forward(x, topk, rw, *wl, gp.id, E, 0.0)  # noqa: E731
@@ -326,7 +327,7 @@ def main():
                          "combine; NVLink GB/s) with `mok run --breakdown` for every case")
     ap.add_argument("--also", default="",
                     help="comma list of other mok paths timed on every case in the same run: grouped "
-                         "(separate communication kernels), v1 (mma.sync expert GEMMs), fused (the "
+                         "(separate communication kernels), oracle (mma.sync expert GEMMs), fused (the "
                          "default's path by name)")
     ap.add_argument("--mok", default=os.path.join(HERE, "..", "build", "mok"), help="the mok command")
     ap.add_argument("--fp8", action="store_true",
@@ -336,15 +337,10 @@ def main():
                     help="mok's token ring per layer in MiB (config.ring_bytes; 0: none, the default)")
     ap.add_argument("--graph", action="store_true",
                     help="with --fp8: also time mok's FP8 passes replayed from CUDA graphs")
-    ap.add_argument("--gg-flags", type=int, default=0,
-                    help="grouped GEMM tuning flags for mok (kernels/grouped_gemm_tmap.h), a probe")
     ap.add_argument("--fp8-shared", type=int, choices=(0, 1), default=None,
                     help="with --fp8: the shared expert in FP8 (1) or bf16 (0) "
                          "(config.fp8_shared_expert; default: mok's default)")
     args = ap.parse_args()
-    if args.gg_flags:
-        from mok._capi import lib
-        lib.gg_set_tuning(0, 0, 0, args.gg_flags)
     if args.iters < 50:
         print("note: fewer than 50 timed iterations: figures are indicative only")
     rank, ep = init_ranks()
@@ -403,6 +399,9 @@ def main():
                 print(f"{r['shape']:16s} {r['ep']:2d} {r['tokens']:5d} {r['routing']:8s} {p:4s} "
                       f"{r[f'mok_{p}_ms']:8.3f} {r[f'mok_{p}_tflops']:8.1f} {r[f'base_{p}_ms']:8.3f} "
                       f"{r[f'base_{p}_tflops']:8.1f} {r[f'base_{p}_ms'] / r[f'mok_{p}_ms']:6.2f} {err:8.1e} {extra}")
+        for r in rows:  # the plan each case ran (mok_workspace_kernels)
+            for text in dict.fromkeys(r.get("plans", [])):
+                print(f"{r['shape']:16s} {r['ep']:2d} {r['tokens']:5d} {r['routing']:8s} plan {text}")
         for r in rows:
             if "fp8_fwd_ms" in r:
                 print(f"{r['shape']:16s} {r['ep']:2d} {r['tokens']:5d} {r['routing']:8s} fwd  "

@@ -43,7 +43,7 @@ def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     add_shape_args(ap, tokens=4096)
     ap.add_argument("--routing", default="uniform", choices=("uniform", "zipf"))
-    ap.add_argument("--path", default="auto", choices=("auto", "fused", "grouped", "v1"))
+    ap.add_argument("--path", default="auto", choices=("auto", "fused", "grouped", "oracle"))
     ap.add_argument("--steps", type=int, default=5)
     ap.add_argument("--ring-mb", type=int, default=0, help="token ring per layer, MiB (0: none)")
     ap.add_argument("--macrobatch", type=int, default=0, help="minibatches per macrobatch (0: default)")

@@ -20,8 +20,6 @@ typedef struct {
   int samples;         /* gradient entries checked by finite differences   */
   int use_cpu;         /* --cpu: force the reference path                  */
   int breakdown;       /* --breakdown: time each stage alone (GPU path)    */
-  int gg_cluster;      /* --gg-cluster: grouped GEMM cluster size probe (0: default) */
-  int gg_flags;        /* --gg-flags: grouped GEMM tuning flags probe (0: none)      */
   int build_in_forward; /* --build-in-forward: mok_build_and_forward (one call, timed whole) */
   int64_t workspace_tokens; /* --workspace-tokens: the workspace's T, above --tokens (GPU; the
                                steps then run --tokens of it, mok_schedule_set_tokens; 0: T) */

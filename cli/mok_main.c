@@ -41,40 +41,26 @@ static void usage(FILE *f) {
           "                         default) or from the forward's kept outputs\n"
           "  --fp8-shared 0|1       GPU, fp8: the shared expert's GEMMs in FP8 too (1) or in bf16\n"
           "                         (0, the default)\n"
-          "  --path auto|fused|grouped|v1\n"
-          "                         GPU: the default (fused in BF16, grouped in FP8), fused\n"
-          "                         (communication inside the grouped GEMM kernels), grouped\n"
-          "                         (separate communication kernels), v1 (mma.sync GEMMs)\n"
+          "  --path auto|fused|grouped|oracle\n"
+          "                         GPU: the execution path, the same as --plan path=P (auto: fused\n"
+          "                         in BF16, grouped in FP8; oracle: the mma.sync GEMMs)\n"
+          "  --plan KEY=VALUE,...   GPU: pin fields of the plan (path, schedule, tile_m, minibatch,\n"
+          "                         fwd_comm, bwd_comm, shared_fwd, shared_bwd, fp8_mlp,\n"
+          "                         routed_cluster, shared_cluster, routed_warpgroups,\n"
+          "                         shared_warpgroups, wgrad_cluster_down, wgrad_cluster_gate_up;\n"
+          "                         include/mok.h, mok_plan); the others mok chooses. The plan\n"
+          "                         that ran is printed\n"
           "  --seed S               random seed (default: from the clock)\n"
           "  --iters N              timed iterations on the GPU (default 20)\n"
           "  --warmup N             warm-up iterations on the GPU (default 3)\n"
           "  --samples N            gradient entries per tensor checked by finite differences (default 16)\n"
-          "  --fwd-comm-sms N       --bwd-comm-sms N   --minibatch ROWS   --capacity ROWS\n"
+          "  --capacity ROWS        GPU: the schedule's rows per rank (0: the worst case)\n"
           "  --ring-mb MB           GPU: token ring of MB MiB per schedule (0: none, the default)\n"
           "  --macrobatch N         GPU: minibatches per macrobatch (the ring's unit)\n"
           "  --build-in-forward 0|1 GPU: the schedule built in the forward's call\n"
           "                         (mok_build_and_forward; its time is then build + forward's)\n"
           "  --workspace-tokens N   GPU: a workspace of N tokens per rank, the steps of --tokens\n"
-          "                         (N >= --tokens; mok_schedule_set_tokens; not with --breakdown)\n"
-          "  --gg-cluster N         GPU probe: grouped GEMM clusters forced to N (1 or 2; 0: default)\n"
-          "  --gg-flags F           GPU probe: grouped GEMM tuning flags (BF16 8, 16: staggered\n"
-          "                         warpgroups; FP8 16, 32: two, three warpgroups; 64: direct\n"
-          "                         epilogue; 128: 256-column tiles for the plain forward too;\n"
-          "                         256: pushed products on 128-column tiles; 512: the\n"
-          "                         256-column kernel's warpgroups issue without turns;\n"
-          "                         1024: its outputs stored from registers; 2048: the FP8\n"
-          "                         forward MLP as two launches, not one; 4096: its down\n"
-          "                         tiles as soon as their rows are ready; 8192: the FP8\n"
-          "                         dispatch inside that launch; 16384: the FP8 weight\n"
-          "                         gradient promoting each token block's partial;\n"
-          "                         32768: the FP8 SwiGLU backward in d_act's epilogue;\n"
-          "                         65536: the FP8 forward's shared expert joined before\n"
-          "                         the expert MLP, not only before the combine;\n"
-          "                         131072: the FP8 weight gradient's last token\n"
-          "                         blocks whole; 262144: its column scales from\n"
-          "                         global memory; 524288: it on single CTAs, no\n"
-          "                         B multicast;\n"
-          "                         see kernels/grouped_gemm_tmap.h)\n");
+          "                         (N >= --tokens; mok_schedule_set_tokens; not with --breakdown)\n");
 }
 
 /* Parses a whole non-negative integer in [lo, hi]; returns 0 on success. */
@@ -128,19 +114,14 @@ static int parse_run(int argc, char **argv, cli_options *o) {
     else if (strcmp(a, "--iters") == 0) bad = parse_int(a, v, 1, 100000, &n), o->iters = (int)n;
     else if (strcmp(a, "--warmup") == 0) bad = parse_int(a, v, 0, 100000, &n), o->warmup = (int)n;
     else if (strcmp(a, "--samples") == 0) bad = parse_int(a, v, 0, 1 << 20, &n), o->samples = (int)n;
-    else if (strcmp(a, "--fwd-comm-sms") == 0) bad = parse_int(a, v, 0, 128, &n), o->config.fwd_comm_sms = (int)n;
-    else if (strcmp(a, "--bwd-comm-sms") == 0) bad = parse_int(a, v, 0, 128, &n), o->config.bwd_comm_sms = (int)n;
-    else if (strcmp(a, "--minibatch") == 0) bad = parse_int(a, v, 1, 1 << 20, &n), o->config.minibatch_rows = (int)n;
     else if (strcmp(a, "--capacity") == 0) bad = parse_int(a, v, 0, 1LL << 31, &n), o->config.schedule_capacity = n;
     else if (strcmp(a, "--macrobatch") == 0) bad = parse_int(a, v, 1, 1 << 20, &n), o->config.macrobatch_minibatches = (int)n;
     else if (strcmp(a, "--fp8-wgrad") == 0) bad = parse_int(a, v, 0, 3, &n), o->config.fp8_weight_grads = (int)n;
     else if (strcmp(a, "--fp8-fused-drw") == 0) bad = parse_int(a, v, 0, 1, &n), o->config.fp8_fused_router_grad = (int)n;
     else if (strcmp(a, "--fp8-shared") == 0) bad = parse_int(a, v, 0, 1, &n), o->config.fp8_shared_expert = (int)n;
     else if (strcmp(a, "--ring-mb") == 0) bad = parse_int(a, v, 0, 1LL << 30, &n), o->config.ring_bytes = n << 20;
-    else if (strcmp(a, "--gg-cluster") == 0) bad = parse_int(a, v, 0, 2, &n), o->gg_cluster = (int)n;
     else if (strcmp(a, "--build-in-forward") == 0) bad = parse_int(a, v, 0, 1, &n), o->build_in_forward = (int)n;
     else if (strcmp(a, "--workspace-tokens") == 0) bad = parse_int(a, v, 0, 1LL << 24, &n), o->workspace_tokens = n;
-    else if (strcmp(a, "--gg-flags") == 0) bad = parse_int(a, v, 0, (1 << 20) - 1, &n), o->gg_flags = (int)n;
     else if (strcmp(a, "--routing") == 0) {
       if (strcmp(v, "uniform") == 0) o->routing = CLI_ROUTING_UNIFORM;
       else if (strcmp(v, "zipf") == 0) o->routing = CLI_ROUTING_ZIPF;
@@ -156,12 +137,16 @@ static int parse_run(int argc, char **argv, cli_options *o) {
         return 1;
       }
     } else if (strcmp(a, "--path") == 0) {
-      if (strcmp(v, "auto") == 0) o->config.path = MOK_PATH_AUTO;
-      else if (strcmp(v, "v1") == 0) o->config.path = MOK_PATH_UNFUSED;
-      else if (strcmp(v, "fused") == 0) o->config.path = MOK_PATH_FUSED;
-      else if (strcmp(v, "grouped") == 0) o->config.path = MOK_PATH_GROUPED;
-      else {
-        fprintf(stderr, "mok: --path wants auto, fused, grouped or v1, got '%s'\n", v);
+      char text[64];
+      snprintf(text, sizeof text, "path=%s", v);
+      if (strlen(v) > 32 || mok_plan_parse(text, &o->config.plan) != MOK_SUCCESS) {
+        fprintf(stderr, "mok: --path wants auto, fused, grouped or oracle, got '%s'\n", v);
+        return 1;
+      }
+    } else if (strcmp(a, "--plan") == 0) {
+      if (mok_plan_parse(v, &o->config.plan) != MOK_SUCCESS) {
+        fprintf(stderr, "mok: --plan wants KEY=VALUE,... with the keys and values of mok_plan "
+                        "(include/mok.h), got '%s'\n", v);
         return 1;
       }
     } else if (strcmp(a, "--clamp") == 0) {

@@ -5,7 +5,7 @@
 #include <stdio.h>
 #include <time.h>
 #include "cli/cli.h"
-#include "reference/ref_problem.h"
+#include "mok_reference.h"
 
 static double now_s(void) {
   struct timespec ts;
@@ -25,11 +25,11 @@ int cli_run_cpu(const cli_options *o) {
     fprintf(stderr, "mok: %lld experts do not split over %d ranks\n", (long long)s->num_experts, o->ranks);
     return 2;
   }
-  ref_problem p;
-  mok_status st = problem_make(&p, s, o->ranks, kind, o->seed);
+  mok_ref_problem p;
+  mok_status st = mok_ref_problem_make(&p, s, o->ranks, kind, o->seed);
   if (st != MOK_SUCCESS) {
     fprintf(stderr, "mok: cannot make inputs: %s\n", mok_status_string(st));
-    problem_free(&p);
+    mok_ref_problem_free(&p);
     return 1;
   }
   p.cfg.use_swiglu_limit = o->config.use_swiglu_limit;
@@ -46,7 +46,7 @@ int cli_run_cpu(const cli_options *o) {
   double t_bwd = now_s() - t0;
   if (st != MOK_SUCCESS) {
     fprintf(stderr, "mok: reference failed: %s\n", mok_status_string(st));
-    problem_free(&p);
+    mok_ref_problem_free(&p);
     return 1;
   }
   double sum = 0, sum_abs = 0, dx_abs = 0;
@@ -73,7 +73,7 @@ int cli_run_cpu(const cli_options *o) {
                                 &checked);
     if (st != MOK_SUCCESS) {
       fprintf(stderr, "mok: gradient check failed to run: %s\n", mok_status_string(st));
-      problem_free(&p);
+      mok_ref_problem_free(&p);
       return 1;
     }
   }
@@ -82,6 +82,6 @@ int cli_run_cpu(const cli_options *o) {
   int pass = worst < tol;
   printf("gradient worst error %.3g vs finite differences, %lld entries (first %lld tokens/rank), bound %.0e: %s\n",
          worst, (long long)checked, (long long)fd.shape.tokens, tol, pass ? "PASS" : "FAIL");
-  problem_free(&p);
+  mok_ref_problem_free(&p);
   return pass ? 0 : 1;
 }

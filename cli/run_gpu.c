@@ -14,12 +14,9 @@
 #include <unistd.h>
 #include <cuda_runtime_api.h>
 #include "cli/cli.h"
-#include "api/gpu_internal.h"
-#include "kernels/gemm/tmap.h"
-#include "kernels/v1/v1.h"
-#include "kernels/v1/random.h"
+#include "cli/random.h"
+#include "mok.h"
 #include "mok_reference.h"
-#include "reference/ref_inputs.h"
 
 #define SAMPLES 4       /* tokens checked per rank (FP8: 2; each token's experts are quantized
                            on the host, seconds per expert at the DeepSeek-V3 shape) */
@@ -37,15 +34,12 @@ static uint64_t stream_of(int rank, int tensor) { return (uint64_t)rank * 16 + (
 /* The layer's stages, run one by one through the ops layer (each peer stage includes its barriers),
  * so their times add up to a little more than the fused calls'. */
 #define BD_STAGES 9
+#define BD_ROWS BD_STAGES
 static const char *bd_names[BD_STAGES] = {
     "schedule build", "dispatch (pull x)", "experts forward", "combine (push)", "combine reduce + shared",
     "reverse combine (pull dy)", "experts backward", "reverse dispatch (push)", "dx reduce + shared bwd"};
 /* which stages move rows over NVLink, for the GB/s column */
 static const int bd_moves[BD_STAGES] = {0, 1, 0, 1, 0, 1, 0, 1, 0};
-/* then the forward pull alone, by the plain kernel and by bulk copies from few CTAs (comm SMs) */
-#define BD_PULLS 5
-#define BD_ROWS (BD_STAGES + BD_PULLS)
-static const int bd_pull_ctas[BD_PULLS] = {0, 4, 8, 16, 32}; /* 0: the plain kernel */
 
 /* ---------------------------------------------------------------- launcher -------------------- */
 
@@ -124,7 +118,7 @@ static int launch(const cli_options *o, int n) {
   double *stage = calloc((size_t)(iters * BD_ROWS), sizeof(double)); /* [row][iter], slowest rank */
   double err[3] = {0, 0, 0};
   int dev_status = 0, have = 0;
-  char kernels[256] = "?";
+  char kernels[512] = "?";
   long long rows_max = 0, ws_bytes = 0;
   for (int r = 0; r < n; ++r) {
     char path[300];
@@ -138,7 +132,7 @@ static int launch(const cli_options *o, int n) {
     int st = 0;
     long long rows = 0, wb = 0;
     double e[3];
-    char line[256];
+    char line[512];
     if (fgets(line, sizeof line, f)) {
       line[strcspn(line, "\n")] = 0;
       if (r == 0) snprintf(kernels, sizeof kernels, "%s", line);
@@ -175,7 +169,7 @@ static int launch(const cli_options *o, int n) {
                          (double)s.tokens * s.top_k) * s.hidden * s.intermediate;
   int check_ok = have == n && dev_status == 0 && err[0] < CHECK_TOL && err[1] < CHECK_TOL &&
                  err[2] < (fp8 ? CHECK_TOL_FP8_DRW : CHECK_TOL);
-  printf("mok run: GPU path %s, %d GPU(s), one process each\n", kernels, n);
+  printf("mok run: GPU path, %d GPU(s), one process each; plan %s\n", n, kernels);
   printf("  shape: T %lld/rank, H %lld, I %lld, E %lld, k %lld, Is %lld; routing %s; seed %llu\n",
          (long long)s.tokens, (long long)s.hidden, (long long)s.intermediate,
          (long long)s.num_experts, (long long)s.top_k, (long long)s.shared_intermediate,
@@ -215,14 +209,6 @@ static int launch(const cli_options *o, int n) {
     }
     printf("  %-28s %10.3f   (GB/s: T*k rows of H bf16 per rank, local rows included, barriers included)\n",
            "sum of stages", sum);
-    printf("  forward pull alone (no barriers):\n");
-    for (int p = 0; p < BD_PULLS; ++p) {
-      char name[64];
-      if (bd_pull_ctas[p] == 0) snprintf(name, sizeof name, "plain kernel, all SMs");
-      else snprintf(name, sizeof name, "bulk copies, %d CTAs", bd_pull_ctas[p]);
-      double m = med[BD_STAGES + p];
-      printf("  %-28s %10.3f %8s %12.1f\n", name, m, "", m > 0 ? moved / (m * 1e6) : 0.0);
-    }
   }
   free(stage);
   free(fwd);
@@ -236,7 +222,7 @@ static int launch(const cli_options *o, int n) {
 /* ---------------------------------------------------------------- worker ---------------------- */
 
 static float rv(uint64_t seed, int rank, int tensor, uint64_t i, float scale) {
-  return mok_bf16_round(v1_random_value(seed, stream_of(rank, tensor), i, scale));
+  return mok_bf16_round(cli_random_value(seed, stream_of(rank, tensor), i, scale));
 }
 
 /* The generated weights of any expert, for the reference's spot check of one token. */
@@ -318,7 +304,8 @@ static int exchange_id(mok_unique_id *id, int rank, const char *dir) {
 
 /* ---------------------------------------------------------------- breakdown ------------------- */
 
-static int time_stages(const cli_options *o, mok_group *g, mok_schedule *sch, const mok_weights *wt,
+static int time_stages(const cli_options *o, mok_group *g, mok_workspace *ws, mok_schedule *sch,
+                       const mok_weights *wt,
                        const mok_grads *gr, const void *x, const void *dy, const float *rw,
                        const int32_t *topk, cudaStream_t q, float *ms) {
   const mok_shape s = o->shape;
@@ -326,7 +313,9 @@ static int time_stages(const cli_options *o, mok_group *g, mok_schedule *sch, co
   int n = 1;
   mok_group_size(g, &n);
   int64_t cap = o->config.schedule_capacity;
-  if (cap == 0 && mok_schedule_worst_case_rows(&s, n, o->config.tile_m, &cap) != MOK_SUCCESS) return 1;
+  mok_plan plan;
+  if (mok_workspace_plan(ws, &plan) != MOK_SUCCESS) return 1;
+  if (cap == 0 && mok_schedule_worst_case_rows(&s, n, plan.tile_m, &cap) != MOK_SUCCESS) return 1;
   mok_sym_buffer xs, cb, dys, rws, parts;
   const int64_t pad = 256;
   if (mok_sym_alloc(g, (size_t)(T * H * 2 + pad), &xs) || mok_sym_alloc(g, (size_t)(T * k * H * 2 + pad), &cb) ||
@@ -372,24 +361,7 @@ static int time_stages(const cli_options *o, mok_group *g, mok_schedule *sch, co
     if (cudaEventSynchronize(ev[BD_STAGES]) != cudaSuccess) return 1;
     for (int j = 0; it >= 0 && j < BD_STAGES; ++j) cudaEventElapsedTime(&ms[it * BD_ROWS + j], ev[j], ev[j + 1]);
   }
-  /* the forward pull alone, both mechanisms, on the x the workspace stages (every rank stages it,
-   * then a barrier; a closing barrier keeps it until every peer is done reading) */
-  mok_workspace *w = sch->ws;
-  if (s.tokens > 0 && cudaMemcpyAsync((char *)w->sym.ptr + w->off_x, x, (size_t)(T * H * 2),
-                                      cudaMemcpyDeviceToDevice, q) != cudaSuccess)
-    return 1;
-  if (mok_gpu_barrier(w, q) != MOK_SUCCESS) return 1;
-  v1_route route = mok_gpu_route(sch);
-  for (int it = -o->warmup; it < o->iters; ++it)
-    for (int p = 0; p < BD_PULLS; ++p) {
-      cudaEventRecord(ev[0], q);
-      cudaError_t e = bd_pull_ctas[p] == 0 ? v1_dispatch_pull(&route, w->off_x, buf[0], q)
-                                           : v1_dispatch_pull_bulk(&route, w->off_x, buf[0], bd_pull_ctas[p], q);
-      cudaEventRecord(ev[1], q);
-      if (e != cudaSuccess || cudaEventSynchronize(ev[1]) != cudaSuccess) return 1;
-      if (it >= 0) cudaEventElapsedTime(&ms[it * BD_ROWS + BD_STAGES + p], ev[0], ev[1]);
-    }
-  if (mok_gpu_barrier(w, q) != MOK_SUCCESS || cudaStreamSynchronize(q) != cudaSuccess) return 1;
+  if (cudaStreamSynchronize(q) != cudaSuccess) return 1;
   for (int i = 0; i <= BD_STAGES; ++i) cudaEventDestroy(ev[i]);
   for (int i = 0; i < 4; ++i) cudaFree(buf[i]);
   mok_sym_buffer *bufs[5] = {&xs, &cb, &dys, &rws, &parts};
@@ -416,7 +388,6 @@ static int worker(const cli_options *o, int rank, int n, const char *dir) {
                 Is = s.shared_intermediate, el = E / n;
   mok_workspace *ws = NULL;
   mok_schedule *sch = NULL;
-  if (o->gg_cluster || o->gg_flags) gg_set_tuning(0, o->gg_cluster, 0, o->gg_flags); /* probes */
   mok_shape ws_shape = s; /* --workspace-tokens: a larger workspace, steps of T tokens */
   if (o->workspace_tokens > T) ws_shape.tokens = o->workspace_tokens;
   MK(mok_workspace_create(g, &ws_shape, &cfg, &ws));
@@ -442,9 +413,10 @@ static int worker(const cli_options *o, int rank, int n, const char *dir) {
   }
   float scales[6] = {sw, sw, sd, sw, sw, ssd};
   int tensors[6] = {TWG, TWU, TWD, TSG, TSU, TSD};
-  CK(v1_fill_random_bf16(x, T * H, seed, stream_of(rank, TX), 1.0f, 0));
-  CK(v1_fill_random_bf16(dy, T * H, seed, stream_of(rank, TDY), 1.0f, 0));
-  for (int i = 0; i < 6; ++i) CK(v1_fill_random_bf16(w[i], wn[i], seed, stream_of(rank, tensors[i]), scales[i], 0));
+  CK((cudaError_t)cli_fill_random_bf16(x, T * H, seed, stream_of(rank, TX), 1.0f, 0));
+  CK((cudaError_t)cli_fill_random_bf16(dy, T * H, seed, stream_of(rank, TDY), 1.0f, 0));
+  for (int i = 0; i < 6; ++i)
+    CK((cudaError_t)cli_fill_random_bf16(w[i], wn[i], seed, stream_of(rank, tensors[i]), scales[i], 0));
   int32_t *h_topk = malloc((size_t)(T * k + 1) * 4);
   float *h_rw = malloc((size_t)(T * k + 1) * 4);
   mok_route_kind kind = o->routing == CLI_ROUTING_ZIPF ? MOK_ROUTE_ZIPF : MOK_ROUTE_UNIFORM;
@@ -572,7 +544,7 @@ static int worker(const cli_options *o, int rank, int n, const char *dir) {
   float *stage_ms = NULL;
   if (o->breakdown && !fp8) {
     stage_ms = calloc((size_t)(iters * BD_ROWS), sizeof(float));
-    if (!stage_ms || time_stages(o, g, sch, &wt, &gr, x, dy, rw, topk, q, stage_ms) != 0) {
+    if (!stage_ms || time_stages(o, g, ws, sch, &wt, &gr, x, dy, rw, topk, q, stage_ms) != 0) {
       fprintf(stderr, "mok rank %d: breakdown failed\n", rank);
       return 1;
     }
@@ -582,7 +554,7 @@ static int worker(const cli_options *o, int rank, int n, const char *dir) {
   snprintf(path, sizeof path, "%s/rank%d.res", dir, rank);
   FILE *f = fopen(path, "w");
   if (!f) return 1;
-  fprintf(f, "%s\n", mok_workspace_kernels(ws)); /* the path the library chose, in words */
+  fprintf(f, "%s\n", mok_workspace_kernels(ws)); /* the plan the library resolved, in words */
   fprintf(f, "%d %lld %lld %.6e %.6e %.6e\n", (int)dev, (long long)rows, (long long)wbytes, err[0],
           err[1], err[2]);
   for (int i = 0; i < iters; ++i) {

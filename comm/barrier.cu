@@ -1,4 +1,4 @@
-/* barrier.cu — the v1 path's barrier among the ranks of a workspace: each rank stores its epoch
+/* barrier.cu — the barrier among the ranks of a workspace: each rank stores its epoch
  * (and its sticky error word) into every peer's flag slots in symmetric memory, then waits, bounded
  * by %globaltimer, until every peer's epoch reached its own. A peer's nonzero error word becomes
  * this rank's error, so all ranks skip the same work. */
@@ -25,7 +25,7 @@ __global__ void barrier_kernel(mok_barrier b) {
   if (threadIdx.x == 0) {
     epoch = *b.epoch + 1;
     *b.epoch = epoch;
-    my_err = v1_error(b.err);
+    my_err = dev_error(b.err);
   }
   __syncthreads();
   __threadfence_system(); /* this rank's earlier writes (pushes) before the signal */
@@ -45,11 +45,11 @@ __global__ void barrier_kernel(mok_barrier b) {
       __nanosleep(200);
     }
     if (!arrived) {
-      v1_set_error(b.err, MOK_ERR_TIMEOUT);
+      dev_set_error(b.err, MOK_ERR_TIMEOUT);
       continue;
     }
     int e = ((volatile const int32_t *)(b.local_base + b.perr_off))[p];
-    if (e) v1_set_error(b.err, e);
+    if (e) dev_set_error(b.err, e);
   }
   __threadfence_system();
 }

@@ -33,9 +33,16 @@
 extern "C" {
 #endif
 
+/* libmok.so is built with hidden visibility: it exports the functions declared between these
+ * pragmas (here and in mok_reference.h), nothing else. */
+#if defined(__GNUC__) || defined(__clang__)
+#pragma GCC visibility push(default)
+#endif
+
 #define MOK_VERSION_MAJOR 0
-#define MOK_VERSION_MINOR 1
+#define MOK_VERSION_MINOR 2
 #define MOK_VERSION_PATCH 0
+#define MOK_VERSION_CODE (MOK_VERSION_MAJOR * 10000 + MOK_VERSION_MINOR * 100 + MOK_VERSION_PATCH)
 
 /* Hidden and intermediate sizes on the GPU path must be multiples of this (one FP8 scaling block,
  * one 128-byte TMA row of bf16 twice over). */
@@ -73,29 +80,20 @@ const char *mok_status_string(mok_status status);
 const char *mok_last_error(void);
 
 /* ---------------------------------------------------------------------------------------------
- * Data types, shapes and tuning knobs
+ * Data types, shapes, the plan and the config
  * ------------------------------------------------------------------------------------------- */
 typedef enum {
   MOK_DTYPE_BF16 = 0,          /* bf16 storage, fp32 accumulation                                   */
-  MOK_DTYPE_FP8_BLOCK128 = 1,  /* E4M3 routed-expert GEMMs; 1x128 activation and 128x128 weight
-                                  blocks with fp32 scales (the Hopper-native recipe); forward only
-                                  in this build (backward: MOK_ERR_NOT_SUPPORTED); path AUTO or
-                                  GROUPED                                                      */
-  MOK_DTYPE_MXFP8 = 2          /* E4M3 with 32-element blocks and E8M0 scales (MX checkpoints)     */
+  MOK_DTYPE_FP8_BLOCK128 = 1,  /* the routed experts' GEMMs in E4M3, forward and backward: 1x128
+                                  activation and 128x128 weight blocks with fp32 scales (the
+                                  Hopper-native recipe); weights from mok_quantize_weight, the
+                                  backward's transposed copies from mok_fp8_transpose_weights;
+                                  the shared expert stays bf16 unless config.fp8_shared_expert  */
+  MOK_DTYPE_MXFP8 = 2          /* E4M3 with 32-element blocks and E8M0 scales (MX checkpoints):
+                                  reserved. mok_fp8_scale_count sizes its scales; the layer's
+                                  calls, mok_quantize_weight and mok_fp8_transpose_weights
+                                  return MOK_ERR_NOT_SUPPORTED for it in this version         */
 } mok_dtype;
-
-/* Which execution path runs forward and backward. */
-typedef enum {
-  MOK_PATH_AUTO = 0,     /* the fastest path this build has: FUSED for BF16 on sm_90 with
-                            tile_m a multiple of 128, GROUPED for FP8, else UNFUSED             */
-  MOK_PATH_FUSED = 1,    /* communication inside the grouped GEMM kernels: fwd_comm_sms comm CTAs
-                            of the gate+up launch pull the dispatch, the down and last data-
-                            gradient epilogues push combine and dx rows (sm_90, BF16)           */
-  MOK_PATH_UNFUSED = 2,  /* v1: separate dispatch / GEMM / combine kernels, mma.sync GEMMs, fp32
-                            pre-activations (the oracle and fallback)                           */
-  MOK_PATH_GROUPED = 3   /* separate dispatch / combine kernels with the grouped TMA + wgmma
-                            expert GEMMs (sm_90, tile_m a multiple of 128)                      */
-} mok_path;
 
 typedef struct {
   int64_t tokens;              /* T: tokens on this rank, >= 0; for a workspace, the most tokens
@@ -107,84 +105,176 @@ typedef struct {
   int64_t shared_intermediate; /* Is: shared expert intermediate size; 0 means no shared expert  */
 } mok_shape;
 
+/* The plan: how a workspace runs, every kernel-variant and schedule choice in one place. It is
+ * resolved once, by mok_workspace_create, from the shape, the config and the device; every rank
+ * of the group must resolve the same plan (MOK_ERR_SHAPE_MISMATCH otherwise, as for a shape
+ * mismatch); it is the only thing the launches read. The alternatives of a field give bitwise
+ * the same results (path ORACLE excepted: other GEMMs, other roundings). config.plan holds the
+ * caller's requests: 0 in a field lets mok choose (the resolved plan then holds the choice, or 0
+ * where the field does not apply to the shape, dtype or path); a request that cannot run returns
+ * MOK_ERR_NOT_SUPPORTED, one out of range MOK_ERR_INVALID_ARGUMENT. The text form
+ * (mok_plan_parse, mok_plan_format) is "key=value,key=value" with the keys and values named
+ * below. See docs/DESIGN.md, "The plan". */
+typedef enum {
+  MOK_PATH_AUTO = 0,     /* request only: the fastest path for the shape and dtype (resolved:
+                            FUSED for BF16, GROUPED for FP8, ORACLE where the grouped GEMMs
+                            cannot run)                                                     */
+  MOK_PATH_FUSED = 1,    /* "fused": communication inside the grouped GEMM launches: comm CTAs
+                            of the gate+up launch pull the dispatch, the down and last data-
+                            gradient epilogues push the combine and dx rows (sm_90, BF16)    */
+  MOK_PATH_ORACLE = 2,   /* "oracle": separate kernels and mma.sync GEMMs with fp32
+                            pre-activations (kernels/v1): the GPU oracle the other paths are
+                            checked against, and the path of tile_m 64 (BF16)                */
+  MOK_PATH_GROUPED = 3   /* "grouped": separate dispatch / combine kernels with the grouped TMA
+                            + wgmma expert GEMMs (sm_90, tile_m 128 or 256)                  */
+} mok_path;
+
+typedef enum {
+  MOK_SCHEDULE_AUTO = 0,
+  MOK_SCHEDULE_PARALLEL = 1, /* "parallel": the table built by many threads per chunk          */
+  MOK_SCHEDULE_SERIAL = 2    /* "serial": one thread per chunk (the same table; its cross-check) */
+} mok_schedule_builder;
+
+typedef enum {
+  MOK_SHARED_AUTO = 0,
+  MOK_SHARED_IN_LINE = 1,    /* "in_line": the shared expert on the caller's stream, after the
+                                routed experts, on every SM                                     */
+  MOK_SHARED_BESIDE = 2,     /* "beside": on a side stream beside the pass's first communication
+                                kernel, on the SMs that kernel leaves, joined right after it
+                                (separate communication kernels only)                          */
+  MOK_SHARED_BESIDE_LATE = 3 /* "beside_late", forward only: the same, joined only before the
+                                combine (the FP8 one-launch MLP takes the SMs as the shared
+                                expert leaves them)                                            */
+} mok_shared_placement;
+
+typedef enum {
+  MOK_FP8_MLP_AUTO = 0,
+  MOK_FP8_MLP_ONE_LAUNCH = 1,  /* "one_launch": gate+up and down in one persistent launch, each
+                                  row block's down tiles waiting only for that block (H a
+                                  multiple of 256, at most 256 local experts)                   */
+  MOK_FP8_MLP_TWO_LAUNCHES = 2 /* "two_launches": gate+up, then down                             */
+} mok_fp8_mlp_form;
+
 typedef struct {
+  mok_path path;                 /* path=fused|grouped|oracle                                   */
+  mok_schedule_builder schedule; /* schedule=parallel|serial                                    */
+  int tile_m;                    /* tile_m=64|128|256: rows per GEMM tile; each expert's rows
+                                    are padded to it (64: the oracle path only)                 */
+  int minibatch_rows;            /* minibatch=ROWS: rows moved and computed as one unit (the
+                                    fused pull's readiness step), a multiple of tile_m         */
+  int fwd_comm_ctas;             /* fwd_comm=N: forward CTAs that move tokens. Fused: the comm
+                                    CTAs inside gate+up (rounded up to its cluster size).
+                                    Grouped with the shared expert beside: the CTAs of the
+                                    dispatch kernel (the shared expert's GEMMs get the rest).
+                                    At most half the SMs                                       */
+  int bwd_comm_ctas;             /* bwd_comm=N: the reverse combine's CTAs beside the shared
+                                    expert's backward                                           */
+  mok_shared_placement shared_fwd; /* shared_fwd=in_line|beside|beside_late                    */
+  mok_shared_placement shared_bwd; /* shared_bwd=in_line|beside                                */
+  mok_fp8_mlp_form fp8_mlp;      /* fp8_mlp=one_launch|two_launches (FP8)                       */
+  int routed_cluster;            /* routed_cluster=1|2: the BF16 row-grouped GEMMs of the routed
+                                    experts in single CTAs or cluster pairs sharing B           */
+  int shared_cluster;            /* shared_cluster=1|2: the same for the shared expert          */
+  int routed_warpgroups;         /* routed_warpgroups=2|3: FP8 products whose columns do not
+                                    split into 256: consumer warpgroups of the 128-column kernel */
+  int shared_warpgroups;         /* shared_warpgroups=2|3: the same for the FP8 shared expert   */
+  int wgrad_cluster_down;        /* wgrad_cluster_down=1|2: the FP8 weight gradient
+                                    (fp8_weight_grads 3) of W_down in single CTAs or cluster
+                                    pairs sharing B (pairs need H a multiple of 256)            */
+  int wgrad_cluster_gate_up;     /* wgrad_cluster_gate_up=1|2: the same for W_gate, W_up (I)     */
+} mok_plan;
+
+/* Parses "key=value,..." (the keys and values above; "auto" or 0 for any field) into *plan,
+ * setting only the fields named. MOK_ERR_INVALID_ARGUMENT on an unknown key or value (*plan is
+ * then unchanged). Host; needs no device. */
+mok_status mok_plan_parse(const char *text, mok_plan *plan);
+
+/* Writes every field of *plan as "key=value,..." ("auto" for 0) into buf (size bytes,
+ * NUL-terminated). MOK_ERR_INVALID_ARGUMENT when it does not fit (buf holds a truncated string). */
+mok_status mok_plan_format(const mok_plan *plan, char *buf, size_t size);
+
+#define MOK_CONFIG_MAGIC 0x6d6f6b43u /* "mokC" */
+
+/* The config: what a workspace computes and holds (dtype, numerics, memory) and the caller's plan
+ * requests. Make one with mok_config_init() or MOK_CONFIG_INITIALIZER, then set fields: the
+ * leading size, magic and version let a library accept a config from a caller built against an
+ * older mok.h (fields past the caller's size take their defaults) and reject garbage. Every call
+ * that takes a config checks them (MOK_ERR_INVALID_ARGUMENT). New fields are only added at the
+ * end. */
+typedef struct {
+  size_t size;                 /* sizeof(mok_config) of the caller's header                     */
+  unsigned int magic;          /* MOK_CONFIG_MAGIC                                              */
+  unsigned int version;        /* MOK_VERSION_CODE of the caller's header                       */
   mok_dtype dtype;             /* routed-expert GEMM precision (the shared expert's: below)    */
-  mok_path path;               /* execution path                                                 */
-  int fwd_comm_sms;            /* SMs that move tokens in the forward, 0 (automatic) to half the
-                                  SMs. Fused path: the comm CTAs inside gate+up (auto 4; rounded
-                                  up to the GEMM's cluster size, 2). Grouped path with a shared
-                                  expert: the SMs the dispatch kernel keeps while the shared
-                                  expert's GEMMs run beside it on the others (auto 24). FP8
-                                  with the dispatch inside the expert MLP's launch (a probe,
-                                  docs/PERF.md): the CTAs whose spare warps pull (auto: all)    */
-  int bwd_comm_sms;            /* SMs that move tokens in the backward, 0 (automatic: 24) to half
-                                  the SMs: with a shared expert, those the reverse combine keeps
-                                  while the shared expert's backward runs beside it; the other
-                                  moves are in the GEMMs' epilogues                              */
-  int tile_m;                  /* rows per GEMM tile; each expert's rows are padded to it (64,128,256) */
-  int minibatch_rows;          /* rows moved and computed as one unit; a multiple of tile_m      */
-  int macrobatch_minibatches;  /* minibatches per macrobatch, >= 1: the experts whose rows start
-                                  in the same minibatch_rows * macrobatch_minibatches rows of the
-                                  schedule form one macrobatch, the unit of the token ring      */
   int64_t ring_bytes;          /* the token ring of each schedule: 0, none (every row the routing
                                   can produce stays resident, as the capacity sizes it); else as
                                   many regions of (macrobatch rows + EP*T) rows of H bf16 as fit,
                                   at least one. Forward keeps the last regions' macrobatches for
                                   backward, which pulls the others again and replays their
                                   forward: memory then depends on this knob, not on the capacity
-                                  (path AUTO/FUSED/GROUPED on the wgmma kernels; BF16 or FP8)  */
+                                  (paths FUSED and GROUPED; BF16 or FP8)                          */
+  int macrobatch_minibatches;  /* minibatches per macrobatch, >= 1: the experts whose rows start
+                                  in the same minibatch_rows * macrobatch_minibatches rows of the
+                                  schedule form one macrobatch, the unit of the token ring      */
   int64_t schedule_capacity;   /* padded rows the schedule may hold per rank; 0: the worst case
                                   for the shape (never overflows); smaller values save memory and
-                                  report MOK_ERR_CAPACITY when a routing does not fit             */
+                                  report MOK_ERR_CAPACITY when a routing does not fit; a multiple
+                                  of the plan's tile_m                                           */
   int use_swiglu_limit;        /* nonzero: a = silu(min(g, L)) * clamp(u, -L, L)                 */
   float swiglu_limit;          /* L, > 0, used when use_swiglu_limit is nonzero                  */
   int timeout_ms;              /* bound on any device-side wait for a peer; > 0                  */
-  int deterministic;           /* 1: every sum in a fixed order, bitwise-identical results run
-                                  after run (and across the comm-SM and minibatch knobs); 0: a
-                                  path may use faster unordered reductions (v1 is ordered anyway) */
-  int fp8_weight_grads;        /* FP8 only, 0 to 3. 1: the routed weight gradients' GEMMs in
-                                  FP8 too, both operands quantized 1x128 along each expert's
-                                  tokens (the DeepSeek-V3 recipe; gradients accumulated into bf16
-                                  still take the bf16 route); 3 (the default): the same, but the
-                                  activations and inputs (x, act) with one scale per expert and
-                                  channel, so each 128-token block's partial is promoted by the
-                                  gradient's scale only (faster; the gradients keep 1x128 scales
-                                  and fp32 promotion per block); 2: both operands with one scale per
-                                  expert and channel (over all the expert's tokens), the tokens
-                                  accumulated on the tensor cores with no promotion (fastest; the
-                                  coarser scales and the tensor cores' ~14-bit accumulation cost
-                                  precision as experts get long); 0: in bf16, on the forward's
-                                  quantized inputs and activations dequantized (more exact,
-                                  slower)                                                        */
-  int fp8_fused_router_grad;   /* FP8 only, 0 or 1. 1: d_router_weights inside the SwiGLU
-                                  backward (g . act, from the unweighted dy quantized to E4M3 for
-                                  the d_act GEMM), and the forward keeps no expert outputs; 0:
-                                  from the forward's kept outputs and the bf16 dy (more exact:
-                                  dy not quantized; slower)                                     */
-  int fp8_shared_expert;       /* FP8 only, 0 or 1. 1: the shared expert's GEMMs in FP8 too (as
-                                  the DeepSeek-V3 recipe runs every GEMM; -0.1 to -0.2 ms at DSv3
-                                  EP=2, but the layer's y is ~3x further from bf16's, its one
-                                  expert's error not averaged over k routed experts): its
-                                  bf16 weights quantized in 128x128 blocks by the layer at every
-                                  call, its input, activations, output gradient and gate / up
-                                  gradients in 1x128 blocks, as the routed experts'; its weight
-                                  gradients (those of the dequantized weights) in bf16 from the
-                                  operands the FP8 GEMMs saw. 0: the shared expert in bf16       */
+  int fp8_weight_grads;        /* FP8 only, 0 to 3: the routed weight gradients' GEMMs. 3 (the
+                                  default): in FP8, the gradients quantized 1x128 along each
+                                  expert's tokens (each 128-token block promoted with its own
+                                  scale), the activations and inputs (act, x) with one scale per
+                                  expert and channel; 1: both operands 1x128 (the DeepSeek-V3
+                                  recipe); 2: both per expert and channel, the tokens accumulated
+                                  on the tensor cores with no promotion (coarser: the tensor
+                                  cores' ~14-bit FP8 accumulation costs precision as experts get
+                                  long); 0: in bf16, on the forward's quantized inputs and
+                                  activations dequantized (most exact). bf16 gradients
+                                  accumulated into (mok_grads.accumulate without grad_fp32) take
+                                  the bf16 route in every mode                                   */
+  int fp8_fused_router_grad;   /* FP8 only, 0 or 1. 1 (the default): d_router_weights inside the
+                                  SwiGLU backward (g . act, from the unweighted dy quantized to
+                                  E4M3 for the d_act GEMM), and the forward keeps no expert
+                                  outputs; 0: from the forward's kept outputs and the bf16 dy
+                                  (more exact: dy not quantized; more memory)                    */
+  int fp8_shared_expert;       /* FP8 only, 0 or 1. 1: the shared expert's GEMMs in FP8 too:
+                                  its bf16 weights quantized in 128x128 blocks by the layer at
+                                  every call, its input, activations, output gradient and gate /
+                                  up gradients in 1x128 blocks, its weight gradients (of the
+                                  dequantized weights) in bf16; y is then further from the bf16
+                                  layer's (one expert's error, not averaged over k). 0 (the
+                                  default): the shared expert in bf16                            */
+  mok_plan plan;               /* plan requests (0: let mok choose), above                      */
 } mok_config;
 
-/* Fills *config with the defaults: BF16, AUTO path, automatic comm SMs, tile_m 128, minibatch
- * 128 rows, 64 minibatches per macrobatch, ring_bytes 0, capacity 0 (worst case), no SwiGLU
- * limit, timeout 10000 ms, deterministic; when FP8: weight gradients in FP8 (mode 3), the
- * router-weight gradient fused into the SwiGLU backward, the shared expert in bf16. */
+#define MOK_CONFIG_INITIALIZER                                                                  \
+  {                                                                                             \
+    sizeof(mok_config), MOK_CONFIG_MAGIC, MOK_VERSION_CODE, MOK_DTYPE_BF16, 0, 64, 0, 0, 0.0f,  \
+        10000, 3, 1, 0, {MOK_PATH_AUTO, MOK_SCHEDULE_AUTO, 0, 0, 0, 0, MOK_SHARED_AUTO,         \
+                         MOK_SHARED_AUTO, MOK_FP8_MLP_AUTO, 0, 0, 0, 0, 0, 0}                   \
+  }
+
+/* Fills *config with the defaults (what MOK_CONFIG_INITIALIZER holds): BF16, no token ring, 64
+ * minibatches per macrobatch, capacity 0 (the worst case), no SwiGLU limit, timeout 10000 ms;
+ * when FP8: weight gradients in FP8 (mode 3), the router-weight gradient fused into the SwiGLU
+ * backward, the shared expert in bf16; every plan field 0 (mok chooses). */
 mok_status mok_config_init(mok_config *config);
 
-/* Checks a shape and config for the GPU path without touching a device (alignment, ranges, E
- * divisible by ep). ep is the expert-parallel group size. */
+/* Checks a shape and config for the GPU path without touching a device: the config's size and
+ * magic, alignment, ranges, E divisible by ep, the plan requests' values and what the dtype
+ * allows (FP8 runs on the grouped path only; MXFP8 is reserved: MOK_ERR_NOT_SUPPORTED), the
+ * schedule's and the token ring's sizes. What depends on the device (an sm_90 GPU for the grouped
+ * GEMMs, the SM count bounding the comm CTAs) is checked by mok_workspace_create. ep is the
+ * expert-parallel group size. */
 mok_status mok_validate(const mok_shape *shape, const mok_config *config, int ep);
 
 /* Worst-case padded schedule rows per rank for a shape, group size and tile: the smaller of
  * EP*T*k and (E/EP)*EP*T, plus (E/EP)*(tile_m-1) padding rows. */
-mok_status mok_schedule_worst_case_rows(const mok_shape *shape, int ep, int tile_m, int64_t *rows);
+mok_status mok_schedule_worst_case_rows(const mok_shape *shape, int ep, int tile_m,
+                                        int64_t *rows);
 
 /* ---------------------------------------------------------------------------------------------
  * Expert-parallel group (one process per GPU)
@@ -222,13 +312,17 @@ mok_status mok_group_destroy(mok_group *group);
  * same stream. */
 typedef struct mok_workspace mok_workspace;
 
-/* Collective. Checks that every rank passed the same shape and config (MOK_ERR_SHAPE_MISMATCH
- * otherwise), then allocates. */
-mok_status mok_workspace_create(mok_group *group, const mok_shape *shape, const mok_config *config,
-                                mok_workspace **workspace);
+/* Collective. Validates the request (mok_validate, and what the device allows), resolves the plan
+ * (mok_plan), checks that every rank passed the same shape and config and resolved the same plan
+ * (MOK_ERR_SHAPE_MISMATCH otherwise, on every rank), then allocates. */
+mok_status mok_workspace_create(mok_group *group, const mok_shape *shape,
+                                const mok_config *config, mok_workspace **workspace);
 
-/* The kernels the workspace runs, in words (host; a static string), e.g. "unfused, grouped wgmma
- * expert GEMMs". */
+/* The workspace's resolved plan (host). */
+mok_status mok_workspace_plan(const mok_workspace *workspace, mok_plan *plan);
+
+/* The resolved plan in words (host; mok_plan_format's text, valid while the workspace lives),
+ * e.g. "path=grouped,schedule=parallel,tile_m=128,...". "" for NULL. */
 const char *mok_workspace_kernels(const mok_workspace *workspace);
 
 /* Device bytes the workspace holds on this rank (host). */
@@ -262,7 +356,8 @@ mok_status mok_schedule_set_tokens(mok_schedule *schedule, int64_t tokens);
 /* Collective, enqueued on stream. Gathers every rank's topk_experts [T, k] int32 through symmetric
  * memory and builds this rank's table on the device; no count reaches the host. Invalid ids,
  * duplicates within a token and capacity overflow set the workspace error word. */
-mok_status mok_schedule_build(mok_schedule *schedule, const int32_t *topk_experts, cudaStream_t stream);
+mok_status mok_schedule_build(mok_schedule *schedule, const int32_t *topk_experts,
+                              cudaStream_t stream);
 
 /* Padded rows this rank's experts got in the last build (host; synchronizes with the device, for
  * tests and diagnostics only). */
@@ -406,6 +501,10 @@ mok_status mok_op_reverse_dispatch_reduce(mok_schedule *schedule, const mok_weig
                                           const void *x, const void *dy,
                                           const mok_sym_buffer *dx_parts, const mok_grads *grads,
                                           cudaStream_t stream);
+
+#if defined(__GNUC__) || defined(__clang__)
+#pragma GCC visibility pop
+#endif
 
 #ifdef __cplusplus
 }

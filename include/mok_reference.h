@@ -1,7 +1,7 @@
 /* mok_reference.h — the CPU reference of the whole MoE layer, forward and backward, over all ranks
  * of an expert-parallel group at once: the oracle every GPU result is compared with.
  *
- * Math (DESIGN.md "The layer, exactly"), per rank s and token t:
+ * Math (docs/DESIGN.md, "The layer, exactly"), per rank s and token t:
  *   y[s][t] = shared(x[s][t]) + sum_{j<k} router_weights[s][t][j] * expert_{topk[s][t][j]}(x[s][t])
  *   expert_e(v) = W_down[e] swiglu(W_gate[e] v, W_up[e] v), weights of expert e on rank e / (E/EP)
  *   swiglu(g, u) = silu(g) * u, or with a limit L: silu(min(g, L)) * clamp(u, -L, L)
@@ -21,6 +21,11 @@
 
 #ifdef __cplusplus
 extern "C" {
+#endif
+
+/* Exported by libmok.so, as mok.h's functions are. */
+#if defined(__GNUC__) || defined(__clang__)
+#pragma GCC visibility push(default)
 #endif
 
 /* bf16 <-> float. Rounding is to nearest, ties to even; NaN stays NaN (quiet), infinities stay. */
@@ -152,6 +157,55 @@ mok_status mok_ref_token(const mok_ref_config *cfg, const float *x, const int32_
 mok_status mok_ref_gradient_check(const mok_ref_config *cfg, const mok_ref_rank *ranks,
                                   const float *const *dy, int64_t samples, uint64_t seed,
                                   double *worst_error, int64_t *checked);
+
+/* ---- Test inputs ------------------------------------------------------------------------
+ * Deterministic inputs for tests and benchmarks, from one seed, so that every rank of a run can
+ * regenerate every other rank's: random bf16-valued tensors, router weights, and the routings
+ * that break naive MoE code (docs/DESIGN.md, "How it is checked"). */
+
+typedef enum {
+  MOK_ROUTE_UNIFORM = 0,      /* k distinct experts, uniformly                                */
+  MOK_ROUTE_ZIPF = 1,         /* k distinct experts, P(e) ~ 1/(rank of e)^1.2 (skewed)        */
+  MOK_ROUTE_ONE_EXPERT = 2,   /* every token's first choice is expert 0 (top-1: all to it)    */
+  MOK_ROUTE_EMPTY_EXPERT = 3, /* uniform over all experts but expert 1, which gets nothing     */
+  MOK_ROUTE_EMPTY_RANK = 4,   /* uniform over all experts but the last rank's: it gets nothing */
+  MOK_ROUTE_COUNT = 5
+} mok_route_kind;
+
+const char *mok_route_name(mok_route_kind kind);
+
+/* Fills topk [T, k] for one rank. Fails with MOK_ERR_INVALID_SHAPE when the kind leaves fewer than
+ * k experts to choose from (e.g. EMPTY_RANK with E - E/EP < k). */
+mok_status mok_route_fill(mok_route_kind kind, uint64_t seed, int rank, int64_t T, int k, int E,
+                          int ep, int32_t *topk);
+
+/* Uniform values in [-scale, scale], rounded to bf16 (so bf16 copies hold exactly these values). */
+void mok_fill_random_bf16_values(uint64_t seed, uint64_t stream, float *dst, int64_t n, float scale);
+
+/* Positive router weights [T, k], each row summing to 1, rounded to bf16 values. */
+void mok_fill_router_weights(uint64_t seed, uint64_t stream, float *dst, int64_t T, int k);
+
+/* A whole multi-rank problem in host memory: every rank's inputs, weights and output gradient,
+ * drawn from one seed. */
+typedef struct {
+  mok_ref_config cfg;
+  mok_ref_rank *ranks;  /* [ep] views into the buffers below         */
+  float **dy;           /* [ep] output gradients [T, H]                */
+  float **y;            /* [ep] forward outputs [T, H]                 */
+  mok_ref_grads *grads; /* [ep] gradient buffers                       */
+  void **owned;         /* everything allocated, for mok_ref_problem_free */
+  int n_owned;
+} mok_ref_problem;
+
+/* Allocates and fills a problem: bf16-valued random x (scale 1), weights (scale 1/sqrt(fan-in)),
+ * router weights, dy, and the routing `kind`. Returns MOK_SUCCESS or the routing's status. */
+mok_status mok_ref_problem_make(mok_ref_problem *p, const mok_shape *shape, int ep,
+                                mok_route_kind kind, uint64_t seed);
+void mok_ref_problem_free(mok_ref_problem *p);
+
+#if defined(__GNUC__) || defined(__clang__)
+#pragma GCC visibility pop
+#endif
 
 #ifdef __cplusplus
 }

@@ -4,13 +4,13 @@
 #include <string.h>
 #include "reference/ref_problem.h"
 
-static float *take(ref_problem *p, int64_t n) {
+static float *take(mok_ref_problem *p, int64_t n) {
   float *f = calloc((size_t)(n + 1), sizeof(float));
   p->owned[p->n_owned++] = f;
   return f;
 }
 
-mok_status problem_make(ref_problem *p, const mok_shape *s, int ep, mok_route_kind kind, uint64_t seed) {
+mok_status mok_ref_problem_make(mok_ref_problem *p, const mok_shape *s, int ep, mok_route_kind kind, uint64_t seed) {
   memset(p, 0, sizeof *p);
   p->cfg.shape = *s;
   p->cfg.ep = ep;
@@ -50,7 +50,7 @@ mok_status problem_make(ref_problem *p, const mok_shape *s, int ep, mok_route_ki
   return MOK_SUCCESS;
 }
 
-void problem_free(ref_problem *p) {
+void mok_ref_problem_free(mok_ref_problem *p) {
   for (int i = 0; i < p->n_owned; ++i) free(p->owned[i]);
   free(p->owned);
   free(p->ranks);

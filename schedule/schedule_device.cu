@@ -5,15 +5,15 @@
  * workspace's sticky error word. */
 #include <pthread.h>
 #include "kernels/common/device.cuh"
-#include "kernels/v1/v1.h"
+#include "schedule/schedule_device.h"
 #include "schedule/schedule_core.h"
 
 #define SCHED_THREADS 128
 
 /* Chunk c's rank and first token, and its tokens under that rank's count for this build (staged
- * by the rank's v1_sched_stage, read from its symmetric buffer). Returns 0 when that count is
+ * by the rank's mok_sched_stage, read from its symmetric buffer). Returns 0 when that count is
  * outside [0, T] (a corrupted buffer): the chunk then has no tokens. */
-__device__ __forceinline__ int chunk_range(const v1_sched_args &a, int c, int *src, int64_t *t0,
+__device__ __forceinline__ int chunk_range(const mok_sched_args &a, int c, int *src, int64_t *t0,
                                            int64_t *ntok) {
   *src = c / a.chunks_per_rank;
   *t0 = (int64_t)(c % a.chunks_per_rank) * a.chunk_tokens;
@@ -27,7 +27,7 @@ __device__ __forceinline__ int chunk_range(const v1_sched_args &a, int c, int *s
 /* Count kernels: chunk c's routing pulled from its rank into shared ids and the gathered table
  * topk_all, and cnt[E_local] zeroed. Returns the chunk's token count (*src: its rank, *t0: first),
  * or -1 when the rank's staged count is out of range. */
-__device__ int64_t gather_chunk(const v1_sched_args &a, int c, int32_t *ids, int32_t *cnt, int *src,
+__device__ int64_t gather_chunk(const mok_sched_args &a, int c, int32_t *ids, int32_t *cnt, int *src,
                                 int64_t *t0) {
   int64_t ntok;
   const int ok = chunk_range(a, c, src, t0, &ntok);
@@ -45,7 +45,7 @@ __device__ int64_t gather_chunk(const v1_sched_args &a, int c, int32_t *ids, int
 
 /* Fill kernels: chunk c's ids from topk_all and its write cursors from the scan into shared memory.
  * Returns the chunk's token count (*src, *t0 as above). */
-__device__ int64_t stage_chunk(const v1_sched_args &a, int c, int32_t *ids, int32_t *cur, int *src,
+__device__ int64_t stage_chunk(const mok_sched_args &a, int c, int32_t *ids, int32_t *cur, int *src,
                                int64_t *t0) {
   int64_t ntok;
   chunk_range(a, c, src, t0, &ntok);
@@ -57,9 +57,9 @@ __device__ int64_t stage_chunk(const v1_sched_args &a, int c, int32_t *ids, int3
   return ntok;
 }
 
-__global__ void sched_count_kernel(v1_sched_args a) {
+__global__ void sched_count_kernel(mok_sched_args a) {
   extern __shared__ int32_t sm[];
-  if (v1_error(a.err)) return;
+  if (dev_error(a.err)) return;
   const int c = blockIdx.x;
   int s;
   int64_t t0;
@@ -78,15 +78,15 @@ __global__ void sched_count_kernel(v1_sched_args a) {
 
 /* On any fault the expert table is left empty (no rows): kernels that do not read the error word
  * (the grouped GEMMs) then do nothing with it. */
-__device__ void sched_empty_table(const v1_sched_args &a) {
+__device__ void sched_empty_table(const mok_sched_args &a) {
   for (int l = threadIdx.x; l < a.experts_local; l += blockDim.x) a.expert_count[l] = 0;
   for (int l = threadIdx.x; l <= a.experts_local; l += blockDim.x) a.expert_offset[l] = 0;
 }
 
-__global__ void sched_scan_kernel(v1_sched_args a, int nchunks) {
+__global__ void sched_scan_kernel(mok_sched_args a, int nchunks) {
   extern __shared__ int32_t sm[];
   __shared__ int ok;
-  if (v1_error(a.err)) {
+  if (dev_error(a.err)) {
     sched_empty_table(a);
     return;
   }
@@ -99,7 +99,7 @@ __global__ void sched_scan_kernel(v1_sched_args a, int nchunks) {
     int st = MOK_SCHED_OK;
     for (int c = 0; c < nchunks && st == MOK_SCHED_OK; ++c) st = a.chunk_status[c];
     if (st == MOK_SCHED_OK) st = mok_sched_scan(cnt, nchunks, el, a.tile_m, a.capacity, ec, eo);
-    if (st != MOK_SCHED_OK) v1_set_error(a.err, st);
+    if (st != MOK_SCHED_OK) dev_set_error(a.err, st);
     ok = st == MOK_SCHED_OK;
   }
   __syncthreads();
@@ -112,9 +112,9 @@ __global__ void sched_scan_kernel(v1_sched_args a, int nchunks) {
   for (int l = threadIdx.x; l <= el; l += blockDim.x) a.expert_offset[l] = eo[l];
 }
 
-__global__ void sched_fill_kernel(v1_sched_args a) {
+__global__ void sched_fill_kernel(mok_sched_args a) {
   extern __shared__ int32_t sm[];
-  if (v1_error(a.err)) return;
+  if (dev_error(a.err)) return;
   const int c = blockIdx.x;
   int s;
   int64_t t0;
@@ -134,10 +134,10 @@ __global__ void sched_fill_kernel(v1_sched_args a) {
  * lanes naming the same expert (__match_any_sync) take consecutive rows in lane order, so every
  * row lands where the sequential fill puts it. The table is bitwise the same as above. */
 
-__global__ void sched_count_par_kernel(v1_sched_args a) {
+__global__ void sched_count_par_kernel(mok_sched_args a) {
   extern __shared__ int32_t sm[];
   __shared__ int first_bad;
-  if (v1_error(a.err)) return;
+  if (dev_error(a.err)) return;
   const int c = blockIdx.x, k = a.top_k, el = a.experts_local, lo = a.rank * el;
   int s;
   int64_t t0;
@@ -194,9 +194,9 @@ __device__ int64_t block_exclusive_scan(int64_t v, int64_t *total) {
 
 /* One block of SCHED_SCAN_THREADS threads; thread i owns the local experts [i * per, (i+1) * per). */
 #define SCHED_SCAN_THREADS 1024
-__global__ void sched_scan_par_kernel(v1_sched_args a, int nchunks) {
+__global__ void sched_scan_par_kernel(mok_sched_args a, int nchunks) {
   __shared__ int status;
-  if (v1_error(a.err)) {
+  if (dev_error(a.err)) {
     sched_empty_table(a);
     return;
   }
@@ -208,7 +208,7 @@ __global__ void sched_scan_par_kernel(v1_sched_args a, int nchunks) {
   }
   __syncthreads();
   if (status != MOK_SCHED_OK) {
-    if (threadIdx.x == 0) v1_set_error(a.err, status);
+    if (threadIdx.x == 0) dev_set_error(a.err, status);
     sched_empty_table(a);
     return;
   }
@@ -223,7 +223,7 @@ __global__ void sched_scan_par_kernel(v1_sched_args a, int nchunks) {
   int64_t total;
   int64_t offset = block_exclusive_scan(padded, &total);
   if (total > a.capacity || total > INT32_MAX) {
-    if (threadIdx.x == 0) v1_set_error(a.err, MOK_SCHED_CAPACITY);
+    if (threadIdx.x == 0) dev_set_error(a.err, MOK_SCHED_CAPACITY);
     sched_empty_table(a);
     return;
   }
@@ -243,9 +243,9 @@ __global__ void sched_scan_par_kernel(v1_sched_args a, int nchunks) {
 }
 
 /* One warp per chunk. */
-__global__ void sched_fill_par_kernel(v1_sched_args a) {
+__global__ void sched_fill_par_kernel(mok_sched_args a) {
   extern __shared__ int32_t sm[];
-  if (v1_error(a.err)) return;
+  if (dev_error(a.err)) return;
   const int c = blockIdx.x, k = a.top_k, el = a.experts_local, lo = a.rank * el;
   const int lane = threadIdx.x; /* one warp per block */
   int s;
@@ -274,8 +274,8 @@ __global__ void sched_fill_par_kernel(v1_sched_args a) {
   }
 }
 
-__global__ void sched_pad_kernel(v1_sched_args a) {
-  if (v1_error(a.err)) return;
+__global__ void sched_pad_kernel(mok_sched_args a) {
+  if (dev_error(a.err)) return;
   const int l = blockIdx.x * blockDim.x + threadIdx.x;
   if (l < a.experts_local) mok_sched_pad_expert(l, a.expert_count, a.expert_offset, a.row_src);
 }
@@ -288,7 +288,7 @@ __global__ void sched_stage_kernel(const int32_t *topk, int64_t n, int32_t *dst,
   if (blockIdx.x == 0 && threadIdx.x == 0) *count_dst = count;
 }
 
-extern "C" cudaError_t v1_sched_stage(const int32_t *topk, int64_t count, int top_k,
+extern "C" cudaError_t mok_sched_stage(const int32_t *topk, int64_t count, int top_k,
                                       int32_t *topk_dst, int32_t *count_dst,
                                       cudaStream_t stream) {
   const int64_t n = count * top_k;
@@ -306,16 +306,16 @@ __global__ void dense_table_kernel(int32_t *table, int32_t count) {
   table[3] = 0;
 }
 
-extern "C" cudaError_t v1_dense_table(int32_t *table, int64_t count, cudaStream_t stream) {
+extern "C" cudaError_t mok_sched_dense_table(int32_t *table, int64_t count, cudaStream_t stream) {
   dense_table_kernel<<<1, 1, 0, stream>>>(table, (int32_t)count);
   return cudaGetLastError();
 }
 
-extern "C" size_t v1_sched_count_smem(const v1_sched_args *a) {
+extern "C" size_t mok_sched_count_smem(const mok_sched_args *a) {
   return (size_t)(a->chunk_tokens * a->top_k + a->experts_local) * sizeof(int32_t);
 }
 
-extern "C" size_t v1_sched_scan_smem(const v1_sched_args *a) {
+extern "C" size_t mok_sched_scan_smem(const mok_sched_args *a) {
   int64_t nchunks = (int64_t)a->ep * a->chunks_per_rank;
   return (size_t)(nchunks * a->experts_local + 2 * a->experts_local + 1) * sizeof(int32_t);
 }
@@ -345,39 +345,39 @@ static cudaError_t raise_limits(int dev, int cs, int ss) {
   return e;
 }
 
-extern "C" cudaError_t v1_sched_prepare(const v1_sched_args *a) {
+extern "C" cudaError_t mok_sched_prepare(const mok_sched_args *a) {
   int dev = 0;
   cudaError_t e = cudaGetDevice(&dev);
   if (e != cudaSuccess) return e;
   if (dev < 0 || dev >= SCHED_MAX_DEVICES) return cudaErrorInvalidDevice;
   pthread_mutex_lock(&g_limit_lock);
-  e = raise_limits(dev, (int)v1_sched_count_smem(a), (int)v1_sched_scan_smem(a));
+  e = raise_limits(dev, (int)mok_sched_count_smem(a), (int)mok_sched_scan_smem(a));
   pthread_mutex_unlock(&g_limit_lock);
   return e;
 }
 
-extern "C" cudaError_t v1_sched_count_scan(const v1_sched_args *a, cudaStream_t stream) {
+extern "C" cudaError_t mok_sched_count_scan(const mok_sched_args *a, cudaStream_t stream) {
   const int nchunks = a->ep * a->chunks_per_rank;
   cudaError_t e;
   if (a->parallel) {
-    sched_count_par_kernel<<<nchunks, 256, v1_sched_count_smem(a), stream>>>(*a);
+    sched_count_par_kernel<<<nchunks, 256, mok_sched_count_smem(a), stream>>>(*a);
     if ((e = cudaGetLastError())) return e;
     sched_scan_par_kernel<<<1, SCHED_SCAN_THREADS, 0, stream>>>(*a, nchunks);
     return cudaGetLastError();
   }
-  sched_count_kernel<<<nchunks, SCHED_THREADS, v1_sched_count_smem(a), stream>>>(*a);
+  sched_count_kernel<<<nchunks, SCHED_THREADS, mok_sched_count_smem(a), stream>>>(*a);
   if ((e = cudaGetLastError())) return e;
-  sched_scan_kernel<<<1, 256, v1_sched_scan_smem(a), stream>>>(*a, nchunks);
+  sched_scan_kernel<<<1, 256, mok_sched_scan_smem(a), stream>>>(*a, nchunks);
   return cudaGetLastError();
 }
 
-extern "C" cudaError_t v1_sched_fill_pad(const v1_sched_args *a, cudaStream_t stream) {
+extern "C" cudaError_t mok_sched_fill_pad(const mok_sched_args *a, cudaStream_t stream) {
   const int nchunks = a->ep * a->chunks_per_rank;
   cudaError_t e;
   if (a->parallel)
-    sched_fill_par_kernel<<<nchunks, 32, v1_sched_count_smem(a), stream>>>(*a);
+    sched_fill_par_kernel<<<nchunks, 32, mok_sched_count_smem(a), stream>>>(*a);
   else
-    sched_fill_kernel<<<nchunks, SCHED_THREADS, v1_sched_count_smem(a), stream>>>(*a);
+    sched_fill_kernel<<<nchunks, SCHED_THREADS, mok_sched_count_smem(a), stream>>>(*a);
   if ((e = cudaGetLastError())) return e;
   sched_pad_kernel<<<(a->experts_local + 127) / 128, 128, 0, stream>>>(*a);
   return cudaGetLastError();

@@ -2,6 +2,7 @@
  * and a clear status for bad arguments to every public entry point. */
 #include <pthread.h>
 #include <stdlib.h>
+#include <string.h>
 #include "api/status_detail.h"
 #include "mok.h"
 #include "tests/tests.h"
@@ -80,17 +81,17 @@ void test_api_config(void) {
   mok_config bad = c;
   bad.dtype = (mok_dtype)7;
   CHECK_STATUS(mok_validate(&dsv3, &bad, 8), MOK_ERR_INVALID_ARGUMENT);
-  bad = c, bad.path = (mok_path)9;
+  bad = c, bad.plan.path = (mok_path)9;
   CHECK_STATUS(mok_validate(&dsv3, &bad, 8), MOK_ERR_INVALID_ARGUMENT);
   bad = c, bad.fp8_shared_expert = 2;
   CHECK_STATUS(mok_validate(&dsv3, &bad, 8), MOK_ERR_INVALID_ARGUMENT);
-  bad = c, bad.fwd_comm_sms = -1;
+  bad = c, bad.plan.fwd_comm_ctas = -1;
   CHECK_STATUS(mok_validate(&dsv3, &bad, 8), MOK_ERR_INVALID_ARGUMENT);
-  bad = c, bad.bwd_comm_sms = 1000;
+  bad = c, bad.plan.bwd_comm_ctas = 1000;
   CHECK_STATUS(mok_validate(&dsv3, &bad, 8), MOK_ERR_INVALID_ARGUMENT);
-  bad = c, bad.tile_m = 100;
+  bad = c, bad.plan.tile_m = 100;
   CHECK_STATUS(mok_validate(&dsv3, &bad, 8), MOK_ERR_INVALID_ARGUMENT);
-  bad = c, bad.minibatch_rows = 192; /* not a multiple of tile_m 128 */
+  bad = c, bad.plan.minibatch_rows = 192; /* not a multiple of tile_m 128 */
   CHECK_STATUS(mok_validate(&dsv3, &bad, 8), MOK_ERR_INVALID_ARGUMENT);
   bad = c, bad.macrobatch_minibatches = 0;
   CHECK_STATUS(mok_validate(&dsv3, &bad, 8), MOK_ERR_INVALID_ARGUMENT);
@@ -104,10 +105,22 @@ void test_api_config(void) {
   CHECK_STATUS(mok_validate(&dsv3, &bad, 8), MOK_SUCCESS);
   bad = c, bad.timeout_ms = 0;
   CHECK_STATUS(mok_validate(&dsv3, &bad, 8), MOK_ERR_INVALID_ARGUMENT);
-  CHECK(c.deterministic == 1);
-  bad = c, bad.deterministic = 2;
+  /* the config's header: a config not made by mok_config_init / MOK_CONFIG_INITIALIZER, or by
+   * a newer mok.h, is refused; the initializer and mok_config_init agree */
+  bad = c, bad.magic = 0;
   CHECK_STATUS(mok_validate(&dsv3, &bad, 8), MOK_ERR_INVALID_ARGUMENT);
-  bad.deterministic = 0;
+  bad = c, bad.size = sizeof(mok_config) + 8;
+  CHECK_STATUS(mok_validate(&dsv3, &bad, 8), MOK_ERR_INVALID_ARGUMENT);
+  bad = c, bad.version = MOK_VERSION_CODE + 1;
+  CHECK_STATUS(mok_validate(&dsv3, &bad, 8), MOK_ERR_INVALID_ARGUMENT);
+  const mok_config lit = MOK_CONFIG_INITIALIZER;
+  CHECK(memcmp(&lit, &c, sizeof c) == 0);
+  /* MXFP8 is reserved; FP8 runs on the grouped path only */
+  bad = c, bad.dtype = MOK_DTYPE_MXFP8;
+  CHECK_STATUS(mok_validate(&dsv3, &bad, 8), MOK_ERR_NOT_SUPPORTED);
+  bad = c, bad.dtype = MOK_DTYPE_FP8_BLOCK128, bad.plan.path = MOK_PATH_FUSED;
+  CHECK_STATUS(mok_validate(&dsv3, &bad, 8), MOK_ERR_NOT_SUPPORTED);
+  bad.plan.path = MOK_PATH_GROUPED;
   CHECK_STATUS(mok_validate(&dsv3, &bad, 8), MOK_SUCCESS);
 
   /* worst-case schedule rows: DeepSeek-V3 at EP 8, 7168 tokens per rank */

@@ -94,8 +94,8 @@ void test_fp8_block_quantization(void) {
  * quantization happens). */
 void test_fp8_reference_forward(void) {
   mok_shape s = {6, 128, 4, 128, 2, 128};
-  ref_problem p;
-  CHECK_STATUS(problem_make(&p, &s, 2, MOK_ROUTE_UNIFORM, test_seed()), MOK_SUCCESS);
+  mok_ref_problem p;
+  CHECK_STATUS(mok_ref_problem_make(&p, &s, 2, MOK_ROUTE_UNIFORM, test_seed()), MOK_SUCCESS);
   p.cfg.round_bf16 = 1;
   const int64_t n = s.tokens * s.hidden;
   float *bf[2] = {malloc(sizeof(float) * n), malloc(sizeof(float) * n)};
@@ -115,13 +115,13 @@ void test_fp8_reference_forward(void) {
   p.cfg.shape.hidden = 64; /* FP8 blocks need multiples of 128 */
   CHECK_STATUS(mok_ref_forward(&p.cfg, p.ranks, p.y), MOK_ERR_MISALIGNED);
   p.cfg.shape.hidden = 128;
-  problem_free(&p);
+  mok_ref_problem_free(&p);
 }
 
 /* Both ranks' eight gradients of p's backward under its current config, into fresh buffers g[r][i]
  * of n[i] floats: dx, d_rw, the routed gate / up / down, the shared gate / up / down (NULL
  * without a shared expert). Two ranks, as every problem below. */
-static void ref_backward_into(ref_problem *p, const mok_shape *s, int64_t n[8], float *g[2][8]) {
+static void ref_backward_into(mok_ref_problem *p, const mok_shape *s, int64_t n[8], float *g[2][8]) {
   const int64_t T = s->tokens, H = s->hidden, I = s->intermediate, Is = s->shared_intermediate;
   const int64_t el = s->num_experts / 2;
   const int64_t len[8] = {T * H, T * s->top_k, el * I * H, el * I * H, el * H * I, Is * H, Is * H,
@@ -140,8 +140,8 @@ static void ref_backward_into(ref_problem *p, const mok_shape *s, int64_t n[8], 
 
 /* Two ranks of uniform routing on shape s, the reference in its FP8 (block-128) mode with the
  * GPU's bf16 roundings. */
-static void fp8_problem(ref_problem *p, const mok_shape *s) {
-  CHECK_STATUS(problem_make(p, s, 2, MOK_ROUTE_UNIFORM, test_seed()), MOK_SUCCESS);
+static void fp8_problem(mok_ref_problem *p, const mok_shape *s) {
+  CHECK_STATUS(mok_ref_problem_make(p, s, 2, MOK_ROUTE_UNIFORM, test_seed()), MOK_SUCCESS);
   p->cfg.round_bf16 = 1;
   p->cfg.fp8_block128 = 1;
 }
@@ -162,8 +162,8 @@ void test_fp8_reference_backward(void) {
   /* 40 tokens: every rank's experts get rows (with 6, a rank's two experts sometimes got none,
    * its weight gradients were all zero in both modes and "not equal" failed) */
   mok_shape s = {40, 256, 4, 128, 2, 128};
-  ref_problem p;
-  CHECK_STATUS(problem_make(&p, &s, 2, MOK_ROUTE_UNIFORM, test_seed()), MOK_SUCCESS);
+  mok_ref_problem p;
+  CHECK_STATUS(mok_ref_problem_make(&p, &s, 2, MOK_ROUTE_UNIFORM, test_seed()), MOK_SUCCESS);
   p.cfg.round_bf16 = 1;
   int64_t n[8];
   float *bf[2][8], *f8[2][8];
@@ -179,7 +179,7 @@ void test_fp8_reference_backward(void) {
   }
   ref_grads_free(bf);
   ref_grads_free(f8);
-  problem_free(&p);
+  mok_ref_problem_free(&p);
 }
 
 /* The FP8 shared expert (fp8_shared): the backward's routed weight gradients and d_rw stay bit for
@@ -190,7 +190,7 @@ void test_fp8_reference_backward(void) {
 void test_fp8_reference_shared(void) {
   mok_shape s = {40, 256, 4, 128, 2, 256};
   const int64_t T = s.tokens, H = s.hidden, Is = s.shared_intermediate;
-  ref_problem p;
+  mok_ref_problem p;
   fp8_problem(&p, &s);
   int64_t n[8];
   float *bf[2][8], *f8[2][8];
@@ -239,7 +239,7 @@ void test_fp8_reference_shared(void) {
   p.cfg.shape.shared_intermediate = 64; /* FP8 blocks need multiples of 128 */
   CHECK_STATUS(mok_ref_forward(&p.cfg, p.ranks, p.y), MOK_ERR_MISALIGNED);
   p.cfg.shape.shared_intermediate = Is;
-  problem_free(&p);
+  mok_ref_problem_free(&p);
 }
 
 /* Quantization along the rows (the FP8 weight gradients' operands): blocks of 128 rows per
@@ -302,7 +302,7 @@ void test_fp8_quantize_columns(void) {
  * gradients differ (their operands are also quantized along the tokens) by E4M3's precision. */
 void test_fp8_reference_wgrad(void) {
   mok_shape s = {150, 256, 4, 128, 2, 128}; /* 150 tokens, k 2: experts with >128 rows */
-  ref_problem p;
+  mok_ref_problem p;
   fp8_problem(&p, &s);
   int64_t n[8];
   float *un[2][8], *fw[2][8];
@@ -324,7 +324,7 @@ void test_fp8_reference_wgrad(void) {
     ref_grads_free(fw);
   }
   ref_grads_free(un);
-  problem_free(&p);
+  mok_ref_problem_free(&p);
 }
 
 /* The reference's fused router-weight gradient (fp8_fused_drw: d_rw = g . act inside the SwiGLU
@@ -335,7 +335,7 @@ void test_fp8_reference_wgrad(void) {
  * operands do not change), and d_rw not bit for bit (the other formula ran). */
 void test_fp8_reference_fused_drw(void) {
   mok_shape s = {40, 256, 4, 128, 2, 0};
-  ref_problem p;
+  mok_ref_problem p;
   fp8_problem(&p, &s);
   int64_t n[8];
   float *un[2][8], *fu[2][8];
@@ -353,5 +353,5 @@ void test_fp8_reference_fused_drw(void) {
   }
   ref_grads_free(un);
   ref_grads_free(fu);
-  problem_free(&p);
+  mok_ref_problem_free(&p);
 }

@@ -28,29 +28,29 @@ void test_pipeline_params(void) {
   mok_config_init(&c);
   mok_pipe_params p;
   int64_t bytes = -1, cap = 0;
-  CHECK_STATUS(mok_pipe_from_config(&s, &c, 2, &p, &bytes), MOK_SUCCESS);
+  CHECK_STATUS(mok_pipe_from_config(&s, &c, 2, 128, 128, &p, &bytes), MOK_SUCCESS);
   CHECK_STATUS(mok_schedule_worst_case_rows(&s, 2, 128, &cap), MOK_SUCCESS);
   CHECK(p.ring_regions == 0 && bytes == 0 && p.capacity == cap && p.expert_rows == 8192);
   CHECK(mok_pipe_macro_rows(&p) == 128 * 64 && mok_pipe_steps(&p) == (cap + 8191) / 8192);
   const int64_t region = (8192 + 8192) * 7168 * 2; /* macrobatch rows + one expert's most */
   c.ring_bytes = 3 * region + region / 2;            /* a partial region is not used */
-  CHECK_STATUS(mok_pipe_from_config(&s, &c, 2, &p, &bytes), MOK_SUCCESS);
+  CHECK_STATUS(mok_pipe_from_config(&s, &c, 2, 128, 128, &p, &bytes), MOK_SUCCESS);
   CHECK(p.ring_regions == 3 && bytes == 3 * region && mok_pipe_region_rows(&p) == 16384);
   c.ring_bytes = region - 1; /* less than one region */
-  CHECK_STATUS(mok_pipe_from_config(&s, &c, 2, &p, &bytes), MOK_ERR_INVALID_ARGUMENT);
+  CHECK_STATUS(mok_pipe_from_config(&s, &c, 2, 128, 128, &p, &bytes), MOK_ERR_INVALID_ARGUMENT);
   CHECK_STATUS(mok_validate(&s, &c, 2), MOK_ERR_INVALID_ARGUMENT);
   c.ring_bytes = region;
   CHECK_STATUS(mok_validate(&s, &c, 2), MOK_SUCCESS);
   c.ring_bytes = (int64_t)1 << 50; /* more regions than macrobatches: one per macrobatch */
-  CHECK_STATUS(mok_pipe_from_config(&s, &c, 2, &p, &bytes), MOK_SUCCESS);
+  CHECK_STATUS(mok_pipe_from_config(&s, &c, 2, 128, 128, &p, &bytes), MOK_SUCCESS);
   CHECK(p.ring_regions == mok_pipe_steps(&p));
   c.schedule_capacity = 4096; /* a capacity below one region: one region of the capacity */
   c.ring_bytes = 4096 * 7168 * 2;
-  CHECK_STATUS(mok_pipe_from_config(&s, &c, 2, &p, &bytes), MOK_SUCCESS);
+  CHECK_STATUS(mok_pipe_from_config(&s, &c, 2, 128, 128, &p, &bytes), MOK_SUCCESS);
   CHECK(p.ring_regions == 1 && mok_pipe_region_rows(&p) == 4096 && mok_pipe_steps(&p) == 1);
-  CHECK_STATUS(mok_pipe_from_config(NULL, &c, 2, &p, &bytes), MOK_ERR_INVALID_ARGUMENT);
-  CHECK_STATUS(mok_pipe_from_config(&s, &c, 2, NULL, &bytes), MOK_ERR_INVALID_ARGUMENT);
-  CHECK_STATUS(mok_pipe_from_config(&s, &c, 0, &p, &bytes), MOK_ERR_INVALID_ARGUMENT);
+  CHECK_STATUS(mok_pipe_from_config(NULL, &c, 2, 128, 128, &p, &bytes), MOK_ERR_INVALID_ARGUMENT);
+  CHECK_STATUS(mok_pipe_from_config(&s, &c, 2, 128, 128, NULL, &bytes), MOK_ERR_INVALID_ARGUMENT);
+  CHECK_STATUS(mok_pipe_from_config(&s, &c, 0, 128, 128, &p, &bytes), MOK_ERR_INVALID_ARGUMENT);
 }
 
 /* A random schedule's offsets and counts: experts padded to the tile, some empty, at most

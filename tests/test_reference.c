@@ -90,8 +90,8 @@ void test_reference_hand_clamp(void) {
 
 static void fd_case(const mok_shape *s, int ep, mok_route_kind kind, int clamp, int64_t samples,
                     double tol) {
-  ref_problem p;
-  CHECK_STATUS(problem_make(&p, s, ep, kind, test_seed()), MOK_SUCCESS);
+  mok_ref_problem p;
+  CHECK_STATUS(mok_ref_problem_make(&p, s, ep, kind, test_seed()), MOK_SUCCESS);
   p.cfg.use_swiglu_limit = clamp;
   p.cfg.swiglu_limit = 0.6f;
   double worst = -1;
@@ -104,7 +104,7 @@ static void fd_case(const mok_shape *s, int ep, mok_route_kind kind, int clamp, 
             ep, clamp, worst, (long long)checked);
   CHECK(worst >= 0 && worst < tol);
   CHECK(checked > 0);
-  problem_free(&p);
+  mok_ref_problem_free(&p);
 }
 
 /* Every entry of every gradient of two ranks, with a shared expert. */
@@ -137,8 +137,8 @@ void test_reference_fd_routings(void) {
  * never to NaN. */
 void test_reference_rounding_close(void) {
   mok_shape s = {16, 64, 8, 32, 2, 32};
-  ref_problem p;
-  CHECK_STATUS(problem_make(&p, &s, 2, MOK_ROUTE_ZIPF, test_seed()), MOK_SUCCESS);
+  mok_ref_problem p;
+  CHECK_STATUS(mok_ref_problem_make(&p, &s, 2, MOK_ROUTE_ZIPF, test_seed()), MOK_SUCCESS);
   int64_t n = s.tokens * s.hidden;
   float *exact[2] = {malloc(sizeof(float) * n), malloc(sizeof(float) * n)};
   CHECK_STATUS(mok_ref_forward(&p.cfg, p.ranks, exact), MOK_SUCCESS);
@@ -149,14 +149,14 @@ void test_reference_rounding_close(void) {
     CHECK(e > 1e-5 && e < 1e-2);
     free(exact[r]);
   }
-  problem_free(&p);
+  mok_ref_problem_free(&p);
 }
 
 /* Bad input gets a clear status and leaves the outputs untouched. */
 void test_reference_bad_input(void) {
   mok_shape s = {4, 8, 4, 4, 2, 0};
-  ref_problem p;
-  CHECK_STATUS(problem_make(&p, &s, 2, MOK_ROUTE_UNIFORM, test_seed()), MOK_SUCCESS);
+  mok_ref_problem p;
+  CHECK_STATUS(mok_ref_problem_make(&p, &s, 2, MOK_ROUTE_UNIFORM, test_seed()), MOK_SUCCESS);
   for (int64_t i = 0; i < s.tokens * s.hidden; ++i) p.y[0][i] = p.y[1][i] = 12345.0f;
   int32_t *topk = (int32_t *)p.ranks[1].topk_experts;
   int32_t saved = topk[3];
@@ -201,12 +201,12 @@ void test_reference_bad_input(void) {
   CHECK_STATUS(mok_ref_gradient_check(&p.cfg, p.ranks, (const float *const *)p.dy, -1, 1, &worst,
                                       &checked),
                MOK_ERR_INVALID_ARGUMENT);
-  problem_free(&p);
+  mok_ref_problem_free(&p);
 }
 
 /* fetch callback over a whole problem: expert e lives on rank e / (E/EP) */
 static void fetch_from_problem(void *ctx, int e, float *wg, float *wu, float *wd) {
-  const ref_problem *p = (const ref_problem *)ctx;
+  const mok_ref_problem *p = (const mok_ref_problem *)ctx;
   const mok_shape *s = &p->cfg.shape;
   int64_t el = s->num_experts / p->cfg.ep, n = s->intermediate * s->hidden;
   const mok_ref_rank *owner = &p->ranks[e / el];
@@ -219,8 +219,8 @@ static void fetch_from_problem(void *ctx, int e, float *wg, float *wu, float *wd
  * the weight gradients changes nothing else. */
 void test_reference_token(void) {
   mok_shape s = {9, 16, 8, 8, 3, 8};
-  ref_problem p;
-  CHECK_STATUS(problem_make(&p, &s, 2, MOK_ROUTE_ZIPF, test_seed()), MOK_SUCCESS);
+  mok_ref_problem p;
+  CHECK_STATUS(mok_ref_problem_make(&p, &s, 2, MOK_ROUTE_ZIPF, test_seed()), MOK_SUCCESS);
   p.cfg.round_bf16 = 1;
   p.cfg.use_swiglu_limit = 1;
   p.cfg.swiglu_limit = 0.7f;
@@ -270,5 +270,5 @@ void test_reference_token(void) {
   CHECK_STATUS(mok_ref_token(&p.cfg, in->x, in->topk_experts, in->router_weights, NULL, NULL, &p,
                              in->ws_gate, in->ws_up, in->ws_down, y, NULL, NULL),
                MOK_ERR_INVALID_ARGUMENT);
-  problem_free(&p);
+  mok_ref_problem_free(&p);
 }

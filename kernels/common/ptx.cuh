@@ -1,4 +1,4 @@
-/* hopper_ptx.cuh — inline-PTX helpers for sm_90a kernels: mbarriers, TMA (bulk tensor) loads and
+/* ptx.cuh — inline-PTX helpers for sm_90a kernels: mbarriers, TMA (bulk tensor) loads and
  * stores, cp.async (zero-filling), proxy fences, wgmma (descriptors, fence/commit/wait,
  * m64n256k16 bf16), stmatrix, setmaxnreg and named barriers. Header-only, device code only. */
 #ifndef MOK_HOPPER_PTX_CUH

@@ -1,5 +1,6 @@
-/* grouped_gemm_bf16.cu — the BF16 grouped GEMM kernel for sm_90a and its four entry points
- * (forward, forward gate+up with SwiGLU, dgrad, K-grouped wgrad); see grouped_gemm.h.
+/* bf16.cu — the BF16 grouped GEMM kernel for sm_90a and its entry points (forward, forward
+ * gate+up with SwiGLU, dgrad and the dgrad of a weight pair, K-grouped wgrad; gemm.h), with the
+ * fused path's pull and pushes (gemm_fused.h).
  *
  * One persistent kernel, one CTA per SM, 384 threads:
  *   warpgroup 0: producer; one thread issues TMA loads into a 4-stage shared-memory ring
@@ -8,9 +9,11 @@
  *                with fp32 accumulators (128 registers), frees stages through mbarriers and runs
  *                the epilogue (stmatrix into a swizzled staging buffer, TMA store) while the
  *                producer already loads the next tile.
- * Both roles walk the same tile sequence from gemm_tile_scheduler.h (tile = blockIdx.x + i *
+ * Both roles walk the same tile sequence from tile_scheduler.h (tile = blockIdx.x + i *
  * gridDim.x), so the math never sees the order. Modes differ only in which boxes are loaded, the
- * operand majorness given to wgmma and the epilogue. */
+ * operand majorness given to wgmma and the epilogue. The row-grouped modes also run in cluster
+ * pairs (CL 2) of vertically adjacent tiles that share the B tile by multicast, which pays where
+ * experts are short (launch->cluster; gemm_plan.h). */
 #include <cuda.h>
 #include <cuda_runtime.h>
 #include <stdint.h>
@@ -36,9 +39,7 @@ enum { GG_FWD = 0, GG_SWIGLU = 1, GG_DGRAD = 2, GG_WGRAD = 3 };
 #define GG_SMEM (GG_EPI_OFF + GG_EPI_BYTES)
 #define GG_MAX_EXPERTS 256 /* experts per launch; more are split over launches */
 /* Named barriers (0 is __syncthreads): 1 both consumer warpgroups (WGRAD padding), 2 + cwg one
- * consumer warpgroup's epilogue, 4 the staggered WGRAD's head start, 5 its warpgroup-0 zeroing. */
-#define GG_BAR_STAGGER 4
-#define GG_BAR_ZERO0 5
+ * consumer warpgroup's epilogue. */
 #define GG_THREADS 384
 
 typedef struct {
@@ -62,11 +63,7 @@ typedef struct {
   int wn, wk;            /* WGRAD output shape per expert                                 */
   int out_fp32, accumulate;
   int group_m;           /* raster group, in work units                                   */
-  int stagger;           /* k-blocks of head start warpgroup 0 gets over warpgroup 1, so one's
-                            epilogue overlaps the other's main loop (0: none, at most
-                            GG_STAGES - 1); in WGRAD warpgroup 0 then zeroes padding alone   */
-  int no_multicast;      /* clusters of 2 that load their whole B tile (a tuning probe)   */
-  /* Fused communication (kernels/fused_comm.h): SWIGLU with comm_ctas > 0: the grid's last
+  /* Fused communication (kernels/move/fused_move.h): SWIGLU with comm_ctas > 0: the grid's last
    * comm_ctas CTAs pull A into move_rows [move_m_total, move_hidden]; FWD, DGRAD with push: the
    * epilogues also store each real row of C into its (token, j) slot on the source rank */
   int comm_ctas;
@@ -122,7 +119,6 @@ __global__ void __launch_bounds__(GG_THREADS, 1)
   __shared__ __align__(8) uint64_t bars[2 * GG_STAGES];
   __shared__ int32_t prefix[GG_MAX_EXPERTS + 1];
   __shared__ __align__(8) uint64_t comm_bars[2 * CM_WARPS];
-  __shared__ __align__(8) uint64_t zero_bars[GG_STAGES]; /* staggered WGRAD: stage zeroed */
 
   const int tid = threadIdx.x;
   const int wg = tid >> 7;
@@ -140,8 +136,6 @@ __global__ void __launch_bounds__(GG_THREADS, 1)
 
   if (tid == 0) {
     gg_ring_init(smem_base, full0, empty0, GG_STAGES, 8 * CL); /* a release per consumer warp */
-    if (MODE == GG_WGRAD)
-      for (int s = 0; s < GG_STAGES; ++s) mbar_init(smem_u32(&zero_bars[s]), 1);
     fence_mbar_init();
   }
   if (tid == 32) {
@@ -202,9 +196,6 @@ __global__ void __launch_bounds__(GG_THREADS, 1)
             if (CL == 1) {
               gg_load_b_half<MODE, 0>(0, sb, full, k0, bexp, t.n_tile, p, &tm_b0, &tm_b1);
               gg_load_b_half<MODE, 0>(1, sb, full, k0, bexp, t.n_tile, p, &tm_b0, &tm_b1);
-            } else if (p.no_multicast) {
-              gg_load_b_half<MODE, 0>(0, sb, full, k0, bexp, t.n_tile, p, &tm_b0, &tm_b1);
-              gg_load_b_half<MODE, 0>(1, sb, full, k0, bexp, t.n_tile, p, &tm_b0, &tm_b1);
             } else {
               gg_load_b_half<MODE, 1>(rank, sb, full, k0, bexp, t.n_tile, p, &tm_b0, &tm_b1);
             }
@@ -232,13 +223,6 @@ __global__ void __launch_bounds__(GG_THREADS, 1)
     uint32_t phase = 0;
     const uint8_t *epi_ptr = smem + GG_EPI_OFF + cwg * 16384;
     float acc[128];
-    /* Staggered warpgroups: warpgroup 1 starts once warpgroup 0 has issued p.stagger k-blocks (or
-     * its first tile, or found no tile); afterwards the shared stage ring keeps them at most a
-     * few k-blocks apart, and one's epilogue overlaps the other's main loop. */
-    const bool stagger = p.stagger > 0;
-    bool head_start = stagger && cwg == 0; /* warpgroup 0 still owes the arrival */
-    uint32_t zero_par = 0;                /* staggered WGRAD: zero_bars' phase bits per stage */
-    if (stagger && cwg == 1) named_bar_sync(GG_BAR_STAGGER, 256);
     for (int u = unit0; u < total; u += ustride) {
       gg_tile t = gg_decode_m_grouped(u, prefix, E, p.n_tiles, p.group_m);
       const int m_tile = t.m_tile * CL + rank;
@@ -261,32 +245,19 @@ __global__ void __launch_bounds__(GG_THREADS, 1)
           const int valid = cnt - kb * GG_BK;
           if (valid < GG_BK) {
             /* Rows past the expert's count are padding with any content: zero them in all six
-             * 64-row boxes of the stage (A: 2, B: 4) before the tensor cores read them; both
-             * consumer warpgroups together, or (staggered) warpgroup 0 alone, which then
-             * releases the stage to warpgroup 1 through the stage's zero barrier. */
+             * 64-row boxes of the stage (A: 2, B: 4) before the tensor cores read them, both
+             * consumer warpgroups together. */
             const int nrow = GG_BK - valid;
             const int per_box = nrow * 8; /* 16-byte chunks */
-            const uint32_t zbar = smem_u32(&zero_bars[stage]);
             uint4 z = make_uint4(0, 0, 0, 0);
-            if (!stagger || cwg == 0) {
-              const int first = stagger ? wtid : tid - 128, step = stagger ? 128 : 256;
-              for (int i = first; i < 6 * per_box; i += step) {
-                const int box = i / per_box, rem = i - box * per_box;
-                const int r = valid + rem / 8, c = rem & 7;
-                uint8_t *ptr = smem + stage * GG_STAGE_BYTES + box * 8192 + r * 128 + c * 16;
-                *(uint4 *)ptr = z;
-              }
-              fence_proxy_async_smem();
+            for (int i = tid - 128; i < 6 * per_box; i += 256) {
+              const int box = i / per_box, rem = i - box * per_box;
+              const int r = valid + rem / 8, c = rem & 7;
+              uint8_t *ptr = smem + stage * GG_STAGE_BYTES + box * 8192 + r * 128 + c * 16;
+              *(uint4 *)ptr = z;
             }
-            if (!stagger) {
-              named_bar_sync(1, 256);
-            } else if (cwg == 0) {
-              named_bar_sync(GG_BAR_ZERO0, 128);
-              if (wtid == 0) mbar_arrive(zbar);
-            } else {
-              mbar_wait(zbar, (zero_par >> stage) & 1);
-            }
-            zero_par ^= 1u << stage;
+            fence_proxy_async_smem();
+            named_bar_sync(1, 256);
           }
         }
         if (math) {
@@ -310,10 +281,6 @@ __global__ void __launch_bounds__(GG_THREADS, 1)
           gg_release<CL>(empty0 + 8 * stage, lane);
         }
         if (++stage == GG_STAGES) { stage = 0; phase ^= 1; }
-        if (head_start && (kb + 1 == p.stagger || kb + 1 == nkb)) {
-          named_bar_arrive(GG_BAR_STAGGER, 256); /* warpgroup 1 may start */
-          head_start = false;
-        }
       }
       wgmma_wait<0>();
       if (prev >= 0) gg_release<CL>(empty0 + 8 * prev, lane);
@@ -378,7 +345,6 @@ __global__ void __launch_bounds__(GG_THREADS, 1)
         }
       }
     }
-    if (head_start) named_bar_arrive(GG_BAR_STAGGER, 256); /* warpgroup 0 had no k-block */
     if (wtid == 0) bulk_wait0(); /* this warpgroup's TMA stores are complete */
     if ((MODE == GG_FWD || MODE == GG_DGRAD) && p.push)
       __threadfence_system(); /* the pushed rows, before the cross-rank barrier after the kernel */
@@ -386,83 +352,40 @@ __global__ void __launch_bounds__(GG_THREADS, 1)
 }
 
 /* ---- host side ------------------------------------------------------------------------------ */
-static int g_tune_group_m = 0, g_tune_cluster = 0, g_tune_grid = 0, g_tune_flags = 0;
-static int g_last_grid = 0;
-
-extern "C" void gg_set_tuning(int group_m, int cluster, int grid_ctas, int flags) {
-  g_tune_group_m = group_m;
-  g_tune_cluster = cluster;
-  g_tune_grid = grid_ctas;
-  g_tune_flags = flags;
-}
-extern "C" int gg_last_grid(void) { return g_last_grid; }
-extern "C" int gg_tuning_flags(void) { return g_tune_flags; }
-
-static thread_local int64_t g_rows_hint = 0; /* mok_gg_set_rows_hint, per host thread */
-
-extern "C" int64_t mok_gg_set_rows_hint(int64_t rows_per_expert) {
-  const int64_t prev = g_rows_hint;
-  g_rows_hint = rows_per_expert > 0 ? rows_per_expert : 0;
-  return prev;
-}
-
-extern "C" int64_t gg_rows_hint(void) { return g_rows_hint; }
-
-static thread_local int g_max_ctas = 0; /* mok_gg_set_max_ctas, per host thread */
-
-extern "C" int mok_gg_set_max_ctas(int ctas) {
-  const int prev = g_max_ctas;
-  g_max_ctas = ctas > 0 ? ctas : 0;
-  return prev;
-}
-
-extern "C" int gg_ctas_cap(int ctas, int cl) {
-  if (g_max_ctas <= 0 || g_max_ctas >= ctas) return ctas;
-  return g_max_ctas / cl * cl;
-}
-
 template <int MODE, int CL>
 static mok_status gg_launch_cl(const CUtensorMap *a, const CUtensorMap *b0, const CUtensorMap *b1,
                                const CUtensorMap *c0, const CUtensorMap *c1, gg_params p,
-                               int max_units, cudaStream_t stream) {
+                               int max_units, int grid_cap, cudaStream_t stream) {
   static int max_ctas = 0; /* co-resident CTAs (whole clusters), found once */
   if (!max_ctas)
-    GG_TRY(gg_coresident_ctas((const void *)gg_bf16_kernel<MODE, CL>, GG_THREADS, GG_SMEM, CL,
-                              &max_ctas));
+    MOK_KTRY(gg_coresident_ctas((const void *)gg_bf16_kernel<MODE, CL>, GG_THREADS, GG_SMEM, CL,
+                                &max_ctas));
   const int n_comm = MODE == GG_SWIGLU ? p.comm_ctas : 0; /* a multiple of CL */
-  const int cap = gg_ctas_cap(g_tune_grid > 0 ? g_tune_grid : max_ctas, CL) - n_comm;
+  const int cap = gg_ctas_cap(max_ctas, CL, grid_cap) - n_comm;
   if (cap < CL) return MOK_ERR_INVALID_ARGUMENT; /* no SM left for the GEMM */
   int units = max_units < cap / CL ? max_units : cap / CL;
   if (units < 1) units = 1;
-  g_last_grid = units * CL + n_comm;
   cudaLaunchAttribute attr;
   const cudaLaunchConfig_t cfg = gg_cluster_config(units * CL + n_comm, GG_THREADS, GG_SMEM, CL,
                                                    stream, &attr);
-  GG_CUDA(cudaLaunchKernelEx(&cfg, gg_bf16_kernel<MODE, CL>, *a, *b0, *b1, *c0, *c1, p));
+  MOK_KCUDA(cudaLaunchKernelEx(&cfg, gg_bf16_kernel<MODE, CL>, *a, *b0, *b1, *c0, *c1, p));
   return MOK_SUCCESS;
 }
 
-/* Splits the experts over launches of at most GG_MAX_EXPERTS and picks the cluster size.
- * max_tiles: an upper bound of the tiles of one launch (grid size). */
+/* Splits the experts over launches of at most GG_MAX_EXPERTS and picks the cluster size: the
+ * launch's, else gemm_plan.h's for the capacity's rows per expert (WGRAD: single CTAs only).
+ * max_tiles: an upper bound of the tiles of one launch (grid size); m_total: the rows. */
 template <int MODE>
 static mok_status gg_launch(const CUtensorMap *a, const CUtensorMap *b0, const CUtensorMap *b1,
                             const CUtensorMap *c0, const CUtensorMap *c1, gg_params p,
-                            int max_tiles, cudaStream_t stream) {
-  /* Clusters of 2 (B multicast) paid where the experts are short (few row tiles per expert, so
-   * little reuse of a weight tile in L2: +6-10% on 448 rows per expert) and cost a few percent
-   * on long ones (1792 rows): decided from the rows per expert the host has, the capacity's or
-   * the caller's hint (mok_gg_set_rows_hint). */
-  const int64_t hint = gg_rows_hint();
-  const int short_experts =
-      hint > 0 ? hint <= 4 * GG_BM : max_tiles / p.n_tiles <= 4 * p.num_experts;
-  int cl = MODE == GG_WGRAD ? 1 : (p.num_experts > 0 && short_experts ? 2 : 1);
-  if (g_tune_cluster == 1 || g_tune_cluster == 2) cl = g_tune_cluster;
-  if (MODE == GG_WGRAD) cl = 1;
-  p.group_m = g_tune_group_m > 0 ? g_tune_group_m : 16 / cl;
-  p.no_multicast = (g_tune_flags & 1) != 0;
-  /* A tuning probe until measured: flag 8 staggers the consumer warpgroups by 2 k-blocks, 16 by 3 */
-  p.stagger = (g_tune_flags & 16) ? 3 : (g_tune_flags & 8) ? 2 : 0;
-  if (p.stagger > GG_STAGES - 1) p.stagger = GG_STAGES - 1;
+                            int max_tiles, int64_t m_total, const mok_gg_launch *launch,
+                            cudaStream_t stream) {
+  mok_gg_launch l;
+  MOK_KTRY(gg_launch_get(launch, MODE == GG_WGRAD ? 1 : 2, 0, &l));
+  const int cl = MODE == GG_WGRAD ? 1
+                 : l.cluster    ? l.cluster
+                                : mok_gg_bf16_cluster_for(gg_rows_per_expert(m_total, p.num_experts));
+  p.group_m = 16 / cl;
   if (p.comm_ctas > 0) p.comm_ctas = (p.comm_ctas + cl - 1) / cl * cl;
   p.move.ctas = p.comm_ctas; /* the pull's warps count what the consumers wait for */
   const int e_all = p.num_experts, base_all = p.expert_base;
@@ -479,8 +402,10 @@ static mok_status gg_launch(const CUtensorMap *a, const CUtensorMap *b0, const C
     int units = MODE == GG_WGRAD ? p.num_experts * p.m_tiles * p.n_tiles : max_tiles;
     /* a pair unit covers two row tiles; every expert may add one half-empty pair */
     if (cl == 2) units = (max_tiles + p.num_experts * p.n_tiles) / 2 + 1;
-    mok_status st = cl == 2 ? gg_launch_cl<MODE == GG_WGRAD ? GG_FWD : MODE, 2>(a, b0, b1, c0, c1, p, units, stream)
-                            : gg_launch_cl<MODE, 1>(a, b0, b1, c0, c1, p, units, stream);
+    mok_status st =
+        cl == 2 ? gg_launch_cl<MODE == GG_WGRAD ? GG_FWD : MODE, 2>(a, b0, b1, c0, c1, p, units,
+                                                                    l.max_ctas, stream)
+                : gg_launch_cl<MODE, 1>(a, b0, b1, c0, c1, p, units, l.max_ctas, stream);
     if (st != MOK_SUCCESS) return st;
   }
   return MOK_SUCCESS;
@@ -498,26 +423,30 @@ static mok_status gg_check_common(const int32_t *off, const int32_t *cnt, int e,
 
 static mok_status gg_fwd(const void *a, const void *b, void *c, const int32_t *expert_offset,
                          const int32_t *expert_count, int num_experts, int64_t m_total, int64_t n,
-                         int64_t k, const mok_gg_move *push, cudaStream_t stream);
+                         int64_t k, const mok_gg_move *push, const mok_gg_launch *launch,
+                         cudaStream_t stream);
 
 extern "C" mok_status mok_gg_bf16_fwd(const void *a, const void *b, void *c,
                                       const int32_t *expert_offset, const int32_t *expert_count,
                                       int num_experts, int64_t m_total, int64_t n, int64_t k,
-                                      cudaStream_t stream) {
-  return gg_fwd(a, b, c, expert_offset, expert_count, num_experts, m_total, n, k, NULL, stream);
+                                      const mok_gg_launch *launch, cudaStream_t stream) {
+  return gg_fwd(a, b, c, expert_offset, expert_count, num_experts, m_total, n, k, NULL, launch,
+                stream);
 }
 
 extern "C" mok_status mok_gg_bf16_fwd_pushed(const void *a, const void *b, void *c,
                                              const int32_t *expert_offset,
                                              const int32_t *expert_count, int num_experts,
                                              int64_t m_total, int64_t n, int64_t k,
-                                             const mok_gg_move *push, cudaStream_t stream) {
+                                             const mok_gg_move *push, const mok_gg_launch *launch,
+                                             cudaStream_t stream) {
   if (!push) return MOK_ERR_INVALID_ARGUMENT;
-  return gg_fwd(a, b, c, expert_offset, expert_count, num_experts, m_total, n, k, push, stream);
+  return gg_fwd(a, b, c, expert_offset, expert_count, num_experts, m_total, n, k, push, launch,
+                stream);
 }
 
-/* The fused communication of one call (see fused_comm.h); push: 1 for a push (by the epilogues,
- * no comm CTAs), 0 for a pull by q->ctas comm CTAs. */
+/* The fused communication of one call (kernels/move/fused_move.h); push: 1 for a push (by the
+ * epilogues, no comm CTAs), 0 for a pull by q->ctas comm CTAs. */
 static mok_status gg_set_move(gg_params *p, const mok_gg_move *q, int push, const void *rows,
                               int64_t m_total, int64_t hidden, int num_experts) {
   if (!gg_move_ok(q, push)) return MOK_ERR_INVALID_ARGUMENT;
@@ -536,13 +465,14 @@ static mok_status gg_set_move(gg_params *p, const mok_gg_move *q, int push, cons
 
 static mok_status gg_fwd(const void *a, const void *b, void *c, const int32_t *expert_offset,
                          const int32_t *expert_count, int num_experts, int64_t m_total, int64_t n,
-                         int64_t k, const mok_gg_move *push, cudaStream_t stream) {
+                         int64_t k, const mok_gg_move *push, const mok_gg_launch *launch,
+                         cudaStream_t stream) {
   if (!a || !b || !c) return MOK_ERR_INVALID_ARGUMENT;
-  GG_TRY(gg_check_common(expert_offset, expert_count, num_experts, m_total, n, k));
+  MOK_KTRY(gg_check_common(expert_offset, expert_count, num_experts, m_total, n, k));
   CUtensorMap ta, tb, tc;
-  GG_TRY(gg_make_tmap_2d(&ta, a, m_total, k, 2, 128, 64));
-  GG_TRY(gg_make_tmap_2d(&tb, b, (int64_t)num_experts * n, k, 2, 128, 64));
-  GG_TRY(gg_make_tmap_2d(&tc, c, m_total, n, 2, 64, 64));
+  MOK_KTRY(gg_make_tmap_2d(&ta, a, m_total, k, 2, 128, 64));
+  MOK_KTRY(gg_make_tmap_2d(&tb, b, (int64_t)num_experts * n, k, 2, 128, 64));
+  MOK_KTRY(gg_make_tmap_2d(&tc, c, m_total, n, 2, 64, 64));
   gg_params p = {};
   p.offset = expert_offset;
   p.count = expert_count;
@@ -551,26 +481,27 @@ static mok_status gg_fwd(const void *a, const void *b, void *c, const int32_t *e
   p.k_blocks = (int)(k / GG_BK);
   p.b_rows = (int)n;
   p.n_out = (int)n;
-  if (push) GG_TRY(gg_set_move(&p, push, 1, c, m_total, n, num_experts));
+  if (push) MOK_KTRY(gg_set_move(&p, push, 1, c, m_total, n, num_experts));
   int max_tiles = (int)((m_total + GG_BM - 1) / GG_BM) * p.n_tiles;
-  return gg_launch<GG_FWD>(&ta, &tb, &tb, &tc, &tc, p, max_tiles, stream);
+  return gg_launch<GG_FWD>(&ta, &tb, &tb, &tc, &tc, p, max_tiles, m_total, launch, stream);
 }
 
 static mok_status gg_gate_up(const void *x, const void *w_gate, const void *w_up, void *act,
                              void *preact, const int32_t *expert_offset,
                              const int32_t *expert_count, int num_experts, int64_t m_total,
                              int64_t inter, int64_t hidden, int use_limit, float limit,
-                             const mok_gg_move *pull, cudaStream_t stream) {
+                             const mok_gg_move *pull, const mok_gg_launch *launch,
+                             cudaStream_t stream) {
   if (!x || !w_gate || !w_up || !act) return MOK_ERR_INVALID_ARGUMENT;
-  GG_TRY(gg_check_common(expert_offset, expert_count, num_experts, m_total, inter, hidden));
+  MOK_KTRY(gg_check_common(expert_offset, expert_count, num_experts, m_total, inter, hidden));
   if (inter % 128) return MOK_ERR_MISALIGNED;
   if (use_limit && !(limit > 0.0f)) return MOK_ERR_INVALID_ARGUMENT;
   CUtensorMap ta, tg, tu, tc, tp;
-  GG_TRY(gg_make_tmap_2d(&ta, x, m_total, hidden, 2, 128, 64));
-  GG_TRY(gg_make_tmap_2d(&tg, w_gate, (int64_t)num_experts * inter, hidden, 2, 128, 64));
-  GG_TRY(gg_make_tmap_2d(&tu, w_up, (int64_t)num_experts * inter, hidden, 2, 128, 64));
-  GG_TRY(gg_make_tmap_2d(&tc, act, m_total, inter, 2, 64, 64));
-  if (preact) GG_TRY(gg_make_tmap_2d(&tp, preact, m_total, 2 * inter, 2, 64, 64));
+  MOK_KTRY(gg_make_tmap_2d(&ta, x, m_total, hidden, 2, 128, 64));
+  MOK_KTRY(gg_make_tmap_2d(&tg, w_gate, (int64_t)num_experts * inter, hidden, 2, 128, 64));
+  MOK_KTRY(gg_make_tmap_2d(&tu, w_up, (int64_t)num_experts * inter, hidden, 2, 128, 64));
+  MOK_KTRY(gg_make_tmap_2d(&tc, act, m_total, inter, 2, 64, 64));
+  if (preact) MOK_KTRY(gg_make_tmap_2d(&tp, preact, m_total, 2 * inter, 2, 64, 64));
   else tp = tc;
   gg_params p = {};
   p.offset = expert_offset;
@@ -584,9 +515,9 @@ static mok_status gg_gate_up(const void *x, const void *w_gate, const void *w_up
   p.use_limit = use_limit != 0;
   p.limit = limit;
   p.has_preact = preact != NULL;
-  if (pull) GG_TRY(gg_set_move(&p, pull, 0, x, m_total, hidden, num_experts));
+  if (pull) MOK_KTRY(gg_set_move(&p, pull, 0, x, m_total, hidden, num_experts));
   int max_tiles = (int)((m_total + GG_BM - 1) / GG_BM) * p.n_tiles;
-  return gg_launch<GG_SWIGLU>(&ta, &tg, &tu, &tc, &tp, p, max_tiles, stream);
+  return gg_launch<GG_SWIGLU>(&ta, &tg, &tu, &tc, &tp, p, max_tiles, m_total, launch, stream);
 }
 
 extern "C" mok_status mok_gg_bf16_gate_up_swiglu(const void *x, const void *w_gate, const void *w_up,
@@ -594,9 +525,11 @@ extern "C" mok_status mok_gg_bf16_gate_up_swiglu(const void *x, const void *w_ga
                                                  const int32_t *expert_offset,
                                                  const int32_t *expert_count, int num_experts,
                                                  int64_t m_total, int64_t inter, int64_t hidden,
-                                                 int use_limit, float limit, cudaStream_t stream) {
+                                                 int use_limit, float limit,
+                                                 const mok_gg_launch *launch,
+                                                 cudaStream_t stream) {
   return gg_gate_up(x, w_gate, w_up, act, preact, expert_offset, expert_count, num_experts, m_total,
-                    inter, hidden, use_limit, limit, NULL, stream);
+                    inter, hidden, use_limit, limit, NULL, launch, stream);
 }
 
 extern "C" mok_status mok_gg_bf16_gate_up_swiglu_pulled(void *recv, const void *w_gate,
@@ -607,10 +540,11 @@ extern "C" mok_status mok_gg_bf16_gate_up_swiglu_pulled(void *recv, const void *
                                                         int64_t inter, int64_t hidden,
                                                         int use_limit, float limit,
                                                         const mok_gg_move *pull,
+                                                        const mok_gg_launch *launch,
                                                         cudaStream_t stream) {
   if (!pull) return MOK_ERR_INVALID_ARGUMENT;
   return gg_gate_up(recv, w_gate, w_up, act, preact, expert_offset, expert_count, num_experts,
-                    m_total, inter, hidden, use_limit, limit, pull, stream);
+                    m_total, inter, hidden, use_limit, limit, pull, launch, stream);
 }
 
 /* dA = dC x W (w1 == NULL), or dA = dC[:, :n/2] x W0 + dC[:, n/2:] x W1 (a weight pair, each
@@ -618,17 +552,18 @@ extern "C" mok_status mok_gg_bf16_gate_up_swiglu_pulled(void *recv, const void *
 static mok_status gg_dgrad(const void *dc, const void *w0, const void *w1, void *da,
                            const int32_t *expert_offset, const int32_t *expert_count,
                            int num_experts, int64_t m_total, int64_t n, int64_t k,
-                           const mok_gg_move *push, cudaStream_t stream) {
+                           const mok_gg_move *push, const mok_gg_launch *launch,
+                           cudaStream_t stream) {
   if (!dc || !w0 || !da) return MOK_ERR_INVALID_ARGUMENT;
-  GG_TRY(gg_check_common(expert_offset, expert_count, num_experts, m_total, n, k));
+  MOK_KTRY(gg_check_common(expert_offset, expert_count, num_experts, m_total, n, k));
   const int64_t rows = w1 ? n / 2 : n; /* weight rows per expert */
   if (w1 && rows % GG_BK) return MOK_ERR_MISALIGNED;
   CUtensorMap ta, tb0, tb1, tc;
-  GG_TRY(gg_make_tmap_2d(&ta, dc, m_total, n, 2, 128, 64));
-  GG_TRY(gg_make_tmap_2d(&tb0, w0, (int64_t)num_experts * rows, k, 2, 64, 64));
-  if (w1) GG_TRY(gg_make_tmap_2d(&tb1, w1, (int64_t)num_experts * rows, k, 2, 64, 64));
+  MOK_KTRY(gg_make_tmap_2d(&ta, dc, m_total, n, 2, 128, 64));
+  MOK_KTRY(gg_make_tmap_2d(&tb0, w0, (int64_t)num_experts * rows, k, 2, 64, 64));
+  if (w1) MOK_KTRY(gg_make_tmap_2d(&tb1, w1, (int64_t)num_experts * rows, k, 2, 64, 64));
   else tb1 = tb0;
-  GG_TRY(gg_make_tmap_2d(&tc, da, m_total, k, 2, 64, 64));
+  MOK_KTRY(gg_make_tmap_2d(&tc, da, m_total, k, 2, 64, 64));
   gg_params p = {};
   p.offset = expert_offset;
   p.count = expert_count;
@@ -638,39 +573,41 @@ static mok_status gg_dgrad(const void *dc, const void *w0, const void *w1, void 
   p.b_rows = (int)rows;
   p.b_split = w1 ? (int)rows : 0;
   p.n_out = (int)k;
-  if (push) GG_TRY(gg_set_move(&p, push, 1, da, m_total, k, num_experts));
+  if (push) MOK_KTRY(gg_set_move(&p, push, 1, da, m_total, k, num_experts));
   int max_tiles = (int)((m_total + GG_BM - 1) / GG_BM) * p.n_tiles;
-  return gg_launch<GG_DGRAD>(&ta, &tb0, &tb1, &tc, &tc, p, max_tiles, stream);
+  return gg_launch<GG_DGRAD>(&ta, &tb0, &tb1, &tc, &tc, p, max_tiles, m_total, launch, stream);
 }
 
 extern "C" mok_status mok_gg_bf16_dgrad(const void *dc, const void *w, void *da,
                                         const int32_t *expert_offset, const int32_t *expert_count,
                                         int num_experts, int64_t m_total, int64_t n, int64_t k,
-                                        cudaStream_t stream) {
+                                        const mok_gg_launch *launch, cudaStream_t stream) {
   return gg_dgrad(dc, w, NULL, da, expert_offset, expert_count, num_experts, m_total, n, k, NULL,
-                  stream);
+                  launch, stream);
 }
 
 extern "C" mok_status mok_gg_bf16_dgrad_pair(const void *dc, const void *w0, const void *w1,
                                              void *da, const int32_t *expert_offset,
                                              const int32_t *expert_count, int num_experts,
                                              int64_t m_total, int64_t n_each, int64_t k,
-                                             cudaStream_t stream) {
+                                             const mok_gg_launch *launch, cudaStream_t stream) {
   if (!w1) return MOK_ERR_INVALID_ARGUMENT;
   if (n_each > INT32_MAX / 2) return MOK_ERR_INVALID_SHAPE;
   return gg_dgrad(dc, w0, w1, da, expert_offset, expert_count, num_experts, m_total, 2 * n_each,
-                  k, NULL, stream);
+                  k, NULL, launch, stream);
 }
 
 extern "C" mok_status mok_gg_bf16_dgrad_pair_pushed(const void *dc, const void *w0, const void *w1,
                                                     void *da, const int32_t *expert_offset,
                                                     const int32_t *expert_count, int num_experts,
                                                     int64_t m_total, int64_t n_each, int64_t k,
-                                                    const mok_gg_move *push, cudaStream_t stream) {
+                                                    const mok_gg_move *push,
+                                                    const mok_gg_launch *launch,
+                                                    cudaStream_t stream) {
   if (!w1 || !push) return MOK_ERR_INVALID_ARGUMENT;
   if (n_each > INT32_MAX / 2) return MOK_ERR_INVALID_SHAPE;
   return gg_dgrad(dc, w0, w1, da, expert_offset, expert_count, num_experts, m_total, 2 * n_each,
-                  k, push, stream);
+                  k, push, launch, stream);
 }
 
 extern "C" mok_status mok_gg_bf16_wgrad_ld(const void *dc, int64_t ld_dc, const void *a,
@@ -678,15 +615,16 @@ extern "C" mok_status mok_gg_bf16_wgrad_ld(const void *dc, int64_t ld_dc, const 
                                            const int32_t *expert_offset,
                                            const int32_t *expert_count, int num_experts,
                                            int64_t m_total, int64_t n, int64_t k,
-                                           cudaStream_t stream) {
+                                           const mok_gg_launch *launch, cudaStream_t stream) {
   if (!dc || !a || !dw) return MOK_ERR_INVALID_ARGUMENT;
-  GG_TRY(gg_check_common(expert_offset, expert_count, num_experts, m_total, n, k));
+  MOK_KTRY(gg_check_common(expert_offset, expert_count, num_experts, m_total, n, k));
   if (accumulate && !out_fp32) return MOK_ERR_INVALID_ARGUMENT;
   if (((uintptr_t)dw & 15)) return MOK_ERR_MISALIGNED;
   CUtensorMap ta, tb, tc;
-  GG_TRY(gg_make_tmap_2d_ld(&ta, dc, m_total, n, ld_dc, 2, 64, 64));
-  GG_TRY(gg_make_tmap_2d_ld(&tb, a, m_total, k, ld_a, 2, 64, 64));
-  if (!out_fp32) GG_TRY(gg_make_tmap_2d(&tc, dw, (int64_t)num_experts * n, k, 2, 64, 64)); /* bf16 dW */
+  MOK_KTRY(gg_make_tmap_2d_ld(&ta, dc, m_total, n, ld_dc, 2, 64, 64));
+  MOK_KTRY(gg_make_tmap_2d_ld(&tb, a, m_total, k, ld_a, 2, 64, 64));
+  if (!out_fp32) /* bf16 dW */
+    MOK_KTRY(gg_make_tmap_2d(&tc, dw, (int64_t)num_experts * n, k, 2, 64, 64));
   else tc = ta;
   gg_params p = {};
   p.offset = expert_offset;
@@ -699,14 +637,14 @@ extern "C" mok_status mok_gg_bf16_wgrad_ld(const void *dc, int64_t ld_dc, const 
   p.wk = (int)k;
   p.out_fp32 = out_fp32 != 0;
   p.accumulate = accumulate != 0;
-  return gg_launch<GG_WGRAD>(&ta, &tb, &tb, &tc, &tc, p, 0, stream);
+  return gg_launch<GG_WGRAD>(&ta, &tb, &tb, &tc, &tc, p, 0, m_total, launch, stream);
 }
 
 extern "C" mok_status mok_gg_bf16_wgrad(const void *dc, const void *a, void *dw, int out_fp32,
                                         int accumulate, const int32_t *expert_offset,
                                         const int32_t *expert_count, int num_experts,
                                         int64_t m_total, int64_t n, int64_t k,
-                                        cudaStream_t stream) {
+                                        const mok_gg_launch *launch, cudaStream_t stream) {
   return mok_gg_bf16_wgrad_ld(dc, n, a, k, dw, out_fp32, accumulate, expert_offset, expert_count,
-                              num_experts, m_total, n, k, stream);
+                              num_experts, m_total, n, k, launch, stream);
 }

@@ -1,8 +1,8 @@
 /* gemm.h — C API of mok's grouped (MoE) GEMMs for sm_90a: persistent, warp-specialized kernels
  * (a TMA producer warp, two or three wgmma consumer warpgroups, the tile scheduler of
  * tile_scheduler.h kept apart from the math). Owns the layout contract below; implemented in
- * kernels/gemm/*.cu. The GEMMs that carry the layer's communication are in gemm_fused.h; the
- * FP8 quantizers that make their operands in kernels/pointwise/fp8_quant.h.
+ * the .cu files of kernels/gemm. The GEMMs that carry the layer's communication are in
+ * gemm_fused.h; the FP8 quantizers that make their operands in kernels/pointwise/fp8_quant.h.
  *
  * Layout contract (shared by every call):
  *   - Rows of all local experts are stacked: expert l owns rows [expert_offset[l],

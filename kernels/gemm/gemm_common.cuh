@@ -1,26 +1,23 @@
-/* grouped_gemm_common.cuh — what the BF16 and FP8 grouped GEMM kernels share besides the tile
- * scheduler (gemm_tile_scheduler.h): the per-CTA unit prefix over experts, a consumer warp's
- * release of a stage, the stmatrix + TMA-store epilogue pass and its push to the source ranks, and
- * the host side of a persistent launch in clusters of CL CTAs. Included
- * by kernels/grouped_gemm_bf16.cu and kernels/grouped_gemm_fp8.cu. */
-#ifndef MOK_GROUPED_GEMM_COMMON_CUH
-#define MOK_GROUPED_GEMM_COMMON_CUH
+/* gemm_common.cuh — what the BF16 and FP8 grouped GEMM kernels share besides the tile scheduler
+ * (tile_scheduler.h): the per-CTA unit prefix over experts, a consumer warp's release of a stage,
+ * the stmatrix + TMA-store epilogue pass and its push to the source ranks, and the host side of a
+ * persistent launch in clusters of CL CTAs (the launch options of gemm.h, the grid cap, the
+ * co-resident CTAs). Included by the .cu files of kernels/gemm. */
+#ifndef MOK_GEMM_COMMON_CUH
+#define MOK_GEMM_COMMON_CUH
 
 #include <cuda_runtime.h>
 #include <stdint.h>
 #include "include/mok.h"
 #include "kernels/common/bf16_clamp_round.h"
-#include "kernels/gemm/gemm_fused.h"
+#include "kernels/common/launch_error.h"
+#include "kernels/common/ptx.cuh"
+#include "kernels/move/fused_move.h"
+#include "kernels/gemm/gemm.h"
+#include "kernels/gemm/gemm_plan.h"
 #include "kernels/gemm/tile_scheduler.h"
 #include "kernels/gemm/tmap.h"
-#include "kernels/common/ptx.cuh"
 #include "schedule/schedule_core.h"
-
-#define GG_TRY(x)                     \
-  do {                                \
-    mok_status s_ = (x);              \
-    if (s_ != MOK_SUCCESS) return s_; \
-  } while (0)
 
 /* One warp: prefix[l] = work units of experts before l, prefix[E] = all units; a warp scan, 32
  * experts at a time. Row-grouped calls (whole 0): ceil(count / unit_rows) row units times n_tiles
@@ -143,7 +140,7 @@ __device__ __forceinline__ void gg_store_pass(const float *acc, uint32_t stage, 
 
 /* Push (the fused path's forward down and data gradient, FP8 forward down and dx): the 64 rows x
  * 64 * NBOX columns gg_store_pass<., NBOX> just staged at columns [col0, col0 + 64 * NBOX) also go
- * to their rows' (token, j) slots on the source ranks (q: kernels/fused_comm.h), 16 bytes per
+ * to their rows' (token, j) slots on the source ranks (q: kernels/move/fused_move.h), 16 bytes per
  * thread and step (the same bf16 values the TMA stores write locally); rows at or past m_total and
  * padding rows never move; a row holds `hidden` bf16 values. Reads the staging buffer between the
  * pass's last barrier and the next pass's first.
@@ -189,8 +186,8 @@ __device__ __forceinline__ void gg_push_pass(const uint8_t *stage, int wtid, con
   gg_push_pass_slots<NBOX>(stage, wtid, q, hidden, col0, col_end, slot);
 }
 
-/* Host check of a fused move's fields that both directions read (kernels/fused_comm.h), and that
- * it is the direction the call makes (push 1 or 0). */
+/* Host check of a fused move's fields that both directions read (kernels/move/fused_move.h), and
+ * that it is the direction the call makes (push 1 or 0). */
 static inline int gg_move_ok(const mok_gg_move *q, int push) {
   return q->peer_base && q->row_src && q->top_k >= 1 && q->tokens >= 0 && q->push == push;
 }
@@ -216,9 +213,9 @@ static inline cudaLaunchConfig_t gg_cluster_config(int grid, int threads, int sm
  * memory each; also raises the kernel's dynamic shared memory limit to smem. */
 static inline mok_status gg_coresident_ctas(const void *kernel, int threads, int smem, int cl,
                                             int *ctas) {
-  GG_CUDA(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, smem));
+  MOK_KCUDA(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, smem));
   int sms = 0;
-  GG_TRY(gg_device_sms(&sms));
+  MOK_KTRY(gg_device_sms(&sms));
   if (cl == 1) {
     *ctas = sms;
     return MOK_SUCCESS;
@@ -226,12 +223,40 @@ static inline mok_status gg_coresident_ctas(const void *kernel, int threads, int
   cudaLaunchAttribute attr;
   const cudaLaunchConfig_t cfg = gg_cluster_config(sms / cl * cl, threads, smem, cl, 0, &attr);
   int clusters = 0;
-  GG_CUDA(cudaOccupancyMaxActiveClusters(&clusters, kernel, &cfg));
+  MOK_KCUDA(cudaOccupancyMaxActiveClusters(&clusters, kernel, &cfg));
   if (clusters < 1) /* not one whole cluster fits */
-    return gg_cuda_failed((int)cudaErrorInvalidConfiguration, 0, "cudaOccupancyMaxActiveClusters",
-                          __FILE__, __LINE__);
+    return mok_kernel_failed((int)cudaErrorInvalidConfiguration, 0,
+                             "cudaOccupancyMaxActiveClusters", __FILE__, __LINE__);
   *ctas = clusters * cl;
   return MOK_SUCCESS;
 }
 
-#endif /* MOK_GROUPED_GEMM_COMMON_CUH */
+/* A call's launch options (gemm.h): *out = *launch, or every field 0 (the defaults) for NULL.
+ * MOK_ERR_INVALID_ARGUMENT for a field out of its range (cluster 0 to max_cluster, warpgroups 0 or
+ * one of the two values the 128-column FP8 kernel has when nwg_ok, max_ctas >= 0); each launcher
+ * then checks what its call can run of the rest. */
+static inline mok_status gg_launch_get(const mok_gg_launch *launch, int max_cluster, int nwg_ok,
+                                       mok_gg_launch *out) {
+  mok_gg_launch l = {0, 0, 0};
+  if (launch) l = *launch;
+  if (l.cluster < 0 || l.cluster > max_cluster || l.max_ctas < 0) return MOK_ERR_INVALID_ARGUMENT;
+  if (l.warpgroups != 0 && !(nwg_ok && (l.warpgroups == 2 || l.warpgroups == 3)))
+    return MOK_ERR_INVALID_ARGUMENT;
+  *out = l;
+  return MOK_SUCCESS;
+}
+
+/* The rows per expert that a launch's defaults follow without a plan (gemm_plan.h): the
+ * capacity's, m_total / num_experts rounded up (the layer's plan rounds its average so too). */
+static inline int64_t gg_rows_per_expert(int64_t m_total, int num_experts) {
+  return num_experts > 0 ? (m_total + num_experts - 1) / num_experts : m_total;
+}
+
+/* The persistent grid's cap: ctas (the co-resident CTAs, whole clusters of cl), or max_ctas
+ * (a launch's mok_gg_launch.max_ctas; 0: none) when smaller, in whole clusters. */
+static inline int gg_ctas_cap(int ctas, int cl, int max_ctas) {
+  if (max_ctas <= 0 || max_ctas >= ctas) return ctas;
+  return max_ctas / cl * cl;
+}
+
+#endif /* MOK_GEMM_COMMON_CUH */

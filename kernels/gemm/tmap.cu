@@ -1,23 +1,8 @@
-/* grouped_gemm_tmap.cu — TMA tensor-map encoding and device queries for the grouped GEMM (see
- * grouped_gemm_tmap.h). */
+/* tmap.cu — TMA tensor-map encoding and the device query of the grouped GEMMs (tmap.h). */
 #include <cudaTypedefs.h>
 #include <cuda_runtime.h>
-#include <stdio.h>
 #include "kernels/gemm/tmap.h"
-
-static thread_local char g_last_error[384];
-
-extern "C" mok_status gg_cuda_failed(int code, int driver, const char *what, const char *file,
-                                     int line) {
-  /* a driver code is printed as a number: no link against libcuda for its name */
-  const char *name = driver ? "CUresult" : cudaGetErrorName((cudaError_t)code);
-  snprintf(g_last_error, sizeof g_last_error, "%s at %s:%d: %s (%d)", what, file, line, name, code);
-  return MOK_ERR_CUDA;
-}
-
-extern "C" const char *gg_last_error(void) { return g_last_error; }
-
-extern "C" void gg_clear_last_error(void) { g_last_error[0] = '\0'; }
+#include "kernels/common/launch_error.h"
 
 static PFN_cuTensorMapEncodeTiled_v12000 gg_encode_fn(void) {
   static PFN_cuTensorMapEncodeTiled_v12000 fn = NULL;
@@ -44,9 +29,9 @@ mok_status gg_make_tmap_2d_ld(CUtensorMap *map, const void *ptr, int64_t rows, i
   if (((uintptr_t)ptr & 15) || (ld * elem_bytes) % 16) return MOK_ERR_MISALIGNED;
   PFN_cuTensorMapEncodeTiled_v12000 fn = gg_encode_fn();
   if (!fn)
-    return gg_cuda_failed((int)cudaErrorSymbolNotFound, 0,
-                          "cudaGetDriverEntryPointByVersion(cuTensorMapEncodeTiled)", __FILE__,
-                          __LINE__);
+    return mok_kernel_failed((int)cudaErrorSymbolNotFound, 0,
+                             "cudaGetDriverEntryPointByVersion(cuTensorMapEncodeTiled)", __FILE__,
+                             __LINE__);
   CUtensorMapDataType dt = elem_bytes == 2   ? CU_TENSOR_MAP_DATA_TYPE_BFLOAT16
                            : elem_bytes == 4 ? CU_TENSOR_MAP_DATA_TYPE_FLOAT32
                                              : CU_TENSOR_MAP_DATA_TYPE_UINT8;
@@ -58,15 +43,15 @@ mok_status gg_make_tmap_2d_ld(CUtensorMap *map, const void *ptr, int64_t rows, i
                   CU_TENSOR_MAP_SWIZZLE_128B, CU_TENSOR_MAP_L2_PROMOTION_L2_256B,
                   CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE);
   if (r != CUDA_SUCCESS)
-    return gg_cuda_failed((int)r, 1, "cuTensorMapEncodeTiled", __FILE__, __LINE__);
+    return mok_kernel_failed((int)r, 1, "cuTensorMapEncodeTiled", __FILE__, __LINE__);
   return MOK_SUCCESS;
 }
 
 mok_status gg_device_sms(int *sms) {
   int dev = 0, major = 0;
   if (cudaGetDevice(&dev) != cudaSuccess) return MOK_ERR_NO_DEVICE;
-  GG_CUDA(cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, dev));
+  MOK_KCUDA(cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, dev));
   if (major != 9) return MOK_ERR_NOT_SUPPORTED;
-  GG_CUDA(cudaDeviceGetAttribute(sms, cudaDevAttrMultiProcessorCount, dev));
+  MOK_KCUDA(cudaDeviceGetAttribute(sms, cudaDevAttrMultiProcessorCount, dev));
   return MOK_SUCCESS;
 }

@@ -1,12 +1,13 @@
-/* comm_move.cuh — the device side of the fused path's pull (kernels/fused_comm.h): the comm CTAs'
- * minibatch pull by bulk copies and the GEMM producer's acquire of a row range before loading it.
- * (The push side lives in the GEMM epilogue, kernels/grouped_gemm_bf16.cu.) Included by
- * kernels/grouped_gemm_bf16.cu. */
-#ifndef MOK_COMM_MOVE_CUH
-#define MOK_COMM_MOVE_CUH
+/* fused_move.cuh — the device side of the fused path's pull (fused_move.h): the comm CTAs'
+ * minibatch pull by bulk copies, the GEMM producer's acquire of a row range before loading it, and
+ * the release / acquire counters and bounded waits that the one-launch FP8 MLP shares. (The push
+ * lives in the GEMM epilogues, kernels/gemm/gemm_common.cuh.) Included by kernels/gemm. */
+#ifndef MOK_FUSED_MOVE_CUH
+#define MOK_FUSED_MOVE_CUH
 
 #include <stdint.h>
-#include "kernels/gemm/gemm_fused.h"
+#include "include/mok.h"
+#include "kernels/move/fused_move.h"
 #include "kernels/common/ptx.cuh"
 #include "schedule/schedule_core.h"
 
@@ -58,7 +59,7 @@ MOK_DEV void cm_signal(int32_t *flags, int64_t from, int64_t to) {
   for (int64_t m = from; m < to; ++m) cm_add_release(flags + m, 1);
 }
 
-/* Comm CTA `cta` of q.ctas: its warps pull the schedule's real rows (see fused_comm.h). Every comm
+/* Comm CTA `cta` of q.ctas: its warps pull the schedule's real rows (see fused_move.h). Every comm
  * warp takes part in every minibatch, in minibatch order (warp w of nw moves the minibatch's rows
  * w, w + nw, ...), so the first minibatches land first and soon; each warp adds 1 to a minibatch's
  * flag once its rows of it have landed, and the minibatch is ready at nw. One pipeline per warp
@@ -149,4 +150,4 @@ MOK_DEV void cm_wait_rows(const mok_gg_move &q, int64_t row0, int64_t nrows) {
   cm_fence_proxy_global();
 }
 
-#endif /* MOK_COMM_MOVE_CUH */
+#endif /* MOK_FUSED_MOVE_CUH */

@@ -1,11 +1,12 @@
-/* v1_move.cu — the v1 path's token movement and reductions: dispatch (pull rows from the source
- * rank), combine and reverse-dispatch (push rows to the source rank's (token, k) slots), backward
- * reverse-combine (pull dy, push router-weight gradients), and the fixed-order per-token sums that
- * give y and dx; the FP8 forward's dispatch of quantized rows. One warp per row; 16-byte accesses; peers through their symmetric base address. */
-#include "kernels/gemm/fp8_common.cuh"
-#include "kernels/common/ptx.cuh"
+/* move.cu — the layer's token movement and reductions as kernels of their own (see move.h):
+ * dispatch (pull rows from the source rank; the FP8 forward's pull of quantized rows), combine and
+ * reverse dispatch (push rows to the source rank's (token, k) slots), the backward's reverse
+ * combine (pull dy, push router-weight gradients), and the fixed-order per-token sums that give y
+ * and dx. One warp per row, 16-byte accesses, peers through their symmetric base address. */
 #include "kernels/common/device.cuh"
-#include "kernels/v1/v1.h"
+#include "kernels/common/fp8.cuh"
+#include "kernels/common/ptx.cuh"
+#include "kernels/move/move.h"
 #include "kernels/move/route.cuh"
 #include "schedule/schedule_core.h"
 
@@ -19,7 +20,7 @@
  * (grid's warps)-th row from its first. */
 #define FOR_EACH_ROW(r, row)                                                                 \
   for (int64_t row = (int64_t)blockIdx.x * (blockDim.x >> 5) + (threadIdx.x >> 5),           \
-               rows_ = v1_error((r).err) ? 0 : v1_route_rows(r);                             \
+               rows_ = dev_error((r).err) ? 0 : route_rows(r);                             \
        row < rows_; row += (int64_t)gridDim.x * (blockDim.x >> 5))
 
 /* A warp copies a row of nv 16-byte words, PULL_BATCH loads per lane in flight before it stores
@@ -43,7 +44,7 @@ __device__ __forceinline__ void zero_row(uint4 *dst, int64_t nv, int lane) {
   for (int64_t i = lane; i < nv; i += 32) dst[i] = make_uint4(0, 0, 0, 0);
 }
 
-__global__ void __launch_bounds__(WARPS_FEW * 32) dispatch_pull_kernel(v1_route r, size_t x_off, bf16 *recv) {
+__global__ void __launch_bounds__(WARPS_FEW * 32) dispatch_pull_kernel(mok_move_route r, size_t x_off, bf16 *recv) {
   const int lane = threadIdx.x & 31;
   const int64_t nv = r.hidden / 8;
   FOR_EACH_ROW(r, row) {
@@ -53,17 +54,17 @@ __global__ void __launch_bounds__(WARPS_FEW * 32) dispatch_pull_kernel(v1_route 
       zero_row(dst, nv, lane);
       continue;
     }
-    copy_row(dst, v1_slot_row(r, x_off, slot, nv), nv, lane);
+    copy_row(dst, route_slot_row(r, x_off, slot, nv), nv, lane);
   }
 }
 
 /* FP8 dispatch: each source rank quantized its x (mok_fp8_quant_act_rows) into its symmetric
  * buffer, codes [T, H] e4m3 at x8_off and scales [T, H / 128] fp32 at s_off. A real row's codes go
  * to recv8[row] and its scales to scales[kb * m_pad + row] (the FP8 GEMM's K-block-major layout);
- * padding rows get zero codes and scale 1, what quantizing v1_dispatch_pull's zero rows gives, so
+ * padding rows get zero codes and scale 1, what quantizing mok_move_dispatch_pull's zero rows gives, so
  * the GEMM's input is bit for bit that of pulling bf16 rows and quantizing them after the pull,
  * at half the bytes on NVLink. */
-__global__ void __launch_bounds__(WARPS_FEW * 32) dispatch_pull_fp8_kernel(v1_route r, size_t x8_off, size_t s_off, uint8_t *recv8,
+__global__ void __launch_bounds__(WARPS_FEW * 32) dispatch_pull_fp8_kernel(mok_move_route r, size_t x8_off, size_t s_off, uint8_t *recv8,
                                          float *scales, int64_t m_pad) {
   const int lane = threadIdx.x & 31;
   const int64_t nv = r.hidden / 16, kbs = r.hidden / 128;
@@ -87,91 +88,10 @@ __global__ void __launch_bounds__(WARPS_FEW * 32) dispatch_pull_fp8_kernel(v1_ro
   }
 }
 
-/* Dispatch by bulk copies, the comm-SM way: a few CTAs, one thread per warp driving the copy
- * engine. Each warp walks its rows (row = first + n * stride) in chunks of up to PULL_CHUNK bytes:
- * a bulk load from the source rank's x into one of two shared buffers (completing on that buffer's
- * mbarrier), then a bulk store from it to recv; the next chunk's load is issued before waiting for
- * the current one, so a load is always in flight. Padding rows are zeroed by the whole warp first. */
-#define PULL_WARPS 4
-#define PULL_CHUNK 16384
-
-/* The next real row of this warp's sequence at or after row (nrows when none). */
-__device__ __forceinline__ int64_t next_real_row(const v1_route &r, int64_t row, int64_t stride,
-                                                 int64_t nrows) {
-  while (row < nrows && r.row_src[row] < 0) row += stride;
-  return row < nrows ? row : nrows;
-}
-
-__global__ void __launch_bounds__(PULL_WARPS * 32) dispatch_pull_bulk_kernel(v1_route r, size_t x_off,
-                                                                           bf16 *recv) {
-  extern __shared__ __align__(128) unsigned char pull_smem[];
-  __shared__ __align__(8) uint64_t bars[PULL_WARPS][2];
-  const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
-  if (v1_error(r.err)) return;
-  const int64_t nrows = v1_route_rows(r), stride = (int64_t)gridDim.x * PULL_WARPS;
-  const int64_t first = (int64_t)blockIdx.x * PULL_WARPS + warp;
-  const int64_t row_bytes = r.hidden * 2;
-  for (int64_t row = first; row < nrows; row += stride)
-    if (r.row_src[row] < 0) {
-      uint4 *dst = (uint4 *)(recv + row * r.hidden);
-      zero_row(dst, r.hidden / 8, lane);
-    }
-  if (lane != 0) return;
-  /* two buffers and their mbarriers; scalars, not arrays, so nothing goes to local memory */
-  const uint32_t bar0 = smem_u32(&bars[warp][0]), bar1 = smem_u32(&bars[warp][1]);
-  const uint32_t buf0 = smem_u32(pull_smem + (2 * warp) * PULL_CHUNK);
-  const uint32_t buf1 = smem_u32(pull_smem + (2 * warp + 1) * PULL_CHUNK);
-  mbar_init(bar0, 1);
-  mbar_init(bar1, 1);
-  fence_mbar_init();
-  char *dst0 = NULL, *dst1 = NULL; /* where each buffer's chunk goes, and its size */
-  uint32_t n0 = 0, n1 = 0;
-  /* item = (row, byte offset in the row); item `it` uses buffer it & 1 */
-  int64_t row = next_real_row(r, first, stride, nrows), off = 0;
-  if (row >= nrows) return;
-  for (int64_t it = 0;; ++it) {
-    const int b = (int)(it & 1);
-    if (it == 0) { /* the first load */
-      const int32_t slot = r.row_src[row];
-      const char *src = r.peer_base[mok_sched_slot_rank(slot, r.tokens, r.top_k)] + x_off +
-                        mok_sched_slot_token(slot, r.tokens, r.top_k) * row_bytes;
-      n0 = (uint32_t)(row_bytes < PULL_CHUNK ? row_bytes : PULL_CHUNK);
-      dst0 = (char *)recv + row * row_bytes;
-      mbar_arrive_expect_tx(bar0, n0);
-      bulk_load_1d(buf0, src, n0, bar0);
-    }
-    /* the next item, loaded into the other buffer once the store that last read it is done */
-    int64_t nrow = row, noff = off + PULL_CHUNK;
-    if (noff >= row_bytes) {
-      noff = 0;
-      nrow = next_real_row(r, row + stride, stride, nrows);
-    }
-    if (nrow < nrows) {
-      const int32_t slot = r.row_src[nrow];
-      const char *src = r.peer_base[mok_sched_slot_rank(slot, r.tokens, r.top_k)] + x_off +
-                        mok_sched_slot_token(slot, r.tokens, r.top_k) * row_bytes + noff;
-      const int64_t left = row_bytes - noff;
-      const uint32_t n = (uint32_t)(left < PULL_CHUNK ? left : PULL_CHUNK);
-      char *dst = (char *)recv + nrow * row_bytes + noff;
-      bulk_wait_read0();
-      if (b) dst0 = dst, n0 = n; else dst1 = dst, n1 = n;
-      mbar_arrive_expect_tx(b ? bar0 : bar1, n);
-      bulk_load_1d(b ? buf0 : buf1, src, n, b ? bar0 : bar1);
-    }
-    mbar_wait(b ? bar1 : bar0, (uint32_t)((it >> 1) & 1));
-    bulk_store_1d(b ? dst1 : dst0, b ? buf1 : buf0, b ? n1 : n0);
-    bulk_commit();
-    if (nrow >= nrows) break;
-    row = nrow;
-    off = noff;
-  }
-  bulk_wait0();
-}
-
-__global__ void push_rows_kernel(v1_route r, const bf16 *rows, size_t dst_off) {
+__global__ void push_rows_kernel(mok_move_route r, const bf16 *rows, size_t dst_off) {
   const int lane = threadIdx.x & 31;
   const int64_t row = (int64_t)blockIdx.x * WARPS + (threadIdx.x >> 5);
-  if (v1_error(r.err) || row >= v1_route_rows(r)) return;
+  if (dev_error(r.err) || row >= route_rows(r)) return;
   const int32_t slot = r.row_src[row];
   if (slot < 0) return;
   const int64_t nv = r.hidden / 8, per_rank = r.tokens * r.top_k;
@@ -201,14 +121,14 @@ __device__ __forceinline__ float scaled_row_and_dot(const uint4 *dy, const uint4
       const int64_t i = i0 + 32 * b;
       if (i >= nv) break;
       float fd[8], fo[8], fw[8];
-      v1_unpack8(vd[b], fd);
-      v1_unpack8(vo[b], fo);
+      dev_unpack8(vd[b], fd);
+      dev_unpack8(vo[b], fo);
 #pragma unroll
       for (int q = 0; q < 8; ++q) {
         dot += fd[q] * fo[q];
         fw[q] = w * fd[q];
       }
-      dst[i] = v1_pack8(fw);
+      dst[i] = dev_pack8(fw);
     }
   }
 #pragma unroll
@@ -220,7 +140,7 @@ __device__ __forceinline__ float scaled_row_and_dot(const uint4 *dy, const uint4
  * d_rw = dot(dy, out_rows[row]) pushed to the source rank's slot at drw_off. dy comes from the
  * source rank's symmetric buffer at dy_off (dy_rows NULL: the functional path pulls it here) or
  * from dy_rows already pulled (the ops layer); rw from rw_base[src] + rw_off. */
-__global__ void __launch_bounds__(WARPS_FEW * 32) weight_rows_kernel(v1_route r, char *const *rw_base, size_t rw_off, size_t drw_off,
+__global__ void __launch_bounds__(WARPS_FEW * 32) weight_rows_kernel(mok_move_route r, char *const *rw_base, size_t rw_off, size_t drw_off,
                                    const bf16 *dy_rows, size_t dy_off, const bf16 *out_rows,
                                    bf16 *d_out) {
   const int lane = threadIdx.x & 31;
@@ -232,22 +152,22 @@ __global__ void __launch_bounds__(WARPS_FEW * 32) weight_rows_kernel(v1_route r,
       zero_row(dst, nv, lane);
       continue;
     }
-    const float w = *v1_slot_f32(r, rw_base, rw_off, slot);
+    const float w = *route_slot_f32(r, rw_base, rw_off, slot);
     const uint4 *dy =
-        dy_rows ? (const uint4 *)(dy_rows + row * r.hidden) : v1_slot_row(r, dy_off, slot, nv);
+        dy_rows ? (const uint4 *)(dy_rows + row * r.hidden) : route_slot_row(r, dy_off, slot, nv);
     const uint4 *o = (const uint4 *)(out_rows + row * r.hidden);
     const float dot = scaled_row_and_dot(dy, o, w, dst, nv, lane);
-    if (lane == 0) *v1_slot_f32(r, r.peer_base, drw_off, slot) = dot;
+    if (lane == 0) *route_slot_f32(r, r.peer_base, drw_off, slot) = dot;
   }
   __threadfence_system();
 }
 
 /* FP8 reverse-combine when the router-weight gradient is left to the SwiGLU backward
- * (v1_swiglu_backward_rw): d_out[row] = rw * dy (bf16, dW_down's operand), the unweighted dy
+ * (mok_swiglu_backward_rw): d_out[row] = rw * dy (bf16, dW_down's operand), the unweighted dy
  * quantized 1x128 into q [rows, H] e4m3 and scales [H / 128][m_pad] (the d_act GEMM's A operand:
  * the steps of mok_fp8_quant_act, a half-warp per 128 values), rw_rows[row] = rw. Padding
  * rows: zeros, zero codes, scale 1, rw 0. Nothing is pushed. */
-__global__ void __launch_bounds__(WARPS_FEW * 32) reverse_combine_fp8_kernel(v1_route r, size_t dy_off, size_t rw_off, bf16 *d_out,
+__global__ void __launch_bounds__(WARPS_FEW * 32) reverse_combine_fp8_kernel(mok_move_route r, size_t dy_off, size_t rw_off, bf16 *d_out,
                                            uint8_t *q, float *scales, int64_t m_pad,
                                            float *rw_rows) {
   const int lane = threadIdx.x & 31;
@@ -255,8 +175,8 @@ __global__ void __launch_bounds__(WARPS_FEW * 32) reverse_combine_fp8_kernel(v1_
   FOR_EACH_ROW(r, row) {
     uint4 *dst = (uint4 *)(d_out + row * r.hidden);
     const int32_t slot = r.row_src[row];
-    const float w = slot >= 0 ? *v1_slot_f32(r, r.peer_base, rw_off, slot) : 0.0f;
-    const uint4 *dy = slot >= 0 ? v1_slot_row(r, dy_off, slot, nv) : NULL;
+    const float w = slot >= 0 ? *route_slot_f32(r, r.peer_base, rw_off, slot) : 0.0f;
+    const uint4 *dy = slot >= 0 ? route_slot_row(r, dy_off, slot, nv) : NULL;
     /* 16 lanes hold a 128-value block: chunk i = 32 * it + lane is block i / 16 (H % 128 == 0,
      * so a half-warp is all in or all out). RC_BATCH chunks are loaded before any is used, so
      * that a warp keeps that many remote loads in flight (on few comm SMs, one at a time left
@@ -273,12 +193,12 @@ __global__ void __launch_bounds__(WARPS_FEW * 32) reverse_combine_fp8_kernel(v1_
         if ((it0 + b) * 32 >= nv) break; /* the same for the whole warp */
         const int64_t i = (it0 + b) * 32 + lane;
         float f[8], fw[8];
-        v1_unpack8(v[b], f);
+        dev_unpack8(v[b], f);
 #pragma unroll
         for (int j = 0; j < 8; ++j) fw[j] = w * f[j];
         f8_quant_block8(f, q + row * r.hidden + i * 8, scales + (i / 16) * m_pad + row, lane,
                         i < nv);
-        if (i < nv) dst[i] = v1_pack8(fw);
+        if (i < nv) dst[i] = dev_pack8(fw);
       }
     }
     if (lane == 0) rw_rows[row] = w;
@@ -293,27 +213,27 @@ __global__ void combine_reduce_kernel(int64_t T, int k, int64_t H, const bf16 *s
   if (idx >= T * nv) return;
   const int64_t t = idx / nv, c = idx % nv;
   float acc[8];
-  if (v1_error(err)) {
+  if (dev_error(err)) {
 #pragma unroll
-    for (int q = 0; q < 8; ++q) acc[q] = v1_nan();
+    for (int q = 0; q < 8; ++q) acc[q] = dev_nan();
   } else {
 #pragma unroll
     for (int q = 0; q < 8; ++q) acc[q] = 0.0f;
     for (int j = 0; j < k; ++j) {
       const float w = rw[t * k + j];
       float f[8];
-      v1_unpack8(((const uint4 *)slots)[(t * k + j) * nv + c], f);
+      dev_unpack8(((const uint4 *)slots)[(t * k + j) * nv + c], f);
 #pragma unroll
       for (int q = 0; q < 8; ++q) acc[q] += w * f[q];
     }
     if (shared_out) {
       float f[8];
-      v1_unpack8(((const uint4 *)shared_out)[t * nv + c], f);
+      dev_unpack8(((const uint4 *)shared_out)[t * nv + c], f);
 #pragma unroll
       for (int q = 0; q < 8; ++q) acc[q] += f[q];
     }
   }
-  ((uint4 *)y)[t * nv + c] = v1_pack8(acc);
+  ((uint4 *)y)[t * nv + c] = dev_pack8(acc);
 }
 
 __global__ void dx_reduce_kernel(int64_t T, int k, int64_t H, const bf16 *parts,
@@ -321,51 +241,51 @@ __global__ void dx_reduce_kernel(int64_t T, int k, int64_t H, const bf16 *parts,
                                  float *drw_out, const int32_t *err) {
   const int64_t nv = H / 8;
   const int64_t idx = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
-  const int bad = v1_error(err);
-  if (idx < T * k) drw_out[idx] = bad ? v1_nan() : drw_in[idx];
+  const int bad = dev_error(err);
+  if (idx < T * k) drw_out[idx] = bad ? dev_nan() : drw_in[idx];
   if (idx >= T * nv) return;
   const int64_t t = idx / nv, c = idx % nv;
   float acc[8];
   if (bad) {
 #pragma unroll
-    for (int q = 0; q < 8; ++q) acc[q] = v1_nan();
+    for (int q = 0; q < 8; ++q) acc[q] = dev_nan();
   } else {
 #pragma unroll
     for (int q = 0; q < 8; ++q) acc[q] = 0.0f;
     for (int j = 0; j < k; ++j) {
       float f[8];
-      v1_unpack8(((const uint4 *)parts)[(t * k + j) * nv + c], f);
+      dev_unpack8(((const uint4 *)parts)[(t * k + j) * nv + c], f);
 #pragma unroll
       for (int q = 0; q < 8; ++q) acc[q] += f[q];
     }
     if (shared_dx) {
       float f[8];
-      v1_unpack8(((const uint4 *)shared_dx)[t * nv + c], f);
+      dev_unpack8(((const uint4 *)shared_dx)[t * nv + c], f);
 #pragma unroll
       for (int q = 0; q < 8; ++q) acc[q] += f[q];
     }
   }
-  ((uint4 *)dx)[t * nv + c] = v1_pack8(acc);
+  ((uint4 *)dx)[t * nv + c] = dev_pack8(acc);
 }
 
 static unsigned row_blocks(int64_t capacity) { return (unsigned)((capacity + WARPS - 1) / WARPS); }
 
-/* The grid of a row kernel that honours r->ctas (see v1_route): CTAs and threads per CTA. */
-static dim3 row_grid(const v1_route *r) {
+/* The grid of a row kernel that honours r->ctas (see mok_move_route): CTAs and threads per CTA. */
+static dim3 row_grid(const mok_move_route *r) {
   if (r->ctas <= 0) return dim3(row_blocks(r->capacity));
   const int64_t need = (r->capacity + WARPS_FEW - 1) / WARPS_FEW;
   return dim3((unsigned)(need < r->ctas ? need : r->ctas));
 }
-static unsigned row_threads(const v1_route *r) { return (r->ctas > 0 ? WARPS_FEW : WARPS) * 32; }
+static unsigned row_threads(const mok_move_route *r) { return (r->ctas > 0 ? WARPS_FEW : WARPS) * 32; }
 
-extern "C" cudaError_t v1_dispatch_pull(const v1_route *r, size_t x_off, void *recv,
+extern "C" cudaError_t mok_move_dispatch_pull(const mok_move_route *r, size_t x_off, void *recv,
                                         cudaStream_t stream) {
   if (r->capacity <= 0) return cudaSuccess;
   dispatch_pull_kernel<<<row_grid(r), row_threads(r), 0, stream>>>(*r, x_off, (bf16 *)recv);
   return cudaGetLastError();
 }
 
-extern "C" cudaError_t v1_dispatch_pull_fp8(const v1_route *r, size_t x8_off, size_t s_off,
+extern "C" cudaError_t mok_move_dispatch_pull_fp8(const mok_move_route *r, size_t x8_off, size_t s_off,
                                             void *recv8, float *scales, int64_t m_pad,
                                             cudaStream_t stream) {
   if (r->capacity <= 0) return cudaSuccess;
@@ -375,26 +295,14 @@ extern "C" cudaError_t v1_dispatch_pull_fp8(const v1_route *r, size_t x8_off, si
   return cudaGetLastError();
 }
 
-extern "C" cudaError_t v1_dispatch_pull_bulk(const v1_route *r, size_t x_off, void *recv, int ctas,
-                                             cudaStream_t stream) {
-  if (r->capacity <= 0) return cudaSuccess;
-  if (ctas < 1 || r->hidden % 8 != 0) return cudaErrorInvalidValue;
-  const size_t smem = (size_t)PULL_WARPS * 2 * PULL_CHUNK;
-  cudaError_t e = cudaFuncSetAttribute(dispatch_pull_bulk_kernel,
-                                       cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem);
-  if (e != cudaSuccess) return e;
-  dispatch_pull_bulk_kernel<<<ctas, PULL_WARPS * 32, smem, stream>>>(*r, x_off, (bf16 *)recv);
-  return cudaGetLastError();
-}
-
-extern "C" cudaError_t v1_push_rows(const v1_route *r, const void *rows, size_t dst_off,
+extern "C" cudaError_t mok_move_push_rows(const mok_move_route *r, const void *rows, size_t dst_off,
                                     cudaStream_t stream) {
   if (r->capacity <= 0) return cudaSuccess;
   push_rows_kernel<<<row_blocks(r->capacity), WARPS * 32, 0, stream>>>(*r, (const bf16 *)rows, dst_off);
   return cudaGetLastError();
 }
 
-extern "C" cudaError_t v1_reverse_combine(const v1_route *r, size_t dy_off, size_t rw_off,
+extern "C" cudaError_t mok_move_reverse_combine(const mok_move_route *r, size_t dy_off, size_t rw_off,
                                           size_t drw_off, const void *out_rows, void *d_out,
                                           cudaStream_t stream) {
   if (r->capacity <= 0) return cudaSuccess;
@@ -403,7 +311,7 @@ extern "C" cudaError_t v1_reverse_combine(const v1_route *r, size_t dy_off, size
   return cudaGetLastError();
 }
 
-extern "C" cudaError_t v1_reverse_combine_fp8(const v1_route *r, size_t dy_off, size_t rw_off,
+extern "C" cudaError_t mok_move_reverse_combine_fp8(const mok_move_route *r, size_t dy_off, size_t rw_off,
                                               void *d_out, void *q, float *scales, int64_t m_pad,
                                               float *rw_rows, cudaStream_t stream) {
   if (r->capacity <= 0) return cudaSuccess;
@@ -412,7 +320,7 @@ extern "C" cudaError_t v1_reverse_combine_fp8(const v1_route *r, size_t dy_off, 
   return cudaGetLastError();
 }
 
-extern "C" cudaError_t v1_weight_rows(const v1_route *r, char *const *rw_base, size_t rw_off,
+extern "C" cudaError_t mok_move_weight_rows(const mok_move_route *r, char *const *rw_base, size_t rw_off,
                                       size_t drw_off, const void *dy_rows, const void *out_rows,
                                       void *d_out, cudaStream_t stream) {
   if (r->capacity <= 0) return cudaSuccess;
@@ -421,7 +329,7 @@ extern "C" cudaError_t v1_weight_rows(const v1_route *r, char *const *rw_base, s
   return cudaGetLastError();
 }
 
-extern "C" cudaError_t v1_combine_reduce(int64_t T, int k, int64_t H, const void *slots,
+extern "C" cudaError_t mok_move_combine_reduce(int64_t T, int k, int64_t H, const void *slots,
                                          const float *rw, const void *shared_out, void *y,
                                          const int32_t *err, cudaStream_t stream) {
   int64_t n = T * (H / 8);
@@ -431,7 +339,7 @@ extern "C" cudaError_t v1_combine_reduce(int64_t T, int k, int64_t H, const void
   return cudaGetLastError();
 }
 
-extern "C" cudaError_t v1_dx_reduce(int64_t T, int k, int64_t H, const void *parts,
+extern "C" cudaError_t mok_move_dx_reduce(int64_t T, int k, int64_t H, const void *parts,
                                     const void *shared_dx, void *dx, const float *drw_in,
                                     float *drw_out, const int32_t *err, cudaStream_t stream) {
   int64_t n = T * (H / 8);

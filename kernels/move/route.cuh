@@ -1,31 +1,32 @@
-/* v1_route.cuh — device helpers over a schedule's route (v1_route, kernels/v1_kernels.h): the rows
- * its kernels cover, and where a real row's (token, k) slot lives on its source rank (the slot's
- * fp32 value in a [T*k] buffer, the token's row in a [T, H] buffer). Included by kernels/v1_*.cu. */
-#ifndef MOK_V1_ROUTE_CUH
-#define MOK_V1_ROUTE_CUH
+/* route.cuh — device helpers over a schedule's route (mok_move_route, move.h): the rows its
+ * kernels cover, and where a real row's (token, k) slot lives on its source rank (the slot's fp32
+ * value in a [T*k] buffer, the token's row in a [T, H] buffer). Included by the kernels that
+ * move rows (move.cu) or push a value per row (kernels/pointwise/swiglu.cu). */
+#ifndef MOK_MOVE_ROUTE_CUH
+#define MOK_MOVE_ROUTE_CUH
 
 #include <stdint.h>
-#include "kernels/v1/v1.h"
+#include "kernels/move/move.h"
 #include "schedule/schedule_core.h"
 
 /* The schedule's padded rows, at most its capacity. */
-__device__ __forceinline__ int64_t v1_route_rows(const v1_route &r) {
+__device__ __forceinline__ int64_t route_rows(const mok_move_route &r) {
   const int64_t total = r.expert_offset[r.experts_local];
   return total < r.capacity ? total : r.capacity;
 }
 
 /* The fp32 of slot (a real row's) in its source rank's [T*k] buffer at base[src] + off. */
-__device__ __forceinline__ float *v1_slot_f32(const v1_route &r, char *const *base, size_t off,
+__device__ __forceinline__ float *route_slot_f32(const mok_move_route &r, char *const *base, size_t off,
                                               int32_t slot) {
   const int src = mok_sched_slot_rank(slot, r.tokens, r.top_k);
   return (float *)(base[src] + off) + slot % (r.tokens * r.top_k);
 }
 
 /* The slot's token row (nv 16-byte words) in its source rank's symmetric [T, H] buffer at off. */
-__device__ __forceinline__ const uint4 *v1_slot_row(const v1_route &r, size_t off, int32_t slot,
+__device__ __forceinline__ const uint4 *route_slot_row(const mok_move_route &r, size_t off, int32_t slot,
                                                     int64_t nv) {
   const int src = mok_sched_slot_rank(slot, r.tokens, r.top_k);
   return (const uint4 *)(r.peer_base[src] + off) + mok_sched_slot_token(slot, r.tokens, r.top_k) * nv;
 }
 
-#endif /* MOK_V1_ROUTE_CUH */
+#endif /* MOK_MOVE_ROUTE_CUH */

@@ -1,85 +1,27 @@
-/* v1_swiglu.cu — SwiGLU forward and backward, elementwise, fp32 math; the gate / up
- * pre-activations are kept in fp32 (so the clamp's masks are decided on unrounded values, as in the
- * reference), activations and gradients are bf16. Optional clamp L: a = silu(min(g, L)) *
- * clamp(u, -L, L); at g == L or |u| == L the clamp passes the gradient. Also the device random fill
- * used by benchmarks (kernels/v1_random.h), and the NaN poisoning of an output on a device fault. */
-#include "kernels/gemm/fp8_common.cuh"
+/* swiglu.cu — the SwiGLU backward of the grouped-GEMM paths (see swiglu.h), elementwise, fp32
+ * math on the packed bf16 pre-activations the gate+up epilogue stores: the BF16 form, and the FP8
+ * form that also makes the router-weight gradient and quantizes dgu for the dx GEMM; and the NaN
+ * poisoning of an output on a device fault. Optional clamp L: a = silu(min(g, L)) *
+ * clamp(u, -L, L); at g == L or |u| == L the clamp passes the gradient. */
 #include "kernels/common/device.cuh"
-#include "kernels/v1/v1.h"
-#include "kernels/v1/random.h"
+#include "kernels/common/fp8.cuh"
 #include "kernels/move/route.cuh"
+#include "kernels/pointwise/swiglu.h"
 #include "kernels/pointwise/swiglu_bwd.cuh"
 
-__device__ __forceinline__ int64_t rows_of(int64_t rows_max, const int32_t *rows_dev) {
-  if (!rows_dev) return rows_max;
-  int64_t r = *rows_dev;
-  return r < rows_max ? r : rows_max;
-}
-
-__device__ __forceinline__ void load8f(const float *p, int64_t i, float *f) {
-  float4 a = ((const float4 *)p)[2 * i], b = ((const float4 *)p)[2 * i + 1];
-  f[0] = a.x; f[1] = a.y; f[2] = a.z; f[3] = a.w;
-  f[4] = b.x; f[5] = b.y; f[6] = b.z; f[7] = b.w;
-}
-
-__global__ void swiglu_fwd_kernel(const float *g, const float *u, bf16 *a, int64_t rows_max,
-                                  const int32_t *rows_dev, int64_t I, int use_limit, float L,
-                                  const int32_t *err) {
-  if (v1_error(err)) return;
-  const int64_t nv = I / 8, n = rows_of(rows_max, rows_dev) * nv;
-  for (int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; i < n;
-       i += (int64_t)gridDim.x * blockDim.x) {
-    float fg[8], fu[8], fa[8];
-    load8f(g, i, fg);
-    load8f(u, i, fu);
-#pragma unroll
-    for (int q = 0; q < 8; ++q) {
-      float gc = use_limit ? fminf(fg[q], L) : fg[q];
-      float uc = use_limit ? fminf(fmaxf(fu[q], -L), L) : fu[q];
-      fa[q] = gc / (1.0f + expf(-gc)) * uc;
-    }
-    ((uint4 *)a)[i] = v1_pack8(fa);
-  }
-}
-
-/* Eight columns c*8.. of one row: d/dg into row[c], d/du into row[nv + c] (16-byte words). */
-__device__ __forceinline__ void swiglu_bwd8(const float *fd, const float *fg, const float *fu,
-                                            uint4 *row, int64_t c, int64_t nv, int use_limit,
-                                            float L) {
-  swiglu_bwd8_packed(fd, fg, fu, &row[c], &row[nv + c], use_limit, L);
-}
-
-__global__ void swiglu_bwd_kernel(const bf16 *da, const float *g, const float *u, bf16 *dgu,
-                                  int64_t rows_max, const int32_t *rows_dev, int64_t I,
-                                  int use_limit, float L, const int32_t *err) {
-  if (v1_error(err)) return;
-  const int64_t nv = I / 8, n = rows_of(rows_max, rows_dev) * nv;
-  for (int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; i < n;
-       i += (int64_t)gridDim.x * blockDim.x) {
-    const int64_t r = i / nv, c = i % nv;
-    float fd[8], fg[8], fu[8];
-    v1_unpack8(((const uint4 *)da)[i], fd);
-    load8f(g, i, fg);
-    load8f(u, i, fu);
-    swiglu_bwd8(fd, fg, fu, (uint4 *)(dgu + r * 2 * I), c, nv, use_limit, L);
-  }
-}
-
-/* The same from the grouped GEMM's packed pre-activations: preact [rows, 2I] bf16, g in columns
- * [0, I), u in [I, 2I) (the clamp's masks then see the bf16-rounded values). */
 __global__ void swiglu_bwd_packed_kernel(const bf16 *da, const bf16 *preact, bf16 *dgu,
                                          int64_t rows_max, const int32_t *rows_dev, int64_t I,
                                          int use_limit, float L, const int32_t *err) {
-  if (v1_error(err)) return;
+  if (dev_error(err)) return;
   const int64_t nv = I / 8, n = rows_of(rows_max, rows_dev) * nv;
   for (int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; i < n;
        i += (int64_t)gridDim.x * blockDim.x) {
     const int64_t r = i / nv, c = i % nv;
     const uint4 *pre = (const uint4 *)(preact + r * 2 * I);
     float fd[8], fg[8], fu[8];
-    v1_unpack8(((const uint4 *)da)[i], fd);
-    v1_unpack8(pre[c], fg);
-    v1_unpack8(pre[nv + c], fu);
+    dev_unpack8(((const uint4 *)da)[i], fd);
+    dev_unpack8(pre[c], fg);
+    dev_unpack8(pre[nv + c], fu);
     swiglu_bwd8(fd, fg, fu, (uint4 *)(dgu + r * 2 * I), c, nv, use_limit, L);
   }
 }
@@ -89,22 +31,22 @@ __global__ void swiglu_bwd_packed_kernel(const bf16 *da, const bf16 *preact, bf1
 __device__ __forceinline__ void quant_block8(uint4 packed, uint8_t *q, float *scale, int lane,
                                              bool active) {
   float v[8];
-  v1_unpack8(packed, v);
+  dev_unpack8(packed, v);
   f8_quant_block8(v, q, scale, lane, active);
 }
 
-/* FP8 backward with the router-weight gradient fused (v1_swiglu_backward_rw): one warp per row,
+/* FP8 backward with the router-weight gradient fused (mok_swiglu_backward_rw): one warp per row,
  * 8 columns per lane and step (I % 128 == 0, so a 128-column block is a half-warp's step: whole
  * half-warps are in or out). d_rw's partial sums are the lanes' in column order, combined in a
  * fixed butterfly: deterministic. With q, dgu is also quantized 1x128 (the dx GEMM's A operand). */
 #define RW_WARPS 8
-__global__ void swiglu_bwd_rw_kernel(v1_route r, size_t drw_off, const bf16 *g, const bf16 *preact,
+__global__ void swiglu_bwd_rw_kernel(mok_move_route r, size_t drw_off, const bf16 *g, const bf16 *preact,
                                      const uint8_t *act, const float *act_scales, int64_t m_pad,
                                      const float *rw_rows, bf16 *dgu, uint8_t *q, float *q_scales,
                                      int64_t q_m_pad, int64_t I, int use_limit, float L) {
   const int lane = threadIdx.x & 31;
   const int64_t row = (int64_t)blockIdx.x * RW_WARPS + (threadIdx.x >> 5);
-  if (v1_error(r.err) || row >= v1_route_rows(r)) return;
+  if (dev_error(r.err) || row >= route_rows(r)) return;
   const int64_t nv = I / 8;
   uint4 *out = (uint4 *)(dgu + row * 2 * I);
   uint8_t *qrow = q ? q + row * 2 * I : NULL;
@@ -126,9 +68,9 @@ __global__ void swiglu_bwd_rw_kernel(v1_route r, size_t drw_off, const bf16 *g, 
     uint4 pg = make_uint4(0, 0, 0, 0), pu = pg;
     if (in) {
       float fg[8], fp[8], fu[8], fa[8], fd[8];
-      v1_unpack8(((const uint4 *)(g + row * I))[c], fg);
-      v1_unpack8(pre[c], fp);
-      v1_unpack8(pre[nv + c], fu);
+      dev_unpack8(((const uint4 *)(g + row * I))[c], fg);
+      dev_unpack8(pre[c], fp);
+      dev_unpack8(pre[nv + c], fu);
       const uint2 codes = *(const uint2 *)(act + row * I + c * 8);
       const float s = act_scales[(c / 16) * m_pad + row];
       f8_codes4(codes.x, fa);
@@ -149,18 +91,18 @@ __global__ void swiglu_bwd_rw_kernel(v1_route r, size_t drw_off, const bf16 *g, 
   }
 #pragma unroll
   for (int m = 16; m > 0; m >>= 1) dot += __shfl_xor_sync(0xffffffffu, dot, m);
-  if (lane == 0) *v1_slot_f32(r, r.peer_base, drw_off, slot) = dot;
+  if (lane == 0) *route_slot_f32(r, r.peer_base, drw_off, slot) = dot;
   __threadfence_system();
 }
 
 /* NaN over n elements (fp32 or bf16) when the error word is set; every block returns at once
  * otherwise. */
 __global__ void nan_if_error_kernel(void *dst, int64_t n, int fp32, const int32_t *err) {
-  if (!v1_error(err)) return;
+  if (!dev_error(err)) return;
   for (int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; i < n;
        i += (int64_t)gridDim.x * blockDim.x) {
-    if (fp32) ((float *)dst)[i] = v1_nan();
-    else ((bf16 *)dst)[i] = __float2bfloat16_rn(v1_nan());
+    if (fp32) ((float *)dst)[i] = dev_nan();
+    else ((bf16 *)dst)[i] = __float2bfloat16_rn(dev_nan());
   }
 }
 
@@ -169,27 +111,7 @@ static unsigned ew_blocks(int64_t n) {
   return (unsigned)(b > 16384 ? 16384 : (b < 1 ? 1 : b));
 }
 
-extern "C" cudaError_t v1_swiglu_forward(const void *g, const void *u, void *a, int64_t rows_max,
-                                         const int32_t *rows_dev, int64_t I, int use_limit,
-                                         float limit, const int32_t *err, cudaStream_t stream) {
-  if (rows_max <= 0 || I <= 0) return cudaSuccess;
-  swiglu_fwd_kernel<<<ew_blocks(rows_max * I / 8), 256, 0, stream>>>(
-      (const float *)g, (const float *)u, (bf16 *)a, rows_max, rows_dev, I, use_limit, limit, err);
-  return cudaGetLastError();
-}
-
-extern "C" cudaError_t v1_swiglu_backward(const void *da, const void *g, const void *u, void *dgu,
-                                          int64_t rows_max, const int32_t *rows_dev, int64_t I,
-                                          int use_limit, float limit, const int32_t *err,
-                                          cudaStream_t stream) {
-  if (rows_max <= 0 || I <= 0) return cudaSuccess;
-  swiglu_bwd_kernel<<<ew_blocks(rows_max * I / 8), 256, 0, stream>>>(
-      (const bf16 *)da, (const float *)g, (const float *)u, (bf16 *)dgu, rows_max, rows_dev, I,
-      use_limit, limit, err);
-  return cudaGetLastError();
-}
-
-extern "C" cudaError_t v1_swiglu_backward_packed(const void *da, const void *preact, void *dgu,
+extern "C" cudaError_t mok_swiglu_backward_packed(const void *da, const void *preact, void *dgu,
                                                  int64_t rows_max, const int32_t *rows_dev,
                                                  int64_t I, int use_limit, float limit,
                                                  const int32_t *err, cudaStream_t stream) {
@@ -200,7 +122,7 @@ extern "C" cudaError_t v1_swiglu_backward_packed(const void *da, const void *pre
   return cudaGetLastError();
 }
 
-extern "C" cudaError_t v1_swiglu_backward_rw(const v1_route *r, size_t drw_off, const void *g,
+extern "C" cudaError_t mok_swiglu_backward_rw(const mok_move_route *r, size_t drw_off, const void *g,
                                              const void *preact, const void *act,
                                              const float *act_scales, int64_t m_pad,
                                              const float *rw_rows, void *dgu, void *q,
@@ -215,23 +137,10 @@ extern "C" cudaError_t v1_swiglu_backward_rw(const v1_route *r, size_t drw_off, 
   return cudaGetLastError();
 }
 
-extern "C" cudaError_t v1_nan_if_error(void *dst, int64_t n, int fp32, const int32_t *err,
+extern "C" cudaError_t mok_nan_if_error(void *dst, int64_t n, int fp32, const int32_t *err,
                                        cudaStream_t stream) {
   if (n <= 0) return cudaSuccess;
   const int64_t b = (n + 255) / 256;
   nan_if_error_kernel<<<(unsigned)(b > 1024 ? 1024 : b), 256, 0, stream>>>(dst, n, fp32, err);
-  return cudaGetLastError();
-}
-
-__global__ void fill_random_kernel(bf16 *dst, int64_t n, uint64_t seed, uint64_t sid, float scale) {
-  for (int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; i < n;
-       i += (int64_t)gridDim.x * blockDim.x)
-    dst[i] = __float2bfloat16_rn(v1_random_value(seed, sid, (uint64_t)i, scale));
-}
-
-extern "C" cudaError_t v1_fill_random_bf16(void *dst, int64_t n, uint64_t seed, uint64_t stream_id,
-                                           float scale, cudaStream_t stream) {
-  if (n <= 0) return cudaSuccess;
-  fill_random_kernel<<<ew_blocks(n), 256, 0, stream>>>((bf16 *)dst, n, seed, stream_id, scale);
   return cudaGetLastError();
 }

@@ -220,9 +220,9 @@ __global__ void __launch_bounds__(THREADS) gemm_rows_kernel(v1_gemm_args p) {
     return;
   }
   float acc[2][8][4];
-  if (v1_error(p.err)) {
+  if (dev_error(p.err)) {
     if (!p.nan_on_error) return;
-    fill_acc(acc, v1_nan());
+    fill_acc(acc, dev_nan());
   } else {
     fill_acc(acc, 0.0f);
     mainloop<false, BT>(acc, smem, (const bf16 *)p.a, p.lda, m0, m_lim, B, B2, p.b_split, p.ldb,
@@ -246,9 +246,9 @@ __global__ void __launch_bounds__(THREADS) gemm_wgrad_kernel(v1_gemm_args p) {
                 ? (void *)((float *)p.c + grp * p.c_group_stride)
                 : (void *)((bf16 *)p.c + grp * p.c_group_stride);
   float acc[2][8][4];
-  if (v1_error(p.err)) {
+  if (dev_error(p.err)) {
     if (!p.nan_on_error) return;
-    fill_acc(acc, v1_nan());
+    fill_acc(acc, dev_nan());
   } else {
     fill_acc(acc, 0.0f);
     if (r_hi > r_lo)

@@ -10,7 +10,9 @@ STATUS_NAMES = [
     "TIMEOUT", "INTERNAL",
 ]
 DTYPE_BF16, DTYPE_FP8_BLOCK128, DTYPE_MXFP8 = 0, 1, 2
-PATH_AUTO, PATH_FUSED, PATH_UNFUSED = 0, 1, 2
+PATH_AUTO, PATH_FUSED, PATH_ORACLE, PATH_GROUPED = 0, 1, 2, 3
+VERSION_CODE = 200  # MOK_VERSION_CODE of the mok.h these bindings mirror (0.2.0)
+CONFIG_MAGIC = 0x6D6F6B43
 
 
 class MokError(RuntimeError):
@@ -30,15 +32,22 @@ class Shape(ctypes.Structure):
                 ("top_k", ctypes.c_int64), ("shared_intermediate", ctypes.c_int64)]
 
 
+class Plan(ctypes.Structure):
+    """mok_plan: every execution choice of a workspace (0 in a request: mok chooses)."""
+    _fields_ = [(n, ctypes.c_int) for n in (
+        "path", "schedule", "tile_m", "minibatch_rows", "fwd_comm_ctas", "bwd_comm_ctas",
+        "shared_fwd", "shared_bwd", "fp8_mlp", "routed_cluster", "shared_cluster",
+        "routed_warpgroups", "shared_warpgroups", "wgrad_cluster_down", "wgrad_cluster_gate_up")]
+
+
 class Config(ctypes.Structure):
-    _fields_ = [("dtype", ctypes.c_int), ("path", ctypes.c_int), ("fwd_comm_sms", ctypes.c_int),
-                ("bwd_comm_sms", ctypes.c_int), ("tile_m", ctypes.c_int),
-                ("minibatch_rows", ctypes.c_int), ("macrobatch_minibatches", ctypes.c_int),
-                ("ring_bytes", ctypes.c_int64), ("schedule_capacity", ctypes.c_int64),
+    _fields_ = [("size", ctypes.c_size_t), ("magic", ctypes.c_uint), ("version", ctypes.c_uint),
+                ("dtype", ctypes.c_int), ("ring_bytes", ctypes.c_int64),
+                ("macrobatch_minibatches", ctypes.c_int), ("schedule_capacity", ctypes.c_int64),
                 ("use_swiglu_limit", ctypes.c_int), ("swiglu_limit", ctypes.c_float),
-                ("timeout_ms", ctypes.c_int), ("deterministic", ctypes.c_int),
-                ("fp8_weight_grads", ctypes.c_int), ("fp8_fused_router_grad", ctypes.c_int),
-                ("fp8_shared_expert", ctypes.c_int)]
+                ("timeout_ms", ctypes.c_int), ("fp8_weight_grads", ctypes.c_int),
+                ("fp8_fused_router_grad", ctypes.c_int), ("fp8_shared_expert", ctypes.c_int),
+                ("plan", Plan)]
 
 
 class UniqueId(ctypes.Structure):
@@ -79,6 +88,10 @@ _SIGNATURES = {
     "mok_status_string": (ctypes.c_char_p, [ctypes.c_int]),
     "mok_last_error": (ctypes.c_char_p, []),
     "mok_config_init": (ctypes.c_int, [ctypes.POINTER(Config)]),
+    "mok_plan_parse": (ctypes.c_int, [ctypes.c_char_p, ctypes.POINTER(Plan)]),
+    "mok_plan_format": (ctypes.c_int, [ctypes.POINTER(Plan), ctypes.c_char_p, ctypes.c_size_t]),
+    "mok_workspace_plan": (ctypes.c_int, [_P, ctypes.POINTER(Plan)]),
+    "mok_workspace_kernels": (ctypes.c_char_p, [_P]),
     "mok_validate": (ctypes.c_int, [ctypes.POINTER(Shape), ctypes.POINTER(Config), ctypes.c_int]),
     "mok_schedule_worst_case_rows": (ctypes.c_int, [ctypes.POINTER(Shape), ctypes.c_int, ctypes.c_int, _I64P]),
     "mok_get_unique_id": (ctypes.c_int, [ctypes.POINTER(UniqueId)]),
@@ -130,12 +143,31 @@ def call(name, *args):
     check(status, name)
 
 
-def default_config(**knobs):
-    """A Config with mok's defaults, then the given fields set (e.g. fwd_comm_sms=24)."""
+def plan_text(plan):
+    """A plan request as mok_plan_parse reads it: None or "" (mok chooses everything), a text
+    "key=value,...", or a dict {key: value}. Raises ValueError on an unknown key or value."""
+    if plan is None:
+        return ""
+    if isinstance(plan, dict):
+        plan = ",".join(f"{k}={v}" for k, v in sorted(plan.items()))
+    if not isinstance(plan, str):
+        raise TypeError(f"mok: a plan is a 'key=value,...' text or a dict, got {type(plan).__name__}")
+    probe = Plan()
+    if lib.mok_plan_parse(plan.encode(), ctypes.byref(probe)) != MOK_SUCCESS:
+        raise ValueError(f"mok: bad plan {plan!r}: keys and values are mok_plan's (include/mok.h)")
+    return plan
+
+
+def default_config(plan=None, **knobs):
+    """A Config with mok's defaults, then the given fields set (e.g. ring_bytes=1 << 30), and the
+    plan requests of `plan` (see plan_text)."""
     cfg = Config()
     call("mok_config_init", ctypes.byref(cfg))
     for key, value in knobs.items():
-        if not hasattr(cfg, key):
+        if key in ("size", "magic", "version", "plan") or not hasattr(cfg, key):
             raise TypeError(f"unknown mok config knob '{key}'")
         setattr(cfg, key, value)
+    text = plan_text(plan)
+    if text:
+        call("mok_plan_parse", text.encode(), ctypes.byref(cfg.plan))
     return cfg

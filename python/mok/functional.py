@@ -36,27 +36,34 @@ _sched_tokens = {}  # the same key -> the token count last set on that schedule
 class Group:
     """An expert-parallel group over the ranks of a torch.distributed ProcessGroup (None: the
     default group, or a single process when torch.distributed is not initialized). Collective.
-    path: "auto" (the default: "fused" in BF16), "fused" (dispatch pulled by comm CTAs inside the
-    gate+up kernel, combine and dx pushed by the GEMM epilogues), "grouped" (separate
-    communication kernels, the same grouped GEMMs) or "v1" (the v1 mma.sync expert GEMMs, the
-    oracle), for every workspace of the group. Other keyword arguments set mok_config knobs for
+    path: "auto" (the default: "fused" in BF16, "grouped" in FP8), "fused" (dispatch pulled by
+    comm CTAs inside the gate+up kernel, combine and dx pushed by the GEMM epilogues), "grouped"
+    (separate communication kernels, the same grouped GEMMs) or "oracle" (the mma.sync expert
+    GEMMs, the GPU oracle), for every workspace of the group. plan: further plan fields to pin
+    (a "key=value,..." text or a dict, include/mok.h's mok_plan; the others mok chooses; every
+    choice but the oracle gives the same bits). Other keyword arguments set mok_config knobs for
     every workspace of the group, e.g. ring_bytes=1 << 30 (a token ring per layer: memory bounded
     by the knob, backward replays the forward of macrobatches not kept) or
     macrobatch_minibatches=32. max_tokens=N: every workspace holds N tokens per rank and serves any
     call of up to N, so that steps of varying size share it (each rank may pass its own count);
-    None: a workspace per token count, every rank calling with the same one."""
+    None: a workspace per token count, every rank calling with the same one. plans() says what
+    the group's workspaces resolved."""
 
-    _PATHS = {"auto": 0, "fused": 1, "v1": 2, "grouped": 3}
+    PATHS = ("auto", "fused", "grouped", "oracle")
 
-    def __init__(self, process_group=None, path="auto", max_tokens=None, **knobs):
-        if path not in self._PATHS:
-            raise ValueError(f"mok: path must be one of {sorted(self._PATHS)}, got {path!r}")
+    def __init__(self, process_group=None, path="auto", max_tokens=None, plan=None, **knobs):
+        if path not in self.PATHS:
+            raise ValueError(f"mok: path must be one of {self.PATHS}, got {path!r}")
         if max_tokens is not None and (isinstance(max_tokens, bool) or not isinstance(max_tokens, int)
                                        or max_tokens < 1):
             raise ValueError(f"mok: max_tokens must be None or an int >= 1, got {max_tokens!r}")
         self.max_tokens = max_tokens
-        C.default_config(**knobs)  # unknown knob names fail here, before any collective
-        self.knobs = (("path", self._PATHS[path]),) + tuple(sorted(knobs.items()))
+        text = C.plan_text(plan)
+        if path != "auto":
+            text = f"path={path}" + ("," + text if text else "")
+        C.default_config(plan=text, **knobs)  # bad knobs and plans fail here, before any collective
+        self.plan = text
+        self.knobs = tuple(sorted(knobs.items()))
         import torch.distributed as dist
         if dist.is_available() and dist.is_initialized():
             self.rank = dist.get_rank(process_group)
@@ -87,6 +94,12 @@ class Group:
             C.call("mok_group_destroy", self.handle)
             self.handle = ctypes.c_void_p()
 
+    def plans(self):
+        """The resolved plans of the group's workspaces, as mok_workspace_kernels gives them
+        ("key=value,..."), one per workspace in the order they were made."""
+        return [C.lib.mok_workspace_kernels(ws).decode()
+                for key, ws in _workspaces.items() if key[0] == self.id]
+
     def device_error(self):
         """Reads every workspace's sticky device error word (synchronizes: call it at a step
         boundary, never inside a captured graph) and raises MokError if any is set."""
@@ -111,7 +124,7 @@ def _schedule(group_id, shape, knobs, slot):
     if wkey not in _workspaces:
         if not group.handle:
             raise RuntimeError("mok: this Group was destroyed")
-        cfg = C.default_config(**dict(group.knobs + knobs))
+        cfg = C.default_config(plan=group.plan, **dict(group.knobs + knobs))
         ws = ctypes.c_void_p()
         C.call("mok_workspace_create", group.handle, ctypes.byref(C.Shape(*shape)), ctypes.byref(cfg),
                ctypes.byref(ws))

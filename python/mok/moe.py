@@ -21,8 +21,8 @@ _functional = None             # mok.functional, imported on first use (it loads
 
 def get_group(process_group=None, path="auto", ring_bytes=0, max_tokens=None):
     """The mok Group over process_group (None: the default group, or a single process without
-    torch.distributed) running the given kernels (path: "auto", "fused", "grouped" or "v1", see
-    mok.functional.Group) with a token ring of ring_bytes per layer (0: none) and workspaces of
+    torch.distributed) running the given kernels (path: "auto", "fused", "grouped" or "oracle",
+    see mok.functional.Group) with a token ring of ring_bytes per layer (0: none) and workspaces of
     max_tokens tokens per rank (None: one per token count), made on first use
     (collective over the group: its NCCL communicator is created from a unique id broadcast
     through process_group) and cached."""
@@ -76,7 +76,8 @@ class MoE(nn.Module):
     "mok", H, I and Is must be multiples of 128, and each module keeps what its forward computed
     for its backward (one forward with autograd in flight per module; recompute=True lifts this at
     the cost of one more forward in backward). The Group is made at construction (collective).
-    kernels ("auto", "fused", "grouped", "v1") picks mok's execution path (backend "mok" only).
+    kernels ("auto", "fused", "grouped", "oracle") picks mok's execution path (backend "mok"
+    only).
     expert_precision "fp8" runs the routed experts in FP8 (block-128 E4M3, weights quantized at
     every forward, their gradients straight through; backend "mok", kernels "auto" or "grouped";
     mok.functional.moe_fp8); the parameters stay bf16.

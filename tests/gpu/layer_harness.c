@@ -1,13 +1,12 @@
 /* layer_harness.c — see layer_harness.h: inputs of every rank from the shared seed, device copies of
  * this rank's part, one run of the layer, and checks against the CPU reference. */
-#define _POSIX_C_SOURCE 200112L /* setenv */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <cuda_runtime_api.h>
 #include "mok_reference.h"
-#include "schedule/pipeline.h"
+#include "tests/gpu/internal.h"
 #include "tests/gpu/gpu_test.h"
 #include "tests/gpu/layer_harness.h"
 
@@ -18,10 +17,17 @@ static float *fmalloc(int64_t n) { return (float *)calloc((size_t)(n > 0 ? n : 1
 mok_config lh_config(const lh_case *c) {
   mok_config cfg;
   mok_config_init(&cfg);
-  if (c->tile_m) cfg.tile_m = c->tile_m;
-  if (c->minibatch_rows) cfg.minibatch_rows = c->minibatch_rows;
-  if (c->comm_sms) cfg.fwd_comm_sms = c->comm_sms;
-  if (c->bwd_comm_sms) cfg.bwd_comm_sms = c->bwd_comm_sms;
+  mok_plan *p = &cfg.plan;
+  /* MOK_TEST_PLAN: plan fields pinned for the whole suite (e.g. "schedule=serial"), under the
+   * case's own */
+  const char *suite_plan = getenv("MOK_TEST_PLAN");
+  if (suite_plan) CHECK_STATUS(mok_plan_parse(suite_plan, p), MOK_SUCCESS);
+  if (c->plan) CHECK_STATUS(mok_plan_parse(c->plan, p), MOK_SUCCESS);
+  if (c->tile_m) p->tile_m = c->tile_m;
+  if (c->minibatch_rows) p->minibatch_rows = c->minibatch_rows;
+  if (c->comm_sms) p->fwd_comm_ctas = c->comm_sms;
+  if (c->bwd_comm_sms) p->bwd_comm_ctas = c->bwd_comm_sms;
+  if (c->shared_inline && c->Is > 0) p->shared_fwd = p->shared_bwd = MOK_SHARED_IN_LINE;
   if (c->macro_minibatches) cfg.macrobatch_minibatches = c->macro_minibatches;
   cfg.ring_bytes = c->ring_bytes;
   cfg.dtype = c->dtype;
@@ -29,22 +35,25 @@ mok_config lh_config(const lh_case *c) {
   else if (c->wgrad_mode) cfg.fp8_weight_grads = c->wgrad_mode;
   cfg.fp8_fused_router_grad = !c->unfused_drw;
   cfg.fp8_shared_expert = c->dtype != MOK_DTYPE_BF16 && c->fp8_shared;
-  if (cfg.minibatch_rows % cfg.tile_m) cfg.minibatch_rows = cfg.tile_m;
+  const int tile = p->tile_m ? p->tile_m : 128;
+  if (p->minibatch_rows % tile) p->minibatch_rows = tile;
   cfg.schedule_capacity = c->capacity;
   cfg.use_swiglu_limit = c->use_limit;
   cfg.swiglu_limit = c->use_limit ? c->limit : 0.0f;
   cfg.timeout_ms = 20000;
-  /* MOK_TEST_PATH: "v1" (the whole suite on the v1 GEMMs), "grouped" (separate communication
-   * kernels) or "fused" (the default's path, asked for by name) */
+  /* MOK_TEST_PATH: "oracle" (the whole suite on the mma.sync GEMMs), "grouped" (separate
+   * communication kernels) or "fused" (the default's path, asked for by name) */
   const char *force = getenv("MOK_TEST_PATH");
-  cfg.path = c->path                                ? c->path
-             : force && !strcmp(force, "v1")        ? MOK_PATH_UNFUSED
-             : force && !strcmp(force, "fused")     ? MOK_PATH_FUSED
-             : force && !strcmp(force, "grouped")   ? MOK_PATH_GROUPED
-                                                    : MOK_PATH_AUTO;
-  if ((cfg.path == MOK_PATH_FUSED || cfg.path == MOK_PATH_GROUPED) && cfg.tile_m % 128)
-    cfg.path = MOK_PATH_UNFUSED; /* tile 64: the grouped GEMMs need 128-row tiles */
-  if (c->dtype != MOK_DTYPE_BF16 && !c->path) cfg.path = MOK_PATH_AUTO; /* FP8 runs there only */
+  if (!c->path && force) {
+    char text[64];
+    snprintf(text, sizeof text, "path=%s", force);
+    CHECK_STATUS(mok_plan_parse(text, p), MOK_SUCCESS);
+  } else if (c->path) {
+    p->path = c->path;
+  }
+  if ((p->path == MOK_PATH_FUSED || p->path == MOK_PATH_GROUPED) && tile % 128)
+    p->path = MOK_PATH_ORACLE; /* tile 64: the grouped GEMMs need 128-row tiles */
+  if (c->dtype != MOK_DTYPE_BF16 && !c->path) p->path = MOK_PATH_AUTO; /* FP8 runs there only */
   return cfg;
 }
 
@@ -353,11 +362,9 @@ lh_case lh_base_case(void) {
 mok_status lh_env_open(mok_group *g, lh_env *e, const lh_host *h, int nsched) {
   memset(e, 0, sizeof *e);
   mok_config cfg = lh_config(&h->c);
-  if (h->c.shared_inline) setenv("MOK_SHARED_BESIDE", "0", 1);
   mok_shape shape = h->shape;
   if (h->c.ws_tokens > shape.tokens) shape.tokens = h->c.ws_tokens;
   mok_status st = mok_workspace_create(g, &shape, &cfg, &e->ws);
-  if (h->c.shared_inline) unsetenv("MOK_SHARED_BESIDE");
   if (st != MOK_SUCCESS) return st;
   if (nsched > 0) st = mok_schedule_create(e->ws, &e->s);
   if (st == MOK_SUCCESS && e->s && shape.tokens != h->shape.tokens)
@@ -429,7 +436,9 @@ int64_t lh_ring_bytes(const lh_case *c, int ep, int regions) {
   const mok_shape s = {c->ws_tokens > c->T ? c->ws_tokens : c->T, c->H, c->E, c->I, c->k, c->Is};
   mok_pipe_params p;
   int64_t all = 0;
-  if (mok_pipe_from_config(&s, &cfg, ep, &p, &all) != MOK_SUCCESS) return 0;
+  const int tile = cfg.plan.tile_m ? cfg.plan.tile_m : 128;
+  const int mb = cfg.plan.minibatch_rows ? cfg.plan.minibatch_rows : tile > 128 ? tile : 128;
+  if (mok_pipe_from_config(&s, &cfg, ep, tile, mb, &p, &all) != MOK_SUCCESS) return 0;
   return (int64_t)regions * mok_pipe_region_rows(&p) * c->H * 2;
 }
 

@@ -19,16 +19,18 @@ typedef struct {
   mok_route_kind route;
   int use_limit;
   float limit;
-  int tile_m;             /* 0: default */
+  int tile_m;             /* plan tile_m; 0: default */
   int64_t capacity;       /* 0: worst case */
   int grad_fp32, accumulate;
   int inject;             /* LH_INJECT_* on the last rank's tokens */
-  mok_path path;          /* 0 (AUTO): the default, unless MOK_TEST_PATH (v1, fused) says */
-  int comm_sms;           /* fwd_comm_sms; 0: default                                       */
-  int bwd_comm_sms;       /* bwd_comm_sms; 0: default                                       */
-  int shared_inline;      /* the shared expert in line, not beside the communication
-                             (MOK_SHARED_BESIDE=0 while the workspace is created)            */
-  int minibatch_rows;     /* 0: default                                                     */
+  mok_path path;          /* plan path; 0 (AUTO): the default, unless MOK_TEST_PATH (oracle,
+                             fused, grouped) says                                            */
+  int comm_sms;           /* plan fwd_comm_ctas; 0: default                                 */
+  int bwd_comm_sms;       /* plan bwd_comm_ctas; 0: default                                 */
+  int shared_inline;      /* plan shared_fwd = shared_bwd = in_line (with a shared expert)    */
+  int minibatch_rows;     /* plan minibatch_rows; 0: default                                */
+  const char *plan;       /* further plan fields pinned, as mok_plan_parse reads them (NULL:
+                             none)                                                          */
   mok_dtype dtype;        /* 0: BF16                                                        */
   int64_t ring_bytes;     /* config.ring_bytes (0: no token ring)                           */
   int macro_minibatches;  /* 0: default                                                     */

@@ -6,7 +6,7 @@
 #        RUN_ARGS (extra `mok run` options),
 #        RUN2_ARGS (a second `mok run` with these options), RUN_ZIPF=1 (a third, Zipf routing),
 #        SANITIZE=1 (memcheck one case at EP=1), TEST_FILTER (a test-name filter),
-#        EP2_AGAIN_ENV (e.g. "MOK_TEST_PATH=grouped;MOK_SCHEDULE_KERNELS=serial": the EP=2 suite
+#        EP2_AGAIN_ENV (e.g. "MOK_TEST_PATH=grouped;MOK_TEST_PLAN=schedule=serial": the EP=2 suite
 #        once more for each ';'-separated set of variables)
 set -u
 OUT=${OUT:-/tmp/mok_out}

@@ -40,34 +40,34 @@ GPU_TEST(bad_workspace_arguments) {
   f.dtype = MOK_DTYPE_MXFP8; /* MX weights convert to block-128 first */
   CHECK_STATUS(try_create(&s, &f), MOK_ERR_NOT_SUPPORTED);
   f.dtype = MOK_DTYPE_FP8_BLOCK128;
-  f.path = MOK_PATH_UNFUSED; /* v1 has no FP8 GEMMs */
+  f.plan.path = MOK_PATH_ORACLE; /* the oracle has no FP8 GEMMs */
   CHECK_STATUS(try_create(&s, &f), MOK_ERR_NOT_SUPPORTED);
-  f.path = MOK_PATH_FUSED; /* not yet */
+  f.plan.path = MOK_PATH_FUSED; /* FP8 runs on the grouped path */
   CHECK_STATUS(try_create(&s, &f), MOK_ERR_NOT_SUPPORTED);
-  f.path = MOK_PATH_AUTO; /* FP8 on AUTO: the grouped path */
+  f.plan.path = MOK_PATH_AUTO; /* FP8 on AUTO: the grouped path */
   CHECK_STATUS(try_create(&s, &f), MOK_SUCCESS);
-  f.path = MOK_PATH_GROUPED;
+  f.plan.path = MOK_PATH_GROUPED;
   CHECK_STATUS(try_create(&s, &f), MOK_SUCCESS);
   f = c;
-  f.path = MOK_PATH_GROUPED;
-  f.tile_m = 64; /* the grouped GEMMs need 128-row tiles */
-  f.minibatch_rows = 128;
+  f.plan.path = MOK_PATH_GROUPED;
+  f.plan.tile_m = 64; /* the grouped GEMMs need 128-row tiles */
+  f.plan.minibatch_rows = 128;
   CHECK_STATUS(try_create(&s, &f), MOK_ERR_NOT_SUPPORTED);
   f = c;
-  f.path = MOK_PATH_AUTO; /* the default runs the fused path in BF16: the same SM limit */
-  f.fwd_comm_sms = 128;
+  f.plan.path = MOK_PATH_AUTO; /* the default runs the fused path in BF16: the same SM limit */
+  f.plan.fwd_comm_ctas = 128;
   CHECK_STATUS(try_create(&s, &f), MOK_ERR_INVALID_ARGUMENT);
   f = c;
-  f.path = (mok_path)7; /* no such path */
+  f.plan.path = (mok_path)7; /* no such path */
   CHECK_STATUS(try_create(&s, &f), MOK_ERR_INVALID_ARGUMENT);
   f = c;
-  f.path = MOK_PATH_FUSED;
-  f.tile_m = 64; /* the fused path needs the grouped GEMM's 128-row tiles */
-  f.minibatch_rows = 128;
+  f.plan.path = MOK_PATH_FUSED;
+  f.plan.tile_m = 64; /* the fused path needs the grouped GEMM's 128-row tiles */
+  f.plan.minibatch_rows = 128;
   CHECK_STATUS(try_create(&s, &f), MOK_ERR_NOT_SUPPORTED);
   f = c;
-  f.path = MOK_PATH_FUSED;
-  f.fwd_comm_sms = 128; /* leaves the GEMM too few SMs */
+  f.plan.path = MOK_PATH_FUSED;
+  f.plan.fwd_comm_ctas = 128; /* leaves the GEMM too few SMs */
   CHECK_STATUS(try_create(&s, &f), MOK_ERR_INVALID_ARGUMENT);
   f = c;
   f.schedule_capacity = 100; /* not a multiple of tile_m */

@@ -1,6 +1,6 @@
 /* test_dact_dswiglu.c — the FP8 backward's d_act product with the SwiGLU backward in its epilogue
  * (mok_gg_fp8_dact_dswiglu) against the two steps it replaces: mok_gg_fp8_fwd into a bf16 d_act,
- * then the row kernel v1_swiglu_backward_rw. dgu, its 1x128 codes and scales must be bit for
+ * then the row kernel mok_swiglu_backward_rw. dgu, its 1x128 codes and scales must be bit for
  * bit the row kernel's over the schedule's rows (real and padding: every output poisoned first);
  * d_rw, summed in another order, within 1e-4 of the largest; and the fused kernel's every output
  * bit for bit the same on a grid of 3 CTAs (each CTA then computes other tiles: the
@@ -93,7 +93,7 @@ static void dsw_case(int64_t T, int64_t H, int64_t I, mok_route_kind route, int 
   CHECK_STATUS(mok_fp8_quant_act(act, act8, acts, cap, I, q), MOK_SUCCESS);
   lh_upload_router_rows(rw, cap, seed);
 
-  const v1_route r = mok_gpu_route(sched);
+  const mok_move_route r = mok_gpu_route(sched);
   mok_gg_move drw;
   memset(&drw, 0, sizeof drw);
   drw.peer_base = w->peer_base;
@@ -132,7 +132,7 @@ static void dsw_case(int64_t T, int64_t H, int64_t I, mok_route_kind route, int 
       CHECK_STATUS(mok_gg_fp8_fwd(dy8, dys, wd8, wds, da, sched->expert_offset,
                                   sched->expert_count, (int)el, cap, I, H, q),
                    MOK_SUCCESS);
-      CHECK(v1_swiglu_backward_rw(&r, w->off_drw, da, pre, act8, acts, m_pad, rw, o[0].dgu,
+      CHECK(mok_swiglu_backward_rw(&r, w->off_drw, da, pre, act8, acts, m_pad, rw, o[0].dgu,
                                   o[0].q, o[0].qs, m_pad, I, use_limit, 1.5f, q) == cudaSuccess);
     } else { /* fused: the whole grid, then 3 CTAs */
       if (run == 2) gg_set_tuning(0, 0, 3, 0);

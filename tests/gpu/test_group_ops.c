@@ -59,9 +59,10 @@ GPU_TEST(ops_layer_sequence) {
     CHECK_STATUS(mok_sym_alloc(gpu_ctx.group, (size_t)at_least(T * H * 2), &dys), MOK_SUCCESS);
     CHECK_STATUS(mok_sym_alloc(gpu_ctx.group, (size_t)at_least(T * k * 4), &rws), MOK_SUCCESS);
     CHECK_STATUS(mok_sym_alloc(gpu_ctx.group, (size_t)at_least(T * k * H * 2), &parts), MOK_SUCCESS);
-    mok_config cfg = lh_config(&c);
+    mok_plan plan;
+    CHECK_STATUS(mok_workspace_plan(e.ws, &plan), MOK_SUCCESS);
     int64_t cap = 0;
-    CHECK_STATUS(mok_schedule_worst_case_rows(&h.shape, gpu_ctx.size, cfg.tile_m, &cap), MOK_SUCCESS);
+    CHECK_STATUS(mok_schedule_worst_case_rows(&h.shape, gpu_ctx.size, plan.tile_m, &cap), MOK_SUCCESS);
     void *recv = NULL, *out = NULL, *recv_dy = NULL, *dx_rows = NULL;
     cudaMalloc(&recv, (size_t)(cap * H * 2));
     cudaMalloc(&out, (size_t)(cap * H * 2));

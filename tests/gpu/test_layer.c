@@ -129,17 +129,17 @@ GPU_TEST(layer_larger) {
   lh_run_case(gpu_ctx.group, &c, "larger zipf+clamp+shared", MOK_SUCCESS);
 }
 
-/* The v1 GEMMs (MOK_PATH_UNFUSED) stay covered whatever the default backend is. */
+/* The oracle path (MOK_PATH_ORACLE: the v1 GEMMs) stays covered whatever the default is. */
 GPU_TEST(layer_v1_larger) {
   lh_case c = lh_base_case();
   c.T = 160; c.H = 512; c.I = 384; c.E = 16; c.k = 4; c.Is = 256;
-  c.route = MOK_ROUTE_ZIPF; c.use_limit = 1; c.limit = 1.5f; c.path = MOK_PATH_UNFUSED;
+  c.route = MOK_ROUTE_ZIPF; c.use_limit = 1; c.limit = 1.5f; c.path = MOK_PATH_ORACLE;
   lh_run_case(gpu_ctx.group, &c, "v1: larger zipf+clamp+shared", MOK_SUCCESS);
 }
 
 GPU_TEST(layer_v1_fp32_accumulate) {
   lh_case c = lh_base_case();
-  c.Is = 128; c.grad_fp32 = 1; c.accumulate = 1; c.T = 211; c.path = MOK_PATH_UNFUSED;
+  c.Is = 128; c.grad_fp32 = 1; c.accumulate = 1; c.T = 211; c.path = MOK_PATH_ORACLE;
   lh_run_case(gpu_ctx.group, &c, "v1: fp32 grads, accumulate", MOK_SUCCESS);
 }
 
@@ -299,15 +299,20 @@ static void knob_run(lh_host *h, lh_dev *d, const char *label, int compare, void
 
 /* The fused path (the pull by comm CTAs inside gate+up, the pushes by the GEMM epilogues) against
  * the reference, and bitwise equal to the grouped path (separate communication kernels) whatever
- * its comm-SM count and minibatch size (the knobs move rows, never the arithmetic). */
+ * its comm CTAs and minibatch size (they move rows, never the arithmetic), and the plan's other
+ * alternatives: the GEMMs in single CTAs or cluster pairs, the serial schedule build. */
 GPU_TEST(layer_fused_knobs_bitwise) {
   lh_case c = lh_base_case();
   c.Is = 128; c.T = 517; c.k = 4; c.E = 16; c.H = 384; c.route = MOK_ROUTE_ZIPF;
-  static const struct { mok_path path; int comm, mb; const char *label; } runs[] = {
-      {MOK_PATH_GROUPED, 0, 0, "grouped"},
-      {MOK_PATH_FUSED, 1, 128, "fused, 1 comm SM, minibatch 128"},
-      {MOK_PATH_FUSED, 6, 384, "fused, 6 comm SMs, minibatch 384"},
-      {MOK_PATH_FUSED, 0, 0, "fused, defaults"},
+  static const struct { mok_path path; int comm, mb; const char *plan, *label; } runs[] = {
+      {MOK_PATH_GROUPED, 0, 0, NULL, "grouped"},
+      {MOK_PATH_FUSED, 1, 128, NULL, "fused, 1 comm CTA, minibatch 128"},
+      {MOK_PATH_FUSED, 6, 384, NULL, "fused, 6 comm CTAs, minibatch 384"},
+      {MOK_PATH_FUSED, 0, 0, NULL, "fused, defaults"},
+      {MOK_PATH_FUSED, 0, 0, "routed_cluster=1,shared_cluster=2", "fused, single CTAs"},
+      {MOK_PATH_FUSED, 0, 0, "routed_cluster=2,shared_cluster=1", "fused, cluster pairs"},
+      {MOK_PATH_GROUPED, 0, 0, "routed_cluster=1,schedule=serial", "grouped, 1 CTA, serial"},
+      {MOK_PATH_GROUPED, 0, 0, "shared_fwd=beside_late", "grouped, shared joined late"},
   };
   lh_host h;
   lh_host_make(&h, &c, gpu_ctx.size, test_seed());
@@ -320,8 +325,9 @@ GPU_TEST(layer_fused_knobs_bitwise) {
     h.c.path = runs[i].path;
     h.c.comm_sms = runs[i].comm;
     h.c.minibatch_rows = runs[i].mb;
-    /* the v1 suite's grouped run keeps its own oracle, compared with the reference only */
-    const int v1 = runs[i].path == MOK_PATH_GROUPED && force && !strcmp(force, "v1");
+    h.c.plan = runs[i].plan;
+    /* the oracle suite's grouped run keeps its own oracle, compared with the reference only */
+    const int v1 = runs[i].path == MOK_PATH_GROUPED && force && !strcmp(force, "oracle");
     knob_run(&h, &d, runs[i].label, !v1, &first, &first_bytes, "grouped");
   }
   free(first);
@@ -372,8 +378,8 @@ GPU_TEST(layer_shared_beside_bitwise) {
  * pass between a new count and its build, with nothing enqueued (y stays poisoned). */
 GPU_TEST(layer_token_counts_on_one_workspace) {
   static const int64_t counts[] = {300, 77, 0, 211, 300};
-  static const mok_path paths[] = {MOK_PATH_AUTO, MOK_PATH_GROUPED, MOK_PATH_UNFUSED};
-  static const char *names[] = {"default path", "grouped path", "v1 path"};
+  static const mok_path paths[] = {MOK_PATH_AUTO, MOK_PATH_GROUPED, MOK_PATH_ORACLE};
+  static const char *names[] = {"default path", "grouped path", "oracle path"};
   for (int p = 0; p < 3; ++p) {
     lh_case c = lh_base_case();
     c.Is = 128; c.T = 300; c.k = 3; c.route = MOK_ROUTE_ZIPF; c.path = paths[p];

@@ -11,8 +11,6 @@
 #include <string.h>
 #include <cuda_runtime_api.h>
 #include "mok_reference.h"
-#include "api/gpu_internal.h"
-#include "kernels/gemm/tmap.h"
 #include "tests/gpu/gpu_test.h"
 #include "tests/gpu/layer_harness.h"
 
@@ -172,8 +170,9 @@ static void fp8_case(lh_case c, const char *label) {
                  MOK_SUCCESS);
     CHECK_STATUS(mok_sym_alloc(gpu_ctx.group, (size_t)big, &cb), MOK_SUCCESS);
     int64_t cap = 0;
-    mok_config cfg = lh_config(&c);
-    CHECK_STATUS(mok_schedule_worst_case_rows(&ws_shape, ep, cfg.tile_m, &cap), MOK_SUCCESS);
+    mok_plan plan;
+    CHECK_STATUS(mok_workspace_plan(e.ws, &plan), MOK_SUCCESS);
+    CHECK_STATUS(mok_schedule_worst_case_rows(&ws_shape, ep, plan.tile_m, &cap), MOK_SUCCESS);
     void *recv = NULL, *out = NULL, *y2 = NULL;
     cudaMalloc(&recv, (size_t)(cap * H * 2));
     cudaMalloc(&out, (size_t)(cap * H * 2));
@@ -189,20 +188,40 @@ static void fp8_case(lh_case c, const char *label) {
                  MOK_ERR_NOT_SUPPORTED); /* the FP8 backward is the functional layer's */
     uint16_t *yb2 = malloc((size_t)(T * H + 1) * 2);
     check_same_y(&e, y2, yb, yb2, T * H, label, rank, "of the ops path");
-    /* the same y, bit for bit, with the dispatch pulled inside the expert MLP's launch (tuning
-     * flag 8192; by default a kernel of its own, beside the shared expert), and with the shared
-     * expert joined before the expert MLP (flag 65536; by default only before the combine) */
-    const struct { int flag; const char *what; } probes[] = {
-        {8192, "with the dispatch inside the MLP's launch"},
-        {65536, "with the shared expert joined before the MLP"}};
-    const int flags0 = gg_tuning_flags(); /* a test's own flags stay set around it */
-    for (int i = 0; i < 2; ++i) {
-      cudaMemset(y2, 0xFF, (size_t)(T * H * 2 + 16));
-      gg_set_tuning(0, 0, 0, flags0 | probes[i].flag);
-      CHECK_STATUS(mok_forward(e.s, &wt, d.x, d.rw, y2, e.stream), MOK_SUCCESS);
-      gg_set_tuning(0, 0, 0, flags0);
-      check_same_y(&e, y2, yb, yb2, T * H, label, rank, probes[i].what);
+    /* the plan's alternatives (a workspace of each): the same y and the same gradients, bit for
+     * bit, with the forward MLP as two launches (by default one where it covers the shape), the
+     * shared expert joined right after the dispatch (by default only before the combine), either
+     * number of warpgroups on the 128-column products (those whose columns do not split into
+     * 256), the serial schedule build, and the weight gradients on single CTAs */
+    static const char *variants[] = {"fp8_mlp=two_launches", "shared_fwd=beside",
+                                     "routed_warpgroups=2", "routed_warpgroups=3",
+                                     "schedule=serial",
+                                     "wgrad_cluster_down=1,wgrad_cluster_gate_up=1"};
+    const size_t ylen = (size_t)(T * H * 2);
+    for (size_t i = 0; i < sizeof variants / sizeof variants[0]; ++i) {
+      h.c.plan = variants[i];
+      lh_env ev;
+      const mok_status sv = lh_env_open(gpu_ctx.group, &ev, &h, 1);
+      CHECK_STATUS(sv, MOK_SUCCESS);
+      if (sv == MOK_SUCCESS) {
+        cudaMemset(y2, 0xFF, (size_t)(T * H * 2 + 16));
+        CHECK_STATUS(mok_schedule_build(ev.s, d.topk, ev.stream), MOK_SUCCESS);
+        CHECK_STATUS(mok_forward(ev.s, &wt, d.x, d.rw, y2, ev.stream), MOK_SUCCESS);
+        cudaMemset(d.dx, 0xFF, (size_t)(T * H * 2));
+        CHECK_STATUS(mok_backward(ev.s, &wt, d.x, d.rw, d.dy, &d.grads, ev.stream), MOK_SUCCESS);
+        check_same_y(&ev, y2, yb, yb2, T * H, label, rank, variants[i]);
+        int64_t bv = 0;
+        void *snapv = lh_snapshot(&d, &h, &bv); /* its y is the first workspace's */
+        const int same_bwd_v = b1 == bv && memcmp((char *)snap1 + ylen, (char *)snapv + ylen,
+                                                  (size_t)b1 - ylen) == 0;
+        printf("  %-28s r%d gradients %s: %s\n", label, rank, variants[i],
+               same_bwd_v ? "bitwise equal" : "DIFFER");
+        CHECK(same_bwd_v);
+        free(snapv);
+      }
+      lh_env_close(&ev);
     }
+    h.c = c;
     /* the schedule built in the forward's call (the shared expert's GEMMs overlap the build):
      * the same y, bit for bit */
     cudaMemset(y2, 0xFF, (size_t)(T * H * 2 + 16));
@@ -229,7 +248,6 @@ static void fp8_case(lh_case c, const char *label) {
     int64_t b3 = 0;
     void *snap3 = lh_snapshot(&d, &h, &b3);
     /* the snapshot's y is the first workspace's; compare the gradients after it */
-    const size_t ylen = (size_t)(T * H * 2);
     const int same_ring_bwd = b1 == b3 && memcmp((char *)snap1 + ylen, (char *)snap3 + ylen,
                                                  (size_t)b1 - ylen) == 0;
     printf("  %-28s r%d with a one-region token ring%s: y %s, gradients %s\n", label, rank,
@@ -352,33 +370,6 @@ GPU_TEST(layer_fp8_wgrad_expert) {
   fp8_mode_cases(c, "fp8, per-expert wgrad", "fp8, per-expert wgrad, zipf", 0);
   c.wgrad_mode = 3;
   fp8_mode_cases(c, "fp8, per-expert act wgrad", "fp8, per-expert act wgrad, zipf", 0);
-}
-
-/* The SwiGLU backward in d_act's epilogue (tuning flag 32768; where the intermediate size splits
- * into 256 columns), with the FP8 weight gradients and with the bf16 ones, whose route reuses the
- * buffer that holds dx's operand there (dx then runs before them): every gradient against the
- * reference, a second backward and a one-region ring's bit for bit, as fp8_case checks. */
-GPU_TEST(layer_fp8_dswiglu_epilogue) {
-  gg_set_tuning(0, 0, 0, 32768);
-  lh_case c = lh_base_case();
-  c.T = 301; c.Is = 128; c.H = 384; c.I = 256;
-  lh_case q = c; /* the layer takes that route here, not the row kernel's */
-  q.dtype = MOK_DTYPE_FP8_BLOCK128;
-  lh_setup u;
-  mok_status st;
-  if (lh_setup_open(gpu_ctx.group, &u, &q, "fp8 SwiGLU bwd in d_act: route", &st)) {
-    CHECK(st == MOK_SUCCESS && mok_gpu_fp8_dswiglu(u.e.ws));
-    lh_setup_close(&u);
-  }
-  fp8_case(c, "fp8 SwiGLU bwd in d_act");
-  c.bf16_wgrad = 1;
-  fp8_case(c, "fp8 SwiGLU bwd in d_act, bf16 wgrad");
-  c.bf16_wgrad = 0;
-  c.route = MOK_ROUTE_ZIPF; c.E = 16; c.k = 4; c.T = 250; c.H = 256; c.I = 512; c.Is = 0;
-  c.use_limit = 1; c.limit = 0.75f;
-  c.tol = 3e-2; /* the clamp's bound (layer_fp8_zipf_clamp says why) */
-  fp8_case(c, "fp8 SwiGLU bwd in d_act, zipf+clamp");
-  gg_set_tuning(0, 0, 0, 0);
 }
 
 /* The router-weight gradient from the forward's kept outputs (config fp8_fused_router_grad = 0;

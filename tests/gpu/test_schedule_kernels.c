@@ -9,9 +9,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <cuda_runtime_api.h>
-#include "kernels/v1/v1.h"
-#include "reference/ref_inputs.h"
-#include "schedule/schedule.h"
+#include "tests/gpu/internal.h"
 #include "tests/gpu/gpu_test.h"
 
 enum { INJECT_NONE, INJECT_BAD_ID, INJECT_DUPLICATE, INJECT_SMALL_CAPACITY, INJECT_BAD_COUNT };
@@ -47,7 +45,7 @@ static void sk_free(sk_out *o) {
 }
 
 /* Runs one build into o (error word cleared, table poisoned first); returns the error word. */
-static int32_t sk_build(v1_sched_args a, sk_out *o, int el, int64_t cap, int parallel,
+static int32_t sk_build(mok_sched_args a, sk_out *o, int el, int64_t cap, int parallel,
                         cudaStream_t q) {
   a.topk_all = o->topk_all;
   a.counts = o->counts;
@@ -61,8 +59,8 @@ static int32_t sk_build(v1_sched_args a, sk_out *o, int el, int64_t cap, int par
   CHECK(cudaMemsetAsync(o->expert_count, 0x5A, (size_t)el * 4, q) == cudaSuccess);
   CHECK(cudaMemsetAsync(o->expert_offset, 0x5A, (size_t)(el + 1) * 4, q) == cudaSuccess);
   CHECK(cudaMemsetAsync(o->row_src, 0x5A, (size_t)cap * 4, q) == cudaSuccess);
-  CHECK(v1_sched_count_scan(&a, q) == cudaSuccess);
-  CHECK(v1_sched_fill_pad(&a, q) == cudaSuccess);
+  CHECK(mok_sched_count_scan(&a, q) == cudaSuccess);
+  CHECK(mok_sched_fill_pad(&a, q) == cudaSuccess);
   int32_t err = -1;
   CHECK(cudaMemcpyAsync(&err, o->err, 4, cudaMemcpyDeviceToHost, q) == cudaSuccess);
   CHECK(cudaStreamSynchronize(q) == cudaSuccess);
@@ -121,7 +119,7 @@ static void sk_run(const sk_case *c, const char *label, int timing) {
   /* every simulated rank's routing in its own device buffer, reached through a peer table */
   char **peers_h = calloc((size_t)ep, sizeof *peers_h), **peers_d = NULL;
   int64_t *counts = malloc((size_t)ep * sizeof *counts);
-  for (int r = 0; r < ep; ++r) { /* the routing, then the rank's staged count (v1_sched_stage) */
+  for (int r = 0; r < ep; ++r) { /* the routing, then the rank's staged count (mok_sched_stage) */
     counts[r] = c->counts ? c->counts[r] : T;
     const int32_t staged = c->inject == INJECT_BAD_COUNT && r == ep - 1 ? (int32_t)T + 1
                                                                         : (int32_t)counts[r];
@@ -140,7 +138,7 @@ static void sk_run(const sk_case *c, const char *label, int timing) {
   CHECK(cudaStreamCreate(&q) == cudaSuccess);
   int bad = 0;
   for (int rank = 0; rank < ep; ++rank) {
-    v1_sched_args a;
+    mok_sched_args a;
     memset(&a, 0, sizeof a);
     a.peer_base = peers_d;
     a.topk_off = 0;
@@ -155,7 +153,7 @@ static void sk_run(const sk_case *c, const char *label, int timing) {
     a.capacity = cap;
     a.chunks_per_rank = cpr;
     a.chunk_tokens = ct;
-    CHECK(v1_sched_prepare(&a) == cudaSuccess);
+    CHECK(mok_sched_prepare(&a) == cudaSuccess);
     mok_sched_params p = {ep, rank, T, k, E, c->tile_m, cap, c->counts ? counts : NULL};
     const mok_status want = c->inject == INJECT_BAD_COUNT
                                 ? MOK_ERR_INVALID_ARGUMENT
@@ -190,8 +188,8 @@ static void sk_run(const sk_case *c, const char *label, int timing) {
           a.err = par_ ? par.err : ser.err;
           a.parallel = par_;
           cudaEventRecord(e0, q);
-          v1_sched_count_scan(&a, q);
-          v1_sched_fill_pad(&a, q);
+          mok_sched_count_scan(&a, q);
+          mok_sched_fill_pad(&a, q);
           cudaEventRecord(e1, q);
           cudaEventSynchronize(e1);
           cudaEventElapsedTime(&ms[par_][i], e0, e1);

@@ -6,11 +6,25 @@
 #include <stdlib.h>
 #include <string.h>
 #include <cuda_runtime_api.h>
-#include "api/gpu_internal.h"
-#include "kernels/gemm/gemm.h"
-#include "kernels/v1/v1.h"
+#include "mok_reference.h"
 #include "tests/gpu/gpu_test.h"
+#include "tests/gpu/internal.h"
 #include "tests/gpu/layer_harness.h"
+
+/* n bf16 values, uniform in [-scale, scale], from the test inputs' generator. */
+static int upload_random(void *dst, int64_t n, uint64_t seed, uint64_t stream, float scale) {
+  float *f = (float *)malloc((size_t)(n + 1) * sizeof(float));
+  uint16_t *b = (uint16_t *)malloc((size_t)(n + 1) * sizeof(uint16_t));
+  int ok = f && b;
+  if (ok) {
+    mok_fill_random_bf16_values(seed, stream, f, n, scale);
+    mok_bf16_from_float_array(f, b, n);
+    ok = cudaMemcpy(dst, b, (size_t)n * 2, cudaMemcpyHostToDevice) == cudaSuccess;
+  }
+  free(f);
+  free(b);
+  return ok;
+}
 
 static void swiglu_quant_case(int64_t T, int64_t I, mok_route_kind route, int use_limit,
                               const char *label) {
@@ -47,9 +61,9 @@ static void swiglu_quant_case(int64_t T, int64_t I, mok_route_kind route, int us
     CHECK(cudaMalloc((void **)&sb, (size_t)(kb2 * m_pad * 4 + 16)) == cudaSuccess);
     /* inputs: g, the pre-activations (some past the clamp's 1.5), act through its quantization,
      * router weights in (0, 1] */
-    CHECK(v1_fill_random_bf16(g, cap * I, seed, 1, 0.5f, q) == cudaSuccess);
-    CHECK(v1_fill_random_bf16(pre, cap * 2 * I, seed, 2, 3.0f, q) == cudaSuccess);
-    CHECK(v1_fill_random_bf16(act, cap * I, seed, 3, 2.0f, q) == cudaSuccess);
+    CHECK(upload_random(g, cap * I, seed, 1, 0.5f));
+    CHECK(upload_random(pre, cap * 2 * I, seed, 2, 3.0f));
+    CHECK(upload_random(act, cap * I, seed, 3, 2.0f));
     CHECK_STATUS(mok_fp8_quant_act(act, codes, act_s, cap, I, q), MOK_SUCCESS);
     lh_upload_router_rows(rw_rows, cap, seed);
     /* poison what the two runs write */
@@ -59,13 +73,13 @@ static void swiglu_quant_case(int64_t T, int64_t I, mok_route_kind route, int us
     CHECK(cudaMemsetAsync(sb, 0xFE, (size_t)(kb2 * m_pad * 4), q) == cudaSuccess);
     CHECK(cudaMemsetAsync(dgu[0], 0xFF, (size_t)(cap * 2 * I * 2), q) == cudaSuccess);
     CHECK(cudaMemsetAsync(dgu[1], 0xFE, (size_t)(cap * 2 * I * 2), q) == cudaSuccess);
-    v1_route r = mok_gpu_route(sched);
+    mok_move_route r = mok_gpu_route(sched);
     const size_t drw_bytes = (size_t)(T * c.k * 4);
     char *drw[2] = {NULL, NULL};
     const int32_t *used = sched->expert_offset + w->el;
     for (int run = 0; run < 2; ++run) {
       CHECK_STATUS(mok_gpu_barrier(w, q), MOK_SUCCESS); /* every rank's d_rw slots free */
-      CHECK(v1_swiglu_backward_rw(&r, w->off_drw, g, pre, codes, act_s, m_pad, rw_rows, dgu[run],
+      CHECK(mok_swiglu_backward_rw(&r, w->off_drw, g, pre, codes, act_s, m_pad, rw_rows, dgu[run],
                                   run ? qb : NULL, run ? sb : NULL, m_pad, I, use_limit, 1.5f,
                                   q) == cudaSuccess);
       if (!run) CHECK_STATUS(mok_fp8_quant_act_upto(dgu[0], qa, sa, cap, 2 * I, used, q),

@@ -11,11 +11,25 @@ from mok import _capi as c  # noqa: E402
 
 def main():
     cfg = c.default_config()
-    assert cfg.dtype == c.DTYPE_BF16 and cfg.path == c.PATH_AUTO
-    assert (cfg.fwd_comm_sms, cfg.bwd_comm_sms, cfg.tile_m, cfg.minibatch_rows) == (0, 0, 128, 128)
+    assert cfg.size == ctypes.sizeof(c.Config) and cfg.magic == c.CONFIG_MAGIC
+    assert cfg.version == c.VERSION_CODE, cfg.version  # the bindings mirror this mok.h
+    assert cfg.dtype == c.DTYPE_BF16 and cfg.plan.path == c.PATH_AUTO
+    assert all(getattr(cfg.plan, n) == 0 for n, _ in c.Plan._fields_)  # every choice mok's
     assert cfg.macrobatch_minibatches == 64 and cfg.ring_bytes == 0 and cfg.schedule_capacity == 0
-    assert cfg.use_swiglu_limit == 0 and cfg.timeout_ms == 10000 and cfg.deterministic == 1
+    assert cfg.use_swiglu_limit == 0 and cfg.timeout_ms == 10000
     assert cfg.fp8_weight_grads == 3 and cfg.fp8_fused_router_grad == 1 and cfg.fp8_shared_expert == 0
+    # the plan's text form through the C parser, both ways
+    pinned = c.default_config(plan={"path": "grouped", "shared_fwd": "beside_late"})
+    assert pinned.plan.path == c.PATH_GROUPED and pinned.plan.shared_fwd == 3
+    buf = ctypes.create_string_buffer(512)
+    c.call("mok_plan_format", ctypes.byref(pinned.plan), buf, 512)
+    assert buf.value == b"path=grouped,shared_fwd=beside_late", buf.value
+    for bad_plan in ("path=v1", "no_such=1", {"tile_m": "big"}):
+        try:
+            c.default_config(plan=bad_plan)
+            raise AssertionError(f"plan {bad_plan!r} accepted")
+        except ValueError:
+            pass
 
     dsv3 = c.Shape(7168, 7168, 256, 2048, 8, 2048)
     c.call("mok_validate", ctypes.byref(dsv3), ctypes.byref(cfg), 8)
@@ -26,13 +40,26 @@ def main():
         raise AssertionError("timeout_ms=0 accepted")
     except c.MokError as e:
         assert e.status == 1 and "INVALID_ARGUMENT" in str(e), e
-    bad = c.default_config(deterministic=2)
+    bad = c.default_config(fp8_shared_expert=2)  # past the int64s: the layout agrees with C
     try:
         c.call("mok_validate", ctypes.byref(dsv3), ctypes.byref(bad), 8)
-        raise AssertionError("deterministic=2 accepted")
+        raise AssertionError("fp8_shared_expert=2 accepted")
     except c.MokError as e:
         assert e.status == 1
-    bad = c.default_config(fp8_shared_expert=2)  # the last field: the layout's end agrees with C
+    bad = c.default_config(plan="wgrad_cluster_gate_up=3")  # the last field of all
+    try:
+        c.call("mok_validate", ctypes.byref(dsv3), ctypes.byref(bad), 8)
+        raise AssertionError("wgrad_cluster_gate_up=3 accepted")
+    except c.MokError as e:
+        assert e.status == 1
+    bad = c.default_config()
+    bad.magic = 0  # not made by mok_config_init
+    try:
+        c.call("mok_validate", ctypes.byref(dsv3), ctypes.byref(bad), 8)
+        raise AssertionError("a config without its magic accepted")
+    except c.MokError as e:
+        assert e.status == 1
+    bad = c.default_config(fp8_shared_expert=2)  # once more, on its own
     try:
         c.call("mok_validate", ctypes.byref(dsv3), ctypes.byref(bad), 8)
         raise AssertionError("fp8_shared_expert=2 accepted")
@@ -51,11 +78,12 @@ def main():
         raise AssertionError("misaligned hidden accepted")
     except c.MokError as e:
         assert e.status == 3 and "MISALIGNED" in str(e)
-    try:
-        c.default_config(no_such_knob=1)
-        raise AssertionError("unknown knob accepted")
-    except TypeError:
-        pass
+    for knob in ("no_such_knob", "size", "magic"):
+        try:
+            c.default_config(**{knob: 1})
+            raise AssertionError(f"knob {knob} accepted")
+        except TypeError:
+            pass
 
     rows = ctypes.c_int64()
     c.call("mok_schedule_worst_case_rows", ctypes.byref(dsv3), 8, 128, ctypes.byref(rows))

@@ -155,7 +155,7 @@ def test_module_rejects_bad_shapes():
     with pytest.raises(ValueError):
         mok.MoE(128, 128, 8, 2, backend="mok", expert_precision="fp4")
     with pytest.raises(ValueError):
-        mok.MoE(128, 128, 8, 2, backend="mok", expert_precision="fp8", kernels="v1")
+        mok.MoE(128, 128, 8, 2, backend="mok", expert_precision="fp8", kernels="oracle")
     m = mok.MoE(32, 16, 8, 2, backend="torch")
     with pytest.raises(ValueError):
         m(torch.randn(4, 31))

@@ -248,8 +248,9 @@ def functional_inputs(seed, T, E, k, ep, hidden, inter):
 def test_fused_path_matches_default():
     """The functional ops on the default Group (the fused path: dispatch inside the gate+up
     kernel, pushes from the GEMM epilogues), on Group(path="fused") and on a Group with a
-    one-region token ring give the grouped path's outputs and gradients (separate communication
-    kernels) bit for bit; v1 agrees within bf16 noise."""
+    one-region token ring, or with other plan choices pinned give the grouped path's outputs and
+    gradients (separate communication kernels) bit for bit; the oracle agrees within bf16
+    noise."""
     import mok.functional as mf
     seed = shared_seed()
     ep, rank = dist.get_world_size(), dist.get_rank()
@@ -257,17 +258,19 @@ def test_fused_path_matches_default():
     x, dy, topk, rw, w = functional_inputs(seed + rank, T, E, k, ep, H, I)
     outs = {}
     region = (128 + (ep * T + 127) // 128 * 128) * H * 2  # one 128-row macrobatch + one expert's most
-    knobs = {"ring": dict(ring_bytes=region, macrobatch_minibatches=1)}
-    for path in ("auto", "fused", "grouped", "v1", "ring"):
-        grp = mf.Group(path="auto" if path == "ring" else path, **knobs.get(path, {}))
+    knobs = {"ring": dict(ring_bytes=region, macrobatch_minibatches=1),
+             "pinned": dict(plan={"routed_cluster": 1, "schedule": "serial"})}
+    for path in ("auto", "fused", "grouped", "oracle", "ring", "pinned"):
+        grp = mf.Group(path=path if path in mf.Group.PATHS else "auto", **knobs.get(path, {}))
         y = mf.moe_forward(x, topk, rw, *w, grp.id, E, 0.0)
         grads = mf.moe_backward(dy, x, topk, rw, *w, grp.id, E, 0.0)
         torch.cuda.synchronize()
         outs[path] = [y] + [t for t in grads if t is not None]
         grp.destroy()
-    same = all(torch.equal(a, b) and torch.equal(a, c) and torch.equal(a, d)
-               for a, b, c, d in zip(outs["grouped"], outs["fused"], outs["auto"], outs["ring"]))
-    worst_v1 = max(rel(a, b) for a, b in zip(outs["grouped"], outs["v1"]))
+    same = all(torch.equal(a, b) and torch.equal(a, c) and torch.equal(a, d) and torch.equal(a, e)
+               for a, b, c, d, e in zip(outs["grouped"], outs["fused"], outs["auto"],
+                                        outs["ring"], outs["pinned"]))
+    worst_v1 = max(rel(a, b) for a, b in zip(outs["grouped"], outs["oracle"]))
     report("fused_vs_default", ep=ep, rank=rank, bitwise=same, worst_v1_vs_default=f"{worst_v1:.2e}")
     assert agree(same and worst_v1 < TOL and finite(*outs["fused"]))
     check_no_device_fault()

@@ -1,10 +1,10 @@
 #!/usr/bin/env bash
-# fused_sweep.sh — `mok run` over the fused path's knobs (forward comm SMs x minibatch rows) on
+# fused_sweep.sh — `mok run` over the fused path's plan fields (forward comm CTAs x minibatch rows) on
 # every visible GPU, with the default and the grouped path measured in the same call; prints one
 # table.
 #   env: MOK (the binary, default build/mok), TOKENS (default 4096), SHAPE (default deepseek-v3),
 #        COMM (default "2 4 8 16"), MB (default "128 256"), ITERS (default 10), ROUTING (uniform),
-#        EXTRA (more `mok run` options for every row, e.g. "--gg-cluster 2" or "--gg-flags 8")
+#        EXTRA (more `mok run` options for every row, e.g. "--plan routed_cluster=1")
 set -u
 MOK=${MOK:-build/mok}
 args="--shape ${SHAPE:-deepseek-v3} --tokens ${TOKENS:-4096} --routing ${ROUTING:-uniform} --iters ${ITERS:-10} --warmup 2 ${EXTRA:-}"
@@ -25,6 +25,6 @@ row "default (auto)"
 row "grouped (separate kernels)" --path grouped
 for mb in ${MB:-128 256}; do
   for c in ${COMM:-2 4 8 16}; do
-    row "fused comm $c mb $mb" --path fused --fwd-comm-sms "$c" --minibatch "$mb"
+    row "fused comm $c mb $mb" --plan "path=fused,fwd_comm=$c,minibatch=$mb"
   done
 done

@@ -1,10 +1,11 @@
 #!/usr/bin/env bash
-# ep2_targets.sh — the measurements #7's targets are read from, on a 2-GPU machine, with a build
+# ep2_targets.sh — the EP=2 measurements (the layer's targets at two GPUs), on a 2-GPU machine, with a build
 # made beforehand ($BUILD: libmok.so, mok, mok_gpu_tests). One step per call, each within ~10 min:
 #   STEP=harness  the layer harness at EP=2 (DeepSeek-V3 + shared expert, T 7168, uniform and Zipf,
 #                 BF16 and FP8, eager and from a CUDA graph, PyTorch+NCCL in the same run)
-#   STEP=ab       `mok run` at EP=2, FP8, alternating A/B pairs of tuning flags ($AB_FLAGS, default
-#                 "0 524288": the weight gradient in cluster pairs against single CTAs)
+#   STEP=ab       `mok run` at EP=2, FP8, alternating A/B pairs of plans ($AB_PLANS, default
+#                 "auto wgrad_cluster_down=1,wgrad_cluster_gate_up=1": the weight gradient in
+#                 cluster pairs against single CTAs)
 #   STEP=suite    the GPU test suite at EP=2, then the Python GPU tests
 # Logs go to $OUT; the step's table is printed last.
 set -u
@@ -25,12 +26,14 @@ harness)
   ;;
 ab)
   for round in 1 2; do
-    for f in ${AB_FLAGS:-0 524288}; do
+    i=0
+    for p in ${AB_PLANS:-auto wgrad_cluster_down=1,wgrad_cluster_gate_up=1}; do
+      i=$((i + 1))
       # mok run starts a process per visible GPU itself: EP=2 on this machine
       timeout 120 "$BUILD/mok" run --shape deepseek-v3 --tokens 7168 --iters 30 --warmup 3 \
-        --seed 7 --dtype fp8 --build-in-forward 1 --gg-flags "$f" >"$OUT/ab_${f}_$round.log" 2>&1
-      echo "flags $f round $round exit $?: $(grep -E '^ *(build \+ forward|backward) ' \
-        "$OUT/ab_${f}_$round.log" | tr -s ' ' | tr '\n' '|')"
+        --seed 7 --dtype fp8 --build-in-forward 1 --plan "$p" >"$OUT/ab_${i}_$round.log" 2>&1
+      echo "plan $p round $round exit $?: $(grep -E '^ *(build \+ forward|backward) ' \
+        "$OUT/ab_${i}_$round.log" | tr -s ' ' | tr '\n' '|')"
     done
   done
   ;;

@@ -1,0 +1,86 @@
+/* move.h — C entry points of the layer's token movement between ranks and its reductions
+ * (move.cu): the forward dispatch (pull) and combine (push, then the reduce in j order), the
+ * backward's reverse combine (pull dy, push d_router_weights) and reverse dispatch (push dx
+ * parts, then the reduce), over a schedule's route. The movement that runs inside the GEMM
+ * launches is in fused_move.h. Every function only enqueues work on the given stream and returns
+ * the launch status. Kernels read the workspace's sticky error word and skip their work when it
+ * is set (final outputs are then written as NaN). */
+#ifndef MOK_MOVE_H
+#define MOK_MOVE_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include <cuda_runtime_api.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+typedef struct {
+  char *const *peer_base;       /* device [ep]: each rank's symmetric base address, mapped here */
+  int rank, ep;
+  int64_t tokens;               /* T */
+  int top_k;                    /* k */
+  int64_t hidden;               /* H */
+  const int32_t *row_src;       /* schedule: [capacity] */
+  const int32_t *expert_offset; /* schedule: [experts_local + 1] */
+  int experts_local;
+  int64_t capacity;
+  int32_t *err;
+  int ctas;                     /* the row kernels' grid: 0, a CTA per 8 rows (every SM); > 0,
+                                   that many CTAs of 32 warps walking the rows with the grid's
+                                   stride, so the other SMs stay free (the shared expert runs
+                                   beside the dispatch and the reverse combine)              */
+} mok_move_route;
+
+/* recv[row] = x of (src rank, token) for each real row (pulled from the source rank's symmetric
+ * buffer at x_off, [T, H] bf16); padding rows get zeros. */
+cudaError_t mok_move_dispatch_pull(const mok_move_route *r, size_t x_off, void *recv, cudaStream_t stream);
+
+/* FP8 forward dispatch: pulls each real row's e4m3 codes (source's symmetric [T, H] at x8_off) into
+ * recv8 [capacity, H] and its fp32 scales (source's [T, H / 128] at s_off) into scales
+ * [H / 128][m_pad] (m_pad >= capacity); padding rows get zero codes and scale 1. The same GEMM
+ * input, bit for bit, as mok_move_dispatch_pull followed by mok_fp8_quant_act. */
+cudaError_t mok_move_dispatch_pull_fp8(const mok_move_route *r, size_t x8_off, size_t s_off, void *recv8,
+                                 float *scales, int64_t m_pad, cudaStream_t stream);
+
+/* Pushes rows[row] ([capacity, H] bf16) to the source rank's symmetric [T*k, H] buffer at dst_off,
+ * slot (token * k + j). Used by forward combine and backward reverse-dispatch. */
+cudaError_t mok_move_push_rows(const mok_move_route *r, const void *rows, size_t dst_off, cudaStream_t stream);
+
+/* y[t] = sum_j rw[t, j] * slots[t*k + j] (j order) + shared[t] (if non-NULL); fp32 math, bf16 out. */
+cudaError_t mok_move_combine_reduce(int64_t T, int k, int64_t H, const void *slots, const float *rw,
+                              const void *shared_out, void *y, const int32_t *err,
+                              cudaStream_t stream);
+
+/* Backward reverse-combine: for each real row, pulls dy[token] (symmetric, dy_off) and
+ * rw[token * k + j] (symmetric fp32, rw_off) from the source rank, writes d_out[row] = rw * dy,
+ * and pushes dot(dy, out_rows[row]) into the source rank's fp32 [T*k] buffer at drw_off. Padding
+ * rows of d_out get zeros. */
+cudaError_t mok_move_reverse_combine(const mok_move_route *r, size_t dy_off, size_t rw_off, size_t drw_off,
+                               const void *out_rows, void *d_out, cudaStream_t stream);
+
+/* FP8, the router-weight gradient fused into the SwiGLU backward: for each real row, d_out[row] =
+ * rw * dy (bf16), the unweighted dy quantized 1x128 into q [rows, H] e4m3 with scales
+ * [H / 128][m_pad] fp32, and rw_rows[row] = rw; nothing pushed. Padding rows: zeros, zero codes,
+ * scale 1, rw 0. */
+cudaError_t mok_move_reverse_combine_fp8(const mok_move_route *r, size_t dy_off, size_t rw_off, void *d_out,
+                                   void *q, float *scales, int64_t m_pad, float *rw_rows,
+                                   cudaStream_t stream);
+
+/* The ops layer's variant of the above with dy rows already pulled (dy_rows [capacity, H], local):
+ * rw from the source rank's buffer through rw_base (rw_off), d_rw pushed through r->peer_base. */
+cudaError_t mok_move_weight_rows(const mok_move_route *r, char *const *rw_base, size_t rw_off, size_t drw_off,
+                           const void *dy_rows, const void *out_rows, void *d_out,
+                           cudaStream_t stream);
+
+/* dx[t] = sum_j parts[t*k + j] (j order) + shared_dx[t] (if non-NULL), bf16 out;
+ * drw_out[i] = drw_in[i] for i < T*k. NaN everywhere when the error word is set. */
+cudaError_t mok_move_dx_reduce(int64_t T, int k, int64_t H, const void *parts, const void *shared_dx,
+                         void *dx, const float *drw_in, float *drw_out, const int32_t *err,
+                         cudaStream_t stream);
+
+#ifdef __cplusplus
+}
+#endif
+#endif /* MOK_MOVE_H */
