@@ -93,11 +93,13 @@ clean:
 
 -include $(shell find $(BUILD) -name '*.d' 2>/dev/null)
 
-# ---- grouped GEMM (kernels/grouped_gemm_*): standalone GPU test and benchmark ---------------------
+# ---- grouped GEMM (kernels/gemm): standalone GPU test and benchmark -------------------------------
 #   make gg-test     build and run the grouped GEMM GPU tests (needs an sm_90 GPU)
 #   make gg-bench    build and run the grouped GEMM benchmark (needs an sm_90 GPU)
 #   make gg-lib      build/libmok_gg.so: the grouped GEMMs alone, for the torch comparison
-GG_SRC := $(wildcard kernels/gemm/*.cu kernels/pointwise/fp8_*.cu kernels/pointwise/mxfp8.cu)
+# the GEMMs, the FP8 quantizers that make their operands, and kernels/common's launch errors
+GG_SRC := $(wildcard kernels/gemm/*.cu kernels/pointwise/fp8_*.cu kernels/pointwise/mxfp8.cu \
+                     kernels/common/*.cu)
 GG_DEPS := $(GG_SRC) $(wildcard $(addsuffix /*.h,$(KERNEL_DIRS)) $(addsuffix /*.cuh,$(KERNEL_DIRS))) include/mok.h
 .PHONY: gg-test gg-bench gg-lib
 $(BUILD)/gg_test: tests/gpu/test_grouped_gemm.cu $(BUILD)/tests/test_runner.o $(GG_DEPS)

@@ -60,7 +60,8 @@ static mok_status shared_forward_fp8(mok_schedule *s, const mok_weights *wt, con
   const int64_t T = s->tokens, H = w->shape.hidden, Is = w->shape.shared_intermediate;
   const mok_expert_rows r = mok_shared_rows(s);
   const s8_layout l = shared_fp8_layout(w);
-  const mok_gg_launch lg = mok_fp8_launch(w, Is, 1, max_ctas), ld = mok_fp8_launch(w, H, 1, max_ctas);
+  const mok_gg_launch lg = {0, 0, max_ctas}; /* gate+up: the 256-column kernel always */
+  const mok_gg_launch ld = mok_fp8_launch(w, H, 1, max_ctas);
   TRY(shared_weights_fp8(w, wt, 0, stream));
   float *xs = mok_fp8_scales_of(w->fp8.s8_x, T, H), *as = mok_fp8_scales_of(s->sa, T, Is);
   TRY(mok_fp8_quant_act(x, w->fp8.s8_x, xs, T, H, stream));

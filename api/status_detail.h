@@ -11,7 +11,7 @@ mok_status mok_record_error(mok_status status, const char *fmt, ...)
 
 /* How many details the calling thread has recorded: a call that returned MOK_ERR_CUDA without
  * changing it recorded none itself (the grouped GEMM's launchers keep their own record,
- * gg_last_error), so its caller moves that record into mok_last_error with its own place. */
+ * mok_kernel_last_error), so its caller moves that record into mok_last_error with its own place. */
 unsigned mok_error_records(void);
 
 #endif

@@ -1,11 +1,16 @@
-/* bench_grouped_gemm.cu — benchmark of the BF16 grouped GEMMs (kernels/grouped_gemm.h) on the
- * issue's MoE shapes, uniform and Zipf-skewed row counts. Random data (never zeros), warm-up, then
- * CUDA-event timing of each launch; prints the median. TFLOP/s = 2 * real_rows * N * K / time.
- * Writes each shape's row counts to the file named by argv[1] (default gg_counts.txt) so that
- * bench/grouped_gemm_baseline.py times torch on exactly the same problems. Environment:
- * MOK_GG_CLUSTER (1 or 2) forces a cluster size, MOK_GG_FLAGS sets the tuning flags of the default
- * rows (e.g. for a profiler run of one variant), MOK_GG_MAX_CTAS caps the persistent kernels' grids
- * (mok_gg_set_max_ctas: how a kernel scales with the SMs it is given). */
+/* bench_grouped_gemm.cu — benchmark of the grouped GEMMs (kernels/gemm/gemm.h, gemm_fused.h) on
+ * the issue's MoE shapes, uniform and Zipf-skewed row counts. Random data (never zeros), warm-up,
+ * then CUDA-event timing of each launch; prints the median. TFLOP/s = 2 * real_rows * N * K /
+ * time. Rows: each product with its default launch (the choices gemm_plan.h makes for the
+ * capacity's rows per expert), then the kept alternatives through explicit launches (suffixes):
+ * BF16 _c1 / _c2 (single CTAs, cluster pairs), the FP8 plain product on the 128-column kernel
+ * _wg2 / _wg3 (consumer warpgroups; shapes whose columns do not split into 256), the FP8 MLP in
+ * one launch and in two (fp8_mlp / fp8_mlp2), the FP8 weight gradient _pairs / _single. Writes
+ * each shape's row counts to the file named by argv[1] (default gg_counts.txt) so that
+ * bench/grouped_gemm_baseline.py times torch on exactly the same problems; argv[2]: iterations
+ * (20). Environment: MOK_GG_BENCH_SHAPES, a substring filter on the shape names; MOK_GG_MAX_CTAS,
+ * a cap on every persistent grid (the max_ctas of every row's launch: how a kernel scales with
+ * the SMs it is given). */
 #include <cuda_runtime.h>
 #include <math.h>
 #include <stdint.h>
@@ -16,7 +21,8 @@
 #include <vector>
 #include "kernels/gemm/gemm_fused.h"
 #include "kernels/gemm/gemm.h"
-#include "kernels/gemm/tmap.h"
+#include "kernels/gemm/gemm_plan.h"
+#include "kernels/pointwise/fp8_quant.h"
 
 #define CK(x)                                                                            \
   do {                                                                                   \
@@ -52,7 +58,6 @@ typedef struct {
   int n, k;      /* GEMM N (for gate+up: 2 * I) and K                      */
   int gateup;    /* 1: fused SwiGLU gate+up (I = n / 2), 0: plain forward    */
   int backward;  /* 1: also time dgrad and wgrad on this shape             */
-  int sweep;     /* bit 0: bf16 cluster / raster-group variants; bit 1: FP8 variants */
 } shape;
 
 static std::vector<int> make_counts(const shape &s) {
@@ -71,9 +76,16 @@ static std::vector<int> make_counts(const shape &s) {
 }
 
 typedef mok_status (*launch_fn)(void *ctx);
-#if F8G_PROBE_TIMES
-extern "C" void gg_fp8_wgrad_probe_dump(void); /* kernels/grouped_gemm_fp8_wgrad.cu */
-#endif
+
+/* The launch of the row being timed: the row's choices, the cap of MOK_GG_MAX_CTAS. */
+static int g_max_ctas = 0;
+static mok_gg_launch g_launch = {0, 0, 0};
+static const mok_gg_launch *launch_now(void) { return &g_launch; }
+static void set_launch(int cluster, int warpgroups) {
+  g_launch.cluster = cluster;
+  g_launch.warpgroups = warpgroups;
+  g_launch.max_ctas = g_max_ctas;
+}
 
 static double time_median_ms(launch_fn f, void *ctx, int warm, int iters) {
   for (int i = 0; i < warm; ++i)
@@ -104,12 +116,13 @@ typedef struct {
 
 static mok_status run_fwd(void *p) {
   ctx_t *c = (ctx_t *)p;
-  return mok_gg_bf16_fwd(c->a, c->b, c->c, c->off, c->cnt, c->E, c->m_total, c->n, c->k, 0);
+  return mok_gg_bf16_fwd(c->a, c->b, c->c, c->off, c->cnt, c->E, c->m_total, c->n, c->k,
+                         launch_now(), 0);
 }
 static mok_status run_swiglu(void *p) {
   ctx_t *c = (ctx_t *)p;
   return mok_gg_bf16_gate_up_swiglu(c->a, c->b, c->b2, c->c, NULL, c->off, c->cnt, c->E,
-                                    c->m_total, c->n / 2, c->k, 0, 0.f, 0);
+                                    c->m_total, c->n / 2, c->k, 0, 0.f, launch_now(), 0);
 }
 typedef struct {
   void *qa, *qb, *qb2;
@@ -122,12 +135,13 @@ typedef struct {
 static mok_status run_fp8_fwd(void *p) {
   f8ctx_t *c = (f8ctx_t *)p;
   return mok_gg_fp8_fwd(c->qa, c->sa, c->qb, c->sb, c->c, c->off, c->cnt, c->E, c->m_total, c->n,
-                        c->k, 0);
+                        c->k, launch_now(), 0);
 }
 static mok_status run_fp8_swiglu(void *p) {
   f8ctx_t *c = (f8ctx_t *)p;
   return mok_gg_fp8_gate_up_swiglu(c->qa, c->sa, c->qb, c->sb, c->qb2, c->sb2, c->c, NULL, c->off,
-                                   c->cnt, c->E, c->m_total, c->n / 2, c->k, 0, 0.f, 0);
+                                   c->cnt, c->E, c->m_total, c->n / 2, c->k, 0, 0.f, launch_now(),
+                                   0);
 }
 /* The forward MLP of a gate+up shape (n = 2 inter, k = hidden): gate+up with the activations
  * quantized, then down (w_down [E, k, n / 2]: the first half of the same quantized bytes), in one
@@ -149,32 +163,33 @@ static mok_status run_fp8_mlp(void *p) {
   a.expert_offset = c->off; a.expert_count = c->cnt; a.num_experts = c->E;
   a.m_total = c->m_total; a.inter = c->n / 2; a.hidden = c->k;
   a.sync = m->sync; a.err = m->err; a.timeout_ns = 10000000000LL;
-  return mok_gg_fp8_mlp_forward(&a, 0);
+  return mok_gg_fp8_mlp_forward(&a, launch_now(), 0);
 }
 static mok_status run_fp8_mlp2(void *p) {
   mlp_t *m = (mlp_t *)p;
   f8ctx_t *c = m->f;
   const int64_t inter = c->n / 2;
   mok_status st = mok_gg_fp8_gate_up_swiglu_quantized(
-      c->qa, c->sa, c->qb, c->sb, c->qb2, c->sb2, m->out, m->pre, m->q_act, m->q_scales, c->off,
-      c->cnt, c->E, c->m_total, inter, c->k, 0, 0.f, 0);
+      c->qa, c->sa, c->qb, c->sb, c->qb2, c->sb2, m->pre, m->q_act, m->q_scales, c->off, c->cnt,
+      c->E, c->m_total, inter, c->k, 0, 0.f, launch_now(), 0);
   if (st != MOK_SUCCESS) return st;
   return mok_gg_fp8_fwd(m->q_act, m->q_scales, c->qb, c->sb, m->out, c->off, c->cnt, c->E,
-                        c->m_total, c->k, inter, 0);
+                        c->m_total, c->k, inter, launch_now(), 0);
 }
 static mok_status run_dgrad(void *p) { /* dA [M, k] = dC [M, n] x W [E, n, k] */
   ctx_t *c = (ctx_t *)p;
-  return mok_gg_bf16_dgrad(c->c, c->b, c->a, c->off, c->cnt, c->E, c->m_total, c->n, c->k, 0);
+  return mok_gg_bf16_dgrad(c->c, c->b, c->a, c->off, c->cnt, c->E, c->m_total, c->n, c->k,
+                           launch_now(), 0);
 }
 static mok_status run_wgrad(void *p) { /* dW [E, n, k] fp32 = dC^T A */
   ctx_t *c = (ctx_t *)p;
   return mok_gg_bf16_wgrad(c->c, c->a, c->w32, 1, 0, c->off, c->cnt, c->E, c->m_total, c->n,
-                           c->k, 0);
+                           c->k, launch_now(), 0);
 }
 static mok_status run_wgrad_bf16(void *p) { /* dW [E, n, k] bf16 (the layer's gradients) */
   ctx_t *c = (ctx_t *)p;
   return mok_gg_bf16_wgrad(c->c, c->a, c->w32, 0, 0, c->off, c->cnt, c->E, c->m_total, c->n,
-                           c->k, 0);
+                           c->k, launch_now(), 0);
 }
 /* The FP8 weight gradient: dC and A quantized 1x128 along the tokens (transposed), then the
  * K-grouped FP8 GEMM into bf16 dW; timed with and without the two quantizations. */
@@ -188,76 +203,60 @@ typedef struct {
 static mok_status run_fp8_wgrad_quant(void *p) {
   f8w_t *f = (f8w_t *)p;
   ctx_t *c = f->c;
-  mok_status st = mok_fp8_quant_t(c->c, f->qc, f->sc, f->act_only ? NULL : f->amax,
-                                        c->off, c->cnt, c->E, c->m_total, c->n, 0);
+  mok_status st = mok_fp8_quant_t(c->c, f->qc, f->sc, f->act_only ? NULL : f->amax, c->off,
+                                  c->cnt, c->E, c->m_total, c->n, 0);
   if (st != MOK_SUCCESS) return st;
-  return mok_fp8_quant_t(c->a, f->qa, f->sa, f->amax, c->off, c->cnt, c->E, c->m_total,
-                               c->k, 0);
+  return mok_fp8_quant_t(c->a, f->qa, f->sa, f->amax, c->off, c->cnt, c->E, c->m_total, c->k, 0);
 }
 static mok_status run_fp8_wgrad(void *p) {
   f8w_t *f = (f8w_t *)p;
   ctx_t *c = f->c;
   const int scales = !f->amax ? 0 : f->act_only ? 2 : 1;
   return mok_gg_fp8_wgrad(f->qc, f->sc, c->n, f->qa, f->sa, c->k, c->w32, 0, 0, scales, c->off,
-                          c->cnt, c->E, c->m_total, c->n, c->k, 0);
+                          c->cnt, c->E, c->m_total, c->n, c->k, launch_now(), 0);
 }
 
-/* Cluster size x raster group variants of one kernel (printed as kernel/cC/gG); the default
- * is restored afterwards. */
-static int base_flags; /* tuning flags of the default rows (MOK_GG_FLAGS) */
-
-static void sweep(const char *name, const char *kern, launch_fn f, void *ctx, double flop, int iters) {
-  const int groups[] = {4, 8, 16};
-  for (int cl = 1; cl <= 2; ++cl)
-    for (int g : groups) {
-      gg_set_tuning(g, cl, 0, 0);
-      double ms = time_median_ms(f, ctx, 2, iters);
-      char label[32];
-      snprintf(label, sizeof label, "%s/c%d/g%d", kern, cl, g);
-      printf("  %-20s %-14s %8.3f %10.1f  grid %d\n", name, label, ms, flop / ms * 1e-9,
-             gg_last_grid());
-    }
-  /* probes: clusters of 2 without multicast; a grid of one CTA per SM */
-  const int probes[][2] = {{0, 1}, {132, 0}, {132, 1}};
-  for (auto &pr : probes) {
-    gg_set_tuning(0, 2, pr[0], pr[1]);
-    double ms = time_median_ms(f, ctx, 2, iters);
-    char label[40];
-    snprintf(label, sizeof label, "%s/c2/grid%d/%s", kern, pr[0], pr[1] ? "nomc" : "mc");
-    printf("  %-20s %-22s %8.3f %10.1f  grid %d\n", name, label, ms, flop / ms * 1e-9,
-           gg_last_grid());
-  }
-  const char *cl_env = getenv("MOK_GG_CLUSTER");
-  gg_set_tuning(0, cl_env ? atoi(cl_env) : 0, 0, base_flags);
+/* Times f under the launch (cluster, warpgroups; the cap of MOK_GG_MAX_CTAS) and prints the row:
+ * shape, name, ms, and TFLOP/s for flop (or GB/s for bytes when gbs). */
+static double row(const char *shape, const char *name, launch_fn f, void *ctx, double work,
+                  int iters, int cluster = 0, int warpgroups = 0, int warm = 3, int gbs = 0) {
+  set_launch(cluster, warpgroups);
+  const double ms = time_median_ms(f, ctx, warm, iters);
+  if (gbs) printf("%-22s %-18s %10.3f %8.0f GB/s\n", shape, name, ms, work / ms * 1e-6);
+  else printf("%-22s %-18s %10.3f %10.1f\n", shape, name, ms, work / ms * 1e-9);
+  set_launch(0, 0);
+  return ms;
 }
 
 int main(int argc, char **argv) {
   const char *counts_path = argc > 1 ? argv[1] : "gg_counts.txt";
   int iters = argc > 2 ? atoi(argv[2]) : 20;
-  const char *cl_env = getenv("MOK_GG_CLUSTER"); /* force a cluster size (1 or 2) */
-  const char *fl_env = getenv("MOK_GG_FLAGS");    /* tuning flags for the default rows */
   const char *cap_env = getenv("MOK_GG_MAX_CTAS"); /* a cap on every persistent grid (0: none) */
-  base_flags = fl_env ? atoi(fl_env) : 0;
-  if (cap_env) mok_gg_set_max_ctas(atoi(cap_env));
-  gg_set_tuning(0, cl_env ? atoi(cl_env) : 0, 0, base_flags);
+  g_max_ctas = cap_env ? atoi(cap_env) : 0;
+  if (g_max_ctas < 0) { fprintf(stderr, "MOK_GG_MAX_CTAS must be >= 0\n"); return 1; }
+  set_launch(0, 0);
   FILE *cf = fopen(counts_path, "w");
   if (!cf) { perror(counts_path); return 1; }
   cudaDeviceProp prop;
   CK(cudaGetDeviceProperties(&prop, 0));
-  printf("device %s, %d SMs\n", prop.name, prop.multiProcessorCount);
+  printf("device %s, %d SMs%s\n", prop.name, prop.multiProcessorCount,
+         g_max_ctas ? ", grids capped (MOK_GG_MAX_CTAS)" : "");
   const shape shapes[] = {
-      {"dsv3_ep8_gateup", 32, 1792, 0, 4096, 7168, 1, 1, 2},
-      {"dsv3_ep8_down", 32, 1792, 0, 7168, 2048, 0, 1, 2},
-      {"dsv3_ep2_gateup", 128, 448, 0, 4096, 7168, 1, 1, 0},
-      {"dsv3_ep2_down", 128, 448, 0, 7168, 2048, 0, 1, 0},
-      {"qwen3_gateup", 128, 256, 0, 1536, 2048, 1, 0, 2},
-      {"qwen3_down", 128, 256, 0, 2048, 768, 0, 0, 0},
-      {"dsv3_ep8_gateup_zipf", 32, 1792, 1, 4096, 7168, 1, 0, 0},
-      {"dsv3_ep8_down_zipf", 32, 1792, 1, 7168, 2048, 0, 0, 0},
-      {"qwen3_gateup_zipf", 128, 256, 1, 1536, 2048, 1, 0, 0},
-      {"qwen3_down_zipf", 128, 256, 1, 2048, 768, 0, 0, 0},
+      {"dsv3_ep8_gateup", 32, 1792, 0, 4096, 7168, 1, 1},
+      {"dsv3_ep8_down", 32, 1792, 0, 7168, 2048, 0, 1},
+      {"dsv3_ep2_gateup", 128, 448, 0, 4096, 7168, 1, 1},
+      {"dsv3_ep2_down", 128, 448, 0, 7168, 2048, 0, 1},
+      {"qwen3_gateup", 128, 256, 0, 1536, 2048, 1, 0},
+      {"qwen3_down", 128, 256, 0, 2048, 768, 0, 0},
+      {"dsv3_ep8_gateup_zipf", 32, 1792, 1, 4096, 7168, 1, 0},
+      {"dsv3_ep8_down_zipf", 32, 1792, 1, 7168, 2048, 0, 0},
+      {"qwen3_gateup_zipf", 128, 256, 1, 1536, 2048, 1, 0},
+      {"qwen3_down_zipf", 128, 256, 1, 2048, 768, 0, 0},
+      /* DeepSeek-V2-Lite's backward d_act (N = intermediate 1408, not in 256s): the FP8 plain
+       * product on the 128-column kernel */
+      {"dsv2lite_dact", 64, 384, 0, 1408, 2048, 0, 0},
   };
-  printf("%-22s %-10s %10s %10s\n", "shape", "kernel", "ms", "TFLOP/s");
+  printf("%-22s %-18s %10s %10s\n", "shape", "kernel", "ms", "TFLOP/s");
   const char *only = getenv("MOK_GG_BENCH_SHAPES"); /* a substring filter on the shape names */
   for (const shape &s : shapes) {
     if (only && !strstr(s.name, only)) continue;
@@ -289,35 +288,24 @@ int main(int argc, char **argv) {
     fill(c.a, na, 1, 1.0f);
     fill(c.c, nc, 2, 1.0f);
     const double flop = 2.0 * real * s.n * s.k;
-    if (s.gateup) {
+    if (s.gateup) { /* BF16 gate+up: default, single CTAs, cluster pairs */
       size_t nh = nb / 2;
       CK(cudaMalloc(&c.b, nh * 2));
       CK(cudaMalloc(&c.b2, nh * 2));
       fill(c.b, nh, 3, 0.05f);
       fill(c.b2, nh, 4, 0.05f);
-      double ms = time_median_ms(run_swiglu, &c, 3, iters);
-      printf("%-22s %-10s %10.3f %10.1f\n", s.name, "swiglu", ms, flop / ms * 1e-9);
-      if (s.sweep & 1) sweep(s.name, "swiglu", run_swiglu, &c, flop, iters);
+      row(s.name, "swiglu", run_swiglu, &c, flop, iters);
+      row(s.name, "swiglu_c1", run_swiglu, &c, flop, iters, 1);
+      row(s.name, "swiglu_c2", run_swiglu, &c, flop, iters, 2);
       cudaFree(c.b2);
       c.b2 = NULL;
       cudaFree(c.b);
     }
     CK(cudaMalloc(&c.b, nb * 2));
     fill(c.b, nb, 5, 0.05f);
-    {
-      double ms = time_median_ms(run_fwd, &c, 3, iters);
-      printf("%-22s %-10s %10.3f %10.1f\n", s.name, "fwd", ms, flop / ms * 1e-9);
-      if (s.sweep & 1) sweep(s.name, "fwd", run_fwd, &c, flop, iters);
-      /* staggered consumer warpgroups (tuning flags 8 / 16: 2 / 3 k-blocks of head start) */
-      const int st_flags[] = {8, 16};
-      for (int fl : st_flags) {
-        gg_set_tuning(0, cl_env ? atoi(cl_env) : 0, 0, fl);
-        ms = time_median_ms(run_fwd, &c, 3, iters);
-        printf("%-22s %-10s %10.3f %10.1f\n", s.name, fl == 8 ? "fwd_st2" : "fwd_st3", ms,
-               flop / ms * 1e-9);
-      }
-      gg_set_tuning(0, cl_env ? atoi(cl_env) : 0, 0, base_flags);
-    }
+    row(s.name, "fwd", run_fwd, &c, flop, iters);
+    row(s.name, "fwd_c1", run_fwd, &c, flop, iters, 1);
+    row(s.name, "fwd_c2", run_fwd, &c, flop, iters, 2);
     {
       /* FP8 block-scaled: quantize A and B (bf16 -> e4m3 + scales) once, then time the GEMM */
       f8ctx_t f = {};
@@ -335,12 +323,12 @@ int main(int argc, char **argv) {
        * [E, n, k] bytes (only the timing matters here) */
       f.qb2 = f.qb;
       f.sb2 = f.sb;
-      if (s.gateup) {
-        double ms = time_median_ms(run_fp8_swiglu, &f, 3, iters);
-        printf("%-22s %-10s %10.3f %10.1f\n", s.name, "fp8_swiglu", ms, flop / ms * 1e-9);
+      if (s.gateup) row(s.name, "fp8_swiglu", run_fp8_swiglu, &f, flop, iters);
+      row(s.name, "fp8_fwd", run_fp8_fwd, &f, flop, iters);
+      if (!mok_gg_fp8_wide_covers(s.n)) { /* the 128-column kernel's consumer warpgroups */
+        row(s.name, "fp8_fwd_wg2", run_fp8_fwd, &f, flop, iters, 0, 2);
+        row(s.name, "fp8_fwd_wg3", run_fp8_fwd, &f, flop, iters, 0, 3);
       }
-      double ms = time_median_ms(run_fp8_fwd, &f, 3, iters);
-      printf("%-22s %-10s %10.3f %10.1f\n", s.name, "fp8_fwd", ms, flop / ms * 1e-9);
       if (s.gateup) { /* the forward MLP in one launch and in two, interleaved twice */
         mlp_t m = {&f, NULL, NULL, NULL, NULL, NULL, NULL};
         const int64_t inter = s.n / 2;
@@ -352,15 +340,9 @@ int main(int argc, char **argv) {
         CK(cudaMalloc(&m.err, 4));
         CK(cudaMemset(m.err, 0, 4));
         const double mflop = 1.5 * flop; /* gate+up 2 M n k, down 2 M k n / 2 */
-        for (int rep = 0; rep < 2; ++rep) { /* one launch; down tiles early (4096); two */
-          ms = time_median_ms(run_fp8_mlp, &m, 3, iters);
-          printf("%-22s %-10s %10.3f %10.1f\n", s.name, "fp8_mlp", ms, mflop / ms * 1e-9);
-          gg_set_tuning(0, 0, 0, base_flags | 4096);
-          ms = time_median_ms(run_fp8_mlp, &m, 3, iters);
-          printf("%-22s %-10s %10.3f %10.1f\n", s.name, "fp8_mlp_early", ms, mflop / ms * 1e-9);
-          gg_set_tuning(0, cl_env ? atoi(cl_env) : 0, 0, base_flags);
-          ms = time_median_ms(run_fp8_mlp2, &m, 3, iters);
-          printf("%-22s %-10s %10.3f %10.1f\n", s.name, "fp8_mlp2", ms, mflop / ms * 1e-9);
+        for (int rep = 0; rep < 2; ++rep) {
+          row(s.name, "fp8_mlp", run_fp8_mlp, &m, mflop, iters);
+          row(s.name, "fp8_mlp2", run_fp8_mlp2, &m, mflop, iters);
         }
         int32_t err = 0;
         CK(cudaMemcpy(&err, m.err, 4, cudaMemcpyDeviceToHost));
@@ -368,57 +350,16 @@ int main(int argc, char **argv) {
         cudaFree(m.q_act); cudaFree(m.q_scales); cudaFree(m.pre); cudaFree(m.out);
         cudaFree(m.sync); cudaFree(m.err);
       }
-      /* the 256-column kernel's warpgroups issuing as they come (flag 512), its outputs stored
-       * from registers (flag 1024), then the default again: A, B, C, A in one process, so that
-       * the card's state is shared */
-      for (int rep = 0; rep < 3; ++rep) {
-        const int fl[] = {512, 1024, 0};
-        gg_set_tuning(0, 0, 0, base_flags | fl[rep]);
-        const char *sfxs[] = {"_noturn", "_direct", "_again"}, *sfx = sfxs[rep];
-        char nm[32];
-        if (s.gateup) {
-          ms = time_median_ms(run_fp8_swiglu, &f, 3, iters);
-          snprintf(nm, sizeof nm, "fp8_swiglu%s", sfx);
-          printf("%-22s %-10s %10.3f %10.1f\n", s.name, nm, ms, flop / ms * 1e-9);
-        }
-        ms = time_median_ms(run_fp8_fwd, &f, 3, iters);
-        snprintf(nm, sizeof nm, "fp8_fwd%s", sfx);
-        printf("%-22s %-10s %10.3f %10.1f\n", s.name, nm, ms, flop / ms * 1e-9);
-      }
-      gg_set_tuning(0, cl_env ? atoi(cl_env) : 0, 0, base_flags);
-      if (s.sweep & 2) { /* FP8 variants: 32 / 16 = three / two warpgroups, 4 = clusters of 2,
-                            64 = direct epilogue + a stage, 2 = two partials (two warpgroups),
-                            128 = 256-column tiles with a rescaled accumulator */
-        const int flags[] = {32, 36, 96, 16, 20, 80, 2, 6, 128, 132};
-        const char *names[] = {"fp8/3wg/c1", "fp8/3wg/c2", "fp8/3wg/direct", "fp8/2wg/c1",
-                               "fp8/2wg/c2", "fp8/2wg/direct", "fp8/2wg/db/c1", "fp8/2wg/db/c2",
-                               "fp8/wide256", "fp8/wide256/c2"};
-        for (int i = 0; i < (int)(sizeof flags / sizeof flags[0]); ++i) {
-          gg_set_tuning(0, 0, 0, flags[i]);
-          double m1 = time_median_ms(s.gateup ? run_fp8_swiglu : run_fp8_fwd, &f, 2, iters);
-          printf("  %-20s %-14s %8.3f %10.1f\n", s.name, names[i], m1, flop / m1 * 1e-9);
-        }
-        const char *cl_env = getenv("MOK_GG_CLUSTER");
-        gg_set_tuning(0, cl_env ? atoi(cl_env) : 0, 0, base_flags);
-      }
       cudaFree(f.qa); cudaFree(f.sa); cudaFree(f.qb); cudaFree(f.sb);
     }
     if (s.backward) {
       /* dgrad of this layer: dC [M, n] x W [E, n, k] -> [M, k] */
-      double ms = time_median_ms(run_dgrad, &c, 2, iters);
-      printf("%-22s %-10s %10.3f %10.1f\n", s.name, "dgrad", ms, flop / ms * 1e-9);
+      row(s.name, "dgrad", run_dgrad, &c, flop, iters, 0, 0, 2);
+      row(s.name, "dgrad_c1", run_dgrad, &c, flop, iters, 1, 0, 2);
+      row(s.name, "dgrad_c2", run_dgrad, &c, flop, iters, 2, 0, 2);
       CK(cudaMalloc(&c.w32, nb * 4));
-      ms = time_median_ms(run_wgrad, &c, 2, iters);
-      printf("%-22s %-10s %10.3f %10.1f\n", s.name, "wgrad_f32", ms, flop / ms * 1e-9);
-      /* bf16 out (TMA-store epilogue), and with the warpgroups staggered by 2 / 3 k-blocks */
-      const int wflags[] = {0, 8, 16};
-      const char *wname[] = {"wgrad_bf16", "wgrad_st2", "wgrad_st3"};
-      for (int i = 0; i < 3; ++i) {
-        gg_set_tuning(0, 0, 0, wflags[i]);
-        ms = time_median_ms(run_wgrad_bf16, &c, 2, iters);
-        printf("%-22s %-10s %10.3f %10.1f\n", s.name, wname[i], ms, flop / ms * 1e-9);
-      }
-      gg_set_tuning(0, cl_env ? atoi(cl_env) : 0, 0, base_flags);
+      row(s.name, "wgrad_f32", run_wgrad, &c, flop, iters, 0, 0, 2);
+      row(s.name, "wgrad_bf16", run_wgrad_bf16, &c, flop, iters, 0, 0, 2); /* TMA-store epilogue */
       f8w_t fw = {&c, NULL, NULL, NULL, NULL, NULL, 0};
       const int64_t mp = MOK_FP8_SCALE_ROWS(o);
       CK(cudaMalloc(&fw.qc, (size_t)s.n * mp));
@@ -427,39 +368,20 @@ int main(int argc, char **argv) {
       CK(cudaMalloc(&fw.sa, (size_t)(mp / 128) * s.k * 4));
       /* the quantizations' rate in GB/s of bf16 read + codes written (real rows) */
       const double qbytes = (double)o * (double)(s.n + s.k) * 3.0;
-      ms = time_median_ms(run_fp8_wgrad_quant, &fw, 2, iters);
-      printf("%-22s %-10s %10.3f %8.0f GB/s\n", s.name, "f8w_quant", ms, qbytes / ms * 1e-6);
-      ms = time_median_ms(run_fp8_wgrad, &fw, 2, iters);
-      printf("%-22s %-10s %10.3f %10.1f\n", s.name, "fp8_wgrad", ms, flop / ms * 1e-9);
+      row(s.name, "f8w_quant", run_fp8_wgrad_quant, &fw, qbytes, iters, 0, 0, 2, 1);
+      row(s.name, "fp8_wgrad", run_fp8_wgrad, &fw, flop, iters, 0, 0, 2);
       /* one scale per expert and column: the quantization (amax, then codes), the GEMM */
       CK(cudaMalloc(&fw.amax, (size_t)c.E * (s.n > s.k ? s.n : s.k) * 4));
-      ms = time_median_ms(run_fp8_wgrad_quant, &fw, 2, iters);
-      printf("%-22s %-10s %10.3f %8.0f GB/s\n", s.name, "f8w_quantx", ms, qbytes / ms * 1e-6);
-      ms = time_median_ms(run_fp8_wgrad, &fw, 2, iters);
-      printf("%-22s %-10s %10.3f %10.1f\n", s.name, "fp8_wgradx", ms, flop / ms * 1e-9);
-      /* per-expert scales for the inputs only, the gradients' blocks promoted */
+      row(s.name, "f8w_quantx", run_fp8_wgrad_quant, &fw, qbytes, iters, 0, 0, 2, 1);
+      row(s.name, "fp8_wgradx", run_fp8_wgrad, &fw, flop, iters, 0, 0, 2);
+      /* per-expert scales for the inputs only, the gradients' blocks rescaled (the layer's
+       * default): the default launch, cluster pairs, single CTAs, the default again */
       fw.act_only = 1;
-      ms = time_median_ms(run_fp8_wgrad_quant, &fw, 2, iters);
-      printf("%-22s %-10s %10.3f %8.0f GB/s\n", s.name, "f8w_quanth", ms, qbytes / ms * 1e-6);
-      ms = time_median_ms(run_fp8_wgrad, &fw, 2, iters);
-      printf("%-22s %-10s %10.3f %10.1f\n", s.name, "fp8_wgradh", ms, flop / ms * 1e-9);
-#if F8G_PROBE_TIMES
-      gg_fp8_wgrad_probe_dump(); /* the timing probe's record of that row's last launch */
-#endif
-      /* flag 16384: the same with each block's partial promoted; flag 512: rescaled without
-       * turns; 131072: every token block whole (padding tokens too); 262144: B's column scales
-       * from global memory; 524288: single CTAs, no B multicast; then the default again */
-      const int hflags[] = {16384, 512, 131072, 262144, 131072 | 262144, 524288};
-      const char *hname[] = {"fp8_wgradp", "fp8_wgradn", "fp8_wgradw", "fp8_wgradg", "fp8_wgradwg",
-                             "fp8_wgrad1"};
-      for (int i = 0; i < 6; ++i) {
-        gg_set_tuning(0, cl_env ? atoi(cl_env) : 0, 0, base_flags | hflags[i]);
-        ms = time_median_ms(run_fp8_wgrad, &fw, 2, iters);
-        printf("%-22s %-10s %10.3f %10.1f\n", s.name, hname[i], ms, flop / ms * 1e-9);
-      }
-      gg_set_tuning(0, cl_env ? atoi(cl_env) : 0, 0, base_flags);
-      ms = time_median_ms(run_fp8_wgrad, &fw, 2, iters);
-      printf("%-22s %-10s %10.3f %10.1f\n", s.name, "fp8_wgradh", ms, flop / ms * 1e-9);
+      row(s.name, "f8w_quanth", run_fp8_wgrad_quant, &fw, qbytes, iters, 0, 0, 2, 1);
+      row(s.name, "fp8_wgradh", run_fp8_wgrad, &fw, flop, iters, 0, 0, 2);
+      if (s.n % 256 == 0) row(s.name, "fp8_wgradh_pairs", run_fp8_wgrad, &fw, flop, iters, 2, 0, 2);
+      row(s.name, "fp8_wgradh_single", run_fp8_wgrad, &fw, flop, iters, 1, 0, 2);
+      row(s.name, "fp8_wgradh", run_fp8_wgrad, &fw, flop, iters, 0, 0, 2);
       cudaFree(fw.amax);
       cudaFree(fw.qc); cudaFree(fw.qa); cudaFree(fw.sc); cudaFree(fw.sa);
       cudaFree(c.w32);

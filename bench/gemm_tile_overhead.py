@@ -14,18 +14,13 @@ clock: two measurements on one GPU, in one process.
    apart from one the card clocks down (power). The dense products multiply every row by one
    expert's weights (the same M, N, K; their B stays in L2), as in grouped_gemm_baseline.py.
 
-   --variant LABEL:FLAGS[:LIB] adds a sustained phase of the FP8 gate+up with other tuning flags
-   (kernels/grouped_gemm_tmap.h) or another build of the library, between the default's phases:
-   e.g. the FP8 kernel's timing probe without the rescale's multiplies (wrong results, timing
-   only; F8W_PROBE_RESCALE in kernels/grouped_gemm_fp8_wide.cuh), built as a library of its own:
-     nvcc -O3 -std=c++17 -gencode arch=compute_90a,code=sm_90a -Xcompiler -fPIC -Iinclude -I. \
-       -DF8W_PROBE_RESCALE=1 -shared -o probe/libmok_gg.so kernels/grouped_gemm_*.cu
-     ... --variant no_rescale:0:probe/libmok_gg.so
+   --variant LABEL:LIB adds a sustained phase of the FP8 gate+up from another build of the
+   library (an experimental change to a kernel, built by `make gg-lib BUILD=dir` in its own
+   tree), between the default's phases, so that the two builds share the card's state.
 
 usage: python3 bench/gemm_tile_overhead.py [--lib libmok_gg.so] [--rounds R] [--iters I]
-       [--seconds S] [--no-sweep] [--variant LABEL:FLAGS[:LIB]]..."""
+       [--seconds S] [--no-sweep] [--variant LABEL:LIB]..."""
 import argparse
-import ctypes
 import os
 import subprocess
 import sys
@@ -41,10 +36,7 @@ KS = (1024, 2048, 4096, 7168)
 
 
 def load(path):
-    lib = gb.load_lib(path)
-    lib.gg_set_tuning.argtypes = [ctypes.c_int] * 4
-    lib.gg_set_tuning.restype = None
-    return lib
+    return gb.load_lib(path)
 
 
 def make(lib, k):
@@ -65,7 +57,7 @@ def make(lib, k):
     st = torch.cuda.current_stream().cuda_stream
     assert lib.mok_fp8_quant_act(x.data_ptr(), qa.data_ptr(), sa.data_ptr(), m, k, st) == 0
     assert lib.mok_fp8_quant_weight(w.data_ptr(), qw.data_ptr(), sw.data_ptr(), E, N, k,
-                                          st) == 0
+                                    st) == 0
     qg, qu = qw[:, :inter].contiguous(), qw[:, inter:].contiguous()
     sg, su = sw[:, :inter // 128].contiguous(), sw[:, inter // 128:].contiguous()
     wg, wu = w[:, :inter].contiguous(), w[:, inter:].contiguous()
@@ -80,16 +72,16 @@ def make(lib, k):
     fns = {
         "fp8_plain": lambda: ok(lib.mok_gg_fp8_fwd(qa.data_ptr(), sa.data_ptr(), qw.data_ptr(),
                                                    sw.data_ptr(), out.data_ptr(), d_off.data_ptr(),
-                                                   d_cnt.data_ptr(), E, m, N, k, st)),
+                                                   d_cnt.data_ptr(), E, m, N, k, None, st)),
         "fp8_swiglu": lambda: ok(lib.mok_gg_fp8_gate_up_swiglu(
             qa.data_ptr(), sa.data_ptr(), qg.data_ptr(), sg.data_ptr(), qu.data_ptr(),
             su.data_ptr(), act.data_ptr(), None, d_off.data_ptr(), d_cnt.data_ptr(), E, m, inter,
-            k, 0, 0.0, st)),
+            k, 0, 0.0, None, st)),
         "dense_fp8": lambda: torch._scaled_mm(a8, b8, scale_a=one, scale_b=one,
                                               out_dtype=torch.bfloat16),
         "bf16_swiglu": lambda: ok(lib.mok_gg_bf16_gate_up_swiglu(
             x.data_ptr(), wg.data_ptr(), wu.data_ptr(), act.data_ptr(), None, d_off.data_ptr(),
-            d_cnt.data_ptr(), E, m, inter, k, 0, 0.0, st)),
+            d_cnt.data_ptr(), E, m, inter, k, 0, 0.0, None, st)),
         "dense_bf16": lambda: torch.matmul(x, w[0].t()),
     }
     return fns, 2.0 * m * N * k, keep
@@ -152,23 +144,21 @@ def parse_samples(path):
 def clocks(lib, seconds, variants):
     """Sustained phases: (label, fn) pairs run back to back, the clock sampled meanwhile."""
     fns, flop, keep = make(lib, 7168)
-    phases = [(key, lib, 0, fns[key]) for key in
+    phases = [(key, fns[key]) for key in
               ("fp8_swiglu", "dense_fp8", "fp8_plain", "bf16_swiglu", "dense_bf16")]
     others = []
-    for label, flags, path in variants:
-        vlib = lib if path is None else load(path)
-        vfns, _, vkeep = (fns, None, None) if path is None else make(vlib, 7168)
+    for label, path in variants:
+        vfns, _, vkeep = make(load(path), 7168)
         others.append(vkeep)
-        phases.append((label, vlib, flags, vfns["fp8_swiglu"]))
-    phases += [("fp8_swiglu", lib, 0, fns["fp8_swiglu"]), ("dense_fp8", lib, 0, fns["dense_fp8"])]
+        phases.append((label, vfns["fp8_swiglu"]))
+    phases += [("fp8_swiglu", fns["fp8_swiglu"]), ("dense_fp8", fns["dense_fp8"])]
     path = "/tmp/mok_clock_samples.csv"
     if os.path.exists(path):
         os.remove(path)
     smi = nvsmi_start(path)
     time.sleep(1.0)
     done = []
-    for label, plib, flags, fn in phases:
-        plib.gg_set_tuning(0, 0, 0, flags)
+    for label, fn in phases:
         for _ in range(3):
             fn()
         torch.cuda.synchronize()
@@ -184,7 +174,6 @@ def clocks(lib, seconds, variants):
         ev1.record()
         torch.cuda.synchronize()
         t1 = time.time()
-        plib.gg_set_tuning(0, 0, 0, 0)
         done.append((label, t0, t1, flop * n / (ev0.elapsed_time(ev1) * 1e-3) * 1e-12))
         time.sleep(0.5)
     time.sleep(0.3)
@@ -218,12 +207,14 @@ def main():
     ap.add_argument("--seconds", type=float, default=3.0)
     ap.add_argument("--no-sweep", action="store_true")
     ap.add_argument("--variant", action="append", default=[],
-                    help="LABEL:FLAGS[:LIB], a sustained FP8 gate+up phase with these flags")
+                    help="LABEL:LIB, an FP8 gate+up phase from another build of the library")
     a = ap.parse_args()
     variants = []
     for v in a.variant:
-        f = v.split(":")
-        variants.append((f[0], int(f[1]), f[2] if len(f) > 2 else None))
+        label, sep, path = v.partition(":")
+        if not sep or not path:
+            ap.error(f"--variant {v}: LABEL:LIB")
+        variants.append((label, path))
     lib = load(a.lib)
     torch.manual_seed(0)
     print(f"torch {torch.__version__}, {torch.cuda.get_device_name(0)}")

@@ -3,7 +3,7 @@ product (torch.matmul on the same total rows), timed in ONE process, interleaved
 (torch, mok, dense, ...), so that clocks and temperature are the same for all of them.
 
 mok's kernels are called through ctypes from the library built by `make gg-lib`
-(build/libmok_gg.so). Random bf16 data (never zeros), warm-up, CUDA events, median per round,
+(build/libmok_gg.so), each with its default launch options (a NULL mok_gg_launch). Random bf16 data (never zeros), warm-up, CUDA events, median per round,
 then the median over rounds. TFLOP/s = 2 * real_rows * N * K / time.
 
 usage: python3 bench/grouped_gemm_baseline.py [build/libmok_gg.so] [rounds] [iters]"""
@@ -24,6 +24,7 @@ SHAPES = [
     ("dsv3_ep8_down_zipf", 32, 1792, 1, 7168, 2048, 0),
     ("qwen3_gateup_zipf", 128, 256, 1, 1536, 2048, 1),
     ("qwen3_down_zipf", 128, 256, 1, 2048, 768, 0),
+    ("dsv2lite_dact", 64, 384, 0, 1408, 2048, 0),
 ]
 
 
@@ -52,16 +53,19 @@ def median_ms(fn, iters, warm=2):
 
 
 def load_lib(path):
+    """The entry points this file and gemm_tile_overhead.py call; the GEMMs' argument before the
+    stream is the launch (a mok_gg_launch pointer: None for the defaults)."""
     lib = ctypes.CDLL(path)
     vp, i32p, i, i64 = ctypes.c_void_p, ctypes.c_void_p, ctypes.c_int, ctypes.c_int64
-    lib.mok_gg_bf16_fwd.argtypes = [vp, vp, vp, i32p, i32p, i, i64, i64, i64, vp]
+    lp = ctypes.c_void_p  # const mok_gg_launch *
+    lib.mok_gg_bf16_fwd.argtypes = [vp, vp, vp, i32p, i32p, i, i64, i64, i64, lp, vp]
     lib.mok_gg_bf16_gate_up_swiglu.argtypes = [vp, vp, vp, vp, vp, i32p, i32p, i, i64, i64, i64,
-                                               i, ctypes.c_float, vp]
+                                               i, ctypes.c_float, lp, vp]
     lib.mok_fp8_quant_act.argtypes = [vp, vp, vp, i64, i64, vp]
     lib.mok_fp8_quant_weight.argtypes = [vp, vp, vp, i64, i64, i64, vp]
-    lib.mok_gg_fp8_fwd.argtypes = [vp, vp, vp, vp, vp, i32p, i32p, i, i64, i64, i64, vp]
+    lib.mok_gg_fp8_fwd.argtypes = [vp, vp, vp, vp, vp, i32p, i32p, i, i64, i64, i64, lp, vp]
     lib.mok_gg_fp8_gate_up_swiglu.argtypes = [vp, vp, vp, vp, vp, vp, vp, vp, i32p, i32p, i, i64,
-                                              i64, i64, i, ctypes.c_float, vp]
+                                              i64, i64, i, ctypes.c_float, lp, vp]
     for f in ("mok_gg_bf16_fwd", "mok_gg_bf16_gate_up_swiglu", "mok_fp8_quant_act",
               "mok_fp8_quant_weight", "mok_gg_fp8_fwd", "mok_gg_fp8_gate_up_swiglu"):
         getattr(lib, f).restype = i
@@ -111,14 +115,15 @@ def main():
                 st = lib.mok_gg_bf16_gate_up_swiglu(x_pad.data_ptr(), wg.data_ptr(), wu.data_ptr(),
                                                     act.data_ptr(), None, d_off.data_ptr(),
                                                     d_cnt.data_ptr(), e, m_total, inter, k, 0,
-                                                    0.0, stream)
+                                                    0.0, None, stream)
                 assert st == 0, st
         else:
             mok = None
 
         def mok_fwd():
             st = lib.mok_gg_bf16_fwd(x_pad.data_ptr(), w.data_ptr(), out.data_ptr(),
-                                     d_off.data_ptr(), d_cnt.data_ptr(), e, m_total, n, k, stream)
+                                     d_off.data_ptr(), d_cnt.data_ptr(), e, m_total, n, k, None,
+                                     stream)
             assert st == 0, st
 
         # FP8 block-scaled: quantize once (mok's kernels), then time mok's fp8 GEMM; the dense
@@ -129,9 +134,9 @@ def main():
         qw = torch.empty(e, n, k, device=dev, dtype=torch.uint8)
         sw = torch.empty(e, n // 128, k // 128, device=dev, dtype=torch.float32)
         assert lib.mok_fp8_quant_act(x_pad.data_ptr(), qa.data_ptr(), sa.data_ptr(), m_total,
-                                           k, stream) == 0
+                                     k, stream) == 0
         assert lib.mok_fp8_quant_weight(w.data_ptr(), qw.data_ptr(), sw.data_ptr(), e, n, k,
-                                              stream) == 0
+                                        stream) == 0
         if gateup:
             qg, qu = qw[:, :inter].contiguous(), qw[:, inter:].contiguous()
             sg, su = sw[:, :inter // 128].contiguous(), sw[:, inter // 128:].contiguous()
@@ -141,13 +146,13 @@ def main():
                                                    sg.data_ptr(), qu.data_ptr(), su.data_ptr(),
                                                    act.data_ptr(), None, d_off.data_ptr(),
                                                    d_cnt.data_ptr(), e, m_total, inter, k, 0, 0.0,
-                                                   stream)
+                                                   None, stream)
                 assert st == 0, st
         else:
             def mok8():
                 st = lib.mok_gg_fp8_fwd(qa.data_ptr(), sa.data_ptr(), qw.data_ptr(), sw.data_ptr(),
                                         out.data_ptr(), d_off.data_ptr(), d_cnt.data_ptr(), e,
-                                        m_total, n, k, stream)
+                                        m_total, n, k, None, stream)
                 assert st == 0, st
         a8 = x.to(f8)
         b8 = w[0].to(f8).t()

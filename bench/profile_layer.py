@@ -61,14 +61,11 @@ def main():
     ap.add_argument("--graph", action="store_true",
                     help="with --timeline: also the same step replayed from a CUDA graph, from idle "
                          "(what the harness's graph rows time), its timeline after the eager one")
-    ap.add_argument("--gg-flags", type=int, default=0,
-                    help="grouped GEMM tuning flags (kernels/grouped_gemm_tmap.h), a probe")
+    ap.add_argument("--plan", default=None,
+                    help="plan fields to pin, \"key=value,...\" (include/mok.h, mok_plan)")
     args = ap.parse_args()
     if args.forward_only and args.backward_only:
         ap.error("--forward-only and --backward-only exclude each other")
-    if args.gg_flags:
-        from mok._capi import lib
-        lib.gg_set_tuning(0, 0, 0, args.gg_flags)
     rank, ep = init_ranks()
     shape = shape_with(args.shape, args.experts)
     E = shape[2]
@@ -79,7 +76,7 @@ def main():
         knobs["fp8_shared_expert"] = args.fp8_shared
     if args.macrobatch:
         knobs["macrobatch_minibatches"] = args.macrobatch
-    group = mf.Group(path=args.path, **knobs)
+    group = mf.Group(path=args.path, plan=args.plan, **knobs)
     if args.fp8:  # FP8 (block-128) routed experts, weights quantized and transposed untimed
         q = [mf.quantize_weight(t) for t in wl[:3]]
         t8 = mf.transpose_weights_fp8(*q[0], *q[1], *q[2])

@@ -1,4 +1,4 @@
-/* shapes.h — the model shapes mok is measured on (DESIGN.md "How it is measured"), by name. */
+/* shapes.h — the model shapes mok is measured on (docs/DESIGN.md, "How it is measured"), by name. */
 #ifndef MOK_SHAPES_H
 #define MOK_SHAPES_H
 

@@ -1,5 +1,5 @@
 /* fp8.c — E4M3 (the FP8 format Hopper computes in) and the block-scaled quantization of mok's FP8
- * path, bit for bit as the GPU kernels do it (kernels/grouped_gemm_fp8.cu): per block,
+ * path, bit for bit as the GPU kernels do it (kernels/pointwise/fp8_quant.cu): per block,
  * scale = amax / 448 in fp32 (1 for an all-zero block), each value times 1 / scale in fp32, rounded
  * to the nearest E4M3 value (ties to even), saturated to +-448. */
 #include <math.h>

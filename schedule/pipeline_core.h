@@ -1,4 +1,4 @@
-/* pipeline_core.h — the plan of the token ring (DESIGN.md item 4), as plain C that runs unchanged
+/* pipeline_core.h — the plan of the token ring (docs/DESIGN.md, key idea 4), as plain C that runs unchanged
  * on the host and in CUDA kernels: how a schedule's experts are cut into macrobatches, in which
  * order the passes walk them, which ring region holds each, and the view of the schedule one
  * macrobatch gives the expert kernels. Nothing here depends on the routing except through the

@@ -113,8 +113,18 @@ void test_api_config(void) {
   CHECK_STATUS(mok_validate(&dsv3, &bad, 8), MOK_ERR_INVALID_ARGUMENT);
   bad = c, bad.version = MOK_VERSION_CODE + 1;
   CHECK_STATUS(mok_validate(&dsv3, &bad, 8), MOK_ERR_INVALID_ARGUMENT);
-  const mok_config lit = MOK_CONFIG_INITIALIZER;
-  CHECK(memcmp(&lit, &c, sizeof c) == 0);
+  const mok_config lit = MOK_CONFIG_INITIALIZER; /* (field by field: padding is unspecified) */
+  CHECK(lit.size == c.size && lit.magic == c.magic && lit.version == c.version &&
+        lit.dtype == c.dtype && lit.ring_bytes == c.ring_bytes &&
+        lit.macrobatch_minibatches == c.macrobatch_minibatches &&
+        lit.schedule_capacity == c.schedule_capacity && lit.use_swiglu_limit == c.use_swiglu_limit &&
+        lit.swiglu_limit == c.swiglu_limit && lit.timeout_ms == c.timeout_ms &&
+        lit.fp8_weight_grads == c.fp8_weight_grads &&
+        lit.fp8_fused_router_grad == c.fp8_fused_router_grad &&
+        lit.fp8_shared_expert == c.fp8_shared_expert &&
+        memcmp(&lit.plan, &c.plan, sizeof c.plan) == 0);
+  CHECK(c.size == sizeof(mok_config) && c.magic == MOK_CONFIG_MAGIC &&
+        c.version == MOK_VERSION_CODE && c.fp8_weight_grads == 3 && c.timeout_ms == 10000);
   /* MXFP8 is reserved; FP8 runs on the grouped path only */
   bad = c, bad.dtype = MOK_DTYPE_MXFP8;
   CHECK_STATUS(mok_validate(&dsv3, &bad, 8), MOK_ERR_NOT_SUPPORTED);

@@ -63,10 +63,12 @@ void test_cli(void) {
   CHECK(run_mok("run --cpu --clamp -1", out, sizeof out) == 2);
   CHECK(run_mok("run --cpu --frobnicate 1", out, sizeof out) == 2);
   CHECK(run_mok("run --cpu --path sideways", out, sizeof out) == 2);
-  CHECK(strstr(out, "--path wants auto, fused, grouped or v1") != NULL);
-  CHECK(run_mok("run --cpu --gg-cluster 3", out, sizeof out) == 2);
-  CHECK(run_mok("run --cpu --gg-flags -1", out, sizeof out) == 2);
-  CHECK(run_mok("run --cpu --gg-flags 1048576", out, sizeof out) == 2); /* flags end at 524288 */
+  CHECK(strstr(out, "--path wants auto, fused, grouped or oracle") != NULL);
+  CHECK(run_mok("run --cpu --path v1", out, sizeof out) == 2); /* the oracle's old name */
+  CHECK(run_mok("run --cpu --plan shared_fwd=sideways", out, sizeof out) == 2);
+  CHECK(strstr(out, "--plan wants KEY=VALUE") != NULL);
+  CHECK(run_mok("run --cpu --plan no_such_field=1", out, sizeof out) == 2);
+  CHECK(run_mok("run --cpu --gg-flags 8", out, sizeof out) == 2); /* no tuning flags any more */
   CHECK(run_mok("run --cpu --tokens 8 --workspace-tokens 5", out, sizeof out) == 2);
   CHECK(strstr(out, "--workspace-tokens 5 is below the 8 tokens of a step") != NULL);
   CHECK(run_mok("run --cpu --tokens 8 --workspace-tokens 16 --breakdown", out, sizeof out) == 2);

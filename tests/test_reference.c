@@ -122,7 +122,7 @@ void test_reference_fd_clamp(void) {
   fd_case(&s, 2, MOK_ROUTE_UNIFORM, 1, 0, 5e-3);
 }
 
-/* The routings of DESIGN.md, on sampled entries: skewed, one hot expert, an empty expert, an empty
+/* The routings of docs/DESIGN.md ("How it is checked"), on sampled entries: skewed, one hot expert, an empty expert, an empty
  * rank, top-1, and k = E. */
 void test_reference_fd_routings(void) {
   mok_shape s = {7, 8, 8, 4, 3, 4};

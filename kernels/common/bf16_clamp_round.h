@@ -1,5 +1,5 @@
 /* bf16_clamp_round.h — rounding fp32 to bf16 without moving a value across a clamp limit +-L, in
- * plain C usable from host and device (the SwiGLU epilogue of kernels/grouped_gemm_bf16.cu; CPU
+ * plain C usable from host and device (the SwiGLU epilogue of kernels/gemm/bf16.cu; CPU
  * tests in tests/test_bf16.c).
  *
  * The backward pass decides the SwiGLU clamp's masks (g > L, u > L, u < -L) on pre-activations

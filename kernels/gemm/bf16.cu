@@ -250,6 +250,7 @@ __global__ void __launch_bounds__(GG_THREADS, 1)
             const int nrow = GG_BK - valid;
             const int per_box = nrow * 8; /* 16-byte chunks */
             uint4 z = make_uint4(0, 0, 0, 0);
+#pragma unroll 1
             for (int i = tid - 128; i < 6 * per_box; i += 256) {
               const int box = i / per_box, rem = i - box * per_box;
               const int r = valid + rem / 8, c = rem & 7;
@@ -382,9 +383,8 @@ static mok_status gg_launch(const CUtensorMap *a, const CUtensorMap *b0, const C
                             cudaStream_t stream) {
   mok_gg_launch l;
   MOK_KTRY(gg_launch_get(launch, MODE == GG_WGRAD ? 1 : 2, 0, &l));
-  const int cl = MODE == GG_WGRAD ? 1
-                 : l.cluster    ? l.cluster
-                                : mok_gg_bf16_cluster_for(gg_rows_per_expert(m_total, p.num_experts));
+  const int64_t rows = gg_rows_per_expert(m_total, p.num_experts);
+  const int cl = MODE == GG_WGRAD ? 1 : l.cluster ? l.cluster : mok_gg_bf16_cluster_for(rows);
   p.group_m = 16 / cl;
   if (p.comm_ctas > 0) p.comm_ctas = (p.comm_ctas + cl - 1) / cl * cl;
   p.move.ctas = p.comm_ctas; /* the pull's warps count what the consumers wait for */

@@ -1,7 +1,7 @@
-/* grouped_gemm_fp8_wide.cu — the FP8 block-scaled grouped GEMM with 256-column tiles as a kernel of
- * its own: persistent CTAs walk the tile scheduler's tiles with a static stride, each tile through
- * the per-tile producer and consumer of grouped_gemm_fp8_wide.cuh (the design is described there),
- * and the launcher that grouped_gemm_fp8.cu's variant choice calls. */
+/* fp8_wide.cu — the FP8 block-scaled grouped GEMM with 256-column tiles as a kernel of its own:
+ * persistent CTAs walk the tile scheduler's tiles with a static stride, each tile through the
+ * per-tile producer and consumer of fp8_wide.cuh (the design is described there), and the
+ * launcher that fp8.cu's entry points call. */
 #include <cuda.h>
 #include <cuda_runtime.h>
 #include <stdint.h>
@@ -11,9 +11,10 @@
 #include "kernels/gemm/fp8_wide.cuh"
 #include "kernels/gemm/tmap.h"
 #include "kernels/gemm/tile_scheduler.h"
+#include "kernels/common/launch_error.h"
 #include "kernels/common/ptx.cuh"
 
-template <int MODE, int CL>
+template <int MODE>
 __global__ void __launch_bounds__(F8W_THREADS, 1)
     gg_fp8_wide_kernel(const __grid_constant__ CUtensorMap tm_a,
                        const __grid_constant__ CUtensorMap tm_b0,
@@ -30,13 +31,12 @@ __global__ void __launch_bounds__(F8W_THREADS, 1)
   const uint32_t full0 = smem_u32(&bars[0]);
   const uint32_t empty0 = smem_u32(&bars[F8W_STAGES]);
   const int E = p.num_experts;
-  const int rank = CL > 1 ? (int)cluster_ctarank() : 0;
-  const int unit0 = blockIdx.x / CL, ustride = gridDim.x / CL;
-  const bool tma_c = !p.direct && (MODE == F8_FWD ? p.c0 != nullptr : p.has_preact != 0);
-  if (threadIdx.x == 32 && MODE == F8_SWIGLU && !p.direct) tma_prefetch_desc(&tm_act);
-  const int total = f8_cta_start<MODE, CL>(smem_base, full0, empty0, F8W_STAGES, 8 * CL, F8W_BM,
-                                           &tm_a, &tm_b0, &tm_b1, tma_c ? &tm_c : NULL, p.count,
-                                           E, p.n_tiles, prefix);
+  const int unit0 = blockIdx.x, ustride = gridDim.x;
+  const bool tma_c = MODE == F8_FWD ? p.c0 != nullptr : p.has_preact != 0;
+  if (threadIdx.x == 32 && MODE == F8_SWIGLU) tma_prefetch_desc(&tm_act);
+  const int total = f8_cta_start<MODE>(smem_base, full0, empty0, F8W_STAGES, 8, F8W_BM, &tm_a,
+                                       &tm_b0, &tm_b1, tma_c ? &tm_c : NULL, p.count, E,
+                                       p.n_tiles, prefix);
 
   if (wg == 0) {
     /* ------------------------------ producer ------------------------------ */
@@ -46,14 +46,13 @@ __global__ void __launch_bounds__(F8W_THREADS, 1)
       int cursor = 0;
       for (int u = unit0; u < total; u += ustride) {
         const gg_tile t = gg_decode_m_grouped_from(u, prefix, E, p.n_tiles, p.group_m, &cursor);
-        f8w_produce_tile<MODE, CL>(p, &tm_a, &tm_b0, &tm_b1, t, rank, smem_base, full0, empty0, r);
+        f8w_produce_tile<MODE>(p, &tm_a, &tm_b0, &tm_b1, t, smem_base, full0, empty0, r);
       }
-      gg_producer_drain<CL>(empty0, F8W_STAGES, r.stage, r.phase);
     }
   } else {
     /* ------------------------------ consumers ----------------------------- */
     setmaxnreg_inc<232>();
-    const f8w_consumer c = f8w_consumer_init(smem_base, full0, empty0, tid, p.turns != 0);
+    const f8w_consumer c = f8w_consumer_init(smem_base, full0, empty0, tid);
     f8w_cstate s = f8w_cstate_start();
     int cursor = 0;
     float y[128];
@@ -75,8 +74,7 @@ __global__ void __launch_bounds__(F8W_THREADS, 1)
         t = gg_decode_m_grouped_from(u + ustride, prefix, E, p.n_tiles, p.group_m, &cursor);
         ws_next = f8w_scales_at<MODE>(p, t);
       }
-      f8w_consume_tile<MODE, MODE, CL>(p, p, &tm_c, &tm_act, c, tile, rank, ws, ws_next,
-                                       last_tile, s, y);
+      f8w_consume_tile<MODE, MODE>(p, p, &tm_c, &tm_act, c, tile, ws, ws_next, last_tile, s, y);
     }
     if (c.wtid == 0) bulk_wait0(); /* the last TMA stores are done */
     if (MODE == F8_FWD && p.push)
@@ -84,37 +82,33 @@ __global__ void __launch_bounds__(F8W_THREADS, 1)
   }
 }
 
-template <int MODE, int CL>
+template <int MODE>
 static mok_status f8w_launch_mode(const CUtensorMap *a, const CUtensorMap *b0,
                                   const CUtensorMap *b1, const CUtensorMap *c,
-                                  const CUtensorMap *q, f8_params p, int max_units,
+                                  const CUtensorMap *q, f8_params p, int max_units, int grid_cap,
                                   cudaStream_t stream) {
-  static int max_ctas = 0; /* co-resident CTAs (whole clusters), found once */
+  static int max_ctas = 0; /* co-resident CTAs, found once */
   if (!max_ctas)
-    GG_TRY(gg_coresident_ctas((const void *)gg_fp8_wide_kernel<MODE, CL>, F8W_THREADS, F8W_SMEM,
-                              CL, &max_ctas));
-  const int cap = gg_ctas_cap(max_ctas, CL);
-  int units = max_units < cap / CL ? max_units : cap / CL;
+    MOK_KTRY(gg_coresident_ctas((const void *)gg_fp8_wide_kernel<MODE>, F8W_THREADS, F8W_SMEM, 1,
+                                &max_ctas));
+  const int cap = gg_ctas_cap(max_ctas, 1, grid_cap);
+  int units = max_units < cap ? max_units : cap;
   if (units < 1) units = 1;
-  cudaLaunchAttribute attr;
-  const cudaLaunchConfig_t cfg =
-      gg_cluster_config(units * CL, F8W_THREADS, F8W_SMEM, CL, stream, &attr);
-  GG_CUDA(cudaLaunchKernelEx(&cfg, gg_fp8_wide_kernel<MODE, CL>, *a, *b0, *b1, *c, *q, p));
+  gg_fp8_wide_kernel<MODE><<<units, F8W_THREADS, F8W_SMEM, stream>>>(*a, *b0, *b1, *c, *q, p);
+  MOK_KLAUNCHED();
   return MOK_SUCCESS;
 }
 
-mok_status f8_wide_launch(int mode, int cl, const CUtensorMap *a, const CUtensorMap *b0,
+mok_status f8_wide_launch(int mode, const CUtensorMap *a, const CUtensorMap *b0,
                           const CUtensorMap *b1, const CUtensorMap *c, const CUtensorMap *q,
-                          f8_params p, int64_t m_total, cudaStream_t stream) {
+                          f8_params p, int64_t m_total, int max_ctas, cudaStream_t stream) {
   if (mode != F8_SWIGLU) {
     if (p.n_out % 256) return MOK_ERR_NOT_SUPPORTED;
     p.n_tiles = p.n_out / 256;
   } else {
     p.n_tiles = p.n_out / 128;
   }
-  p.group_m = 16 / cl;
-  p.turns = !(gg_tuning_flags() & 512); /* flag 512: the warpgroups issue as they come */
-  p.direct = (gg_tuning_flags() & 1024) != 0; /* flag 1024: outputs stored from registers */
+  p.group_m = 16;
   const int max_tiles = (int)((m_total + F8W_BM - 1) / F8W_BM) * p.n_tiles;
   const int e_all = p.num_experts, base_all = p.expert_base;
   const int32_t *off_all = p.offset, *cnt_all = p.count;
@@ -123,17 +117,10 @@ mok_status f8_wide_launch(int mode, int cl, const CUtensorMap *a, const CUtensor
     p.expert_base = base_all + e0;
     p.offset = off_all + e0;
     p.count = cnt_all + e0;
-    /* pairs: each expert's odd tile count leaves at most one half-empty pair */
-    const int units = cl == 2 ? (max_tiles + p.num_experts * p.n_tiles) / 2 + 1 : max_tiles;
-    mok_status st;
-    if (mode == F8_DSWIGLU) /* single CTAs only: the opt-in route has no cluster-pair variant */
-      st = f8w_launch_mode<F8_DSWIGLU, 1>(a, b0, b1, c, q, p, units, stream);
-    else if (mode == F8_FWD)
-      st = cl == 2 ? f8w_launch_mode<F8_FWD, 2>(a, b0, b1, c, q, p, units, stream)
-                   : f8w_launch_mode<F8_FWD, 1>(a, b0, b1, c, q, p, units, stream);
-    else
-      st = cl == 2 ? f8w_launch_mode<F8_SWIGLU, 2>(a, b0, b1, c, q, p, units, stream)
-                   : f8w_launch_mode<F8_SWIGLU, 1>(a, b0, b1, c, q, p, units, stream);
+    const mok_status st =
+        mode == F8_FWD
+            ? f8w_launch_mode<F8_FWD>(a, b0, b1, c, q, p, max_tiles, max_ctas, stream)
+            : f8w_launch_mode<F8_SWIGLU>(a, b0, b1, c, q, p, max_tiles, max_ctas, stream);
     if (st != MOK_SUCCESS) return st;
   }
   return MOK_SUCCESS;

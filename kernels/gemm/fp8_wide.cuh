@@ -1,24 +1,21 @@
-/* grouped_gemm_fp8_wide.cuh — the FP8 block-scaled grouped GEMM with 256-column tiles, as device
- * functions of one tile: the producer's loads (f8w_produce_tile) and a consumer warpgroup's main
- * loop and epilogue (f8w_consume_tile). Two kernels walk tiles with them: the grouped GEMM's own
- * (grouped_gemm_fp8_wide.cu, the default for every product whose columns split into 256; f8_wide
- * in grouped_gemm_fp8.cu says why) and the routed experts' forward MLP in one launch
- * (grouped_gemm_fp8_mlp.cu). Tile kinds: FWD (c = a b^T, 256 columns of one weight), SWIGLU
- * (gate+up: 128 columns of each), DSWIGLU (FWD's loads, the SwiGLU backward in the epilogue:
- * grouped_gemm_fp8_dswiglu.cuh).
+/* fp8_wide.cuh — the FP8 block-scaled grouped GEMM with 256-column tiles, as device functions of
+ * one tile: the producer's loads (f8w_produce_tile) and a consumer warpgroup's main loop and
+ * epilogue (f8w_consume_tile). Two kernels walk tiles with them: the grouped GEMM's own
+ * (fp8_wide.cu: gate+up, and every product whose columns split into 256) and the routed experts'
+ * forward MLP in one launch (fp8_mlp.cu). Tile kinds: FWD (c = a b^T, 256 columns of one weight)
+ * and SWIGLU (gate+up: 128 columns of each).
  *
  * Why: with m64n128k32 every consumer warpgroup re-reads the whole B tile from shared memory, so
- * operand reads plus TMA fills come near the shared-memory bandwidth (docs/PERF.md). m64n256k32
- * halves the A reads per FLOP, but a 64x256 fp32 accumulator is 128 registers per thread and a
- * separate 128-register partial per 128-K block does not fit beside it. So there is no partial:
- * the accumulator Y holds the sum in units of the current K block's scale c (per row and 128-column
+ * operand reads plus TMA fills come near the shared-memory bandwidth. m64n256k32 halves the A
+ * reads per FLOP, but a 64x256 fp32 accumulator is 128 registers per thread and a separate
+ * 128-register partial per 128-K block does not fit beside it. So there is no partial: the
+ * accumulator Y holds the sum in units of the current K block's scale c (per row and 128-column
  * half: c = scale_a[row] * scale_b[block]). Before K block kb's wgmmas add its raw product into Y,
  * Y is multiplied by c_{kb-1} / c_kb; after the last block the tile is Y * c_last. The same sum as
  * the promotion, with one rounding per block either way, except that the blocks chain on the
  * tensor cores (Y is each block's accumulator input), whose FP8 accumulation keeps fewer bits than
  * fp32 (~14, the DeepSeek-V3 report says), where a promotion adds each block on the CUDA cores;
- * the tests hold the result within 1e-2 of fp64 at K = 4096, an element-wise comparison with the
- * promoting 128-column kernel at long K is still to be made.
+ * the tests hold the result within 1e-2 of fp64 at K = 4096.
  *
  * Extreme scale ratios: Y is the sum divided by the current c, so a block scale far below the
  * previous one would blow Y up. Each c is held to at least 2^-40 times the previous block's and to
@@ -28,27 +25,18 @@
  * along one row's K). The ratio c_{kb-1} / c_kb is c_{kb-1} times a MUFU reciprocal (an ulp or
  * two, far below bf16's 2^-8), computed before the wait for the previous block.
  *
- * Shape: persistent, a TMA producer warp and two consumer warpgroups (64 rows x 256 columns each,
- * 232 registers), 128-row tiles, BK = 128, 4 stages of 48 KB (A 16 KB, B 32 KB) and their row
- * scales. Epilogue: the plain product stages 64 x 64 boxes (stmatrix) and stores them with TMA,
- * and a push (the forward's down, the backward's dx) sends each staged box to the rows' slots
- * (gg_push_pass_slots, 16 bytes per thread and row; the slots loaded at the tile's start);
- * gate+up stages its bf16 pre-activations the same way, its bf16 activations too, or their
- * quantized codes in a 64 x 128-byte box stored by TMA (f8_store_quant_tma). Stores from
- * registers (flag 1024) write 16 bytes per row and warp instruction, half a sector: on the down
- * shape (16 K blocks per tile) the kernel ran 654 TFLOP/s with them against 860 staged. The next
- * tile is decoded, and its first weight scales loaded, before the epilogue; inside a tile each
- * block's weight scales are loaded a block ahead. CL = 2: a cluster pair of vertically adjacent
- * tiles of one expert shares the B tile through multicast, each CTA loading two of its four
- * 64-row boxes, so L2 serves 32 KB instead of 48 KB per CTA and K block.
- *
- * The rescale's multiplies are what keeps this kernel below dense cuBLAS FP8 (docs/PERF.md: without
- * them, a timing probe, it equals dense). Measured and not kept: each K block as two m64n128k32
- * groups, the high half's multiplies issued while the low half's wgmmas run (ptxas serializes
- * nothing once the wait before the multiplies is unconditional; it reads A twice: -3%), and turns
- * passed only when a block completed (-8%) or half of it (-3%). */
-#ifndef MOK_GROUPED_GEMM_FP8_WIDE_CUH
-#define MOK_GROUPED_GEMM_FP8_WIDE_CUH
+ * Shape: persistent single CTAs, a TMA producer warp and two consumer warpgroups (64 rows x 256
+ * columns each, 232 registers) that issue their K blocks in turn (f8w_turn_wait), 128-row tiles,
+ * BK = 128, 4 stages of 48 KB (A 16 KB, B 32 KB) and their row scales. Epilogue: the plain
+ * product stages 64 x 64 boxes (stmatrix) and stores them with TMA, and a push (the forward's
+ * down, the backward's dx) sends each staged box to the rows' slots (gg_push_pass_slots, 16 bytes
+ * per thread and row; the slots loaded at the tile's start); gate+up stages its bf16
+ * pre-activations the same way, its bf16 activations too, or their quantized codes in a
+ * 64 x 128-byte box stored by TMA (f8_store_quant_tma). The next tile is decoded, and its first
+ * weight scales loaded, before the epilogue; inside a tile each block's weight scales are loaded a
+ * block ahead. */
+#ifndef MOK_GEMM_FP8_WIDE_CUH
+#define MOK_GEMM_FP8_WIDE_CUH
 
 #include <cuda.h>
 #include <cuda_runtime.h>
@@ -57,7 +45,6 @@
 #include "kernels/gemm/gemm.h"
 #include "kernels/gemm/gemm_common.cuh"
 #include "kernels/gemm/fp8_common.cuh"
-#include "kernels/gemm/fp8_dswiglu.cuh"
 #include "kernels/gemm/tile_scheduler.h"
 #include "kernels/common/ptx.cuh"
 
@@ -72,13 +59,6 @@
 #define F8W_SMEM (F8W_EPI_OFF + 2 * 8192)
 #define F8W_THREADS 384
 #define F8W_BAR_TURN 4 /* named barriers 4 and 5: warpgroup 0's and warpgroup 1's turn to issue */
-/* Timing probe, never a result (docs/PERF.md, grouped GEMM, "Under the power cap"): built with
- * -DF8W_PROBE_RESCALE=1 the main loop skips the rescale's multiplies, with 2 it keeps only the
- * low half's. 0, the default: the kernel as described above. */
-#ifndef F8W_PROBE_RESCALE
-#define F8W_PROBE_RESCALE 0
-#endif
-
 /* Turns. Both warpgroups wait on the same full barrier, so when a stage lands late they are
  * released together, issue their K blocks at once, and the tensor cores interleave the two
  * groups: both drain at about the same time and both rescale with the tensor cores idle, a state
@@ -88,12 +68,12 @@
  * drain and rescale run while the other's block is on the tensor cores. The sequence runs on
  * across tiles (both warpgroups walk the same tiles and K blocks), so one's epilogue overlaps the
  * other's last block. A warpgroup without rows in a tile still takes its turns. */
-__device__ __forceinline__ void f8w_turn_wait(bool turns, int cwg, bool first) {
-  if (turns && !(cwg == 0 && first)) named_bar_sync(F8W_BAR_TURN + cwg, 256);
+__device__ __forceinline__ void f8w_turn_wait(int cwg, bool first) {
+  if (!(cwg == 0 && first)) named_bar_sync(F8W_BAR_TURN + cwg, 256);
 }
 /* last: warpgroup 1's final block, whose pass no one waits for */
-__device__ __forceinline__ void f8w_turn_pass(bool turns, int cwg, bool last) {
-  if (turns && !(cwg == 1 && last)) named_bar_arrive(F8W_BAR_TURN + 1 - cwg, 256);
+__device__ __forceinline__ void f8w_turn_pass(int cwg, bool last) {
+  if (!(cwg == 1 && last)) named_bar_arrive(F8W_BAR_TURN + 1 - cwg, 256);
 }
 
 /* Four m64n256k32 wgmmas of one K block into Y (first: the tile's first block, which starts Y). */
@@ -119,14 +99,14 @@ __device__ __forceinline__ void f8w_scale_half(float *y, float f0, float f1) {
 template <int MODE>
 __device__ __forceinline__ int f8w_scales_at(const f8_params &p, gg_tile t) {
   const int bexp = p.expert_base + t.expert;
-  return (bexp * (p.b_rows / 128) + (F8_FWD_LOADS(MODE) ? 2 : 1) * t.n_tile) * p.k_blocks;
+  return (bexp * (p.b_rows / 128) + (MODE == F8_FWD ? 2 : 1) * t.n_tile) * p.k_blocks;
 }
 /* The weight scales of K block kb of the tile whose scales start at off: low and high half. */
 template <int MODE>
 __device__ __forceinline__ void f8w_load_scales(const f8_params &p, int off, int kb, float *lo,
                                                 float *hi) {
   *lo = __ldg(p.b_scales0 + off + kb);
-  *hi = __ldg(F8_FWD_LOADS(MODE) ? p.b_scales0 + off + p.k_blocks + kb : p.b_scales1 + off + kb);
+  *hi = __ldg(MODE == F8_FWD ? p.b_scales0 + off + p.k_blocks + kb : p.b_scales1 + off + kb);
 }
 
 /* A position in the stage ring: the stage and its phase parity. */
@@ -144,19 +124,18 @@ __device__ __forceinline__ void f8w_advance(f8w_ring &r) {
 
 /* The producer thread: every K block of tile t into the ring (A's 128 rows, B's 256 rows in four
  * 64-row boxes, the row scales), each stage once its consumers released it. */
-template <int MODE, int CL>
+template <int MODE>
 __device__ __forceinline__ void f8w_produce_tile(const f8_params &p, const CUtensorMap *tm_a,
                                                  const CUtensorMap *tm_b0,
-                                                 const CUtensorMap *tm_b1, gg_tile t, int rank,
+                                                 const CUtensorMap *tm_b1, gg_tile t,
                                                  uint32_t smem_base, uint32_t full0,
                                                  uint32_t empty0, f8w_ring &r) {
-  const int m_tile = t.m_tile * CL + rank;
-  /* a pair's tile past the expert's rows loads the expert's first rows (ignored) */
+  const int m_tile = t.m_tile;
   const int a_row =
       p.offset[t.expert] + (p.count[t.expert] > m_tile * F8W_BM ? m_tile * F8W_BM : 0);
   const int bexp = p.expert_base + t.expert;
   /* B rows: FWD 256 output columns; SWIGLU 128 gate rows, then the same 128 up rows */
-  const int n0 = bexp * p.b_rows + t.n_tile * (F8_FWD_LOADS(MODE) ? 256 : 128);
+  const int n0 = bexp * p.b_rows + t.n_tile * (MODE == F8_FWD ? 256 : 128);
   for (int kb = 0; kb < p.k_blocks; ++kb) {
     mbar_wait(empty0 + 8 * r.stage, r.phase ^ 1);
     const uint32_t full = full0 + 8 * r.stage;
@@ -168,10 +147,8 @@ __device__ __forceinline__ void f8w_produce_tile(const f8_params &p, const CUten
 #pragma unroll
     for (int j = 0; j < 4; ++j) {
       const CUtensorMap *mb = MODE == F8_SWIGLU && j >= 2 ? tm_b1 : tm_b0;
-      const int row = F8_FWD_LOADS(MODE) ? n0 + 64 * j : n0 + 64 * (j & 1);
-      if (CL == 1) tma_load_2d(sb + 8192 * j, mb, full, k0, row);
-      else if ((j >> 1) == rank)
-        tma_load_2d_multicast(sb + 8192 * j, mb, full, k0, row, (uint16_t)3);
+      const int row = MODE == F8_FWD ? n0 + 64 * j : n0 + 64 * (j & 1);
+      tma_load_2d(sb + 8192 * j, mb, full, k0, row);
     }
     bulk_load_1d(smem_base + F8W_SC_OFF + r.stage * (F8W_BM * 4),
                  p.a_scales + (size_t)kb * p.m_pad + a_row, F8W_BM * 4, full);
@@ -184,7 +161,6 @@ typedef struct {
   uint32_t smem_base, full0, empty0;
   uint64_t da0, db0; /* this warpgroup's A rows and B in stage 0 */
   int cwg, wtid, lane, r0;
-  bool turns;
 } f8w_consumer;
 
 typedef struct {
@@ -204,7 +180,7 @@ __device__ __forceinline__ f8w_cstate f8w_cstate_start(void) {
 }
 
 __device__ __forceinline__ f8w_consumer f8w_consumer_init(uint32_t smem_base, uint32_t full0,
-                                                          uint32_t empty0, int tid, bool turns) {
+                                                          uint32_t empty0, int tid) {
   f8w_consumer c;
   c.smem_base = smem_base;
   c.full0 = full0;
@@ -216,11 +192,10 @@ __device__ __forceinline__ f8w_consumer f8w_consumer_init(uint32_t smem_base, ui
   c.da0 = wgmma_desc_sw128(smem_base + c.cwg * 8192, 16, 1024);
   c.db0 = wgmma_desc_sw128(smem_base + F8W_A_BYTES, 16, 1024);
   asm volatile("" : "+l"(c.da0), "+l"(c.db0)); /* built once: not re-derived from addresses */
-  c.turns = turns;
   return c;
 }
 
-/* The forward MLP's readiness count (grouped_gemm_fp8_mlp.cu) for the warpgroup's last tile: after
+/* The forward MLP's readiness count (fp8_mlp.cu) for the warpgroup's last tile: after
  * a warpgroup barrier (every thread's stores of it are then ordered before thread 0's release,
  * the barrier being cumulative) and the completion of thread 0's TMA stores, one release add at
  * GPU scope. NULL: none owed. */
@@ -243,17 +218,17 @@ __device__ __forceinline__ void f8w_signal(const f8w_consumer &c, int32_t *signa
  * ptxas keeps the unscaled values beside the scaled ones in the epilogue and spills). signal:
  * a count the warpgroup owes for its previous tile (f8w_signal), added after its second K block's
  * issue (NULL: none). */
-template <int MODE, int NMODE, int CL>
+template <int MODE, int NMODE>
 __device__ __forceinline__ void f8w_consume_tile(const f8_params &p, const f8_params &pn,
                                                  const CUtensorMap *tm_c,
                                                  const CUtensorMap *tm_act, const f8w_consumer &c,
-                                                 gg_tile tile, int rank, int ws, int next_ws,
+                                                 gg_tile tile, int ws, int next_ws,
                                                  bool last_turn, f8w_cstate &s, float *y,
                                                  int32_t *signal = nullptr) {
   /* through staged boxes and TMA stores (tm_c): FWD's c, SWIGLU's pre-activations */
-  const bool tma_c = !p.direct && (MODE == F8_FWD ? p.c0 != nullptr : p.has_preact != 0);
+  const bool tma_c = MODE == F8_FWD ? p.c0 != nullptr : p.has_preact != 0;
   const int kbs = p.k_blocks, cwg = c.cwg, wtid = c.wtid, lane = c.lane;
-  const int m_tile = tile.m_tile * CL + rank;
+  const int m_tile = tile.m_tile;
   const int cnt = max(p.count[tile.expert], 0);
   const int rows = min(cnt - (m_tile * F8W_BM + cwg * 64), 64);
   const int64_t row0 = (int64_t)p.offset[tile.expert] + m_tile * F8W_BM + cwg * 64;
@@ -264,13 +239,12 @@ __device__ __forceinline__ void f8w_consume_tile(const f8_params &p, const f8_pa
   if (rows <= 0) { /* no real row in this warpgroup's 64: release the stages, no math */
     for (int kb = 0; kb < kbs; ++kb) {
       mbar_wait(c.full0 + 8 * s.ring.stage, s.ring.phase);
-      gg_release<CL>(c.empty0 + 8 * s.ring.stage, lane);
-      f8w_turn_wait(c.turns, cwg, s.first);
-      f8w_turn_pass(c.turns, cwg, last_turn && kb == kbs - 1);
+      gg_release<1>(c.empty0 + 8 * s.ring.stage, lane);
+      f8w_turn_wait(cwg, s.first);
+      f8w_turn_pass(cwg, last_turn && kb == kbs - 1);
       s.first = false;
       f8w_advance(s.ring);
     }
-    if (MODE == F8_DSWIGLU) f8_dsw_zero(p, wtid, row0, tile.n_tile);
     f8w_signal(c, signal);
     if (next_ws >= 0) f8w_load_scales<NMODE>(pn, next_ws, 0, &s.bl, &s.bh);
     return;
@@ -299,33 +273,28 @@ __device__ __forceinline__ void f8w_consume_tile(const f8_params &p, const f8_pa
       asm volatile("" ::"f"(f00), "f"(f10), "f"(f01), "f"(f11));
       wgmma_wait<0>(); /* block kb - 1 is in Y */
       reg_fence(y, 128);
-      gg_release<CL>(c.empty0 + 8 * prev, lane);
-      if (F8W_PROBE_RESCALE != 1) f8w_scale_half(y, f00, f10);
-      if (F8W_PROBE_RESCALE == 0) f8w_scale_half(y + 64, f01, f11);
+      gg_release<1>(c.empty0 + 8 * prev, lane);
+      f8w_scale_half(y, f00, f10);
+      f8w_scale_half(y + 64, f01, f11);
     }
-    f8w_turn_wait(c.turns, cwg, s.first);
+    f8w_turn_wait(cwg, s.first);
     f8w_issue(y, c.da0, c.db0, s.ring.stage, kb == 0);
-    f8w_turn_pass(c.turns, cwg, last_turn && kb == kbs - 1);
+    f8w_turn_pass(cwg, last_turn && kb == kbs - 1);
     s.first = false;
     if (kb == (kbs > 1 ? 1 : 0)) f8w_signal(c, signal);
-    if (MODE == F8_DSWIGLU && kb == (kbs > 8 ? kbs - 8 : 0))
-      f8_dsw_prefetch(p, wtid, row0, tile.n_tile, rows);
     c00 = n00, c10 = n10, c01 = n01, c11 = n11;
     prev = s.ring.stage;
     f8w_advance(s.ring);
   }
   wgmma_wait<0>();
   reg_fence(y, 128);
-  gg_release<CL>(c.empty0 + 8 * prev, lane);
+  gg_release<1>(c.empty0 + 8 * prev, lane);
   f8w_scale_half(y, c00, c10);
   f8w_scale_half(y + 64, c01, c11);
 
   const uint32_t epi = c.smem_base + F8W_EPI_OFF + cwg * 8192; /* the warpgroup's staging box */
-  if (MODE == F8_DSWIGLU) {
-    f8_dsw_epilogue(y, epi, p, wtid, cwg, row0, tile.n_tile, rows);
-  } else if (MODE == F8_FWD) {
+  if (MODE == F8_FWD) {
     const int col0 = tile.n_tile * 256;
-    if (p.c0 && !tma_c) f8_store_direct<0, 32>(y, p.c0, p.n_out, row0, col0, rows, wtid);
     if (tma_c || p.push) { /* four 64-column passes through the staging box */
       const uint8_t *epi_ptr = (const uint8_t *)__cvta_shared_to_generic(epi);
       const CUtensorMap *mc = tma_c ? tm_c : nullptr;
@@ -341,29 +310,22 @@ __device__ __forceinline__ void f8w_consume_tile(const f8_params &p, const f8_pa
     }
   } else {
     const int col0 = tile.n_tile * 128;
-    if (p.has_preact && tma_c) { /* g | u: four 64-column boxes, two of each */
+    if (tma_c) { /* g | u: four 64-column boxes, two of each */
       const int ld = 2 * p.n_out;
       gg_store_pass<0, 1>(y, epi, wtid, tm_c, col0, ld, (int)row0, 2 + cwg);
       gg_store_pass<8, 1>(y, epi, wtid, tm_c, col0 + 64, ld, (int)row0, 2 + cwg);
       gg_store_pass<16, 1>(y, epi, wtid, tm_c, p.n_out + col0, ld, (int)row0, 2 + cwg);
       gg_store_pass<24, 1>(y, epi, wtid, tm_c, p.n_out + col0 + 64, ld, (int)row0, 2 + cwg);
-    } else if (p.has_preact) {
-      f8_store_direct<0, 16>(y, p.c1, 2 * p.n_out, row0, col0, rows, wtid);
-      f8_store_direct<16, 16>(y, p.c1, 2 * p.n_out, row0, p.n_out + col0, rows, wtid);
     }
     gg_swiglu<64>(y, p.use_limit, p.limit);
-    if (p.q_act && !p.direct) {
+    if (p.q_act) {
       f8_store_quant_tma(y, epi, tm_act, p.q_scales, p.m_pad, (int)row0, col0, rows, wtid,
                          2 + cwg);
-    } else if (p.q_act) {
-      f8_store_quant(y, p.q_act, p.q_scales, p.n_out, p.m_pad, row0, col0, rows, wtid);
-    } else if (!p.direct) { /* bf16 act: two 64-column boxes */
+    } else { /* bf16 act: two 64-column boxes */
       gg_store_pass<0, 1>(y, epi, wtid, tm_act, col0, p.n_out, (int)row0, 2 + cwg);
       gg_store_pass<8, 1>(y, epi, wtid, tm_act, col0 + 64, p.n_out, (int)row0, 2 + cwg);
-    } else {
-      f8_store_direct<0, 16>(y, p.c0, p.n_out, row0, col0, rows, wtid);
     }
   }
 }
 
-#endif /* MOK_GROUPED_GEMM_FP8_WIDE_CUH */
+#endif /* MOK_GEMM_FP8_WIDE_CUH */

@@ -2,7 +2,8 @@
  * that runs unchanged on the host (the layer's plan, api/plan.c; CPU tests) and in the
  * launchers (the defaults of a NULL mok_gg_launch). No choice changes a result bit; each was
  * measured on the shapes docs/PERF.md lists. rows_per_expert: the rows one expert typically has
- * (the layer: EP * T * k / E; a launcher without a plan: m_total / num_experts). */
+ * (the layer: EP * T * k / E; a launcher without a plan: m_total / num_experts; both rounded
+ * up). */
 #ifndef MOK_GEMM_PLAN_H
 #define MOK_GEMM_PLAN_H
 

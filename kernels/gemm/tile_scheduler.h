@@ -1,4 +1,4 @@
-/* gemm_tile_scheduler.h — the grouped GEMM's tile scheduler, as plain C that runs unchanged on the
+/* tile_scheduler.h — the grouped GEMM's tile scheduler, as plain C that runs unchanged on the
  * host (tests, planning) and in CUDA kernels. It only maps a linear tile index to (expert, m tile,
  * n tile); the GEMM kernels never see the order in which tiles are visited.
  *

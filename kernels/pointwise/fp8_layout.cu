@@ -1,18 +1,18 @@
-/* grouped_gemm_fp8_layout.cu — the FP8 backward's layout conversions (see grouped_gemm.h): block-
- * scaled E4M3 weights transposed (codes moved, scales moved, nothing re-quantized, so exact), and
- * 1x128-quantized rows dequantized back to bf16 for the weight gradients. */
+/* fp8_layout.cu — the FP8 backward's layout conversions (fp8_quant.h): block-scaled E4M3 weights
+ * transposed (codes moved, scales moved, nothing re-quantized, so exact), and 1x128-quantized rows
+ * dequantized back to bf16 for the weight gradients. */
 #include <cuda_runtime.h>
 #include <stdint.h>
-#include "kernels/gemm/gemm.h"
-#include "kernels/gemm/tmap.h"
-#include "kernels/gemm/fp8_common.cuh"
+#include "kernels/pointwise/fp8_quant.h"
+#include "kernels/common/fp8.cuh"
+#include "kernels/common/launch_error.h"
 #include "kernels/common/ptx.cuh"
 
 /* One CTA (256 threads) per 128x128 block of q [E, n, k]: the block through shared memory, out
  * transposed at q_t[e][kk][col_off + nn] (row length ld_t); thread 0 moves the block's scale. */
-__global__ void gg_fp8_transpose_kernel(const uint8_t *q, const float *scales, uint8_t *q_t,
-                                        float *scales_t, int64_t n, int64_t k, int64_t ld_t,
-                                        int64_t col_off) {
+__global__ void fp8_transpose_kernel(const uint8_t *q, const float *scales, uint8_t *q_t,
+                                     float *scales_t, int64_t n, int64_t k, int64_t ld_t,
+                                     int64_t col_off) {
   __shared__ uint32_t tile[128][33]; /* 128 rows of 128 bytes; +1 word against bank conflicts */
   const int64_t nb = n / 128, kbs = k / 128;
   const int64_t blk = blockIdx.x; /* (expert, row block, col block) */
@@ -42,9 +42,9 @@ __global__ void gg_fp8_transpose_kernel(const uint8_t *q, const float *scales, u
 /* Eight threads per 1x128 block of a row, each 16 consecutive codes (a 16-byte load, two 16-byte
  * stores): value = e4m3 * scale, rounded to bf16. Scales K-block-major, [k / 128][m_pad]. Rows
  * from *rows_dev on (when given) are left as they are. */
-__global__ void gg_fp8_dequant_act_kernel(const uint8_t *q, const float *scales, uint16_t *x,
-                                          int64_t m_total, int64_t k, int64_t m_pad,
-                                          const int32_t *rows_dev) {
+__global__ void fp8_dequant_act_kernel(const uint8_t *q, const float *scales, uint16_t *x,
+                                       int64_t m_total, int64_t k, int64_t m_pad,
+                                       const int32_t *rows_dev) {
   const int64_t kbs = k / 128;
   const int64_t t = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
   const int64_t blk = t >> 3;
@@ -57,9 +57,9 @@ __global__ void gg_fp8_dequant_act_kernel(const uint8_t *q, const float *scales,
 }
 
 extern "C" mok_status mok_fp8_transpose_block128(const void *q, const float *scales,
-                                                  int64_t experts, int64_t n, int64_t k, void *q_t,
-                                                  float *scales_t, int64_t ld_t, int64_t col_off,
-                                                  cudaStream_t stream) {
+                                                 int64_t experts, int64_t n, int64_t k, void *q_t,
+                                                 float *scales_t, int64_t ld_t, int64_t col_off,
+                                                 cudaStream_t stream) {
   if (!q || !scales || !q_t || !scales_t) return MOK_ERR_INVALID_ARGUMENT;
   if (experts <= 0 || n <= 0 || k <= 0 || col_off < 0 || ld_t < col_off + n)
     return MOK_ERR_INVALID_SHAPE;
@@ -67,23 +67,23 @@ extern "C" mok_status mok_fp8_transpose_block128(const void *q, const float *sca
       ((uintptr_t)q_t & 15))
     return MOK_ERR_MISALIGNED;
   const int64_t blocks = experts * (n / 128) * (k / 128);
-  gg_fp8_transpose_kernel<<<(unsigned)blocks, 256, 0, stream>>>(
+  fp8_transpose_kernel<<<(unsigned)blocks, 256, 0, stream>>>(
       (const uint8_t *)q, scales, (uint8_t *)q_t, scales_t, n, k, ld_t, col_off);
-  GG_LAUNCHED();
+  MOK_KLAUNCHED();
   return MOK_SUCCESS;
 }
 
 extern "C" mok_status mok_fp8_dequant_act(const void *q, const float *scales, void *x,
-                                                int64_t m_total, int64_t k,
-                                                const int32_t *rows_dev, cudaStream_t stream) {
+                                          int64_t m_total, int64_t k, const int32_t *rows_dev,
+                                          cudaStream_t stream) {
   if (!q || !scales || !x) return MOK_ERR_INVALID_ARGUMENT;
   if (m_total <= 0 || k <= 0) return MOK_ERR_INVALID_SHAPE;
   if (k % 128 || ((uintptr_t)q & 15) || ((uintptr_t)x & 15)) return MOK_ERR_MISALIGNED;
   const int64_t threads = m_total * (k / 128) * 8; /* eight per 1x128 block */
   const int64_t blocks = (threads + 255) / 256;
-  gg_fp8_dequant_act_kernel<<<(unsigned)blocks, 256, 0, stream>>>(
+  fp8_dequant_act_kernel<<<(unsigned)blocks, 256, 0, stream>>>(
       (const uint8_t *)q, scales, (uint16_t *)x, m_total, k, MOK_FP8_SCALE_ROWS(m_total),
       rows_dev);
-  GG_LAUNCHED();
+  MOK_KLAUNCHED();
   return MOK_SUCCESS;
 }

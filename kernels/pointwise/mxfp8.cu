@@ -1,5 +1,5 @@
-/* grouped_gemm_mxfp8.cu — MXFP8 input (E4M3 data, one E8M0 scale per 1x32 block) for the FP8
- * grouped GEMMs: conversion to the Hopper-native 128-block recipe that the kernels run.
+/* mxfp8.cu — MXFP8 input (E4M3 data, one E8M0 scale per 1x32 block) for the FP8 grouped GEMMs
+ * (fp8_quant.h): conversion to the Hopper-native 128-block recipe that the kernels run.
  *
  * Hopper has no hardware block scales, and promoting every 32-long K block would cost the FP8
  * kernel four times the CUDA-core work, so MX tensors are re-expressed once: a 128-block gets
@@ -10,8 +10,8 @@
 #include <cuda_fp16.h>
 #include <cuda_runtime.h>
 #include <stdint.h>
-#include "kernels/gemm/gemm.h"
-#include "kernels/gemm/tmap.h"
+#include "kernels/pointwise/fp8_quant.h"
+#include "kernels/common/launch_error.h"
 
 __device__ __forceinline__ float e8m0_to_f(uint8_t e) {
   return e == 255 ? __int_as_float(0x7fc00000) : exp2f((float)e - 127.0f);
@@ -35,7 +35,7 @@ __device__ __forceinline__ uint32_t f_to_e4m3x4(const float *v) {
 }
 
 /* Activations: one warp per (row, 128-block); lane l holds 4 values of MX block l / 8. */
-__global__ void gg_mx_act_kernel(const uint8_t *qmx, const uint8_t *smx, uint8_t *q, float *scales,
+__global__ void mxfp8_act_kernel(const uint8_t *qmx, const uint8_t *smx, uint8_t *q, float *scales,
                                  int64_t m_total, int64_t k, int64_t m_pad) {
   const int64_t kbs = k / 128;
   const int64_t warp = (blockIdx.x * (int64_t)blockDim.x + threadIdx.x) >> 5;
@@ -58,7 +58,7 @@ __global__ void gg_mx_act_kernel(const uint8_t *qmx, const uint8_t *smx, uint8_t
 
 /* Weights: one CTA (256 threads) per 128x128 block; thread t handles row t / 2, half t % 2
  * (two MX blocks of 32). */
-__global__ void gg_mx_weight_kernel(const uint8_t *qmx, const uint8_t *smx, uint8_t *q,
+__global__ void mxfp8_weight_kernel(const uint8_t *qmx, const uint8_t *smx, uint8_t *q,
                                     float *scales, int64_t n, int64_t k) {
   const int64_t nb = n / 128, kbs = k / 128;
   const int64_t blk = blockIdx.x;
@@ -90,28 +90,28 @@ __global__ void gg_mx_weight_kernel(const uint8_t *qmx, const uint8_t *smx, uint
   if (threadIdx.x == 0) scales[blk] = e8m0_to_f(emax);
 }
 
-extern "C" mok_status mok_mxfp8_act_to_block128(const void *q_mx, const uint8_t *scales_mx,
-                                                   void *q, float *scales, int64_t m_total,
-                                                   int64_t k, cudaStream_t stream) {
+extern "C" mok_status mok_mxfp8_act_to_block128(const void *q_mx, const uint8_t *scales_mx, void *q,
+                                                float *scales, int64_t m_total, int64_t k,
+                                                cudaStream_t stream) {
   if (!q_mx || !scales_mx || !q || !scales) return MOK_ERR_INVALID_ARGUMENT;
   if (m_total <= 0 || k <= 0) return MOK_ERR_INVALID_SHAPE;
   if (k % 128 || ((uintptr_t)q_mx & 15) || ((uintptr_t)q & 15)) return MOK_ERR_MISALIGNED;
   const int64_t warps = m_total * (k / 128);
-  gg_mx_act_kernel<<<(unsigned)((warps * 32 + 255) / 256), 256, 0, stream>>>(
+  mxfp8_act_kernel<<<(unsigned)((warps * 32 + 255) / 256), 256, 0, stream>>>(
       (const uint8_t *)q_mx, scales_mx, (uint8_t *)q, scales, m_total, k,
       MOK_FP8_SCALE_ROWS(m_total));
-  GG_LAUNCHED();
+  MOK_KLAUNCHED();
   return MOK_SUCCESS;
 }
 
 extern "C" mok_status mok_mxfp8_weight_to_block128(const void *q_mx, const uint8_t *scales_mx,
-                                                      void *q, float *scales, int64_t experts,
-                                                      int64_t n, int64_t k, cudaStream_t stream) {
+                                                   void *q, float *scales, int64_t experts,
+                                                   int64_t n, int64_t k, cudaStream_t stream) {
   if (!q_mx || !scales_mx || !q || !scales) return MOK_ERR_INVALID_ARGUMENT;
   if (experts <= 0 || n <= 0 || k <= 0) return MOK_ERR_INVALID_SHAPE;
   if (n % 128 || k % 128 || ((uintptr_t)q_mx & 15) || ((uintptr_t)q & 15)) return MOK_ERR_MISALIGNED;
-  gg_mx_weight_kernel<<<(unsigned)(experts * (n / 128) * (k / 128)), 256, 0, stream>>>(
+  mxfp8_weight_kernel<<<(unsigned)(experts * (n / 128) * (k / 128)), 256, 0, stream>>>(
       (const uint8_t *)q_mx, scales_mx, (uint8_t *)q, scales, n, k);
-  GG_LAUNCHED();
+  MOK_KLAUNCHED();
   return MOK_SUCCESS;
 }

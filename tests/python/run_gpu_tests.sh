@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
-# run_gpu_tests.sh — the PyTorch layer's tests on a machine with two GPUs: the CPU suite (needs
-# torch, no GPU), tests/python/test_moe_gpu.py under torchrun at EP=1 (GPU 0) and EP=2 (GPUs 0
-# and 1), then the example language model at EP=2 with each backend. Assumes `make` already built
+# run_gpu_tests.sh — the PyTorch layer's tests on a GPU machine: the CPU suite (needs torch, no
+# GPU), tests/python/test_moe_gpu.py under torchrun at EP=1 (GPU 0) and, with two GPUs or more, at
+# EP=2 (GPUs 0 and 1), then the example language model with each backend (on two GPUs, or one
+# where the machine has one). Assumes `make` already built
 # build/libmok.so. Prints every MOK-RESULT line and a summary table last; exits non-zero if any
 # suite failed or timed out.
 set -u
@@ -34,10 +35,17 @@ run() {  # name, command...
 run cpu python3 "${PYTEST[@]}" tests/python/test_moe_cpu.py tests/python/test_hf.py
 run ep1 env CUDA_VISIBLE_DEVICES=0 torchrun --standalone --nproc_per_node=1 "${PYTEST[@]}" \
   tests/python/test_moe_gpu.py
-run ep2 env CUDA_VISIBLE_DEVICES=0,1 torchrun --standalone --nproc_per_node=2 "${PYTEST[@]}" \
-  tests/python/test_moe_gpu.py
+NGPU=$(nvidia-smi -L 2>/dev/null | wc -l)
+if [ "$NGPU" -ge 2 ]; then
+  run ep2 env CUDA_VISIBLE_DEVICES=0,1 torchrun --standalone --nproc_per_node=2 "${PYTEST[@]}" \
+    tests/python/test_moe_gpu.py
+  LM_GPUS=0,1 LM_N=2
+else
+  echo "=== ep2: skipped (one GPU)"
+  LM_GPUS=0 LM_N=1
+fi
 for backend in mok torch; do   # the example itself, as a user runs it
-  run "lm-$backend" env CUDA_VISIBLE_DEVICES=0,1 torchrun --standalone --nproc_per_node=2 \
+  run "lm-$backend" env CUDA_VISIBLE_DEVICES=$LM_GPUS torchrun --standalone --nproc_per_node=$LM_N \
     examples/train_tiny_moe_lm.py --backend "$backend" --steps 50 --log-every 10
 done
 

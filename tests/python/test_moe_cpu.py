@@ -17,7 +17,7 @@ from mok.routing import route  # noqa: E402
 
 
 def loop_moe(x, topk, rw, wg, wu, wd, sg=None, su=None, sd=None, limit=0.0):
-    """The layer token by token in float64: the definition in DESIGN.md, nothing clever."""
+    """The layer token by token in float64: the definition in docs/DESIGN.md, nothing clever."""
     x, rw = x.double(), rw.double()
     y = torch.zeros_like(x)
     for t in range(x.shape[0]):

@@ -1,0 +1,124 @@
+/* fp8_quant.cu — the FP8 quantizers of rows and weights (fp8_quant.h): bf16 activations to E4M3
+ * codes with one scale per 1x128 block (K-block-major or row-major scales), bf16 weights to codes
+ * with one scale per 128x128 block. The block arithmetic is kernels/common/fp8.cuh's, which the
+ * GEMM epilogues' quantization shares, so that their codes agree bit for bit. */
+#include <cuda_runtime.h>
+#include <stdint.h>
+#include "kernels/pointwise/fp8_quant.h"
+#include "kernels/common/fp8.cuh"
+#include "kernels/common/launch_error.h"
+
+__device__ __forceinline__ float bf16_to_f(uint16_t h) { return __uint_as_float((uint32_t)h << 16); }
+
+/* One half-warp per 1x128 block: lanes hold 8 consecutive values (16-byte loads, so that enough
+ * bytes are in flight for the copy rate). The scale of (row, kb) goes to scales[kb * s_kb + row *
+ * s_row]. rows_dev (device, or NULL): rows from *rows_dev on are left as they are. Every lane
+ * takes part in the shuffles; only active ones load and store. */
+__global__ void fp8_quant_act_kernel(const uint16_t *x, uint8_t *q, float *scales, int64_t m_total,
+                                     int64_t k, int64_t s_kb, int64_t s_row,
+                                     const int32_t *rows_dev) {
+  const int64_t kbs = k / 128;
+  const int64_t blk = (blockIdx.x * (int64_t)blockDim.x + threadIdx.x) >> 4;
+  const int lane = threadIdx.x & 15;
+  const int64_t row = blk / kbs, kb = blk - row * kbs;
+  const bool active = blk < m_total * kbs && !(rows_dev && row >= *rows_dev);
+  float v[8] = {0.f, 0.f, 0.f, 0.f, 0.f, 0.f, 0.f, 0.f};
+  const int64_t at = row * k + kb * 128 + lane * 8;
+  if (active) {
+    const uint4 raw = *(const uint4 *)(x + at);
+    const uint32_t u[4] = {raw.x, raw.y, raw.z, raw.w};
+#pragma unroll
+    for (int j = 0; j < 4; ++j) {
+      v[2 * j] = bf16_to_f(u[j] & 0xffff);
+      v[2 * j + 1] = bf16_to_f(u[j] >> 16);
+    }
+  }
+  f8_quant_block8(v, q + at, scales + kb * s_kb + row * s_row, lane, active);
+}
+
+/* One CTA (256 threads) per 128x128 block: each thread holds half a row (64 values). */
+__global__ void fp8_quant_weight_kernel(const uint16_t *w, uint8_t *q, float *scales, int64_t n,
+                                        int64_t k) {
+  const int64_t nb = n / 128, kbs = k / 128;
+  const int64_t blk = blockIdx.x; /* (expert, row block, col block) */
+  const int64_t e = blk / (nb * kbs), rb = (blk / kbs) % nb, cb = blk % kbs;
+  const int row = threadIdx.x >> 1, half = threadIdx.x & 1;
+  const int64_t base = (e * n + rb * 128 + row) * k + cb * 128 + half * 64;
+  float amax = 0.0f;
+  for (int i = 0; i < 64; i += 8) {
+    const uint4 raw = *(const uint4 *)(w + base + i);
+    const uint32_t u[4] = {raw.x, raw.y, raw.z, raw.w};
+#pragma unroll
+    for (int j = 0; j < 4; ++j)
+      amax = fmaxf(amax, fmaxf(fabsf(bf16_to_f(u[j] & 0xffff)), fabsf(bf16_to_f(u[j] >> 16))));
+  }
+  __shared__ float red[8];
+#pragma unroll
+  for (int o = 16; o > 0; o >>= 1) amax = fmaxf(amax, __shfl_xor_sync(0xffffffffu, amax, o));
+  if ((threadIdx.x & 31) == 0) red[threadIdx.x >> 5] = amax;
+  __syncthreads();
+  amax = red[0];
+  for (int i = 1; i < 8; ++i) amax = fmaxf(amax, red[i]);
+  const float scale = f8_scale_of(amax);
+  const float inv = 1.0f / scale;
+  for (int i = 0; i < 64; i += 8) {
+    const uint4 raw = *(const uint4 *)(w + base + i);
+    const uint32_t u[4] = {raw.x, raw.y, raw.z, raw.w};
+    uint32_t o[2];
+#pragma unroll
+    for (int j = 0; j < 2; ++j)
+      o[j] = (uint32_t)f8_pack2(bf16_to_f(u[2 * j] & 0xffff) * inv, bf16_to_f(u[2 * j] >> 16) * inv) |
+             ((uint32_t)f8_pack2(bf16_to_f(u[2 * j + 1] & 0xffff) * inv,
+                                 bf16_to_f(u[2 * j + 1] >> 16) * inv)
+              << 16);
+    *(uint2 *)(q + base + i) = make_uint2(o[0], o[1]);
+  }
+  if (threadIdx.x == 0) scales[blk] = scale;
+}
+
+/* ---- host side ------------------------------------------------------------------------------ */
+
+static mok_status f8_quantize_act(const void *x, void *q, float *scales, int64_t m_total, int64_t k,
+                                  int64_t s_kb, int64_t s_row, const int32_t *rows_dev,
+                                  cudaStream_t stream) {
+  if (!x || !q || !scales) return MOK_ERR_INVALID_ARGUMENT;
+  if (m_total <= 0 || k <= 0) return MOK_ERR_INVALID_SHAPE;
+  if (k % 128 || ((uintptr_t)x & 15) || ((uintptr_t)q & 15) || ((uintptr_t)scales & 15))
+    return MOK_ERR_MISALIGNED;
+  const int64_t halves = m_total * (k / 128); /* one half-warp per 1x128 block */
+  const int64_t blocks = (halves * 16 + 255) / 256;
+  fp8_quant_act_kernel<<<(unsigned)blocks, 256, 0, stream>>>(
+      (const uint16_t *)x, (uint8_t *)q, scales, m_total, k, s_kb, s_row, rows_dev);
+  MOK_KLAUNCHED();
+  return MOK_SUCCESS;
+}
+
+extern "C" mok_status mok_fp8_quant_act(const void *x, void *q, float *scales, int64_t m_total,
+                                        int64_t k, cudaStream_t stream) {
+  return f8_quantize_act(x, q, scales, m_total, k, MOK_FP8_SCALE_ROWS(m_total), 1, NULL, stream);
+}
+
+extern "C" mok_status mok_fp8_quant_act_upto(const void *x, void *q, float *scales, int64_t m_total,
+                                             int64_t k, const int32_t *rows_dev,
+                                             cudaStream_t stream) {
+  if (!rows_dev) return MOK_ERR_INVALID_ARGUMENT;
+  return f8_quantize_act(x, q, scales, m_total, k, MOK_FP8_SCALE_ROWS(m_total), 1, rows_dev,
+                         stream);
+}
+
+extern "C" mok_status mok_fp8_quant_act_rows(const void *x, void *q, float *scales, int64_t m_total,
+                                             int64_t k, cudaStream_t stream) {
+  return f8_quantize_act(x, q, scales, m_total, k, 1, k / 128, NULL, stream);
+}
+
+extern "C" mok_status mok_fp8_quant_weight(const void *w, void *q, float *scales, int64_t experts,
+                                           int64_t n, int64_t k, cudaStream_t stream) {
+  if (!w || !q || !scales) return MOK_ERR_INVALID_ARGUMENT;
+  if (experts <= 0 || n <= 0 || k <= 0) return MOK_ERR_INVALID_SHAPE;
+  if (n % 128 || k % 128 || ((uintptr_t)w & 15) || ((uintptr_t)q & 15)) return MOK_ERR_MISALIGNED;
+  const int64_t blocks = experts * (n / 128) * (k / 128);
+  fp8_quant_weight_kernel<<<(unsigned)blocks, 256, 0, stream>>>((const uint16_t *)w, (uint8_t *)q,
+                                                                scales, n, k);
+  MOK_KLAUNCHED();
+  return MOK_SUCCESS;
+}
