@@ -115,8 +115,8 @@ mok_status mok_gpu_shared_forward(mok_schedule *s, const mok_weights *wt, const 
   mok_workspace *w = s->ws;
   const int64_t T = s->tokens, Is = w->shape.shared_intermediate;
   if (Is == 0) return MOK_SUCCESS;
-  if (!mok_gpu_grouped_gemms(w)) return mok_v1_shared_forward(s, wt, x, stream);
-  if (T == 0) return MOK_SUCCESS;
+  /* with no tokens the oracle's kernels do what is left to do (the grouped GEMMs need a row) */
+  if (!mok_gpu_grouped_gemms(w) || T == 0) return mok_v1_shared_forward(s, wt, x, stream);
   TRY(mok_shared_table(s, stream));
   if (w->fp8.s8_w) return shared_forward_fp8(s, wt, x, max_ctas, stream);
   const mok_gg_launch l = mok_shared_launch(w, max_ctas);
@@ -130,8 +130,8 @@ mok_status mok_gpu_shared_backward(mok_schedule *s, const mok_weights *wt, const
   mok_workspace *w = s->ws;
   const int64_t T = s->tokens, Is = w->shape.shared_intermediate;
   if (Is == 0) return MOK_SUCCESS;
-  if (!mok_gpu_grouped_gemms(w)) return mok_v1_shared_backward(s, wt, x, dy, g, stream);
-  if (T == 0) return MOK_SUCCESS;
+  /* with no tokens the oracle's kernels write the weight gradients' zeros (or add nothing) */
+  if (!mok_gpu_grouped_gemms(w) || T == 0) return mok_v1_shared_backward(s, wt, x, dy, g, stream);
   TRY(mok_shared_table(s, stream));
   if (w->fp8.s8_w) return shared_backward_fp8(s, wt, x, dy, g, max_ctas, stream);
   const mok_gg_launch l = mok_shared_launch(w, max_ctas);

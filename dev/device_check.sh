@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # device_check.sh — one call on a GPU machine for a change that must not change results or speed:
-#   STEP=suites  build, the CPU tests, the GPU suite at EP=1, the grouped GEMM tests, the PyTorch
-#                GPU tests (run_gpu_tests.sh), a short table last
+#   STEP=suites  build, the CPU tests, the GPU suite at EP=1, the grouped GEMM tests, a short table
+#                last
+#   STEP=python  build, the PyTorch GPU tests (tests/python/run_gpu_tests.sh), then STEP=ab
 #   STEP=ab      `mok run` of this tree and of the tree in $OLD_TAR (a `git archive` of the
 #                baseline), built side by side, alternated case by case for $ROUNDS rounds:
 #                DeepSeek-V3 and Qwen3-30B-A3B (qwen3-30b) at T 7168, BF16 and FP8; medians per build last
@@ -27,13 +28,18 @@ suites)
   ./build/mok_tests >"$OUT/cpu.log" 2>&1; cpu=$(tail -1 "$OUT/cpu.log")
   CUDA_VISIBLE_DEVICES=0 MOK_TEST_TIMEOUT=300 timeout 320 tests/gpu/launch.sh build/mok_gpu_tests >"$OUT/gpu.log" 2>&1
   gpu=$(tail -1 "$OUT/gpu.log")
-  timeout 200 ./build/gg_test >"$OUT/gg.log" 2>&1; gg=$(tail -1 "$OUT/gg.log")
-  MOK_TEST_TIMEOUT=120 timeout 300 tests/python/run_gpu_tests.sh >"$OUT/py.log" 2>&1
-  py=$(grep -A8 "==== summary" "$OUT/py.log" | tail -7 | tr -s ' ' | paste -sd '|' -)
+  timeout 150 ./build/gg_test >"$OUT/gg.log" 2>&1; gg=$(tail -1 "$OUT/gg.log")
   grep -E "FAIL|DIFFER" "$OUT/gpu.log" "$OUT/gg.log" | head -20
-  printf "%-8s %s\n" cpu "$cpu" gpu "$gpu" gg "$gg" python "$py" seconds "$(( $(date +%s) - t0 ))"
+  printf "%-8s %s\n" cpu "$cpu" gpu "$gpu" gg "$gg" seconds "$(( $(date +%s) - t0 ))"
   ;;
-ab)
+python | ab)
+  if [ "$STEP" = python ]; then
+    build .
+    MOK_TEST_TIMEOUT=120 timeout 200 tests/python/run_gpu_tests.sh >"$OUT/py.log" 2>&1
+    grep -A8 "==== summary" "$OUT/py.log"
+    grep -E "FAILED|Error|error" "$OUT/py.log" | head -10
+    t0=$(date +%s)
+  fi
   mkdir -p /tmp/old && tar -xf "${OLD_TAR:-.ab/old.tar}" -C /tmp/old
   build . & build /tmp/old & wait
   echo "builds $(( $(date +%s) - t0 )) s"
