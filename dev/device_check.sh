@@ -7,6 +7,9 @@
 #                baseline), built side by side, alternated case by case for $ROUNDS rounds:
 #                DeepSeek-V3 and Qwen3-30B-A3B (qwen3-30b) at T 7168, BF16 and FP8; medians per build last
 #   STEP=harness the layer harness at EP=1 (DeepSeek-V3, T 7168, uniform and Zipf, BF16 and FP8)
+#   STEP=final   both trees' digests of a step's outputs and gradients (dev/digest.py: bit for bit
+#                the same or not), the tiny language model's test on fixed seeds ($LM_SEEDS), the
+#                harness
 # Logs under $OUT. Every process keeps NVLink multicast off.
 set -u
 OUT=${OUT:-/tmp/mok_out}
@@ -73,9 +76,27 @@ for case in sorted({k[0] for k in rows}):
     print(f"{case:28s} {'  '.join(cells)}  {d}")
 PY
   ;;
+final)
+  mkdir -p /tmp/old && tar -xf "${OLD_TAR:-.ab/old.tar}" -C /tmp/old
+  build . & build /tmp/old & wait
+  echo "builds $(( $(date +%s) - t0 )) s"
+  for c in "deepseek-v3 128" "qwen3-30b 0"; do
+    for tree in "$PWD" /tmp/old; do
+      MOK_TREE=$tree timeout 120 torchrun --standalone --nproc_per_node=1 dev/digest.py $c 2>&1 |
+        grep "^digest" | sed "s|^|$(basename "$tree") |"
+    done
+  done
+  for seed in ${LM_SEEDS:-1 2}; do
+    MOK_TEST_SEED=$seed MOK_LIBRARY=$PWD/build/libmok.so PYTHONPATH=$PWD/python timeout 150 \
+      torchrun --standalone --nproc_per_node=1 -m pytest -q -s -p no:cacheprovider \
+      tests/python/test_moe_gpu.py -k tiny_lm >"$OUT/lm_$seed.log" 2>&1
+    echo "tiny_lm seed $seed: $(grep -E '^(=+ )?[0-9]+ (passed|failed)' "$OUT/lm_$seed.log" | tail -1)"
+    grep "MOK-RESULT" "$OUT/lm_$seed.log" | head -2
+  done
+  ;&
 harness)
   build .
-  timeout 540 torchrun --standalone --nproc_per_node=1 bench/harness.py --tokens 7168 \
+  timeout ${HARNESS_LIMIT:-540} torchrun --standalone --nproc_per_node=1 bench/harness.py --tokens 7168 \
     --shapes "${SHAPES:-deepseek-v3}" --routing uniform,zipf --iters 40 --warmup 5 --fp8 --graph \
     --seed "${SEED:-23}" --out "$OUT/harness" >"$OUT/harness.log" 2>&1
   echo "harness exit $? after $(( $(date +%s) - t0 )) s"

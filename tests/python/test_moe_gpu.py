@@ -47,8 +47,9 @@ def distributed():
 
 
 def shared_seed():
-    """A fresh seed, the same on every rank."""
-    t = torch.tensor([random.SystemRandom().randrange(1 << 30)], device="cuda")
+    """A fresh seed (MOK_TEST_SEED repeats one), the same on every rank."""
+    env = os.environ.get("MOK_TEST_SEED")
+    t = torch.tensor([int(env) if env else random.SystemRandom().randrange(1 << 30)], device="cuda")
     dist.broadcast(t, 0)
     return int(t.item())
 
