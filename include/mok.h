@@ -374,7 +374,8 @@ mok_status mok_schedule_bytes(const mok_schedule *schedule, int64_t *bytes);
  *   mok_backward also reads the transposed copies mok_fp8_transpose_weights() makes from them
  *   (w_gate_up_t, w_down_t and their scales; forward ignores them, and they may be NULL when
  *   there is no backward).
- * Shared expert (bf16 always; NULL when Is == 0): ws_gate, ws_up [Is, H]; ws_down [H, Is]. */
+ * Shared expert (bf16, also with FP8 routed experts: with config.fp8_shared_expert the layer
+ * quantizes it at every call; NULL when Is == 0): ws_gate, ws_up [Is, H]; ws_down [H, Is]. */
 typedef struct {
   const void *w_gate;
   const void *w_up;
@@ -393,7 +394,10 @@ typedef struct {
 
 /* Collective, enqueued on stream. y[t] = shared(x[t]) + sum_j router_weights[t,j] *
  * expert_{topk[t,j]}(x[t]), summed in j order, with the schedule built from this step's topk.
- * x [T, H] bf16; router_weights [T, k] fp32; y [T, H] bf16 (written, never read). */
+ * x [T, H] bf16; router_weights [T, k] fp32; y [T, H] bf16 (written, never read); T the
+ * schedule's token count. Errors, before anything is enqueued: MOK_ERR_INVALID_ARGUMENT (a NULL
+ * pointer where T > 0, missing FP8 scales, the schedule not built for its count),
+ * MOK_ERR_MISALIGNED (a tensor not 16-byte aligned, router weights not 4-byte aligned). */
 mok_status mok_forward(mok_schedule *schedule, const mok_weights *weights, const void *x,
                        const float *router_weights, void *y, cudaStream_t stream);
 
@@ -405,9 +409,9 @@ mok_status mok_build_and_forward(mok_schedule *schedule, const int32_t *topk_exp
                                  const float *router_weights, void *y, cudaStream_t stream);
 
 /* Gradients written by mok_backward. Weight gradients have the weights' bf16 shapes and are stored
- * in grad_dtype (MOK_DTYPE_BF16, or fp32 when grad_fp32 is nonzero); when accumulate is nonzero
- * they are added to what the buffers hold (fp32 main-grad style), else overwritten. The shared
- * expert's gradients are ignored when Is == 0. */
+ * in bf16, or fp32 when grad_fp32 is nonzero; when accumulate is nonzero they are added to what
+ * the buffers hold (fp32 main-grad style), else overwritten. The shared expert's gradients are
+ * ignored when Is == 0. */
 typedef struct {
   void *dx;                /* [T, H] bf16                                                       */
   float *d_router_weights; /* [T, k] fp32: dot(dy[t], expert_{topk[t,j]}(x[t]))               */
@@ -422,7 +426,9 @@ typedef struct {
 } mok_grads;
 
 /* Collective, enqueued on stream. The backward of mok_forward on the same schedule, inputs and
- * weights; dy [T, H] bf16. Deterministic: the same inputs give bitwise-identical gradients. */
+ * weights; dy [T, H] bf16. Deterministic: the same inputs give bitwise-identical gradients,
+ * whatever the plan. FP8: also the transposed weights (mok_weights). Errors as mok_forward's,
+ * and MOK_ERR_MISALIGNED for weight gradients not 4-byte (bf16) or 8-byte (fp32) aligned. */
 mok_status mok_backward(mok_schedule *schedule, const mok_weights *weights, const void *x,
                         const float *router_weights, const void *dy, const mok_grads *grads,
                         cudaStream_t stream);

@@ -7,7 +7,7 @@
 #include <stdint.h>
 #include <cuda_runtime_api.h>
 #include "mok.h"
-#include "reference/ref_inputs.h"
+#include "mok_reference.h"
 
 #define LH_MAX_RANKS 16
 #define LH_TOL 1e-2

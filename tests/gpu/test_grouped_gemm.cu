@@ -15,9 +15,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <vector>
-#include "kernels/gemm/gemm_fused.h"
-#include "kernels/gemm/gemm.h"
-#include "kernels/pointwise/fp8_quant.h"
+#include "tests/gpu/internal.h"
 extern "C" {
 #include "tests/test_runner.h"
 #include "tests/test_util.h"
