@@ -212,11 +212,15 @@ mok_status mok_plan_resolve(const mok_shape *s, const mok_config *c, int ep,
   const int64_t rpe = mok_plan_rows_per_expert(s, ep);
   p.tile_m = plan_tile(c);
   p.minibatch_rows = plan_minibatch(c);
-  /* the path: communication inside the grouped GEMMs where they run (BF16), the separate
-   * communication kernels in FP8 (whose forward pushes its combine from down's epilogues), the
-   * oracle where the grouped GEMMs cannot run */
+  /* the path: communication inside the grouped GEMMs where the rows cross NVLink (BF16, EP > 1);
+   * the separate communication kernels in FP8 (whose forward pushes its combine from down's
+   * epilogues) and on one GPU, where the dispatch is a local copy that a kernel on every SM makes
+   * far faster than the fused pull's few comm CTAs; the oracle where the grouped GEMMs cannot run */
   const int grouped_ok = dev->sm90 && p.tile_m % 128 == 0;
-  p.path = q->path ? q->path : fp8 ? MOK_PATH_GROUPED : grouped_ok ? MOK_PATH_FUSED : MOK_PATH_ORACLE;
+  p.path = q->path                ? q->path
+           : !grouped_ok && !fp8 ? MOK_PATH_ORACLE
+           : fp8 || ep == 1      ? MOK_PATH_GROUPED
+                                 : MOK_PATH_FUSED;
   if (p.path != MOK_PATH_ORACLE && !grouped_ok) return MOK_ERR_NOT_SUPPORTED;
   if (fp8 && !grouped_ok) return MOK_ERR_NOT_SUPPORTED;
   if (ring && p.path == MOK_PATH_ORACLE) return MOK_ERR_NOT_SUPPORTED;
@@ -280,8 +284,10 @@ mok_status mok_plan_resolve(const mok_shape *s, const mok_config *c, int ep,
   }
   if (p.shared_bwd == MOK_SHARED_BESIDE)
     p.bwd_comm_ctas = q->bwd_comm_ctas ? q->bwd_comm_ctas : MOK_PLAN_BESIDE_COMM_CTAS;
-  /* the comm CTAs leave at least half the SMs to the GEMMs */
-  if (p.fwd_comm_ctas > dev->sms / 2 || p.bwd_comm_ctas > dev->sms / 2)
+  /* the comm CTAs leave at least half the SMs to the GEMMs (a request too, where it does not
+   * apply) */
+  if (p.fwd_comm_ctas > dev->sms / 2 || p.bwd_comm_ctas > dev->sms / 2 ||
+      q->fwd_comm_ctas > dev->sms / 2 || q->bwd_comm_ctas > dev->sms / 2)
     return MOK_ERR_INVALID_ARGUMENT;
   *out = p;
   return MOK_SUCCESS;

@@ -117,8 +117,8 @@ typedef struct {
  * below. See docs/DESIGN.md, "The plan". */
 typedef enum {
   MOK_PATH_AUTO = 0,     /* request only: the fastest path for the shape and dtype (resolved:
-                            FUSED for BF16, GROUPED for FP8, ORACLE where the grouped GEMMs
-                            cannot run)                                                     */
+                            FUSED for BF16 across GPUs, GROUPED for FP8 and on one GPU, ORACLE
+                            where the grouped GEMMs cannot run)                             */
   MOK_PATH_FUSED = 1,    /* "fused": communication inside the grouped GEMM launches: comm CTAs
                             of the gate+up launch pull the dispatch, the down and last data-
                             gradient epilogues push the combine and dx rows (sm_90, BF16)    */

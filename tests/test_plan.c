@@ -27,16 +27,22 @@ static mok_status resolve(const mok_shape *s, const mok_config *c, int ep,
 void test_plan_defaults(void) {
   const mok_shape dsv3 = {7168, 7168, 256, 2048, 8, 2048};
   mok_plan p;
-  /* BF16 DeepSeek-V3, one GPU: the fused path, the shared expert in line in the forward and
-   * beside the reverse combine in the backward, cluster pairs for 224-row experts */
+  /* BF16 DeepSeek-V3 over two GPUs: the fused path, the shared expert in line in the forward and
+   * beside the reverse combine in the backward, cluster pairs for 448-row experts */
   mok_config c = config_of(MOK_DTYPE_BF16);
-  CHECK_STATUS(resolve(&dsv3, &c, 1, &h200, &p), MOK_SUCCESS);
+  CHECK_STATUS(resolve(&dsv3, &c, 2, &h200, &p), MOK_SUCCESS);
   CHECK(p.path == MOK_PATH_FUSED && p.schedule == MOK_SCHEDULE_PARALLEL);
   CHECK(p.tile_m == 128 && p.minibatch_rows == 128);
   CHECK(p.routed_cluster == 2 && p.shared_cluster == 1);
   CHECK(p.fwd_comm_ctas == MOK_PLAN_FUSED_COMM_CTAS && p.bwd_comm_ctas == MOK_PLAN_BESIDE_COMM_CTAS);
   CHECK(p.shared_fwd == MOK_SHARED_IN_LINE && p.shared_bwd == MOK_SHARED_BESIDE);
   CHECK(p.fp8_mlp == 0 && p.routed_warpgroups == 0 && p.wgrad_cluster_down == 0);
+  /* on one GPU: the separate communication kernels (a local copy on every SM), the shared expert
+   * beside them in both passes */
+  CHECK_STATUS(resolve(&dsv3, &c, 1, &h200, &p), MOK_SUCCESS);
+  CHECK(p.path == MOK_PATH_GROUPED && p.routed_cluster == 2 && p.shared_cluster == 1);
+  CHECK(p.shared_fwd == MOK_SHARED_BESIDE && p.shared_bwd == MOK_SHARED_BESIDE);
+  CHECK(p.fwd_comm_ctas == MOK_PLAN_BESIDE_COMM_CTAS && p.bwd_comm_ctas == MOK_PLAN_BESIDE_COMM_CTAS);
   /* FP8: the grouped path, the forward MLP in one launch beside the shared expert joined late,
    * the weight gradients in cluster pairs (H and I split into 256-row pairs) */
   c = config_of(MOK_DTYPE_FP8_BLOCK128);
@@ -73,9 +79,11 @@ void test_plan_defaults(void) {
   /* no shared expert: no placement, no shared fields */
   const mok_shape qwen = {7168, 2048, 128, 768, 8, 0};
   c = config_of(MOK_DTYPE_BF16);
-  CHECK_STATUS(resolve(&qwen, &c, 1, &h200, &p), MOK_SUCCESS);
-  CHECK(p.path == MOK_PATH_FUSED && p.routed_cluster == 2 && p.shared_fwd == 0 &&
+  CHECK_STATUS(resolve(&qwen, &c, 2, &h200, &p), MOK_SUCCESS);
+  CHECK(p.path == MOK_PATH_FUSED && p.routed_cluster == 1 && p.shared_fwd == 0 &&
         p.shared_bwd == 0 && p.shared_cluster == 0 && p.bwd_comm_ctas == 0);
+  CHECK_STATUS(resolve(&qwen, &c, 1, &h200, &p), MOK_SUCCESS);
+  CHECK(p.path == MOK_PATH_GROUPED && p.routed_cluster == 2 && p.fwd_comm_ctas == 0);
   /* no sm_90 device, or 64-row tiles: the oracle in BF16, nothing in FP8 */
   const mok_device_facts other = {0, 108};
   c = config_of(MOK_DTYPE_BF16);
@@ -171,6 +179,10 @@ void test_plan_requests(void) {
   CHECK_STATUS(resolve(&dsv3, &c, 2, &h200, &p), bad);
   c.plan.bwd_comm_ctas = 66;
   CHECK_STATUS(resolve(&dsv3, &c, 2, &h200, &p), MOK_SUCCESS);
+  const mok_shape noshared = {4096, 2048, 128, 768, 8, 0}; /* the request is refused too where */
+  c = config_of(MOK_DTYPE_BF16);                           /* nothing runs beside */
+  c.plan.fwd_comm_ctas = 100;
+  CHECK_STATUS(resolve(&noshared, &c, 1, &h200, &p), bad);
   /* mok_validate sees the device-free part of the same checks */
   c = config_of(MOK_DTYPE_FP8_BLOCK128);
   c.plan.path = MOK_PATH_ORACLE;

@@ -36,7 +36,7 @@ _sched_tokens = {}  # the same key -> the token count last set on that schedule
 class Group:
     """An expert-parallel group over the ranks of a torch.distributed ProcessGroup (None: the
     default group, or a single process when torch.distributed is not initialized). Collective.
-    path: "auto" (the default: "fused" in BF16, "grouped" in FP8), "fused" (dispatch pulled by
+    path: "auto" (the default: "fused" in BF16 across GPUs, else "grouped"), "fused" (dispatch pulled by
     comm CTAs inside the gate+up kernel, combine and dx pushed by the GEMM epilogues), "grouped"
     (separate communication kernels, the same grouped GEMMs) or "oracle" (the mma.sync expert
     GEMMs, the GPU oracle), for every workspace of the group. plan: further plan fields to pin
