@@ -2,6 +2,8 @@
 # sm_90a). Works on a machine with the CUDA toolkit and NCCL and no GPU.
 #   make            library, CLI, tests          make test       CPU test suite
 #   make gpu-test   GPU test suite (needs GPUs)  make clean
+#   make install PREFIX=/usr/local   library, headers, CLI and a pkg-config file (mok.pc)
+.DEFAULT_GOAL := all
 CUDA_HOME ?= /usr/local/cuda
 # NCCL: headers and library from one install (a process loads one libnccl.so.2, and the device API
 # must match it). Default, the first install that has both: the PyTorch wheel's (the library a torch
@@ -15,6 +17,7 @@ NCCL_LIBDIR ?= $(call nccl_libdir,$(NCCL_HOME))
 ifeq ($(strip $(NCCL_LIBDIR)),)
 $(error no NCCL install with include/nccl.h and libnccl.so.2 found: set NCCL_HOME=/path)
 endif
+NCCL_VERSION := $(shell sed -n 's/^\#define NCCL_VERSION_CODE *\([0-9]*\).*/\1/p' $(NCCL_HOME)/include/nccl.h)
 
 CC := gcc
 CXX := g++
@@ -38,9 +41,19 @@ GPU_TEST_OBJ := $(patsubst %.c,$(BUILD)/%.o,$(patsubst %.cu,$(BUILD)/%.cu.o,$(GP
 LIB := $(BUILD)/libmok.so
 # the same objects as an archive, for the test programs that reach below the public API
 LIB_A := $(BUILD)/libmok.a
-RPATH_SELF := -Wl,-rpath,'$$ORIGIN'
+RPATH_SELF := -Wl,-rpath,'$$ORIGIN' -Wl,-rpath,'$$ORIGIN/../lib'
 
-.PHONY: all test gpu-test clean
+# Which NCCL the build used, beside the library (build/libmok.nccl): rewritten only when the NCCL
+# that this run of make picks differs, and everything depends on it, so that installing another
+# torch (another NCCL wheel) rebuilds by itself. The Python package reads it (mok/_nccl.py).
+NCCL_STAMP := $(BUILD)/libmok.nccl
+NCCL_STAMP_TEXT := nccl_version_code=$(NCCL_VERSION) nccl_home=$(NCCL_HOME) nccl_libdir=$(NCCL_LIBDIR)
+ifneq ($(MAKECMDGOALS),clean)
+$(shell mkdir -p $(BUILD); [ "$$(cat $(NCCL_STAMP) 2>/dev/null)" = "$(NCCL_STAMP_TEXT)" ] || echo "$(NCCL_STAMP_TEXT)" > $(NCCL_STAMP))
+endif
+$(LIB_OBJ) $(LIB): $(NCCL_STAMP)
+
+.PHONY: all test gpu-test clean install
 all: $(LIB) $(BUILD)/mok $(BUILD)/mok_tests $(if $(GPU_TEST_SRC),$(BUILD)/mok_gpu_tests)
 
 # -MMD -MP: each object's header dependencies, written beside it and read back below
@@ -56,14 +69,14 @@ $(BUILD)/%.cu.o: %.cu Makefile
 	@$(NVCC) $(NVCCFLAGS) -Xptxas -v -MMD -MP -c $< -o $@ 2> $@.ptxas; s=$$?; \
 	  grep -v -E '^ptxas info|^ +[0-9]+ bytes stack frame' $@.ptxas >&2; exit $$s
 
-$(TEST_C:%.c=$(BUILD)/%.o): CFLAGS += -DMOK_BUILD_DIR='"$(BUILD)"'
+$(TEST_C:%.c=$(BUILD)/%.o): CFLAGS += -DMOK_BUILD_DIR='"$(BUILD)"' -DMOK_CUDA_HOME='"$(CUDA_HOME)"'
 
 # libmok.so exports the public API only (include/mok.h, include/mok_reference.h: MOK_API)
 $(LIB_OBJ): CFLAGS += -fvisibility=hidden
 $(LIB_OBJ): NVCCFLAGS += -Xcompiler -fvisibility=hidden
 
 $(LIB): $(LIB_OBJ)
-	$(CXX) -shared -Wl,--no-undefined -o $@ $^ $(LDLIBS)
+	$(CXX) -shared -Wl,--no-undefined -o $@ $(LIB_OBJ) $(LDLIBS)
 
 $(LIB_A): $(LIB_OBJ)
 	@rm -f $@
@@ -90,6 +103,21 @@ gpu-test: $(BUILD)/mok_gpu_tests $(BUILD)/mok
 
 clean:
 	rm -rf $(BUILD)
+
+# make install PREFIX=... [DESTDIR=...]: lib/libmok.so (its NCCL and CUDA found by the rpath the
+# build recorded), include/mok.h and mok_reference.h, bin/mok, lib/pkgconfig/mok.pc
+PREFIX ?= /usr/local
+MOK_VERSION := $(shell sed -n 's/^\#define MOK_VERSION_\(MAJOR\|MINOR\|PATCH\) *\([0-9]*\).*/\2/p' include/mok.h | paste -sd.)
+install: $(LIB) $(BUILD)/mok
+	install -d $(DESTDIR)$(PREFIX)/lib/pkgconfig $(DESTDIR)$(PREFIX)/include $(DESTDIR)$(PREFIX)/bin
+	install -m 755 $(LIB) $(DESTDIR)$(PREFIX)/lib/libmok.so
+	install -m 644 $(NCCL_STAMP) $(DESTDIR)$(PREFIX)/lib/libmok.nccl
+	install -m 644 include/mok.h include/mok_reference.h $(DESTDIR)$(PREFIX)/include/
+	install -m 755 $(BUILD)/mok $(DESTDIR)$(PREFIX)/bin/mok
+	printf '%s\n' 'prefix=$(PREFIX)' 'libdir=$${prefix}/lib' 'includedir=$${prefix}/include' '' \
+	  'Name: mok' 'Description: a mixture-of-experts layer for Hopper GPUs (dispatch, SwiGLU experts, combine)' \
+	  'Version: $(MOK_VERSION)' 'Libs: -L$${libdir} -Wl,-rpath,$${libdir} -lmok' 'Cflags: -I$${includedir}' \
+	  > $(DESTDIR)$(PREFIX)/lib/pkgconfig/mok.pc
 
 -include $(shell find $(BUILD) -name '*.d' 2>/dev/null)
 

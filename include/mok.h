@@ -27,7 +27,10 @@
 
 #include <stddef.h>
 #include <stdint.h>
-#include <cuda_runtime_api.h>
+
+/* The CUDA stream type, declared as the CUDA runtime declares it (the same typedef may appear
+ * twice), so that this header and mok_reference.h compile without the CUDA include path. */
+typedef struct CUstream_st *cudaStream_t;
 
 #ifdef __cplusplus
 extern "C" {

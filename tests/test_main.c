@@ -4,6 +4,8 @@
 
 static const test_case cases[] = {
     {"build_wgmma_pipelined", test_build_wgmma_pipelined},
+    {"build_headers_without_cuda", test_build_headers_without_cuda},
+    {"build_install_and_pkg_config", test_build_install_and_pkg_config},
     {"bf16_rounding", test_bf16_rounding},
     {"bf16_clamp_round", test_bf16_clamp_round},
     {"fp8_e4m3", test_fp8_e4m3},

@@ -4,6 +4,8 @@
 #include <string.h>
 
 void test_build_wgmma_pipelined(void);
+void test_build_headers_without_cuda(void);
+void test_build_install_and_pkg_config(void);
 void test_bf16_rounding(void);
 void test_bf16_clamp_round(void);
 void test_fp8_e4m3(void);

@@ -13,8 +13,27 @@ backward, across the GPUs of an expert-parallel group. This package's public Pyt
 Names load on first use, so `import mok` needs neither torch nor a GPU, and mok._capi (the ctypes
 bindings of libmok) needs no torch."""
 import importlib
+import warnings
 
-__version__ = "0.1.0"
+from . import _library
+
+__version__ = "0.2.0"
+
+
+class NcclMismatchWarning(UserWarning):
+    """libmok was built against another NCCL than the one torch in this environment loads."""
+
+
+def _check_nccl():
+    try:
+        message = _library.mismatch(_library.find_library())
+    except OSError:  # no library yet: mok._capi says how to build it when it is needed
+        return
+    if message:
+        warnings.warn(message, NcclMismatchWarning, stacklevel=3)
+
+
+_check_nccl()
 
 _LAZY = {
     "MoE": ("moe", "MoE"),

@@ -1,7 +1,8 @@
 """_capi.py — ctypes bindings of libmok's C API (include/mok.h): the structs, the status codes
 and the functions, with every non-success status raised as MokError. Needs no torch."""
 import ctypes
-import os
+
+from ._library import find_library
 
 MOK_SUCCESS = 0
 STATUS_NAMES = [
@@ -67,19 +68,7 @@ class Grads(ctypes.Structure):
         "dws_down")] + [("grad_fp32", ctypes.c_int), ("accumulate", ctypes.c_int)]
 
 
-def _find_library():
-    env = os.environ.get("MOK_LIBRARY")
-    if env:
-        return env
-    here = os.path.dirname(os.path.abspath(__file__))
-    for cand in (os.path.join(here, "libmok.so"),
-                 os.path.join(here, "..", "..", "build", "libmok.so")):
-        if os.path.exists(cand):
-            return os.path.abspath(cand)
-    raise OSError("libmok.so not found: build it with `make`, or set MOK_LIBRARY")
-
-
-lib = ctypes.CDLL(_find_library())
+lib = ctypes.CDLL(find_library())
 
 _P = ctypes.c_void_p
 _PP = ctypes.POINTER(ctypes.c_void_p)
