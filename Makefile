@@ -3,6 +3,9 @@
 #   make            library, CLI, tests          make test       CPU test suite
 #   make gpu-test   GPU test suite (needs GPUs)  make clean
 #   make install PREFIX=/usr/local   library, headers, CLI and a pkg-config file (mok.pc)
+#   make check      the CPU test suite, then the package installed (pip install .[test]) into a
+#                   fresh virtual environment (.venv, torch and transformers from PyPI), the
+#                   Hugging Face swap example and the Python tests (pytest) there
 .DEFAULT_GOAL := all
 CUDA_HOME ?= /usr/local/cuda
 # NCCL: headers and library from one install (a process loads one libnccl.so.2, and the device API
@@ -53,7 +56,7 @@ $(shell mkdir -p $(BUILD); [ "$$(cat $(NCCL_STAMP) 2>/dev/null)" = "$(NCCL_STAMP
 endif
 $(LIB_OBJ) $(LIB): $(NCCL_STAMP)
 
-.PHONY: all test gpu-test clean install
+.PHONY: all test gpu-test clean install check
 all: $(LIB) $(BUILD)/mok $(BUILD)/mok_tests $(if $(GPU_TEST_SRC),$(BUILD)/mok_gpu_tests)
 
 # -MMD -MP: each object's header dependencies, written beside it and read back below
@@ -97,6 +100,15 @@ $(BUILD)/mok_gpu_tests: $(GPU_TEST_OBJ) $(BUILD)/tests/test_runner.o $(LIB_A)
 
 test: $(BUILD)/mok_tests $(BUILD)/mok
 	$(BUILD)/mok_tests
+
+PYTHON ?= python3
+VENV := .venv
+check: test
+	$(PYTHON) -m venv $(VENV)
+	$(VENV)/bin/pip install -q --upgrade pip
+	$(VENV)/bin/pip install -q ".[test]"
+	$(VENV)/bin/python examples/hf_swap.py --backend torch --steps 5
+	$(VENV)/bin/python -m pytest -q tests/python
 
 gpu-test: $(BUILD)/mok_gpu_tests $(BUILD)/mok
 	./tests/gpu/launch.sh $(BUILD)/mok_gpu_tests

@@ -1,8 +1,10 @@
 """train_tiny_moe_lm.py — a tiny MoE language model (embedding, causal attention + mok.MoE blocks,
 LM head) trained on synthetic sequences (a fixed random permutation chain with noise), with the MoE layers run by mok or by the plain-PyTorch
 reference backend. Data parallel over all ranks, experts sharded over them (expert parallel):
-replicated gradients are averaged with all_reduce, expert gradients (already summed over every
-rank's tokens by the layer's backward) are divided by the world size.
+mok.sync_gradients averages the replicated gradients and divides the expert gradients (already
+summed over every rank's tokens by the layer's backward) by the world size. --aux-loss adds the
+router's load-balancing loss; --bias-update runs DeepSeek-V3's auxiliary-loss-free balancing
+(sigmoid scores, a per-expert bias on the choice moved after every step against the global load).
 
     torchrun --nproc_per_node=2 examples/train_tiny_moe_lm.py --backend mok --steps 50
     torchrun --nproc_per_node=2 examples/train_tiny_moe_lm.py --backend torch --steps 50
@@ -73,6 +75,9 @@ def add_model_args(ap):
     ap.add_argument("--lr", type=float, default=1e-2)
     ap.add_argument("--seed", type=int, default=1234)
     ap.add_argument("--log-every", type=int, default=10)
+    ap.add_argument("--aux-loss", type=float, default=0.0, help="load-balancing loss coefficient")
+    ap.add_argument("--bias-update", type=float, default=0.0,
+                    help="DeepSeek-V3 bias update rate (0: off; on: sigmoid routing with a bias)")
     return ap
 
 
@@ -81,7 +86,10 @@ def build_model(args, backend, device):
     backend (and the replicated weights the same on every rank)."""
     torch.manual_seed(args.seed)
     moe_kwargs = dict(intermediate_size=args.intermediate, num_experts=args.experts, top_k=args.top_k,
-                      shared_intermediate_size=args.shared, norm_topk_prob=True, backend=backend)
+                      shared_intermediate_size=args.shared, norm_topk_prob=True, backend=backend,
+                      aux_loss_coef=args.aux_loss)
+    if args.bias_update > 0:
+        moe_kwargs.update(scoring="sigmoid", score_correction_bias=True)
     return TinyMoELM(args.vocab, args.hidden, args.layers, args.heads, moe_kwargs, device)
 
 
@@ -103,19 +111,17 @@ def _world():
     return (dist.get_rank(), dist.get_world_size()) if dist.is_initialized() else (0, 1)
 
 
-def sync_gradients(model):
-    """Replicated parameters: average over ranks. Expert parameters: divide by the world size (the
-    layer's backward already summed every rank's tokens into them)."""
-    rank, world = _world()
-    if world == 1:
-        return
-    experts = {id(p) for m in model.modules() if isinstance(m, mok.MoE) for p in m.expert_parameters()}
-    for p in model.parameters():
-        if p.grad is None:
-            continue
-        if id(p) not in experts:
-            dist.all_reduce(p.grad)
-        p.grad.div_(world)
+@torch.no_grad()
+def update_routing_bias(model, rate):
+    """DeepSeek-V3's auxiliary-loss-free balancing: after a step, every layer's bias moves by rate
+    toward the experts that got fewer tokens than the mean (over all ranks) and away from those
+    that got more."""
+    for m in model.modules():
+        if isinstance(m, mok.MoE) and m.e_score_correction_bias is not None and m.last_stats is not None:
+            load = m.last_stats.tokens_per_expert.float()
+            if dist.is_initialized():
+                dist.all_reduce(load)
+            m.e_score_correction_bias.add_(rate * torch.sign(load.mean() - load))
 
 
 def train(model, args, device, log=print):
@@ -128,9 +134,11 @@ def train(model, args, device, log=print):
         logits = model(tokens[:, :-1])
         loss = F.cross_entropy(logits.float().reshape(-1, logits.shape[-1]), tokens[:, 1:].reshape(-1))
         opt.zero_grad(set_to_none=True)
-        loss.backward()
-        sync_gradients(model)
+        (loss + mok.router_losses(model).to(loss.device)).backward()
+        mok.sync_gradients(model)
         opt.step()
+        if args.bias_update > 0:
+            update_routing_bias(model, args.bias_update)
         value = loss.detach().clone()
         if world > 1:
             dist.all_reduce(value)

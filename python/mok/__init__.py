@@ -4,11 +4,14 @@ backward, across the GPUs of an expert-parallel group. This package's public Pyt
     mok.MoE                  the drop-in nn.Module (backend "mok" or the plain-PyTorch "torch")
     mok.Group, mok.get_group an expert-parallel group over a torch.distributed ProcessGroup
     mok.check_device_errors  raise if mok's kernels flagged a fault (at a step boundary)
+    mok.RouterStats, mok.router_losses   tokens per expert, load-balancing and z losses
+    mok.sync_gradients, mok.ddp_ignored_names   data parallelism with sharded experts
     mok.functional.moe       the functional layer (torch custom ops with autograd; also
                              mok.functional_moe)
     mok.moe_reference        the same math in plain PyTorch (mok.reference), mok.route (routing)
     mok.load_hf_moe_state_dict, mok.export_hf_moe_state_dict, mok.moe_kwargs_from_hf_config
                              Hugging Face DeepSeek-V3 / Qwen3-MoE checkpoints (mok.hf)
+    mok.swap_hf_moe_blocks   a transformers model's MoE blocks replaced by mok.MoE
 
 Names load on first use, so `import mok` needs neither torch nor a GPU, and mok._capi (the ctypes
 bindings of libmok) needs no torch."""
@@ -40,6 +43,10 @@ _LAZY = {
     "get_group": ("moe", "get_group"),
     "destroy_groups": ("moe", "destroy_groups"),
     "check_device_errors": ("moe", "check_device_errors"),
+    "RouterStats": ("moe", "RouterStats"),
+    "router_losses": ("moe", "router_losses"),
+    "sync_gradients": ("moe", "sync_gradients"),
+    "ddp_ignored_names": ("moe", "ddp_ignored_names"),
     "Group": ("functional", "Group"),
     "functional_moe": ("functional", "moe"),
     "moe_reference": ("reference", "moe_reference"),
@@ -48,6 +55,7 @@ _LAZY = {
     "export_hf_moe_state_dict": ("hf", "export_hf_moe_state_dict"),
     "moe_kwargs_from_hf_config": ("hf", "moe_kwargs_from_hf_config"),
     "hf_key_map": ("hf", "hf_key_map"),
+    "swap_hf_moe_blocks": ("hf", "swap_hf_moe_blocks"),
 }
 _SUBMODULES = ("functional", "reference", "routing", "hf")
 

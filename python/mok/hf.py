@@ -1,6 +1,15 @@
-"""hf.py — Hugging Face checkpoints <-> mok.MoE: the state_dict mapping of one MoE layer of
-DeepSeek-V3 and Qwen3-MoE, loading (per-expert weights stacked into this rank's expert slice), the
-inverse export, and MoE keyword arguments from an HF config.
+"""hf.py — Hugging Face checkpoints and models <-> mok.MoE: the state_dict mapping of one MoE layer
+of DeepSeek-V3 and Qwen3-MoE, loading into this rank's expert slice, the inverse export, MoE
+keyword arguments from an HF config, and swap_hf_moe_blocks (a loaded transformers model's MoE
+blocks replaced by mok.MoE in one call).
+
+Two layouts of the routed experts exist, and the loader detects which one a state dict holds
+(raising when it holds neither or both, never guessing):
+  "per_expert"  transformers 4.x modules and the released checkpoints' files: one key per expert
+                and projection (table below).
+  "fused"       transformers 5 modules (what model.state_dict() returns there): all experts in one
+                tensor per projection, P experts.gate_up_proj [E, 2I, H] (gate rows first, then up)
+                and P experts.down_proj [E, H, I].
 
 Mapping, with P the layer's prefix (e.g. "model.layers.3.mlp.") and J a global expert id:
 
@@ -20,6 +29,7 @@ the union over ranks is the whole layer (router and shared expert are the same o
 import torch
 
 STYLES = ("deepseek_v3", "qwen3_moe")
+LAYOUTS = ("per_expert", "fused")
 _PROJ = (("w_gate", "gate_proj"), ("w_up", "up_proj"), ("w_down", "down_proj"))
 _SHARED = (("shared_gate", "gate_proj"), ("shared_up", "up_proj"), ("shared_down", "down_proj"))
 
@@ -28,15 +38,41 @@ def _prefix(prefix):
     return prefix if prefix == "" or prefix.endswith(".") else prefix + "."
 
 
-def hf_key_map(module, prefix, style="deepseek_v3"):
-    """{mok.MoE name: HF key or [HF keys of this rank's experts, in order]} for one layer."""
+def detect_layout(hf_state_dict, prefix):
+    """"fused" or "per_expert": the layout of the routed experts under prefix. Raises KeyError when
+    the state dict holds neither (naming what it found there) and ValueError when it holds both."""
+    p = _prefix(prefix)
+    fused = p + "experts.gate_up_proj" in hf_state_dict or p + "experts.down_proj" in hf_state_dict
+    per_expert = any(key.startswith(p + "experts.") and key.endswith("_proj.weight")
+                     and key[len(p + "experts."):].split(".")[0].isdigit()
+                     for key in hf_state_dict)
+    if fused and per_expert:
+        raise ValueError(f"the state dict holds both fused (experts.gate_up_proj) and per-expert "
+                         f"(experts.J.gate_proj.weight) keys under {p!r}")
+    if not fused and not per_expert:
+        found = sorted(key for key in hf_state_dict if key.startswith(p))[:8]
+        raise KeyError(f"no routed-expert keys under {p!r} (neither experts.gate_up_proj, "
+                       f"transformers 5, nor experts.0.gate_proj.weight, transformers 4.x and the "
+                       f"checkpoints); keys there: {found}")
+    return "fused" if fused else "per_expert"
+
+
+def hf_key_map(module, prefix, style="deepseek_v3", layout="per_expert"):
+    """{mok.MoE name: HF key or [HF keys of this rank's experts, in order]} for one layer. In the
+    fused layout w_gate and w_up map to the same key (experts.gate_up_proj) and every expert
+    weight to one key holding all E experts."""
     if style not in STYLES:
         raise ValueError(f"style must be one of {STYLES}, got {style!r}")
+    if layout not in LAYOUTS:
+        raise ValueError(f"layout must be one of {LAYOUTS}, got {layout!r}")
     p = _prefix(prefix)
     first, end = module.expert_range
     m = {"router.weight": p + "gate.weight"}
     for name, proj in _PROJ:
-        m[name] = [f"{p}experts.{j}.{proj}.weight" for j in range(first, end)]
+        if layout == "fused":
+            m[name] = p + ("experts.down_proj" if proj == "down_proj" else "experts.gate_up_proj")
+        else:
+            m[name] = [f"{p}experts.{j}.{proj}.weight" for j in range(first, end)]
     if style == "deepseek_v3":
         if module.e_score_correction_bias is not None:
             m["e_score_correction_bias"] = p + "gate.e_score_correction_bias"
@@ -60,20 +96,32 @@ def _get(sd, key, shape):
 
 @torch.no_grad()
 def load_hf_moe_state_dict(module, hf_state_dict, prefix, style="deepseek_v3", strict=True):
-    """Copies one HF MoE layer (keys under prefix) into module (a mok.MoE), this rank's experts only,
-    casting to each parameter's dtype and device. strict: every key under prefix must be used,
-    except other ranks' experts (and the DeepSeek-V3 bias or shared expert must be present exactly
-    when the module has them). Returns the list of HF keys used."""
+    """Copies one HF MoE layer (keys under prefix, either layout: detect_layout) into module (a
+    mok.MoE), this rank's experts only, casting to each parameter's dtype and device. strict: every
+    key under prefix must be used, except other ranks' experts (and the DeepSeek-V3 bias or shared
+    expert must be present exactly when the module has them). Returns the list of HF keys used."""
     p = _prefix(prefix)
-    mapping = hf_key_map(module, p, style)
+    layout = detect_layout(hf_state_dict, p)
+    mapping = hf_key_map(module, p, style, layout)
     own = dict(module.named_parameters())
     own.update(module.named_buffers())
+    first, end = module.expert_range
+    E, I, H = module.num_experts, module.intermediate_size, module.hidden_size
     used = []
     for name, keys in mapping.items():
         target = own[name]
         if isinstance(keys, list):
             parts = [_get(hf_state_dict, key, target.shape[1:]) for key in keys]
             target.copy_(torch.stack([t.to(target.device, target.dtype) for t in parts]))
+        elif name in ("w_gate", "w_up", "w_down") and layout == "fused":
+            shape = (E, H, I) if name == "w_down" else (E, 2 * I, H)
+            t = _get(hf_state_dict, keys, shape)[first:end]
+            if name == "w_gate":
+                t = t[:, :I]
+            elif name == "w_up":
+                t = t[:, I:]
+            target.copy_(t)
+            keys = [keys]
         else:
             target.copy_(_get(hf_state_dict, keys, target.shape))
             keys = [keys]
@@ -85,7 +133,7 @@ def load_hf_moe_state_dict(module, hf_state_dict, prefix, style="deepseek_v3", s
         if extra:
             raise ValueError(f"keys under {p!r} this mok.MoE has no place for (style {style}): "
                              f"{sorted(extra)[:8]}{' ...' if len(extra) > 8 else ''}")
-    return used
+    return list(dict.fromkeys(used))
 
 
 def _is_other_expert(key, p, module):
@@ -101,15 +149,22 @@ def _is_other_expert(key, p, module):
 
 
 @torch.no_grad()
-def export_hf_moe_state_dict(module, prefix, style="deepseek_v3", dtype=None, device="cpu"):
+def export_hf_moe_state_dict(module, prefix, style="deepseek_v3", dtype=None, device="cpu",
+                             layout="per_expert"):
     """The inverse of load_hf_moe_state_dict: {HF key: tensor} for this rank's experts, the router,
     and (DeepSeek-V3) the bias and shared expert; tensors are copies on device, in dtype (None:
-    each tensor's own dtype)."""
+    each tensor's own dtype). layout "fused" (transformers 5 modules) needs the whole layer on this
+    rank (expert-parallel size 1): its tensors hold all E experts."""
     own = dict(module.named_parameters())
     own.update(module.named_buffers())
+    if layout == "fused" and module.num_local_experts != module.num_experts:
+        raise ValueError("the fused layout holds all experts in one tensor: export it from an "
+                         "expert-parallel size of 1, or export per_expert keys from every rank")
     out = {}
-    for name, keys in hf_key_map(module, prefix, style).items():
+    for name, keys in hf_key_map(module, prefix, style, layout).items():
         t = own[name].detach()
+        if name in ("w_gate", "w_up") and layout == "fused":
+            t = torch.cat([own["w_gate"].detach(), own["w_up"].detach()], dim=1)
         parts = list(t.unbind(0)) if isinstance(keys, list) else [t]
         for key, part in zip(keys if isinstance(keys, list) else [keys], parts):
             out[key] = part.to(device=device, dtype=dtype or part.dtype).clone()
@@ -134,3 +189,40 @@ def moe_kwargs_from_hf_config(config, style="deepseek_v3"):
                     num_experts=get("num_experts"), top_k=get("num_experts_per_tok"),
                     scoring="softmax", norm_topk_prob=bool(get("norm_topk_prob", False)))
     raise ValueError(f"style must be one of {STYLES}, got {style!r}")
+
+
+# the MoE block classes of transformers (4.x and 5 use the same names) that swap_hf_moe_blocks
+# replaces, by model type
+_BLOCKS = {"deepseek_v3": ("DeepseekV3MoE",), "qwen3_moe": ("Qwen3MoeSparseMoeBlock",)}
+
+
+@torch.no_grad()
+def swap_hf_moe_blocks(model, backend="mok", **moe_kwargs):
+    """Replaces every MoE block of a loaded transformers DeepSeek-V3 or Qwen3-MoE model (found by
+    class, model.config.model_type naming the style) with a mok.MoE holding the same weights
+    (this rank's experts when moe_kwargs has a process_group) and the same routing (from the
+    config: moe_kwargs_from_hf_config; moe_kwargs may add or override mok.MoE arguments, e.g.
+    expert_precision, max_tokens). The new modules sit on the old ones' device. Returns the names
+    of the replaced modules. The model's own router-logit outputs (output_router_logits) no longer
+    see these layers: mok.MoE's aux_loss_coef gives the load-balancing loss instead."""
+    from .moe import MoE
+    config = getattr(model, "config", None)
+    style = getattr(config, "model_type", None)
+    if style not in _BLOCKS:
+        raise ValueError(f"swap_hf_moe_blocks: model_type must be one of {sorted(_BLOCKS)}, "
+                         f"got {style!r}")
+    kwargs = moe_kwargs_from_hf_config(config, style)
+    kwargs.update(moe_kwargs)
+    replaced = []
+    for name, block in list(model.named_modules()):
+        if type(block).__name__ not in _BLOCKS[style]:
+            continue
+        device = next(block.parameters()).device
+        new = MoE(backend=backend, device=device, **kwargs)
+        load_hf_moe_state_dict(new, block.state_dict(), "", style=style)
+        parent, _, attr = name.rpartition(".")
+        setattr(model.get_submodule(parent) if parent else model, attr, new)
+        replaced.append(name)
+    if not replaced:
+        raise ValueError(f"swap_hf_moe_blocks: no {_BLOCKS[style]} module in the model")
+    return replaced

@@ -5,6 +5,7 @@ with mok's GPU kernels (mok.functional.moe); backend="torch" runs the same math 
 (mok.reference) for comparison. Also the cache of one mok Group per ProcessGroup."""
 import itertools
 import math
+from typing import NamedTuple
 
 import torch
 import torch.nn as nn
@@ -14,6 +15,23 @@ from .reference import ep_rank_size, moe_reference
 from .routing import check_routing, route
 
 BACKENDS = ("mok", "torch")
+
+
+class RouterStats(NamedTuple):
+    """What one forward's router did, for training (MoE.forward(x, return_stats=True), and
+    MoE.last_stats after every forward).
+      tokens_per_expert [E] int64: how many of this rank's tokens chose each expert (all_reduce
+                        over the ranks that share a router for the global load, e.g. DeepSeek-V3's
+                        bias update)
+      aux_loss          scalar, differentiable: aux_loss_coef * E * sum_e f_e * P_e (the
+                        Switch/GShard load-balancing loss: f_e the fraction of the T*k choices that
+                        went to e, P_e the mean over tokens of e's normalized score), 0 if coef 0
+      z_loss            scalar, differentiable: z_loss_coef * mean(logsumexp(logits)^2), 0 if coef 0
+      router_logits     [T, E] fp32, differentiable"""
+    tokens_per_expert: torch.Tensor
+    aux_loss: torch.Tensor
+    z_loss: torch.Tensor
+    router_logits: torch.Tensor
 _group_cache = {}              # id(ProcessGroup) -> (ProcessGroup, mok.functional.Group); None: default
 _slots = itertools.count(1)    # one mok schedule slot per module (see mok.functional)
 _functional = None             # mok.functional, imported on first use (it loads libmok)
@@ -83,6 +101,14 @@ class MoE(nn.Module):
     mok.functional.moe_fp8); the parameters stay bf16.
     ring_bytes > 0 bounds what mok keeps per layer for backward to a token ring of that size
     (backward then replays the forward of the macrobatches not kept; results unchanged).
+    Every forward keeps its RouterStats (tokens per expert, router logits, and with aux_loss_coef
+    or z_loss_coef > 0 those losses) in self.last_stats; add the losses to the training loss
+    (mok.router_losses(model) sums them over a model's MoE layers). forward(x, return_stats=True)
+    returns (y, RouterStats).
+
+    Expert parameters carry mok_expert = True: they are sharded over process_group, so a
+    data-parallel wrapper must not average them with the other ranks' (different) experts; see
+    mok.sync_gradients and mok.ddp_ignored_names.
     """
 
     def __init__(self, hidden_size, intermediate_size, num_experts, top_k, *,
@@ -90,8 +116,12 @@ class MoE(nn.Module):
                  score_correction_bias=False, norm_topk_prob=False, routed_scaling_factor=1.0,
                  swiglu_limit=0.0, process_group=None, backend="mok", recompute=False,
                  device=None, router_dtype=torch.float32, kernels="auto", ring_bytes=0,
-                 expert_precision="bf16", max_tokens=None):
+                 expert_precision="bf16", max_tokens=None, aux_loss_coef=0.0, z_loss_coef=0.0):
         super().__init__()
+        if aux_loss_coef < 0 or z_loss_coef < 0:
+            raise ValueError("aux_loss_coef and z_loss_coef must be >= 0")
+        self.aux_loss_coef, self.z_loss_coef = float(aux_loss_coef), float(z_loss_coef)
+        self.last_stats = None
         if backend not in BACKENDS:
             raise ValueError(f"backend must be one of {BACKENDS}, got {backend!r}")
         if expert_precision not in ("bf16", "fp8"):
@@ -132,6 +162,8 @@ class MoE(nn.Module):
         self.w_gate = nn.Parameter(torch.empty(el, I, H, **bf16))
         self.w_up = nn.Parameter(torch.empty(el, I, H, **bf16))
         self.w_down = nn.Parameter(torch.empty(el, H, I, **bf16))
+        for w in (self.w_gate, self.w_up, self.w_down):
+            w.mok_expert = True
         if Is > 0:
             self.shared_gate = nn.Parameter(torch.empty(Is, H, **bf16))
             self.shared_up = nn.Parameter(torch.empty(Is, H, **bf16))
@@ -176,17 +208,35 @@ class MoE(nn.Module):
                 f"groups={self.n_group}/{self.topk_group}, backend={self.backend}, "
                 f"experts in {self.expert_precision}")
 
-    def route(self, tokens):
+    def route(self, tokens, logits=None):
         """tokens [T, H] -> (topk_experts [T, k] int32, router_weights [T, k] fp32)."""
-        logits = F.linear(tokens.float(), self.router.weight.float())
+        if logits is None:
+            logits = F.linear(tokens.float(), self.router.weight.float())
         return route(logits, self.top_k, self.scoring, self.n_group, self.topk_group,
                      self.e_score_correction_bias, self.norm_topk_prob, self.routed_scaling_factor)
 
-    def forward(self, x):
+    def router_stats(self, logits, topk_experts):
+        """RouterStats of one forward from its router logits [T, E] and choices [T, k]."""
+        E = self.num_experts
+        counts = torch.bincount(topk_experts.reshape(-1).long(), minlength=E)
+        zero = logits.new_zeros(())
+        aux = z = zero
+        if self.aux_loss_coef > 0 and logits.shape[0] > 0:
+            scores = logits.softmax(-1) if self.scoring == "softmax" else logits.sigmoid()
+            p = (scores / scores.sum(-1, keepdim=True)).mean(0)
+            f = counts.to(p.dtype) / topk_experts.numel()
+            aux = self.aux_loss_coef * E * (f * p).sum()
+        if self.z_loss_coef > 0 and logits.shape[0] > 0:
+            z = self.z_loss_coef * torch.logsumexp(logits, -1).square().mean()
+        return RouterStats(counts, aux, z, logits)
+
+    def forward(self, x, return_stats=False):
         if x.shape[-1] != self.hidden_size:
             raise ValueError(f"MoE: last dim of x must be {self.hidden_size}, got {tuple(x.shape)}")
         tokens = x.reshape(-1, self.hidden_size)
-        topk_experts, router_weights = self.route(tokens)
+        logits = F.linear(tokens.float(), self.router.weight.float())
+        topk_experts, router_weights = self.route(tokens, logits)
+        stats = self.last_stats = self.router_stats(logits, topk_experts)
         tokens = tokens.to(torch.bfloat16).contiguous()      # the experts run on bf16 tokens
         shared = (self.shared_gate, self.shared_up, self.shared_down)
         if self.backend == "mok":
@@ -198,4 +248,48 @@ class MoE(nn.Module):
             y = moe_reference(tokens, topk_experts, router_weights, self.w_gate, self.w_up,
                               self.w_down, *shared, num_experts=self.num_experts,
                               process_group=self.process_group, swiglu_limit=self.swiglu_limit)
-        return y.to(x.dtype).reshape(x.shape)
+        y = y.to(x.dtype).reshape(x.shape)
+        return (y, stats) if return_stats else y
+
+
+def router_losses(model):
+    """The sum of aux_loss + z_loss of the latest forward of every mok.MoE in model (a scalar; 0
+    when no coefficient is set): add it to the training loss."""
+    total = None
+    for m in model.modules():
+        if isinstance(m, MoE) and m.last_stats is not None:
+            part = m.last_stats.aux_loss + m.last_stats.z_loss
+            total = part if total is None else total + part
+    return total if total is not None else torch.zeros(())
+
+
+def ddp_ignored_names(model):
+    """Names of model's expert parameters (mok_expert), for DistributedDataParallel's ignore list:
+    DistributedDataParallel._set_params_and_buffers_to_ignore_for_model(model, names) before
+    wrapping, then mok.sync_gradients(model, expert_only=True) after backward."""
+    return [name for name, p in model.named_parameters() if getattr(p, "mok_expert", False)]
+
+
+def sync_gradients(model, data_group=None, expert_replica_group=None, expert_only=False):
+    """Data-parallel gradient reduction for a model holding mok.MoE layers, after backward, when
+    the loss of each data-parallel rank is its own mean (divide by the data-parallel size):
+      replicated parameters: averaged over data_group (None: the default group);
+      expert parameters (mok_expert): the layer's backward already summed every expert-parallel
+      rank's tokens into the rank that holds the expert; they are summed over
+      expert_replica_group (the ranks that hold the same experts; None: no replicas, i.e. expert
+      parallelism over the whole data-parallel group) and divided by the data-parallel size.
+    expert_only: only the expert parameters (DDP reduced the rest)."""
+    import torch.distributed as dist
+    if not (dist.is_available() and dist.is_initialized()):
+        return
+    world = dist.get_world_size(data_group)
+    for p in model.parameters():
+        if p.grad is None:
+            continue
+        if getattr(p, "mok_expert", False):
+            if expert_replica_group is not None and dist.get_world_size(expert_replica_group) > 1:
+                dist.all_reduce(p.grad, group=expert_replica_group)
+            p.grad.div_(world)
+        elif not expert_only:
+            dist.all_reduce(p.grad, group=data_group)
+            p.grad.div_(world)

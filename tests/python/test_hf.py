@@ -194,3 +194,109 @@ def test_loaded_module_computes_the_hf_layer(style):
     ref = hf_block(sd, x.reshape(-1, H).double(), style)
     err = ((y.double() - ref).norm() / ref.norm()).item()
     assert err < 2e-2, err
+
+
+def fused(sd, style):
+    """The same layer in transformers 5's module layout: experts.gate_up_proj [E, 2I, H] (gate rows
+    first) and experts.down_proj [E, H, I]."""
+    out = {k: v for k, v in sd.items() if ".experts." not in k}
+    g = [sd[f"{PREFIX}experts.{j}.gate_proj.weight"] for j in range(E)]
+    u = [sd[f"{PREFIX}experts.{j}.up_proj.weight"] for j in range(E)]
+    out[PREFIX + "experts.gate_up_proj"] = torch.cat([torch.stack(g), torch.stack(u)], dim=1)
+    out[PREFIX + "experts.down_proj"] = torch.stack(
+        [sd[f"{PREFIX}experts.{j}.down_proj.weight"] for j in range(E)])
+    return out
+
+
+@pytest.mark.parametrize("style", ["deepseek_v3", "qwen3_moe"])
+def test_fused_layout_loads_like_per_expert(style):
+    sd = hf_layer(style)
+    a, b = make_module(style), make_module(style)
+    mok.load_hf_moe_state_dict(a, sd, PREFIX, style=style)
+    assert mok.hf.detect_layout(fused(sd, style), PREFIX) == "fused"
+    assert mok.hf.detect_layout(sd, PREFIX) == "per_expert"
+    mok.load_hf_moe_state_dict(b, fused(sd, style), PREFIX, style=style)
+    for (name, p), q in zip(a.named_parameters(), b.parameters()):
+        assert torch.equal(p, q), name
+    out = mok.export_hf_moe_state_dict(b, PREFIX, style=style, layout="fused")
+    want = {k: v for k, v in fused(sd, style).items() if k.startswith(PREFIX)}
+    assert sorted(out) == sorted(want)
+    for k in want:
+        assert torch.equal(out[k].to(want[k].dtype), want[k]), k
+
+
+def test_fused_layout_expert_parallel_slice_and_errors():
+    sd = fused(hf_layer("qwen3_moe"), "qwen3_moe")
+    m = make_module("qwen3_moe")
+    FakeRank(m, 1, 2)
+    mok.load_hf_moe_state_dict(m, sd, PREFIX, style="qwen3_moe")
+    assert torch.equal(m.w_gate[0], sd[PREFIX + "experts.gate_up_proj"][E // 2, :I])
+    assert torch.equal(m.w_up[-1], sd[PREFIX + "experts.gate_up_proj"][E - 1, I:])
+    with pytest.raises(ValueError, match="expert-parallel"):
+        mok.export_hf_moe_state_dict(m, PREFIX, style="qwen3_moe", layout="fused")
+    both = dict(sd)
+    both.update({k: v for k, v in hf_layer("qwen3_moe").items() if ".experts." in k})
+    with pytest.raises(ValueError, match="both"):
+        mok.load_hf_moe_state_dict(make_module("qwen3_moe"), both, PREFIX, style="qwen3_moe")
+    with pytest.raises(KeyError, match="no routed-expert keys"):
+        mok.load_hf_moe_state_dict(make_module("qwen3_moe"), {PREFIX + "gate.weight": sd[PREFIX + "gate.weight"]},
+                                   PREFIX, style="qwen3_moe")
+    bad = dict(sd)
+    bad[PREFIX + "experts.down_proj"] = bad[PREFIX + "experts.down_proj"][:, :, :-1]
+    with pytest.raises(ValueError, match="shape"):
+        mok.load_hf_moe_state_dict(make_module("qwen3_moe"), bad, PREFIX, style="qwen3_moe")
+
+
+def tiny_hf_model(style):
+    """A real transformers model of the style, built from a tiny config (random weights)."""
+    transformers = pytest.importorskip("transformers")
+    torch.manual_seed(0)
+    common = dict(vocab_size=96, hidden_size=64, intermediate_size=96, moe_intermediate_size=32,
+                  num_hidden_layers=2, num_attention_heads=4, num_experts_per_tok=2)
+    if style == "qwen3_moe":
+        cfg = transformers.Qwen3MoeConfig(num_key_value_heads=2, head_dim=16, num_experts=8,
+                                          norm_topk_prob=True, decoder_sparse_step=1,
+                                          mlp_only_layers=[], **common)
+        return transformers.Qwen3MoeForCausalLM(cfg)
+    cfg = transformers.DeepseekV3Config(num_key_value_heads=4, n_routed_experts=8, n_group=4,
+                                        topk_group=2, n_shared_experts=1, first_k_dense_replace=1,
+                                        q_lora_rank=None, kv_lora_rank=16, qk_rope_head_dim=8,
+                                        qk_nope_head_dim=16, v_head_dim=16,
+                                        routed_scaling_factor=2.5, **common)
+    return transformers.DeepseekV3ForCausalLM(cfg)
+
+
+@pytest.mark.parametrize("style", ["deepseek_v3", "qwen3_moe"])
+def test_swap_real_transformers_model(style):
+    """transformers' own model classes: the same logits before and after swap_hf_moe_blocks (the
+    experts run in bf16 after it), then a few training steps through mok.MoE lower the loss."""
+    model = tiny_hf_model(style).eval()
+    g = torch.Generator().manual_seed(1)
+    ids = torch.randint(0, 96, (2, 16), generator=g)
+    with torch.no_grad():
+        before = model(ids).logits
+    names = mok.swap_hf_moe_blocks(model, backend="torch")
+    assert names == (["model.layers.1.mlp"] if style == "deepseek_v3"
+                     else ["model.layers.0.mlp", "model.layers.1.mlp"])
+    assert all(isinstance(model.get_submodule(n), mok.MoE) for n in names)
+    with torch.no_grad():
+        after = model(ids).logits
+    err = ((after - before).abs().max() / before.abs().max()).item()
+    assert err < 2e-2, err                 # bf16 experts against the fp32 HF experts
+    model.train()
+    opt = torch.optim.AdamW(model.parameters(), lr=3e-3)
+    data = torch.randint(0, 96, (4, 17), generator=g)
+    losses = []
+    for _ in range(8):
+        out = model(data[:, :-1], labels=data[:, :-1].clone())
+        opt.zero_grad()
+        out.loss.backward()
+        opt.step()
+        losses.append(out.loss.item())
+    assert losses[-1] < losses[0] - 0.1, losses
+    assert model.get_submodule(names[-1]).w_gate.grad is not None
+
+
+def test_swap_rejects_other_models():
+    with pytest.raises(ValueError, match="model_type"):
+        mok.swap_hf_moe_blocks(torch.nn.Linear(2, 2), backend="torch")
