@@ -106,6 +106,7 @@ VENV := .venv
 check: test
 	$(PYTHON) -m venv $(VENV)
 	$(VENV)/bin/pip install -q --upgrade pip
+	$(VENV)/bin/pip install -q torch    # first: pip builds mok before it installs dependencies
 	$(VENV)/bin/pip install -q ".[test]"
 	$(VENV)/bin/python examples/hf_swap.py --backend torch --steps 5
 	$(VENV)/bin/python -m pytest -q tests/python

@@ -51,7 +51,7 @@ static void usage(FILE *f) {
           "                         shared_warpgroups, wgrad_cluster_down, wgrad_cluster_gate_up;\n"
           "                         include/mok.h, mok_plan); the others mok chooses. The plan\n"
           "                         that ran is printed\n"
-          "  --seed S               random seed (default: from the clock)\n"
+          "  --seed S               random seed (default 1: two runs print the same checksum)\n"
           "  --iters N              timed iterations on the GPU (default 20)\n"
           "  --warmup N             warm-up iterations on the GPU (default 3)\n"
           "  --samples N            gradient entries per tensor checked by finite differences (default 16)\n"
@@ -84,7 +84,7 @@ static int parse_run(int argc, char **argv, cli_options *o) {
   o->iters = 20;
   o->warmup = 3;
   o->samples = 16;
-  o->seed = (uint64_t)time(NULL);
+  o->seed = 1;
   for (int f = 0; f < 6; ++f) o->size[f] = -1;
   for (int i = 0; i < argc; ++i) {
     const char *a = argv[i];
@@ -208,6 +208,7 @@ static int gpu_count(void) {
 }
 
 int main(int argc, char **argv) {
+  setvbuf(stdout, NULL, _IOLBF, 0); /* each line as it is printed, also into a pipe or a log */
   if (argc < 2 || strcmp(argv[1], "--help") == 0 || strcmp(argv[1], "-h") == 0 ||
       strcmp(argv[1], "help") == 0) {
     usage(argc < 2 ? stderr : stdout);

@@ -4,6 +4,7 @@
 #include <inttypes.h>
 #include <stdio.h>
 #include <time.h>
+#include <unistd.h>
 #include "cli/cli.h"
 #include "mok_reference.h"
 
@@ -23,6 +24,19 @@ int cli_run_cpu(const cli_options *o) {
          o->ranks, mok_route_name(kind), o->seed);
   if (s->num_experts % o->ranks != 0) {
     fprintf(stderr, "mok: %lld experts do not split over %d ranks\n", (long long)s->num_experts, o->ranks);
+    return 2;
+  }
+  /* the whole problem lives in host memory: say how much, and refuse what the machine lacks */
+  const int64_t bytes = mok_ref_problem_bytes(s, o->ranks);
+  const double phys = (double)sysconf(_SC_PHYS_PAGES) * (double)sysconf(_SC_PAGESIZE);
+  const double gflop = 2.0 * 3.0 * (double)s->tokens * (double)o->ranks *
+                       ((double)s->top_k * (double)s->intermediate + (double)s->shared_intermediate) *
+                       (double)s->hidden * 1e-9;
+  printf("size     %.2f GiB of host memory (this machine: %.1f GiB), %.1f GFLOP forward, about 3x "
+         "that backward\n", bytes < 0 ? -1.0 : (double)bytes / (1 << 30), phys / (1 << 30), gflop);
+  if (bytes < 0 || (phys > 0 && (double)bytes > 0.9 * phys)) {
+    fprintf(stderr, "mok: the CPU reference problem needs more host memory than this machine has; "
+            "choose a smaller shape (--tokens, --hidden, --intermediate, --experts)\n");
     return 2;
   }
   mok_ref_problem p;

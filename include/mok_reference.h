@@ -198,10 +198,15 @@ typedef struct {
 } mok_ref_problem;
 
 /* Allocates and fills a problem: bf16-valued random x (scale 1), weights (scale 1/sqrt(fan-in)),
- * router weights, dy, and the routing `kind`. Returns MOK_SUCCESS or the routing's status. */
+ * router weights, dy, and the routing `kind`. Returns MOK_SUCCESS, MOK_ERR_OUT_OF_MEMORY, or the
+ * routing's status. */
 mok_status mok_ref_problem_make(mok_ref_problem *p, const mok_shape *shape, int ep,
                                 mok_route_kind kind, uint64_t seed);
 void mok_ref_problem_free(mok_ref_problem *p);
+/* The host memory mok_ref_problem_make takes for a shape over ep ranks, in bytes; -1 when the size
+ * overflows or the arguments are invalid. mok_ref_problem_make returns MOK_ERR_OUT_OF_MEMORY (and
+ * holds nothing) when an allocation fails. */
+int64_t mok_ref_problem_bytes(const mok_shape *shape, int ep);
 
 #if defined(__GNUC__) || defined(__clang__)
 #pragma GCC visibility pop
