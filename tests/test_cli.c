@@ -54,6 +54,14 @@ void test_cli(void) {
   CHECK(run_mok("run --cpu --seed 3 --shape deepseek-v3 --tokens 2 --hidden 128 --experts 16 "
                 "--intermediate 64 --shared 64", out, sizeof out) == 0);
   CHECK(strstr(out, "T=2 H=128 E=16 I=64 k=8 Is=64") != NULL);
+  /* no --seed: the fixed default, printed, so two runs agree */
+  CHECK(run_mok("run --cpu --tokens 16", out, sizeof out) == 0);
+  CHECK(run_mok("run --cpu --tokens 16", again, sizeof again) == 0);
+  a = strstr(out, "checksum"), b = strstr(again, "checksum");
+  CHECK(strstr(out, "seed 1\n") != NULL && a && b && strncmp(a, b, 60) == 0);
+  /* a problem beyond the machine's memory: its size, then a clear refusal, not a crash */
+  CHECK(run_mok("run --cpu --hidden 65536 --intermediate 65536", out, sizeof out) == 2);
+  CHECK(strstr(out, "GiB of host memory") != NULL && strstr(out, "needs more host memory") != NULL);
   CHECK(run_mok("run --cpu --tokens -3", out, sizeof out) == 2);
   CHECK(strstr(out, "--tokens wants an integer") != NULL);
   CHECK(run_mok("run --cpu --routing sideways", out, sizeof out) == 2);
