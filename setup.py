@@ -10,7 +10,7 @@ import shutil
 import subprocess
 import sys
 
-from setuptools import setup
+from setuptools import Distribution, setup
 from setuptools.command.build_py import build_py
 
 ROOT = os.path.dirname(os.path.abspath(__file__))
@@ -50,4 +50,11 @@ class BuildWithLibrary(build_py):
             shutil.copy2(os.path.join(ROOT, "build", name), os.path.join(dest, name))
 
 
-setup(cmdclass={"build_py": BuildWithLibrary})
+class WithLibrary(Distribution):
+    """The package holds a compiled library: its wheel is tagged for this platform, not 'any'."""
+
+    def has_ext_modules(self):
+        return True
+
+
+setup(cmdclass={"build_py": BuildWithLibrary}, distclass=WithLibrary)

@@ -17,7 +17,9 @@ typedef struct {
   uint64_t seed;
   int iters;           /* timed iterations (GPU path)                      */
   int warmup;          /* warm-up iterations (GPU path)                    */
-  int samples;         /* gradient entries checked by finite differences   */
+  int samples;         /* sampled reference checks: gradient entries per tensor on the CPU,
+                          tokens per rank on GPUs; 0: no check; -1: the path's default */
+  const char *gpu_flag; /* the first GPU-only flag given (NULL: none)        */
   int use_cpu;         /* --cpu: force the reference path                  */
   int breakdown;       /* --breakdown: time each stage alone (GPU path)    */
   int build_in_forward; /* --build-in-forward: mok_build_and_forward (one call, timed whole) */

@@ -59,6 +59,14 @@ void test_cli(void) {
   CHECK(run_mok("run --cpu --tokens 16", again, sizeof again) == 0);
   a = strstr(out, "checksum"), b = strstr(again, "checksum");
   CHECK(strstr(out, "seed 1\n") != NULL && a && b && strncmp(a, b, 60) == 0);
+  /* GPU-only flags on the CPU path are refused, not ignored; --samples 0 means no check */
+  CHECK(run_mok("run --cpu --tokens 16 --iters 5", out, sizeof out) == 2);
+  CHECK(strstr(out, "--iters applies to the GPU path only") != NULL);
+  CHECK(run_mok("run --cpu --tokens 16 --plan path=grouped", out, sizeof out) == 2);
+  CHECK(strstr(out, "--plan applies to the GPU path only") != NULL);
+  CHECK(run_mok("run --cpu --tokens 16 --breakdown", out, sizeof out) == 2);
+  CHECK(run_mok("run --cpu --tokens 16 --samples 0", out, sizeof out) == 0);
+  CHECK(strstr(out, "gradient check: none (--samples 0)") != NULL && strstr(out, "checksum") != NULL);
   /* a problem beyond the machine's memory: its size, then a clear refusal, not a crash */
   CHECK(run_mok("run --cpu --hidden 65536 --intermediate 65536", out, sizeof out) == 2);
   CHECK(strstr(out, "GiB of host memory") != NULL && strstr(out, "needs more host memory") != NULL);
