@@ -109,6 +109,7 @@ check: test
 	$(VENV)/bin/pip install -q torch    # first: pip builds mok before it installs dependencies
 	$(VENV)/bin/pip install -q ".[test]"
 	$(VENV)/bin/python examples/hf_swap.py --backend torch --steps 5
+	$(VENV)/bin/python examples/torchtitan_moe.py --backend torch
 	$(VENV)/bin/python -m pytest -q tests/python
 
 gpu-test: $(BUILD)/mok_gpu_tests $(BUILD)/mok
