@@ -3,7 +3,8 @@
 #   make            library, CLI, tests          make test       CPU test suite
 #   make gpu-test   GPU test suite (needs GPUs)  make clean
 #   make install PREFIX=/usr/local   library, headers, CLI and a pkg-config file (mok.pc)
-#   make check      the CPU test suite, then the package installed (pip install .[test]) into a
+#   make sanitize-test   the CPU suite and its fuzzers under ASan and UBSan
+#   make check      the CPU test suite, the sanitizer build, then the package installed (pip install .[test]) into a
 #                   fresh virtual environment (.venv, torch and transformers from PyPI), the
 #                   Hugging Face swap example and the Python tests (pytest) there
 .DEFAULT_GOAL := all
@@ -56,7 +57,7 @@ $(shell mkdir -p $(BUILD); [ "$$(cat $(NCCL_STAMP) 2>/dev/null)" = "$(NCCL_STAMP
 endif
 $(LIB_OBJ) $(LIB): $(NCCL_STAMP)
 
-.PHONY: all test gpu-test clean install check
+.PHONY: all test gpu-test clean install check sanitize-test
 all: $(LIB) $(BUILD)/mok $(BUILD)/mok_tests $(if $(GPU_TEST_SRC),$(BUILD)/mok_gpu_tests)
 
 # -MMD -MP: each object's header dependencies, written beside it and read back below
@@ -101,9 +102,23 @@ $(BUILD)/mok_gpu_tests: $(GPU_TEST_OBJ) $(BUILD)/tests/test_runner.o $(LIB_A)
 test: $(BUILD)/mok_tests $(BUILD)/mok
 	$(BUILD)/mok_tests
 
+# the CPU suite (its fuzzers too) with every host C file built under AddressSanitizer and
+# UndefinedBehaviorSanitizer (UB is fatal), linked with the library's CUDA objects as they are
+SAN_DIR := $(BUILD)/san
+SAN_FLAGS := -fsanitize=address,undefined -fno-sanitize-recover=undefined -fno-omit-frame-pointer
+SAN_OBJ := $(patsubst %.c,$(SAN_DIR)/%.o,$(LIB_C) $(TEST_C))
+$(SAN_DIR)/%.o: %.c
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS) $(SAN_FLAGS) -DMOK_BUILD_DIR='"$(BUILD)"' -DMOK_CUDA_HOME='"$(CUDA_HOME)"' -MMD -MP -c $< -o $@
+$(SAN_DIR)/mok_tests: $(SAN_OBJ) $(filter %.cu.o,$(LIB_OBJ))
+	$(CXX) $(SAN_FLAGS) -o $@ $^ $(LDLIBS)
+sanitize-test: $(SAN_DIR)/mok_tests $(LIB) $(BUILD)/mok
+	ln -sf ../mok ../libmok.so $(SAN_DIR)/   # the CLI and library the suite runs, beside it
+	ASAN_OPTIONS=protect_shadow_gap=0:detect_leaks=1 UBSAN_OPTIONS=print_stacktrace=1 $(SAN_DIR)/mok_tests
+
 PYTHON ?= python3
 VENV := .venv
-check: test
+check: test sanitize-test
 	$(PYTHON) -m venv $(VENV)
 	$(VENV)/bin/pip install -q --upgrade pip
 	$(VENV)/bin/pip install -q torch    # first: pip builds mok before it installs dependencies

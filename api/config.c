@@ -8,6 +8,7 @@
 #include "api/config.h"
 #include "api/plan.h"
 #include "schedule/pipeline.h"
+#include "schedule/schedule_core.h"
 
 mok_status mok_config_init(mok_config *c) {
   if (!c) return MOK_ERR_INVALID_ARGUMENT;
@@ -36,7 +37,11 @@ static mok_status check_shape(const mok_shape *s, int ep) {
     return MOK_ERR_INVALID_SHAPE;
   if (s->top_k > s->num_experts || s->num_experts > INT32_MAX) return MOK_ERR_INVALID_SHAPE;
   if (s->num_experts % ep != 0) return MOK_ERR_INVALID_SHAPE;
-  if ((int64_t)ep * s->tokens * s->top_k > INT32_MAX) return MOK_ERR_INVALID_SHAPE;
+  /* every routed pair of the group has an int32 index: ep * T * k, checked without wrapping */
+  int64_t pairs;
+  if (__builtin_mul_overflow((int64_t)ep, s->tokens, &pairs) ||
+      __builtin_mul_overflow(pairs, s->top_k, &pairs) || pairs > INT32_MAX)
+    return MOK_ERR_INVALID_SHAPE;
   if (s->hidden > INT32_MAX || s->intermediate > INT32_MAX || s->shared_intermediate > INT32_MAX)
     return MOK_ERR_INVALID_SHAPE;
   return MOK_SUCCESS;
@@ -46,10 +51,14 @@ mok_status mok_schedule_worst_case_rows(const mok_shape *s, int ep, int tile_m, 
   if (!s || !rows || ep <= 0 || tile_m <= 0) return MOK_ERR_INVALID_ARGUMENT;
   mok_status st = check_shape(s, ep);
   if (st != MOK_SUCCESS) return st;
+  /* bounded by check_shape: ep * T * k <= 2^31 - 1 and local <= 2^31 - 1 */
   int64_t local = s->num_experts / ep;
   int64_t routed = (int64_t)ep * s->tokens * s->top_k;      /* every pair lands here        */
-  int64_t per_expert_cap = local * ep * s->tokens;          /* each expert: a token at most once */
-  *rows = (routed < per_expert_cap ? routed : per_expert_cap) + local * (tile_m - 1);
+  int64_t per_expert_cap;                                    /* each expert: a token at most once */
+  if (__builtin_mul_overflow(local, (int64_t)ep * s->tokens, &per_expert_cap)) per_expert_cap = routed;
+  int64_t pad;
+  if (__builtin_mul_overflow(local, (int64_t)tile_m - 1, &pad)) return MOK_ERR_INVALID_SHAPE;
+  *rows = (routed < per_expert_cap ? routed : per_expert_cap) + pad;
   return MOK_SUCCESS;
 }
 
@@ -78,7 +87,30 @@ mok_status mok_validate_complete(const mok_shape *s, const mok_config *c, int ep
   const int mb = c->plan.minibatch_rows ? c->plan.minibatch_rows : tile > 128 ? tile : 128;
   mok_pipe_params pipe;
   int64_t ring = 0;
-  return mok_pipe_from_config(s, c, ep, tile, mb, &pipe, &ring); /* a ring: one region at least */
+  st = mok_pipe_from_config(s, c, ep, tile, mb, &pipe, &ring); /* a ring: one region at least */
+  if (st != MOK_SUCCESS) return st;
+  int cpr;
+  int64_t ct;
+  return mok_sched_chunk_geometry(s, ep, &cpr, &ct); /* what the device's schedule build can hold */
+}
+
+mok_status mok_sched_chunk_geometry(const mok_shape *s, int ep, int *cpr_out, int64_t *ct_out) {
+  const int64_t T = s->tokens, k = s->top_k, E = s->num_experts;
+  if (E / ep > MOK_SCHED_MAX_LOCAL_EXPERTS) return MOK_ERR_INVALID_SHAPE;
+  int64_t max_ct = MOK_SCHED_MAX_CHUNK_IDS / k;
+  if (max_ct < 1) return MOK_ERR_INVALID_SHAPE;
+  int64_t cpr = T > 0 ? (T + max_ct - 1) / max_ct : 1;
+  int64_t pref = (int64_t)llround(sqrt((double)T * (double)k / (2.0 * (double)E)));
+  if (pref > cpr) cpr = pref;
+  if (cpr < 1) cpr = 1;
+  int64_t ct = T > 0 ? (T + cpr - 1) / cpr : 1;
+  cpr = T > 0 ? (T + ct - 1) / ct : 1;
+  int64_t entries;
+  if (__builtin_mul_overflow(cpr, E, &entries) || entries > MOK_SCHED_MAX_SCAN_ENTRIES)
+    return MOK_ERR_INVALID_SHAPE;
+  *cpr_out = (int)cpr;
+  *ct_out = ct;
+  return MOK_SUCCESS;
 }
 
 mok_status mok_validate(const mok_shape *s, const mok_config *c, int ep) {

@@ -44,25 +44,6 @@ int mok_gpu_aligned(const void *p) { return ((uintptr_t)p & 15u) == 0; }
 
 static size_t align_up(size_t v, size_t a) { return (v + a - 1) / a * a; }
 
-/* Schedule-build geometry: chunks of one rank's tokens small enough for shared memory, with the
- * scan's work (chunks * local experts) balanced against the per-chunk counting. */
-static mok_status chunk_geometry(const mok_shape *s, int ep, int *cpr_out, int64_t *ct_out) {
-  const int64_t T = s->tokens, k = s->top_k, E = s->num_experts;
-  if (E / ep > MOK_SCHED_MAX_LOCAL_EXPERTS) return MOK_ERR_INVALID_SHAPE;
-  int64_t max_ct = MOK_SCHED_MAX_CHUNK_IDS / k;
-  if (max_ct < 1) return MOK_ERR_INVALID_SHAPE;
-  int64_t cpr = T > 0 ? (T + max_ct - 1) / max_ct : 1;
-  int64_t pref = (int64_t)llround(sqrt((double)T * (double)k / (2.0 * (double)E)));
-  if (pref > cpr) cpr = pref;
-  if (cpr < 1) cpr = 1;
-  int64_t ct = T > 0 ? (T + cpr - 1) / cpr : 1;
-  cpr = T > 0 ? (T + ct - 1) / ct : 1;
-  if (cpr * E > MOK_SCHED_MAX_SCAN_ENTRIES) return MOK_ERR_INVALID_SHAPE;
-  *cpr_out = (int)cpr;
-  *ct_out = ct;
-  return MOK_SUCCESS;
-}
-
 /* What every rank must agree on, as plain integers: the shape, the config and the plan. */
 #define AGREE_PLAN ((int)(sizeof(mok_plan) / sizeof(int)))
 #define AGREE_N (21 + AGREE_PLAN)
@@ -171,7 +152,7 @@ static mok_status check_request(const mok_shape *s, const mok_config *c, int ep,
   st = mok_pipe_from_config(s, c, ep, plan->tile_m, plan->minibatch_rows, pipe, &ring_bytes);
   if (st != MOK_SUCCESS) return st;
   if (pipe->capacity > INT32_MAX) return MOK_ERR_INVALID_SHAPE;
-  return chunk_geometry(s, ep, cpr, ct);
+  return mok_sched_chunk_geometry(s, ep, cpr, ct);
 }
 
 mok_status mok_workspace_create(mok_group *g, const mok_shape *s, const mok_config *caller,

@@ -1,5 +1,6 @@
 /* ref_token.c — the reference for one token from only the weights it uses: a one-token, one-rank
  * problem whose experts are the token's k experts, run through mok_ref_forward / mok_ref_backward. */
+#include <stdint.h>
 #include <stdlib.h>
 #include "mok_reference.h"
 #include "schedule/schedule_core.h"
@@ -15,13 +16,18 @@ mok_status mok_ref_token(const mok_ref_config *cfg, const float *x, const int32_
     return MOK_ERR_INVALID_SHAPE;
   int st = mok_sched_check_token(topk, (int)s->top_k, (int)s->num_experts);
   if (st != MOK_SCHED_OK) return (mok_status)st;
-  const int64_t k = s->top_k, n = s->intermediate * s->hidden;
+  /* the k experts' weights, 3 * k * I * H floats, sized without wrapping */
+  const int64_t k = s->top_k;
+  int64_t n, all;
+  if (__builtin_mul_overflow(s->intermediate, s->hidden, &n) ||
+      __builtin_mul_overflow(n, 3 * k, &all) || (uint64_t)all > SIZE_MAX / sizeof(float))
+    return MOK_ERR_OUT_OF_MEMORY;
   /* the token's experts become experts 0..k-1 of a one-rank problem */
   mok_ref_config mini = *cfg;
   mini.shape.tokens = 1;
   mini.shape.num_experts = k;
   mini.ep = 1;
-  float *w = malloc(sizeof(float) * (size_t)(3 * k * n));
+  float *w = malloc(sizeof(float) * (size_t)all);
   int32_t *ids = malloc(sizeof(int32_t) * (size_t)k);
   if (!w || !ids) {
     free(w);

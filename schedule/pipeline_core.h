@@ -32,13 +32,15 @@ typedef struct {
   int64_t capacity;          /* the schedule's padded rows                                     */
 } mok_pipe_params;
 
-/* Checks the knobs: positive, minibatch a multiple of the tile, a tile-aligned capacity, and a
- * ring of at least one region when there is one. Returns MOK_SCHED_OK or MOK_SCHED_BAD_ARGUMENT. */
+/* Checks the knobs: positive, minibatch a multiple of the tile, a tile-aligned capacity below
+ * 2^31 rows, and a ring of at least one region when there is one. Returns MOK_SCHED_OK or MOK_SCHED_BAD_ARGUMENT. */
 MOK_HD int mok_pipe_check(const mok_pipe_params *p) {
   if (p->tile_m <= 0 || p->minibatch_rows <= 0 || p->minibatch_rows % p->tile_m != 0 ||
       p->macro_minibatches <= 0 || p->ring_regions < 0 || p->expert_rows < 0 ||
       p->expert_rows % p->tile_m != 0 || p->capacity < 0)
     return MOK_SCHED_BAD_ARGUMENT;
+  /* rows are int32 in the schedule table: bounded here, so that no row arithmetic overflows */
+  if (p->capacity > 2147483647LL || p->expert_rows > 2147483647LL) return MOK_SCHED_BAD_ARGUMENT;
   return MOK_SCHED_OK;
 }
 

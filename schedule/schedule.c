@@ -10,7 +10,10 @@ mok_status mok_sched_check_params(const mok_sched_params *p) {
   if (p->tokens < 0 || p->top_k <= 0 || p->num_experts <= 0 || p->top_k > p->num_experts)
     return MOK_ERR_INVALID_SHAPE;
   if (p->num_experts % p->ep != 0) return MOK_ERR_INVALID_SHAPE;
-  if ((int64_t)p->ep * p->tokens * p->top_k > INT32_MAX) return MOK_ERR_INVALID_SHAPE;
+  int64_t pairs; /* ep * T * k, checked without wrapping */
+  if (__builtin_mul_overflow((int64_t)p->ep, p->tokens, &pairs) ||
+      __builtin_mul_overflow(pairs, (int64_t)p->top_k, &pairs) || pairs > INT32_MAX)
+    return MOK_ERR_INVALID_SHAPE;
   return MOK_SUCCESS;
 }
 

@@ -27,6 +27,12 @@
 
 #include <stdint.h>
 
+/* Limits of the device build of the schedule (checked on the host by mok_validate and
+ * mok_workspace_create through mok_sched_chunk_geometry). */
+#define MOK_SCHED_MAX_CHUNK_IDS 8192     /* top-k ids one chunk stages in shared memory       */
+#define MOK_SCHED_MAX_SCAN_ENTRIES 49152 /* chunks * local experts in the single-block scan     */
+#define MOK_SCHED_MAX_LOCAL_EXPERTS 4096 /* E / EP                                             */
+
 #ifdef __CUDACC__
 #define MOK_HD __host__ __device__ __forceinline__
 #else

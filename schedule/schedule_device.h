@@ -8,15 +8,14 @@
 #include <stddef.h>
 #include <stdint.h>
 #include <cuda_runtime_api.h>
+#include "schedule/schedule_core.h"
 
 #ifdef __cplusplus
 extern "C" {
 #endif
 
-/* Limits of the device build (checked by mok_workspace_create). */
-#define MOK_SCHED_MAX_CHUNK_IDS 8192     /* top-k ids one chunk stages in shared memory       */
-#define MOK_SCHED_MAX_SCAN_ENTRIES 49152 /* chunks * local experts in the single-block scan     */
-#define MOK_SCHED_MAX_LOCAL_EXPERTS 4096 /* E / EP                                             */
+/* The device build's limits, MOK_SCHED_MAX_*, are in schedule/schedule_core.h (checked on the
+ * host by mok_sched_chunk_geometry, api/config.c). */
 
 typedef struct {
   char *const *peer_base;  /* every rank's symmetric base                                */

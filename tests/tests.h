@@ -4,6 +4,13 @@
 #include <string.h>
 
 void test_build_wgmma_pipelined(void);
+void test_limits_validate(void);
+void test_fuzz_validate(void);
+void test_fuzz_schedule(void);
+void test_fuzz_ring_plan(void);
+void test_fuzz_reference_inputs(void);
+void test_limits_schedule_and_ring(void);
+void test_limits_reference_allocations(void);
 void test_build_headers_without_cuda(void);
 void test_build_install_and_pkg_config(void);
 void test_bf16_rounding(void);
