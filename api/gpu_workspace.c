@@ -78,8 +78,11 @@ static mok_status agree(mok_group *g, const int64_t *row) {
                           cudaGetErrorString(cudaGetLastError()));
     goto done;
   }
-  if (cudaMemcpy(dev + (size_t)AGREE_N * g->rank, row, AGREE_N * sizeof(int64_t),
-                 cudaMemcpyHostToDevice) != cudaSuccess) {
+  /* the upload, the gather and the download in one stream's order: a synchronous copy from
+   * pageable memory may return before its DMA lands, and the legacy stream it runs on does not
+   * order a non-blocking stream after it */
+  if (cudaMemcpyAsync(dev + (size_t)AGREE_N * g->rank, row, AGREE_N * sizeof(int64_t),
+                      cudaMemcpyHostToDevice, st) != cudaSuccess) {
     rc = mok_record_error(MOK_ERR_CUDA, "the shape agreement's upload: %s",
                           cudaGetErrorString(cudaGetLastError()));
     goto done;
@@ -89,8 +92,8 @@ static mok_status agree(mok_group *g, const int64_t *row) {
                           ncclGetLastError(g->comm));
     goto done;
   }
-  if (cudaStreamSynchronize(st) != cudaSuccess ||
-      cudaMemcpy(host, dev, n * sizeof(int64_t), cudaMemcpyDeviceToHost) != cudaSuccess) {
+  if (cudaMemcpyAsync(host, dev, n * sizeof(int64_t), cudaMemcpyDeviceToHost, st) != cudaSuccess ||
+      cudaStreamSynchronize(st) != cudaSuccess) {
     rc = mok_record_error(MOK_ERR_CUDA, "the shape agreement's download: %s",
                           cudaGetErrorString(cudaGetLastError()));
     goto done;

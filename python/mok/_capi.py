@@ -1,6 +1,7 @@
 """_capi.py — ctypes bindings of libmok's C API (include/mok.h): the structs, the status codes
 and the functions, with every non-success status raised as MokError. Needs no torch."""
 import ctypes
+import math
 
 from ._library import find_library
 
@@ -147,14 +148,33 @@ def plan_text(plan):
     return plan
 
 
+_INT_RANGES = {ctypes.c_int: (-(1 << 31), (1 << 31) - 1),
+               ctypes.c_int64: (-(1 << 63), (1 << 63) - 1)}
+
+
+def _check_knob(key, value, ctype):
+    """Raises unless value fits the C field: ctypes would silently truncate an int that does not
+    (ring_bytes=1 << 64 would become 0) or a float it cannot hold."""
+    if ctype is ctypes.c_float:
+        if isinstance(value, bool) or not isinstance(value, (int, float)) or \
+                not math.isfinite(value) or abs(value) > 3.4e38:
+            raise ValueError(f"mok config knob '{key}' wants a finite float, got {value!r}")
+        return
+    lo, hi = _INT_RANGES[ctype]
+    if isinstance(value, bool) or not isinstance(value, int) or not lo <= value <= hi:
+        raise ValueError(f"mok config knob '{key}' wants an int in [{lo}, {hi}], got {value!r}")
+
+
 def default_config(plan=None, **knobs):
     """A Config with mok's defaults, then the given fields set (e.g. ring_bytes=1 << 30), and the
     plan requests of `plan` (see plan_text)."""
     cfg = Config()
     call("mok_config_init", ctypes.byref(cfg))
+    types = dict(Config._fields_)
     for key, value in knobs.items():
         if key in ("size", "magic", "version", "plan") or not hasattr(cfg, key):
             raise TypeError(f"unknown mok config knob '{key}'")
+        _check_knob(key, value, types[key])
         setattr(cfg, key, value)
     text = plan_text(plan)
     if text:

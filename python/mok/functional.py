@@ -79,6 +79,7 @@ class Group:
             dist.broadcast_object_list(box, src=src, group=process_group)
             ctypes.memmove(ctypes.addressof(uid), box[0], 128)
         self.handle = ctypes.c_void_p()
+        self.device = torch.device("cuda", torch.cuda.current_device())  # the group's GPU
         C.call("mok_group_create", ctypes.byref(uid), self.size, self.rank, ctypes.byref(self.handle))
         self.id = len(_groups)
         _groups.append(self)
@@ -194,6 +195,59 @@ def _check(x, topk, rw, weights, group_id, num_experts, routed_dtype=torch.bfloa
     for t in (x, topk, rw) + tuple(w for w in weights if w is not None and w.numel() > 0):
         if t.device != x.device or t.device.type != "cuda":
             raise ValueError("mok: all tensors must be on the same CUDA device")
+    group_device = getattr(_groups[group_id], "device", None)
+    if group_device is not None and x.device != group_device:
+        raise ValueError(f"mok: the tensors are on {x.device}, the group was made on {group_device} "
+                         f"(torch.cuda.set_device before mok.Group or mok.MoE)")
+
+
+def _check_dy(dy, x):
+    if not isinstance(dy, torch.Tensor) or dy.dtype != torch.bfloat16 or dy.shape != x.shape:
+        raise TypeError(f"mok: dy must be bfloat16 of x's shape {tuple(x.shape)}; got "
+                        f"{getattr(dy, 'dtype', type(dy).__name__)} {tuple(getattr(dy, 'shape', ()))}")
+    if dy.device != x.device:
+        raise ValueError(f"mok: dy is on {dy.device}, x on {x.device}")
+
+
+def _check_fp8_codes(q_gate, s_gate, q_up, s_up, q_down, s_down):
+    """quantize_weight's codes and scales of the three routed weights: [E, I, H], [E, I, H],
+    [E, H, I] uint8 with [E, rows/128, cols/128] float32 scales, contiguous, on one CUDA device,
+    I and H multiples of 128."""
+    tensors = (q_gate, s_gate, q_up, s_up, q_down, s_down)
+    if not all(isinstance(t, torch.Tensor) for t in tensors):
+        raise TypeError("mok: FP8 weights are the tensors quantize_weight returns")
+    dev = q_gate.device
+    if dev.type != "cuda" or any(t.device != dev for t in tensors):
+        raise ValueError("mok: all tensors must be on the same CUDA device")
+    if q_gate.dim() != 3:
+        raise ValueError(f"mok: FP8 codes are [E, rows, cols]; got {tuple(q_gate.shape)}")
+    E, inter, hidden = q_gate.shape
+    if inter % 128 or hidden % 128:
+        raise ValueError(f"mok: FP8 weights need I and H multiples of 128; got {inter}, {hidden}")
+    for q, sc, shape in ((q_gate, s_gate, (E, inter, hidden)), (q_up, s_up, (E, inter, hidden)),
+                         (q_down, s_down, (E, hidden, inter))):
+        if q.dtype != torch.uint8 or not q.is_contiguous() or tuple(q.shape) != shape:
+            raise ValueError(f"mok: FP8 codes must be contiguous uint8 {shape}; got {q.dtype} "
+                             f"{tuple(q.shape)}")
+        want = (shape[0], shape[1] // 128, shape[2] // 128)
+        if sc.dtype != torch.float32 or not sc.is_contiguous() or tuple(sc.shape) != want:
+            raise ValueError(f"mok: scales of codes {shape} must be contiguous float32 {want}; got "
+                             f"{sc.dtype} {tuple(sc.shape)}")
+
+
+def _check_fp8_transposed(t, q_gate):
+    """transpose_weights_fp8's four tensors for codes q_gate [E, I, H]."""
+    E, inter, hidden = q_gate.shape
+    want = (((E, hidden, 2 * inter), torch.uint8), ((E, hidden // 128, 2 * inter // 128), torch.float32),
+            ((E, inter, hidden), torch.uint8), ((E, inter // 128, hidden // 128), torch.float32))
+    if not isinstance(t, (tuple, list)) or len(t) != 4:
+        raise TypeError("mok: t must be the four tensors transpose_weights_fp8 returns")
+    for v, (shape, dtype) in zip(t, want):
+        if not isinstance(v, torch.Tensor) or v.dtype != dtype or tuple(v.shape) != shape or \
+                not v.is_contiguous() or v.device != q_gate.device:
+            raise ValueError(f"mok: t must be transpose_weights_fp8's tensors: want {dtype} "
+                             f"{shape} on {q_gate.device}; got "
+                             f"{getattr(v, 'dtype', None)} {tuple(getattr(v, 'shape', ()))}")
 
 
 def _weights(w_gate, w_up, w_down, ws_gate, ws_up, ws_down):
@@ -247,9 +301,7 @@ def moe_backward(dy: torch.Tensor, x: torch.Tensor, topk: torch.Tensor, rw: torc
                  swiglu_limit: float, slot: int = 0) -> List[torch.Tensor]:
     weights = (w_gate, w_up, w_down, ws_gate, ws_up, ws_down)
     _check(x, topk, rw, weights, group_id, num_experts)
-    if dy.dtype != torch.bfloat16 or dy.shape != x.shape:
-        raise TypeError(f"mok: dy must be bfloat16 of x's shape {tuple(x.shape)}; got {dy.dtype} "
-                        f"{tuple(dy.shape)}")
+    _check_dy(dy, x)
     dy = dy.contiguous()
     ws, sched = _schedule(group_id, _shape(x, topk, num_experts, w_gate, ws_gate), _knobs(swiglu_limit), slot)
     out = _grad_buffers(x, rw, *weights)
@@ -313,6 +365,7 @@ def transpose_weights_fp8(q_gate, s_gate, q_up, s_up, q_down, s_down):
     [E, H, 2I] codes with scales [E, H/128, 2I/128], and down [E, I, H] codes with scales
     [E, I/128, H/128]; codes and scales moved, not quantized again. Make them again whenever the
     weights change."""
+    _check_fp8_codes(q_gate, s_gate, q_up, s_up, q_down, s_down)
     E, inter, hidden = q_gate.shape
     dev = q_gate.device
     gu_t = torch.empty(E, hidden, 2 * inter, dtype=torch.uint8, device=dev)
@@ -332,13 +385,7 @@ def _check_fp8(x, topk, rw, q_gate, s_gate, q_up, s_up, q_down, s_down, ws_gate,
     their codes, on x's device."""
     _check(x, topk, rw, (q_gate, q_up, q_down, ws_gate, ws_up, ws_down), group_id, num_experts,
            routed_dtype=torch.uint8)
-    if any(t.device != x.device for t in (s_gate, s_up, s_down)):
-        raise ValueError("mok: all tensors must be on the same CUDA device")
-    for q, sc in ((q_gate, s_gate), (q_up, s_up), (q_down, s_down)):
-        if sc.dtype != torch.float32 or not sc.is_contiguous() or \
-                sc.shape != (q.shape[0], q.shape[1] // 128, q.shape[2] // 128):
-            raise ValueError(f"mok: scales {tuple(sc.shape)} ({sc.dtype}) are not those of codes "
-                             f"{tuple(q.shape)} from quantize_weight")
+    _check_fp8_codes(q_gate, s_gate, q_up, s_up, q_down, s_down)
 
 
 def _fp8_weights(q_gate, s_gate, q_up, s_up, q_down, s_down, ws_gate, ws_up, ws_down, t=None):
@@ -360,8 +407,9 @@ def moe_backward_fp8(dy, x, topk, rw, q_gate, s_gate, q_up, s_up, q_down, s_down
     expert."""
     _check_fp8(x, topk, rw, q_gate, s_gate, q_up, s_up, q_down, s_down, ws_gate, ws_up, ws_down,
                group_id, num_experts)
-    if dy.dtype != torch.bfloat16 or dy.shape != x.shape:
-        raise TypeError(f"mok: dy must be bfloat16 of x's shape {tuple(x.shape)}")
+    _check_dy(dy, x)
+    _check_fp8_transposed(t, q_gate)
+    dy = dy.contiguous()
     knobs = _knobs(swiglu_limit) + (("dtype", FP8_BLOCK128),)
     ws, sched = _schedule(group_id, _shape(x, topk, num_experts, q_gate, ws_gate), knobs, slot)
     w = _fp8_weights(q_gate, s_gate, q_up, s_up, q_down, s_down, ws_gate, ws_up, ws_down, t)

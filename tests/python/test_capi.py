@@ -100,6 +100,16 @@ def main():
         raise AssertionError("mok_schedule_set_tokens(NULL) accepted")
     except c.MokError as e:
         assert e.status == 1, e
+    # knob values the C field cannot hold raise, instead of being truncated by ctypes
+    for bad in (dict(ring_bytes=1 << 64), dict(ring_bytes=True), dict(timeout_ms=1 << 31),
+                dict(macrobatch_minibatches=-(1 << 40)), dict(swiglu_limit=float("inf")),
+                dict(swiglu_limit=1e39), dict(schedule_capacity=1.5)):
+        try:
+            c.default_config(**bad)
+            raise AssertionError(f"default_config accepted {bad}")
+        except ValueError:
+            pass
+    assert c.default_config(ring_bytes=(1 << 63) - 1, timeout_ms=(1 << 31) - 1).timeout_ms == (1 << 31) - 1
     print("python capi: ok")
 
 

@@ -218,3 +218,30 @@ def test_example_trains_on_cpu():
     losses = ex.train(model, args, torch.device("cpu"))
     assert len(losses) == 30
     assert sum(losses[-5:]) / 5 < losses[0]
+
+
+def test_functional_checks_before_c():
+    """The functional ops' argument checks run before any C call: FP8 codes, scales and the
+    transposed weights of the wrong shape, dtype or device raise."""
+    from mok import functional as fn
+    E, I, H = 2, 128, 256
+    q = lambda *s: torch.zeros(*s, dtype=torch.uint8)  # noqa: E731
+    sc = lambda *s: torch.zeros(*s, dtype=torch.float32)  # noqa: E731
+    good = (q(E, I, H), sc(E, 1, 2), q(E, I, H), sc(E, 1, 2), q(E, H, I), sc(E, 2, 1))
+    with pytest.raises(ValueError, match="CUDA device"):
+        fn.transpose_weights_fp8(*good)           # CPU tensors
+    with pytest.raises(TypeError):
+        fn.transpose_weights_fp8(*good[:5], None)
+    if torch.cuda.is_available():
+        dev = [t.cuda() for t in good]
+        with pytest.raises(ValueError, match="scales"):
+            fn.transpose_weights_fp8(*dev[:5], sc(E, 1, 1).cuda())
+        with pytest.raises(ValueError, match="uint8"):
+            fn.transpose_weights_fp8(dev[0].float(), *dev[1:])
+        with pytest.raises(ValueError, match="transpose_weights_fp8"):
+            fn._check_fp8_transposed((dev[0],) * 4, dev[0])
+    x = torch.zeros(4, H, dtype=torch.bfloat16)
+    with pytest.raises(TypeError, match="dy"):
+        fn._check_dy(torch.zeros(4, H), x)
+    with pytest.raises(TypeError, match="dy"):
+        fn._check_dy(torch.zeros(3, H, dtype=torch.bfloat16), x)
