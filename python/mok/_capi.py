@@ -69,7 +69,19 @@ class Grads(ctypes.Structure):
         "dws_down")] + [("grad_fp32", ctypes.c_int), ("accumulate", ctypes.c_int)]
 
 
-lib = ctypes.CDLL(find_library())
+def _load():
+    """libmok, refused (ImportError naming the fix) when it was built against another NCCL than
+    the one torch here loads: loading it first would make torch's import fail, loading it after
+    torch would fail its groups."""
+    from ._library import mismatch
+    path = find_library()
+    message = mismatch(path)
+    if message:
+        raise ImportError(message)
+    return ctypes.CDLL(path)
+
+
+lib = _load()
 
 _P = ctypes.c_void_p
 _PP = ctypes.POINTER(ctypes.c_void_p)
