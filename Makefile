@@ -5,14 +5,16 @@
 #   make install PREFIX=/usr/local   library, headers, CLI and a pkg-config file (mok.pc)
 #   make sanitize-test   the CPU suite and its fuzzers under ASan and UBSan
 #   make check      the CPU test suite, the sanitizer build, then the package installed (pip install .[test]) into a
-#                   fresh virtual environment (.venv, torch and transformers from PyPI), the
-#                   Hugging Face swap example and the Python tests (pytest) there
+#                   fresh virtual environment (.venv; torch, transformers and torchtitan from
+#                   PyPI), the Hugging Face and torchtitan examples and the Python tests there
 .DEFAULT_GOAL := all
 CUDA_HOME ?= /usr/local/cuda
 # NCCL: headers and library from one install (a process loads one libnccl.so.2, and the device API
-# must match it). Default, the first install that has both: the PyTorch wheel's (the library a torch
-# process has already loaded), the CUDA toolkit's, the system's. Override with NCCL_HOME=/path.
-NCCL_WHEEL := $(shell python3 -c "import nvidia.nccl; print(list(nvidia.nccl.__path__)[0])" 2>/dev/null)
+# must match it). Default, the first install that has both: the NCCL wheel of $(PYTHON)'s
+# environment (the library its torch loads), the CUDA toolkit's, the system's. Override with
+# NCCL_HOME=/path.
+PYTHON ?= python3
+NCCL_WHEEL := $(shell $(PYTHON) -c "import nvidia.nccl; print(list(nvidia.nccl.__path__)[0])" 2>/dev/null)
 nccl_libdir = $(firstword $(foreach d,$(1)/lib $(1)/lib64 $(1)/lib/x86_64-linux-gnu,$(if $(wildcard $(d)/libnccl.so.2),$(d))))
 ifeq ($(origin NCCL_HOME),undefined)
 NCCL_HOME := $(firstword $(foreach d,$(NCCL_WHEEL) $(CUDA_HOME) /usr,$(if $(and $(wildcard $(d)/include/nccl.h),$(call nccl_libdir,$(d))),$(d))))
@@ -116,7 +118,6 @@ sanitize-test: $(SAN_DIR)/mok_tests $(LIB) $(BUILD)/mok
 	ln -sf ../mok ../libmok.so $(SAN_DIR)/   # the CLI and library the suite runs, beside it
 	ASAN_OPTIONS=protect_shadow_gap=0:detect_leaks=1 UBSAN_OPTIONS=print_stacktrace=1 $(SAN_DIR)/mok_tests
 
-PYTHON ?= python3
 VENV := .venv
 check: test sanitize-test
 	$(PYTHON) -m venv $(VENV)

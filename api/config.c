@@ -51,14 +51,12 @@ mok_status mok_schedule_worst_case_rows(const mok_shape *s, int ep, int tile_m, 
   if (!s || !rows || ep <= 0 || tile_m <= 0) return MOK_ERR_INVALID_ARGUMENT;
   mok_status st = check_shape(s, ep);
   if (st != MOK_SUCCESS) return st;
-  /* bounded by check_shape: ep * T * k <= 2^31 - 1 and local <= 2^31 - 1 */
+  /* no product here wraps: check_shape bounds ep * T * k and E below 2^31, so each factor pair
+   * below is under 2^62 */
   int64_t local = s->num_experts / ep;
   int64_t routed = (int64_t)ep * s->tokens * s->top_k;      /* every pair lands here        */
-  int64_t per_expert_cap;                                    /* each expert: a token at most once */
-  if (__builtin_mul_overflow(local, (int64_t)ep * s->tokens, &per_expert_cap)) per_expert_cap = routed;
-  int64_t pad;
-  if (__builtin_mul_overflow(local, (int64_t)tile_m - 1, &pad)) return MOK_ERR_INVALID_SHAPE;
-  *rows = (routed < per_expert_cap ? routed : per_expert_cap) + pad;
+  int64_t per_expert_cap = local * ep * s->tokens;          /* each expert: a token at most once */
+  *rows = (routed < per_expert_cap ? routed : per_expert_cap) + local * (tile_m - 1);
   return MOK_SUCCESS;
 }
 

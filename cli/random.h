@@ -10,16 +10,6 @@
 #define CLI_HD __host__ __device__ __forceinline__
 #else
 #define CLI_HD static inline
-#ifdef __cplusplus
-extern "C" {
-#endif
-/* Fills n bf16 values with cli_random_value(seed, stream_id, i, scale), enqueued on stream. */
-int cli_fill_random_bf16(void *dst, int64_t n, uint64_t seed, uint64_t stream_id, float scale,
-                         void *stream);
-#ifdef __cplusplus
-}
-#endif
-
 #endif
 
 CLI_HD uint64_t cli_hash64(uint64_t z) {

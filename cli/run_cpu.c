@@ -32,8 +32,11 @@ int cli_run_cpu(const cli_options *o) {
   const double gflop = 2.0 * 3.0 * (double)s->tokens * (double)o->ranks *
                        ((double)s->top_k * (double)s->intermediate + (double)s->shared_intermediate) *
                        (double)s->hidden * 1e-9;
-  printf("size     %.2f GiB of host memory (this machine: %.1f GiB), %.1f GFLOP forward, about 3x "
-         "that backward\n", bytes < 0 ? -1.0 : (double)bytes / (1 << 30), phys / (1 << 30), gflop);
+  char need[32];
+  if (bytes < 0) snprintf(need, sizeof need, "more than 2^63 bytes");
+  else snprintf(need, sizeof need, "%.2f GiB", (double)bytes / (1 << 30));
+  printf("size     %s of host memory (this machine: %.1f GiB), %.1f GFLOP forward, about 3x "
+         "that backward\n", need, phys / (1 << 30), gflop);
   if (bytes < 0 || (phys > 0 && (double)bytes > 0.9 * phys)) {
     fprintf(stderr, "mok: the CPU reference problem needs more host memory than this machine has; "
             "choose a smaller shape (--tokens, --hidden, --intermediate, --experts)\n");

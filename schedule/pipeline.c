@@ -12,9 +12,9 @@ mok_status mok_pipe_from_config(const mok_shape *s, const mok_config *c, int ep,
     const mok_status st = mok_schedule_worst_case_rows(s, ep, tile_m, &cap);
     if (st != MOK_SUCCESS) return st;
   }
-  int64_t every; /* an expert gets each token at most once */
-  if (__builtin_mul_overflow((int64_t)ep, s->tokens, &every) || every > INT32_MAX)
-    every = INT32_MAX / tile_m * tile_m; /* bounded by the capacity below */
+  int64_t every; /* an expert gets each token at most once: ep * T rows, int32 like all rows */
+  if (s->tokens < 0 || __builtin_mul_overflow((int64_t)ep, s->tokens, &every) || every > INT32_MAX)
+    return MOK_ERR_INVALID_SHAPE;
   mok_pipe_params q = {tile_m, minibatch_rows, c->macrobatch_minibatches, 0,
                        (every + tile_m - 1) / tile_m * tile_m, cap};
   if (mok_pipe_check(&q) != MOK_SCHED_OK) return MOK_ERR_INVALID_ARGUMENT;

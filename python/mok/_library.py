@@ -3,7 +3,6 @@ will load. A process holds one libnccl.so.2: whichever of libmok and torch loads
 for both, and a libmok built against another NCCL than torch's wheel fails later (an undefined
 NCCL symbol on import, or MOK_ERR_NCCL when a group forms). The check reads files only: it
 imports neither torch nor libmok, so `import mok` reports a mismatch before either is loaded."""
-import importlib.metadata
 import importlib.util
 import os
 import re
@@ -57,14 +56,7 @@ def torch_nccl():
     if spec is None or not spec.submodule_search_locations:
         return None
     folder = list(spec.submodule_search_locations)[0]
-    code = header_version(os.path.join(folder, "include", "nccl.h"))
-    if code is None:
-        for dist in importlib.metadata.distributions():
-            name = (dist.metadata["Name"] or "").lower()
-            if name.startswith("nvidia-nccl"):
-                parts = (dist.version.split(".") + ["0", "0"])[:3]
-                code = int(parts[0]) * 10000 + int(parts[1]) * 100 + int(re.sub(r"\D.*", "", parts[2]) or 0)
-                break
+    code = header_version(os.path.join(folder, "include", "nccl.h"))  # the wheel ships its header
     return (code, folder) if code is not None else None
 
 

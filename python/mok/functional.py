@@ -195,8 +195,8 @@ def _check(x, topk, rw, weights, group_id, num_experts, routed_dtype=torch.bfloa
     for t in (x, topk, rw) + tuple(w for w in weights if w is not None and w.numel() > 0):
         if t.device != x.device or t.device.type != "cuda":
             raise ValueError("mok: all tensors must be on the same CUDA device")
-    group_device = getattr(_groups[group_id], "device", None)
-    if group_device is not None and x.device != group_device:
+    group_device = _groups[group_id].device
+    if x.device != group_device:
         raise ValueError(f"mok: the tensors are on {x.device}, the group was made on {group_device} "
                          f"(torch.cuda.set_device before mok.Group or mok.MoE)")
 

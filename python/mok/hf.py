@@ -163,8 +163,10 @@ def export_hf_moe_state_dict(module, prefix, style="deepseek_v3", dtype=None, de
     out = {}
     for name, keys in hf_key_map(module, prefix, style, layout).items():
         t = own[name].detach()
-        if name in ("w_gate", "w_up") and layout == "fused":
-            t = torch.cat([own["w_gate"].detach(), own["w_up"].detach()], dim=1)
+        if name == "w_up" and layout == "fused":
+            continue  # written with w_gate: one experts.gate_up_proj
+        if name == "w_gate" and layout == "fused":
+            t = torch.cat([t, own["w_up"].detach()], dim=1)
         parts = list(t.unbind(0)) if isinstance(keys, list) else [t]
         for key, part in zip(keys if isinstance(keys, list) else [keys], parts):
             out[key] = part.to(device=device, dtype=dtype or part.dtype).clone()

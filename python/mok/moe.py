@@ -218,7 +218,9 @@ class MoE(nn.Module):
     def router_stats(self, logits, topk_experts):
         """RouterStats of one forward from its router logits [T, E] and choices [T, k]."""
         E = self.num_experts
-        counts = torch.bincount(topk_experts.reshape(-1).long(), minlength=E)
+        ids = topk_experts.reshape(-1).long()  # a fixed-size scatter: no host sync, graph-safe
+        counts = torch.zeros(E, dtype=torch.int64, device=ids.device).scatter_add_(
+            0, ids, torch.ones_like(ids))
         zero = logits.new_zeros(())
         aux = z = zero
         if self.aux_loss_coef > 0 and logits.shape[0] > 0:
