@@ -52,15 +52,17 @@ struct mok_workspace {
   int64_t timeout_ns;
   /* one symmetric buffer, every rank the same layout */
   mok_sym_buffer sym;
-  size_t off_topk, off_x, off_slots, off_dy, off_rw, off_drw, off_flags, off_perr;
+  size_t off_topk, off_x, off_slots, off_dy, off_rw, off_drw, off_flags;
   size_t off_count;          /* this rank's token count of its latest build (int32)      */
   char **peer_base;          /* device [ep]: each rank's address of sym                  */
   char **op_peer;            /* device [ep]: the ops layer's table for a caller's buffer */
   /* local device memory (one allocation) */
   void *local;
   int64_t local_bytes;
-  int32_t *err;              /* sticky error word                                        */
-  uint64_t *epoch;           /* barrier epoch counter                                    */
+  int32_t *err;              /* sticky error word, and err[1]: the rank it was raised on
+                                (0 this rank, r + 1 rank r)                               */
+  mok_barrier_state *barrier; /* which call and barrier this rank is at                  */
+  int call_barriers;         /* host: barriers the call being enqueued has enqueued      */
   int32_t *dense_table;      /* the shared expert as one grouped-GEMM expert: offset {0,
                                 T rounded up to 128}, count {T}                           */
   int32_t *ready;            /* [ready_count] per-minibatch flags of the fused comm CTAs     */
@@ -130,12 +132,20 @@ static inline int64_t mok_fp8_rows_bytes(int64_t rows, int64_t cols) {
 }
 
 /* Helpers (gpu_workspace.c). */
+/* Collective calls and their barriers (comm/barrier.cu; docs/DESIGN.md, "Barriers and faults").
+ * Every collective call starts with mok_gpu_call_begin, runs its barriers (the last one with
+ * mok_gpu_barrier_last) and returns through mok_gpu_call_end, which turns a failure into a
+ * refusal the peers see: their matching call fails with this rank's status and rank. */
+void mok_gpu_call_begin(mok_workspace *w);
 mok_status mok_gpu_barrier(mok_workspace *w, cudaStream_t stream);
+mok_status mok_gpu_barrier_last(mok_workspace *w, cudaStream_t stream);
+mok_status mok_gpu_call_end(mok_workspace *w, mok_status st, cudaStream_t stream);
 mok_move_route mok_gpu_route(const mok_schedule *s);
 /* mok_schedule_build in two: its argument checks (host; nothing enqueued), then the build
  * enqueued on arguments already checked. */
 mok_status mok_gpu_check_topk(const mok_schedule *s, const int32_t *topk);
-mok_status mok_gpu_schedule_enqueue(mok_schedule *s, const int32_t *topk, cudaStream_t stream);
+mok_status mok_gpu_schedule_enqueue(mok_schedule *s, const int32_t *topk, int ends_call,
+                                    cudaStream_t stream);
 mok_sched_args mok_gpu_sched_args(const mok_schedule *s);
 int mok_gpu_aligned(const void *p); /* 16-byte aligned (NULL counts as aligned) */
 /* A CUDA error as a mok status, its name and text recorded for mok_last_error; _at also records

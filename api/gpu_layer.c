@@ -185,12 +185,12 @@ static mok_status forward(mok_schedule *s, const mok_weights *wt, const int32_t 
   /* joined after the first comm kernel, or (beside_late) only before the combine */
   const int late = beside && w->plan.shared_fwd == MOK_SHARED_BESIDE_LATE;
   comm_plan cp = {beside ? w->plan.fwd_comm_ctas : 0, beside && !late};
-  if (st == MOK_SUCCESS && topk) st = mok_gpu_schedule_enqueue(s, topk, stream);
+  if (st == MOK_SUCCESS && topk) st = mok_gpu_schedule_enqueue(s, topk, 0, stream);
   if (st == MOK_SUCCESS) st = routed_forward(s, wt, &cp, stream);
   if (cp.join || late) st = side_join(w, st, stream); /* late, or an error came first */
   TRY(st);
   if (!beside) TRY(mok_gpu_shared_forward(s, wt, x, 0, stream));
-  TRY(mok_gpu_barrier(w, stream));
+  TRY(mok_gpu_barrier_last(w, stream));
   TRY_CUDA(mok_move_combine_reduce(T, (int)k, H, sym + w->off_slots, router_weights,
                                    Is > 0 ? w->ys : NULL, y, w->err, stream));
   return MOK_SUCCESS;
@@ -206,19 +206,27 @@ static mok_status check_forward(mok_schedule *s, const mok_weights *wt, const vo
   return check_weights(w, wt);
 }
 
+/* The collective calls: a failure on this rank, found by the checks or later, ends the call on
+ * every rank (mok_gpu_call_end). */
 mok_status mok_forward(mok_schedule *s, const mok_weights *wt, const void *x,
                        const float *router_weights, void *y, cudaStream_t stream) {
-  TRY(check_forward(s, wt, x, router_weights, y));
-  TRY(mok_gpu_check_built(s));
-  return forward(s, wt, NULL, x, router_weights, y, stream);
+  if (!s) return MOK_ERR_INVALID_ARGUMENT;
+  mok_gpu_call_begin(s->ws);
+  mok_status st = check_forward(s, wt, x, router_weights, y);
+  if (st == MOK_SUCCESS) st = mok_gpu_check_built(s);
+  if (st == MOK_SUCCESS) st = forward(s, wt, NULL, x, router_weights, y, stream);
+  return mok_gpu_call_end(s->ws, st, stream);
 }
 
 mok_status mok_build_and_forward(mok_schedule *s, const int32_t *topk_experts,
                                  const mok_weights *wt, const void *x, const float *router_weights,
                                  void *y, cudaStream_t stream) {
-  TRY(mok_gpu_check_topk(s, topk_experts));
-  TRY(check_forward(s, wt, x, router_weights, y));
-  return forward(s, wt, topk_experts, x, router_weights, y, stream);
+  if (!s) return MOK_ERR_INVALID_ARGUMENT;
+  mok_gpu_call_begin(s->ws);
+  mok_status st = mok_gpu_check_topk(s, topk_experts);
+  if (st == MOK_SUCCESS) st = check_forward(s, wt, x, router_weights, y);
+  if (st == MOK_SUCCESS) st = forward(s, wt, topk_experts, x, router_weights, y, stream);
+  return mok_gpu_call_end(s->ws, st, stream);
 }
 
 mok_status mok_gpu_check_grads(const mok_schedule *s, const mok_grads *g, int need_dx) {
@@ -324,10 +332,10 @@ static mok_status stage_backward(const mok_schedule *s, const void *x,
   return ring ? stage_x(s, x, stream) : MOK_SUCCESS;
 }
 
-mok_status mok_backward(mok_schedule *s, const mok_weights *wt, const void *x,
-                        const float *router_weights, const void *dy, const mok_grads *g,
-                        cudaStream_t stream) {
-  if (!s || !wt || !g) return MOK_ERR_INVALID_ARGUMENT;
+static mok_status backward(mok_schedule *s, const mok_weights *wt, const void *x,
+                           const float *router_weights, const void *dy, const mok_grads *g,
+                           cudaStream_t stream) {
+  if (!wt || !g) return MOK_ERR_INVALID_ARGUMENT;
   mok_workspace *w = s->ws;
   const int64_t T = s->tokens, H = w->shape.hidden, k = w->shape.top_k,
                 Is = w->shape.shared_intermediate;
@@ -353,9 +361,17 @@ mok_status mok_backward(mok_schedule *s, const mok_weights *wt, const void *x,
   if (cp.join) st = side_join(w, st, stream); /* not joined yet: an error came first */
   TRY(st);
   if (!beside) TRY(mok_gpu_shared_backward(s, wt, x, dy, g, 0, stream));
-  TRY(mok_gpu_barrier(w, stream));
+  TRY(mok_gpu_barrier_last(w, stream));
   TRY_CUDA(mok_move_dx_reduce(T, (int)k, H, sym + w->off_slots, Is > 0 ? w->ys : NULL, g->dx,
                               (const float *)(sym + w->off_drw), g->d_router_weights, w->err,
                               stream));
   return MOK_SUCCESS;
+}
+
+mok_status mok_backward(mok_schedule *s, const mok_weights *wt, const void *x,
+                        const float *router_weights, const void *dy, const mok_grads *g,
+                        cudaStream_t stream) {
+  if (!s) return MOK_ERR_INVALID_ARGUMENT;
+  mok_gpu_call_begin(s->ws);
+  return mok_gpu_call_end(s->ws, backward(s, wt, x, router_weights, dy, g, stream), stream);
 }

@@ -31,8 +31,9 @@ static mok_move_route op_route(const mok_schedule *s) {
 /* A peer stage: the caller's symmetric buffer (bytes needed on every rank) made reachable, then
  * barrier, the transfer of the schedule's rows, barrier. pull: rows of `sym` on their source ranks
  * into `rows`; else push: `rows` into the (token, k) slots of `sym` on their source ranks. */
-static mok_status move_rows(mok_schedule *s, const mok_sym_buffer *sym, int64_t bytes, void *rows,
-                            int pull, cudaStream_t st) {
+static mok_status transfer(mok_schedule *s, const mok_sym_buffer *sym, int64_t bytes, void *rows,
+                           int pull, cudaStream_t st) {
+  if (!sym || !rows) return MOK_ERR_INVALID_ARGUMENT;
   if (mok_gpu_ring_on(s->ws)) return MOK_ERR_NOT_SUPPORTED;
   if (!mok_gpu_aligned(rows)) return MOK_ERR_MISALIGNED;
   TRY(mok_gpu_check_built(s));
@@ -41,14 +42,21 @@ static mok_status move_rows(mok_schedule *s, const mok_sym_buffer *sym, int64_t 
   mok_move_route r = op_route(s);
   TRY(mok_gpu_barrier(w, st));
   TRY_CUDA(pull ? mok_move_dispatch_pull(&r, 0, rows, st) : mok_move_push_rows(&r, rows, 0, st));
-  return mok_gpu_barrier(w, st);
+  return mok_gpu_barrier_last(w, st);
+}
+
+/* The peer stages are collective calls: a failure on this rank ends the call on every rank. */
+static mok_status move_rows(mok_schedule *s, const mok_sym_buffer *sym, int64_t bytes, void *rows,
+                            int pull, cudaStream_t st) {
+  mok_gpu_call_begin(s->ws);
+  return mok_gpu_call_end(s->ws, transfer(s, sym, bytes, rows, pull, st), st);
 }
 
 static int64_t token_bytes(const mok_schedule *s) { return s->ws->shape.tokens * s->ws->shape.hidden * 2; }
 static int64_t slot_bytes(const mok_schedule *s) { return token_bytes(s) * s->ws->shape.top_k; }
 
 mok_status mok_op_dispatch(mok_schedule *s, const mok_sym_buffer *x, void *recv, cudaStream_t st) {
-  if (!s || !x || !recv) return MOK_ERR_INVALID_ARGUMENT;
+  if (!s) return MOK_ERR_INVALID_ARGUMENT;
   return move_rows(s, x, token_bytes(s), recv, 1, st);
 }
 
@@ -70,7 +78,7 @@ mok_status mok_op_experts_forward(mok_schedule *s, const mok_weights *wt, const 
 
 mok_status mok_op_combine(mok_schedule *s, const void *out_rows, const mok_sym_buffer *combine,
                           cudaStream_t st) {
-  if (!s || !out_rows || !combine) return MOK_ERR_INVALID_ARGUMENT;
+  if (!s) return MOK_ERR_INVALID_ARGUMENT;
   return move_rows(s, combine, slot_bytes(s), (void *)out_rows, 0, st);
 }
 
@@ -95,14 +103,14 @@ mok_status mok_op_combine_reduce(mok_schedule *s, const mok_weights *wt, const v
 
 mok_status mok_op_reverse_combine(mok_schedule *s, const mok_sym_buffer *dy, void *recv_dy,
                                   cudaStream_t st) {
-  if (!s || !dy || !recv_dy) return MOK_ERR_INVALID_ARGUMENT;
+  if (!s) return MOK_ERR_INVALID_ARGUMENT;
   return move_rows(s, dy, token_bytes(s), recv_dy, 1, st);
 }
 
-mok_status mok_op_experts_backward(mok_schedule *s, const mok_weights *wt, const void *recv,
+static mok_status experts_backward(mok_schedule *s, const mok_weights *wt, const void *recv,
                                    const void *recv_dy, const mok_sym_buffer *rw, void *dx_rows,
                                    const mok_grads *g, cudaStream_t st) {
-  if (!s || !wt || !recv || !recv_dy || !rw || !dx_rows || !g) return MOK_ERR_INVALID_ARGUMENT;
+  if (!wt || !recv || !recv_dy || !rw || !dx_rows || !g) return MOK_ERR_INVALID_ARGUMENT;
   if (mok_gpu_ring_on(s->ws)) return MOK_ERR_NOT_SUPPORTED;
   if (!mok_gpu_aligned(recv) || !mok_gpu_aligned(recv_dy) || !mok_gpu_aligned(dx_rows))
     return MOK_ERR_MISALIGNED;
@@ -113,14 +121,22 @@ mok_status mok_op_experts_backward(mok_schedule *s, const mok_weights *wt, const
   TRY(mok_gpu_check_grads(s, g, 0));
   TRY(use_buffer(w, rw, w->shape.tokens * w->shape.top_k * 4, st));
   mok_move_route r = mok_gpu_route(s);
-  TRY(mok_gpu_barrier(w, st));
+  TRY(mok_gpu_barrier_last(w, st));
   TRY_CUDA(mok_move_weight_rows(&r, w->op_peer, 0, w->off_drw, recv_dy, s->out_rows, w->d_out, st));
   return mok_gpu_experts_backward(s, wt, recv, w->d_out, dx_rows, g, st);
 }
 
+mok_status mok_op_experts_backward(mok_schedule *s, const mok_weights *wt, const void *recv,
+                                   const void *recv_dy, const mok_sym_buffer *rw, void *dx_rows,
+                                   const mok_grads *g, cudaStream_t st) {
+  if (!s) return MOK_ERR_INVALID_ARGUMENT;
+  mok_gpu_call_begin(s->ws);
+  return mok_gpu_call_end(s->ws, experts_backward(s, wt, recv, recv_dy, rw, dx_rows, g, st), st);
+}
+
 mok_status mok_op_reverse_dispatch(mok_schedule *s, const void *dx_rows,
                                    const mok_sym_buffer *dx_parts, cudaStream_t st) {
-  if (!s || !dx_rows || !dx_parts) return MOK_ERR_INVALID_ARGUMENT;
+  if (!s) return MOK_ERR_INVALID_ARGUMENT;
   return move_rows(s, dx_parts, slot_bytes(s), (void *)dx_rows, 0, st);
 }
 

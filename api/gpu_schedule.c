@@ -27,7 +27,7 @@ mok_status mok_schedule_create(mok_workspace *w, mok_schedule **out) {
   LOC(o_eo, (w->el + 1) * 4);
   LOC(o_topk, w->ep * T * k * 4);
   LOC(o_counts, nchunks * w->el * 4);
-  LOC(o_cs, nchunks * 4);
+  LOC(o_cs, nchunks * 2 * 4); /* each chunk's status, then its validated token count */
   LOC(o_rs, cap * 4);
   /* FP8: recv_x and a hold codes and scales (mok_fp8_scales_of); with the ring, each region's
    * share (its rows a multiple of 128) holds its own */
@@ -110,7 +110,8 @@ mok_status mok_gpu_check_topk(const mok_schedule *s, const int32_t *topk) {
 /* Stage this rank's routing and token count; barrier; count + scan over every rank's routing
  * (pulled from the peers, each under its own count); fill + pad; barrier (which also spreads any
  * rank's fault to all ranks and keeps the staged routing alive until every peer has read it). */
-mok_status mok_gpu_schedule_enqueue(mok_schedule *s, const int32_t *topk, cudaStream_t stream) {
+mok_status mok_gpu_schedule_enqueue(mok_schedule *s, const int32_t *topk, int ends_call,
+                                    cudaStream_t stream) {
   mok_workspace *w = s->ws;
   char *sym = (char *)w->sym.ptr;
   TRY_CUDA(mok_sched_stage(topk, s->tokens, (int)w->shape.top_k, (int32_t *)(sym + w->off_topk),
@@ -121,12 +122,15 @@ mok_status mok_gpu_schedule_enqueue(mok_schedule *s, const int32_t *topk, cudaSt
   mok_sched_args a = mok_gpu_sched_args(s);
   TRY_CUDA(mok_sched_count_scan(&a, stream));
   TRY_CUDA(mok_sched_fill_pad(&a, stream));
-  return mok_gpu_barrier(w, stream);
+  return ends_call ? mok_gpu_barrier_last(w, stream) : mok_gpu_barrier(w, stream);
 }
 
 mok_status mok_schedule_build(mok_schedule *s, const int32_t *topk, cudaStream_t stream) {
-  const mok_status bad = mok_gpu_check_topk(s, topk);
-  return bad != MOK_SUCCESS ? bad : mok_gpu_schedule_enqueue(s, topk, stream);
+  if (!s) return MOK_ERR_INVALID_ARGUMENT;
+  mok_gpu_call_begin(s->ws);
+  mok_status st = mok_gpu_check_topk(s, topk);
+  if (st == MOK_SUCCESS) st = mok_gpu_schedule_enqueue(s, topk, 1, stream);
+  return mok_gpu_call_end(s->ws, st, stream);
 }
 
 mok_status mok_schedule_rows(mok_schedule *s, int64_t *rows) {

@@ -210,7 +210,6 @@ mok_status mok_workspace_create(mok_group *g, const mok_shape *s, const mok_conf
   SYM(off_rw, T * k * 4);
   SYM(off_drw, T * k * 4);
   SYM(off_flags, (int64_t)w->ep * 8);
-  SYM(off_perr, (int64_t)w->ep * 4);
   SYM(off_count, 4);
 #undef SYM
   st = mok_sym_alloc(g, off, &w->sym);
@@ -222,8 +221,8 @@ mok_status mok_workspace_create(mok_group *g, const mok_shape *s, const mok_conf
   size_t o_err, o_epoch, o_dense, o_ready, o_dout, o_da, o_dgu, o_ys, o_dsa, o_dsgu, o_peer, o_op_peer;
   size_t o_vo = 0, o_vc = 0, o_vr = 0;
 #define LOC(var, bytes) do { var = loff; loff = align_up(loff + (size_t)(bytes), 256); } while (0)
-  LOC(o_err, 4);
-  LOC(o_epoch, 8);
+  LOC(o_err, 8);
+  LOC(o_epoch, sizeof(mok_barrier_state));
   LOC(o_dense, 4 * 4);
   LOC(o_ready, (rows + plan.minibatch_rows - 1) / plan.minibatch_rows * 4);
   LOC(o_peer, (int64_t)w->ep * 8);
@@ -288,7 +287,7 @@ mok_status mok_workspace_create(mok_group *g, const mok_shape *s, const mok_conf
   char *L = (char *)w->local;
   w->local_bytes = (int64_t)loff;
   w->err = (int32_t *)(L + o_err);
-  w->epoch = (uint64_t *)(L + o_epoch);
+  w->barrier = (mok_barrier_state *)(L + o_epoch);
   w->peer_base = (char **)(L + o_peer);
   w->op_peer = (char **)(L + o_op_peer);
   w->d_out = L + o_dout;
@@ -382,19 +381,25 @@ mok_status mok_workspace_bytes(const mok_workspace *w, int64_t *bytes) {
   return MOK_SUCCESS;
 }
 
-mok_status mok_workspace_error(mok_workspace *w, mok_status *device_status) {
-  if (!w || !device_status) return MOK_ERR_INVALID_ARGUMENT;
-  int32_t v = 0;
+mok_status mok_workspace_error_rank(mok_workspace *w, mok_status *device_status, int *rank) {
+  if (!w || !device_status || !rank) return MOK_ERR_INVALID_ARGUMENT;
+  int32_t v[2] = {0, 0};
   cudaError_t e = cudaDeviceSynchronize();
-  if (e == cudaSuccess) e = cudaMemcpy(&v, w->err, sizeof v, cudaMemcpyDeviceToHost);
+  if (e == cudaSuccess) e = cudaMemcpy(v, w->err, sizeof v, cudaMemcpyDeviceToHost);
   if (e != cudaSuccess) return mok_gpu_status(e);
-  *device_status = (mok_status)v;
+  *device_status = (mok_status)v[0];
+  *rank = v[0] == 0 ? -1 : v[1] == 0 ? w->rank : v[1] - 1;
   return MOK_SUCCESS;
+}
+
+mok_status mok_workspace_error(mok_workspace *w, mok_status *device_status) {
+  int rank;
+  return mok_workspace_error_rank(w, device_status, &rank);
 }
 
 mok_status mok_workspace_clear_error(mok_workspace *w, cudaStream_t stream) {
   if (!w) return MOK_ERR_INVALID_ARGUMENT;
-  return mok_gpu_status(cudaMemsetAsync(w->err, 0, sizeof(int32_t), stream));
+  return mok_gpu_status(cudaMemsetAsync(w->err, 0, 2 * sizeof(int32_t), stream));
 }
 
 mok_status mok_workspace_destroy(mok_workspace *w) {
@@ -408,19 +413,45 @@ mok_status mok_workspace_destroy(mok_workspace *w) {
   return st;
 }
 
-mok_status mok_gpu_barrier(mok_workspace *w, cudaStream_t stream) {
+void mok_gpu_call_begin(mok_workspace *w) { w->call_barriers = 0; }
+
+static mok_status barrier(mok_workspace *w, int last, mok_status refuse, cudaStream_t stream) {
   mok_barrier b;
   b.peer_base = w->peer_base;
   b.flags_off = w->off_flags;
-  b.perr_off = w->off_perr;
   b.local_base = (char *)w->sym.ptr;
   b.rank = w->rank;
   b.ep = w->ep;
-  b.epoch = w->epoch;
+  b.state = w->barrier;
   b.err = w->err;
+  b.err_rank = w->err + 1;
   b.timeout_ns = w->timeout_ns;
+  b.first = w->call_barriers++ == 0;
+  b.last = last;
+  b.refuse = (int32_t)refuse;
   TRY_CUDA(mok_barrier_run(&b, stream));
   return MOK_SUCCESS;
+}
+
+mok_status mok_gpu_barrier(mok_workspace *w, cudaStream_t stream) { return barrier(w, 0, 0, stream); }
+
+mok_status mok_gpu_barrier_last(mok_workspace *w, cudaStream_t stream) {
+  return barrier(w, 1, 0, stream);
+}
+
+/* A call that failed on this rank ends for its peers too: a refusal in place of its remaining
+ * barriers (the peers' waits for this call end at once, with st and this rank), and st in this
+ * rank's error word, so that mok_workspace_error agrees on every rank. A refusal that cannot be
+ * enqueued leaves the peers to their timeout. */
+mok_status mok_gpu_call_end(mok_workspace *w, mok_status st, cudaStream_t stream) {
+  if (st != MOK_SUCCESS && w) (void)barrier(w, 0, st, stream);
+  return st;
+}
+
+mok_status mok_workspace_reject(mok_workspace *w, mok_status cause, cudaStream_t stream) {
+  if (!w || cause <= MOK_SUCCESS || cause >= MOK_STATUS_COUNT) return MOK_ERR_INVALID_ARGUMENT;
+  mok_gpu_call_begin(w);
+  return mok_gpu_call_end(w, cause, stream) == cause ? MOK_SUCCESS : MOK_ERR_INTERNAL;
 }
 
 mok_move_route mok_gpu_route(const mok_schedule *s) {

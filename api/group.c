@@ -50,6 +50,10 @@ static mok_status finish_group(ncclComm_t comm, int owns, int device, mok_group 
     free(g);
     return nccl_failed("ncclCommCount", ncclInvalidArgument, comm);
   }
+  if (g->size > MOK_BARRIER_MAX_RANKS) { /* the barrier's signals name ranks in 8 bits */
+    free(g);
+    return MOK_ERR_NOT_SUPPORTED;
+  }
   int lsa = 0;
   mok_status st = mok_comm_devcomm_create(comm, &g->devcomm, &lsa);
   if (st != MOK_SUCCESS) {

@@ -38,6 +38,7 @@ const char *mok_status_string(mok_status status) {
     case MOK_ERR_OUT_OF_MEMORY: return "out of device memory";
     case MOK_ERR_TIMEOUT: return "a device-side wait for a peer timed out";
     case MOK_ERR_INTERNAL: return "internal error in mok (a broken invariant; please report)";
+    case MOK_ERR_DESYNC: return "ranks of the group made different sequences of collective calls";
     default: return "unknown status";
   }
 }

@@ -8,6 +8,7 @@
 #include <stdint.h>
 #include <cuda_runtime_api.h>
 #include <nccl.h>
+#include "comm/barrier_signal.h"
 #include "mok.h"
 
 #ifdef __cplusplus
@@ -33,19 +34,29 @@ void mok_comm_devcomm_destroy(ncclComm_t comm, void *devcomm);
 cudaError_t mok_comm_peer_table(const void *devcomm, void *window, void *local_ptr, int size,
                                 char **peer_base, cudaStream_t stream);
 
-/* barrier.cu. A barrier among all ranks through flags in symmetric memory; it also exchanges the
- * sticky error words (any rank's fault reaches every rank). Every rank must run the same sequence
- * of barriers on a workspace. Waits end after timeout_ns with MOK_ERR_TIMEOUT in the error word;
- * once a rank has timed out it signals but no longer waits. */
+/* barrier.cu. A barrier among all ranks through flags in symmetric memory, which also exchanges
+ * the sticky error words (any rank's fault reaches every rank, with the rank it was raised on).
+ * Barriers are named by (call, index): the collective call they belong to (counted on the device,
+ * so that a CUDA graph's replays count too) and their place in it, so that a rank never takes a
+ * peer's signal from another phase for its own (docs/DESIGN.md, "Barriers and faults"). Waits end
+ * after timeout_ns in all with MOK_ERR_TIMEOUT; once a rank has timed out it signals but no longer
+ * waits. A signal from a phase the rank is not in, with no fault that explains it, is
+ * MOK_ERR_DESYNC. */
+#define MOK_BARRIER_MAX_RANKS 256 /* a signal names a rank in 8 bits */
+
 typedef struct {
   char *const *peer_base;  /* device [ep] */
-  size_t flags_off;        /* uint64 [ep] epochs, in the symmetric buffer  */
-  size_t perr_off;         /* int32 [ep] peers' error words                */
-  char *local_base;        /* this rank's address of the symmetric buffer  */
+  size_t flags_off;        /* uint64 [ep]: each peer's latest signal, in the symmetric buffer */
+  char *local_base;        /* this rank's address of the symmetric buffer                   */
   int rank, ep;
-  uint64_t *epoch;         /* device counter, this rank                    */
-  int32_t *err;            /* sticky error word                            */
+  mok_barrier_state *state;
+  int32_t *err;            /* sticky error word                                           */
+  int32_t *err_rank;       /* where it was raised: 0 this rank, r + 1 rank r               */
   int64_t timeout_ns;
+  int first, last;         /* this barrier opens / closes its call (both: its only one)    */
+  int32_t refuse;          /* nonzero: this rank refuses the call with this status: it sets
+                              its own error, signals the peers that the call is over, and
+                              waits only until every peer has reached the call             */
 } mok_barrier;
 
 cudaError_t mok_barrier_run(const mok_barrier *b, cudaStream_t stream);

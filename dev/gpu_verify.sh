@@ -2,7 +2,7 @@
 # gpu_verify.sh — one call on a GPU machine that checks a tree end to end, as a user would meet it:
 #   1. `make` (the Makefile picks torch's NCCL wheel itself) and the grouped GEMM tests;
 #   2. the GPU suite at EP=1 for each seed in $SEEDS (default 5 seeds), each with its own verdict;
-#   3. `pip install .` into a fresh virtual environment that sees the machine's torch (no network:
+#   3. `pip install .` into a folder on the path of the machine's python (no network:
 #      --no-build-isolation --no-deps), then, from a folder without the source's python/, the
 #      installed package's GPU tests, examples/hf_swap.py and examples/torchtitan_moe.py with
 #      --backend mok (each where its framework is installed), and the tiny language model;
@@ -47,16 +47,12 @@ fi
 if has install; then
   t0=$(date +%s)
   rm -rf /tmp/mok_venv /tmp/mok_user /tmp/mok_site
-  PY=/tmp/mok_venv/bin/python
-  if python3 -m venv --system-site-packages /tmp/mok_venv >"$OUT/install.log" 2>&1; then
-    $PY -m pip install --no-build-isolation --no-deps "$ROOT" >>"$OUT/install.log" 2>&1
-    rc=$?
-  else  # no ensurepip here: install into a folder put on the path instead
-    PY=python3
-    export PYTHONPATH=/tmp/mok_site
-    python3 -m pip install --no-build-isolation --no-deps --target /tmp/mok_site "$ROOT" >>"$OUT/install.log" 2>&1
-    rc=$?
-  fi
+  # into a folder on the path, with the interpreter that has torch (the machine's own
+  # environment stays as it is); setup.py's make sees that interpreter's NCCL wheel
+  PY=python3
+  export PYTHONPATH=/tmp/mok_site
+  python3 -m pip install --no-build-isolation --no-deps --target /tmp/mok_site "$ROOT" >"$OUT/install.log" 2>&1
+  rc=$?
   tail -3 "$OUT/install.log"
   mkdir -p /tmp/mok_user && cp -r tests examples /tmp/mok_user/   # no python/: the installed mok
   where=$(cd /tmp/mok_user && $PY -W error::UserWarning -c \

@@ -70,7 +70,8 @@ typedef enum {
   MOK_ERR_OUT_OF_MEMORY = 12,    /* an allocation at create time failed                            */
   MOK_ERR_TIMEOUT = 13,          /* a device-side wait on a peer ran past config.timeout_ms        */
   MOK_ERR_INTERNAL = 14,         /* a broken invariant inside mok: please report it                */
-  MOK_STATUS_COUNT = 15
+  MOK_ERR_DESYNC = 15,           /* ranks of one group made different sequences of collective calls */
+  MOK_STATUS_COUNT = 16
 } mok_status;
 
 /* A short English description of a status code; never NULL (unknown codes get "unknown status"). */
@@ -332,11 +333,29 @@ const char *mok_workspace_kernels(const mok_workspace *workspace);
 mok_status mok_workspace_bytes(const mok_workspace *workspace, int64_t *bytes);
 
 /* Reads the sticky device error word (this synchronizes with the device: call it at a step
- * boundary, not inside a captured graph). *device_status is MOK_SUCCESS when no fault was seen. */
+ * boundary, not inside a captured graph). *device_status is MOK_SUCCESS when no fault was seen.
+ * A fault raised on any rank of the group reaches every rank's word at the next barrier of the
+ * call it happened in: a bad expert id, a capacity overflow, a peer that never arrived
+ * (MOK_ERR_TIMEOUT), a collective call one rank refused (its status, e.g.
+ * MOK_ERR_INVALID_ARGUMENT), ranks that made different calls (MOK_ERR_DESYNC). */
 mok_status mok_workspace_error(mok_workspace *workspace, mok_status *device_status);
 
-/* Clears the device error word (enqueued on stream). */
+/* mok_workspace_error, and the rank the fault was first raised on (for MOK_ERR_TIMEOUT: the rank
+ * that did not arrive); -1 when there is none. */
+mok_status mok_workspace_error_rank(mok_workspace *workspace, mok_status *device_status,
+                                    int *rank);
+
+/* Clears the device error word (enqueued on stream). After any fault, including a timeout, the
+ * workspace is usable again once every rank has cleared its word: the barriers' names keep later
+ * calls apart from what a late peer still does. */
 mok_status mok_workspace_clear_error(mok_workspace *workspace, cudaStream_t stream);
+
+/* Collective in place of a call this rank will not make (a binding that refused its arguments
+ * before reaching mok, say): enqueued on stream, it sets cause (a status other than success) in
+ * this rank's error word and ends the peers' matching collective call at once with cause and this
+ * rank, instead of leaving them to their timeout. mok's own calls do this for themselves when
+ * they fail. */
+mok_status mok_workspace_reject(mok_workspace *workspace, mok_status cause, cudaStream_t stream);
 
 /* Collective. NULL is a no-op. */
 mok_status mok_workspace_destroy(mok_workspace *workspace);

@@ -43,12 +43,25 @@ __device__ int64_t gather_chunk(const mok_sched_args &a, int c, int32_t *ids, in
   return ok ? ntok : -1;
 }
 
+/* What the count phase found for chunk c, for the fill: its status and the token count it
+ * validated (0 where the staged count was out of range). */
+__device__ __forceinline__ void record_chunk(const mok_sched_args &a, int c, int status,
+                                             int64_t ntok) {
+  const int nchunks = a.ep * a.chunks_per_rank;
+  a.chunk_status[c] = status;
+  a.chunk_status[nchunks + c] = (int32_t)(ntok < 0 ? 0 : ntok);
+}
+
 /* Fill kernels: chunk c's ids from topk_all and its write cursors from the scan into shared memory.
- * Returns the chunk's token count (*src, *t0 as above). */
+ * Returns the chunk's token count as the count phase validated it (*src, *t0 as above): the peers'
+ * staged counts are not read again (a count that changed since would fill other rows than the
+ * scan placed), and a chunk the count phase refused fills nothing. */
 __device__ int64_t stage_chunk(const mok_sched_args &a, int c, int32_t *ids, int32_t *cur, int *src,
                                int64_t *t0) {
-  int64_t ntok;
-  chunk_range(a, c, src, t0, &ntok);
+  *src = c / a.chunks_per_rank;
+  *t0 = (int64_t)(c % a.chunks_per_rank) * a.chunk_tokens;
+  const int nchunks = a.ep * a.chunks_per_rank;
+  const int64_t ntok = a.chunk_status[c] == MOK_SCHED_OK ? a.chunk_status[nchunks + c] : 0;
   const int64_t n = ntok * a.top_k;
   const int32_t *local = a.topk_all + ((int64_t)*src * a.tokens + *t0) * a.top_k;
   for (int64_t i = threadIdx.x; i < n; i += blockDim.x) ids[i] = local[i];
@@ -67,10 +80,11 @@ __global__ void sched_count_kernel(mok_sched_args a) {
   const int64_t ntok = gather_chunk(a, c, ids, cnt, &s, &t0);
   __syncthreads();
   if (threadIdx.x == 0)
-    a.chunk_status[c] = ntok < 0 ? MOK_SCHED_BAD_ARGUMENT
-                                 : mok_sched_count_chunk(ids, ntok, a.top_k, a.num_experts,
-                                                         a.rank * a.experts_local,
-                                                         a.experts_local, cnt);
+    record_chunk(a, c,
+                 ntok < 0 ? MOK_SCHED_BAD_ARGUMENT
+                          : mok_sched_count_chunk(ids, ntok, a.top_k, a.num_experts,
+                                                  a.rank * a.experts_local, a.experts_local, cnt),
+                 ntok);
   __syncthreads();
   for (int l = threadIdx.x; l < a.experts_local; l += blockDim.x)
     a.counts[(int64_t)c * a.experts_local + l] = cnt[l];
@@ -158,7 +172,8 @@ __global__ void sched_count_par_kernel(mok_sched_args a) {
     }
   }
   __syncthreads();
-  if (threadIdx.x == 0) a.chunk_status[c] = first_bad == INT32_MAX ? MOK_SCHED_OK : (first_bad & 7);
+  if (threadIdx.x == 0)
+    record_chunk(a, c, first_bad == INT32_MAX ? MOK_SCHED_OK : (first_bad & 7), ntok);
   for (int l = threadIdx.x; l < el; l += blockDim.x) a.counts[(int64_t)c * el + l] = cnt[l];
 }
 

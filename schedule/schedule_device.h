@@ -30,7 +30,8 @@ typedef struct {
   int64_t chunk_tokens;    /* tokens per chunk (the last chunk of a rank may hold fewer)   */
   int32_t *topk_all;       /* [ep * T * k] gathered routing                              */
   int32_t *counts;         /* [ep * chunks_per_rank * experts_local]                     */
-  int32_t *chunk_status;   /* [ep * chunks_per_rank]                                     */
+  int32_t *chunk_status;   /* [2][ep * chunks_per_rank]: each chunk's status, then the token
+                              count the count phase validated (the fill uses only those)   */
   int32_t *expert_count;   /* [experts_local]                                            */
   int32_t *expert_offset;  /* [experts_local + 1]                                        */
   int32_t *row_src;        /* [capacity]                                                 */

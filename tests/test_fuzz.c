@@ -12,6 +12,7 @@
 #include <string.h>
 #include <time.h>
 #include "api/config.h"
+#include "comm/barrier_signal.h"
 #include "mok_reference.h"
 #include "schedule/pipeline.h"
 #include "schedule/schedule.h"
@@ -258,4 +259,199 @@ void test_fuzz_reference_inputs(void) {
   }
   printf("    %ld reference problems, %ld wrong\n", problems, bad);
   CHECK(bad == 0 && problems > 0);
+}
+
+/* ---- the barrier protocol (comm/barrier_signal.h) as a model of N ranks ----------------------
+ * Each rank runs a program of collective calls (a few barriers each) the way the barrier kernel
+ * does: the same state update and signal (mok_barrier_step), the same rule for a peer's signal
+ * (mok_sig_judge), the sticky error with the rank it came from, refusals (a call refused at its
+ * start, or failing at a later barrier), a timed-out rank that signals without waiting, and a user
+ * that clears the error between calls. A scheduler interleaves the ranks' steps at random; when
+ * every unfinished rank is blocked, one of them times out (the device's bound). Runs vary:
+ * identical programs; stalls (a waiting rank times out at random, as behind a slow peer); programs
+ * that differ (a call with a barrier more or less, a call one rank does not make). Checked:
+ *   - safety: a rank that passes a barrier with no fault has every peer at that same barrier of the
+ *     same call (or past it by one, or at the next call's first when it ends the call);
+ *   - identical programs without stalls never time out, and a call one rank refused ends with the
+ *     error on every rank, naming a refusing rank; a call nobody refused ends with none. */
+#define BM_RANKS 6
+#define BM_CALLS 10
+#define BM_DESYNC 15 /* MOK_ERR_DESYNC as the model's status */
+#define BM_REFUSE 1  /* the status a refusal carries */
+#define BM_TIMEOUT 13
+
+typedef struct {
+  int calls, nb[BM_CALLS + 1], refuse_at[BM_CALLS + 1]; /* refuse_at: barrier index, or -1 */
+} bm_program;
+
+typedef struct {
+  mok_barrier_state st;
+  int err, from;           /* sticky error; from: 0 this rank, r + 1 rank r */
+  uint64_t slot[BM_RANKS]; /* the peers' signals to this rank */
+  int call, bar, waiting, done;
+  int sig_call, sig_bar, sig_refused; /* the last signal it stored, in the model's true terms */
+  int end_err[BM_CALLS + 1], end_from[BM_CALLS + 1];
+} bm_rank;
+
+static void bm_adopt(bm_rank *r, uint32_t fault) {
+  if (!r->err) r->err = (int)(fault >> 8), r->from = (int)(fault & 0xFF) + 1;
+}
+
+static void bm_end_call(bm_rank *r, int self) {
+  r->end_err[r->call] = r->err;
+  r->end_from[r->call] = r->err ? (r->from ? r->from - 1 : self) : -1;
+  r->call++, r->bar = 0, r->waiting = 0;
+}
+
+typedef struct { long runs, steps, passes, timeouts, unsafe, deadlocks, spread_bad; } bm_counts;
+
+static void bm_run(int n, const bm_program *prog, int stalls, int same, bm_counts *c) {
+  bm_rank R[BM_RANKS];
+  memset(R, 0, sizeof R);
+  for (int guard = 0; guard < 100000; ++guard) {
+    int live = 0, progressed = 0;
+    for (int i = 0; i < n; ++i) live += !R[i].done;
+    if (!live) break;
+    /* one random unfinished rank tries to step; if it is blocked, try the others in turn */
+    const int start = (int)below(n);
+    int blocked_any = -1;
+    for (int t = 0; t < n && !progressed; ++t) {
+      const int id = (start + t) % n;
+      bm_rank *r = &R[id];
+      const bm_program *pg = &prog[id];
+      if (r->done) continue;
+      if (r->call >= pg->calls) { r->done = 1; progressed = 1; break; }
+      if (!r->waiting) {
+        if (r->bar == 0 && r->err && below(4) != 0) r->err = 0, r->from = 0; /* the user clears */
+        const int refused = pg->refuse_at[r->call] == r->bar;
+        const int last = r->bar == pg->nb[r->call] - 1;
+        if (refused && !r->err) r->err = BM_REFUSE, r->from = 0;
+        const uint32_t now = r->err ? mok_sig_fault(r->err, r->from ? r->from - 1 : id) : 0;
+        const uint64_t sig = mok_barrier_step(&r->st, r->bar == 0, last, refused, now);
+        for (int p = 0; p < n; ++p) R[p].slot[id] = sig;
+        r->sig_call = r->call, r->sig_bar = r->bar, r->sig_refused = refused;
+        if (r->err == BM_TIMEOUT) { /* signals without waiting */
+          if (last || refused) bm_end_call(r, id); else r->bar++;
+        } else r->waiting = 1;
+        progressed = 1;
+        ++c->steps;
+        break;
+      }
+      const int refusing = pg->refuse_at[r->call] == r->bar;
+      const int last = refusing || r->bar == pg->nb[r->call] - 1;
+      int wait_on = -1;
+      uint32_t faults[BM_RANKS];
+      for (int p = 0; p < n && wait_on < 0; ++p) {
+        if (refusing) { /* until every peer has reached this call */
+          if (!mok_sig_reached_call(r->slot[p], r->st.call)) wait_on = p;
+          faults[p] = 0;
+          continue;
+        }
+        const int64_t f = mok_sig_judge(r->slot[p], r->st.call, r->st.index, last, p, BM_DESYNC);
+        if (f == MOK_SIG_WAIT) wait_on = p; else faults[p] = (uint32_t)f;
+      }
+      if (wait_on >= 0 && !(stalls && below(64) == 0)) { blocked_any = id; continue; }
+      if (wait_on >= 0) { /* a stall: this rank's wait runs out */
+        bm_adopt(r, mok_sig_fault(BM_TIMEOUT, wait_on));
+        ++c->timeouts;
+      } else {
+        for (int p = 0; p < n; ++p) if (faults[p]) bm_adopt(r, faults[p]);
+        if (!r->err && !refusing) { /* safety: every peer is in this phase */
+          ++c->passes;
+          for (int p = 0; p < n; ++p) {
+            const bm_rank *q = &R[p];
+            const int ok = (!q->sig_refused || q->sig_call == r->call + 1) &&
+                ((q->sig_call == r->call && (q->sig_bar == r->bar || q->sig_bar == r->bar + 1)) ||
+                 (last && q->sig_call == r->call + 1)); /* it finished this call */
+            if (!ok && c->unsafe++ < 3)
+              fprintf(stderr, "  barrier model: rank %d passed call %d barrier %d with rank %d at "
+                      "call %d barrier %d%s\n", id, r->call, r->bar, p, q->sig_call, q->sig_bar,
+                      q->sig_refused ? " (refused)" : "");
+          }
+        }
+      }
+      if (last) bm_end_call(r, id); else r->bar++, r->waiting = 0;
+      progressed = 1;
+      ++c->steps;
+    }
+    if (!progressed && blocked_any >= 0) { /* every unfinished rank waits: the bound ends one */
+      bm_rank *r = &R[blocked_any];
+      bm_adopt(r, mok_sig_fault(BM_TIMEOUT, 0));
+      ++c->timeouts;
+      if (same && !stalls) ++c->deadlocks;
+      if (r->bar == prog[blocked_any].nb[r->call] - 1 || prog[blocked_any].refuse_at[r->call] == r->bar)
+        bm_end_call(r, blocked_any);
+      else r->bar++, r->waiting = 0;
+    }
+  }
+  if (!same || stalls) return;
+  /* identical programs, no stalls: a call some rank refused ends with that refusal on every rank,
+   * naming a rank that refused it (or that carried an uncleared refusal into it); a call nobody
+   * refused, begun with no error anywhere, ends with none */
+  for (int j = 0; j < prog[0].calls; ++j) {
+    int refusers = 0, carried = 0;
+    for (int i = 0; i < n; ++i) {
+      refusers += prog[i].refuse_at[j] >= 0;
+      carried += j > 0 && R[i].end_err[j - 1] != 0;
+    }
+    for (int i = 0; i < n; ++i) {
+      const int e = R[i].end_err[j], from = R[i].end_from[j];
+      int ok;
+      if (refusers)
+        ok = e == BM_REFUSE && from >= 0 && from < n &&
+             (prog[from].refuse_at[j] >= 0 || (j > 0 && R[from].end_err[j - 1] != 0));
+      else
+        ok = carried ? e == 0 || e == BM_REFUSE : e == 0;
+      if (!ok && c->spread_bad++ < 3)
+        fprintf(stderr, "  barrier model: call %d (%d refusing) ended on rank %d with %d from %d\n",
+                j, refusers, i, e, from);
+    }
+  }
+}
+
+void test_fuzz_barrier_protocol(void) {
+  seed_once("barrier protocol");
+  const double end = now() + budget();
+  bm_counts c;
+  memset(&c, 0, sizeof c);
+  long kinds[3] = {0, 0, 0};
+  while (now() < end) {
+    for (int it = 0; it < 64; ++it) {
+      const int n = 1 + (int)below(BM_RANKS);
+      bm_program prog[BM_RANKS];
+      const int calls = 1 + (int)below(BM_CALLS);
+      const int kind = (int)below(3); /* 0 identical, 1 stalls, 2 programs that differ */
+      ++kinds[kind];
+      for (int i = 0; i < n; ++i) {
+        prog[i].calls = calls;
+        for (int j = 0; j <= BM_CALLS; ++j) prog[i].refuse_at[j] = -1;
+      }
+      for (int j = 0; j < calls; ++j) {
+        const int nb = 1 + (int)below(3);
+        for (int i = 0; i < n; ++i) {
+          prog[i].nb[j] = nb;
+          if (below(8) == 0) prog[i].refuse_at[j] = below(3) == 0 ? (int)below(nb) : 0;
+        }
+      }
+      if (kind == 2) { /* one rank's program differs */
+        bm_program *d = &prog[below(n)];
+        const int j = (int)below(calls);
+        if (below(2) && d->calls < BM_CALLS) { /* a call the others do not make */
+          for (int q = d->calls; q > j; --q) d->nb[q] = d->nb[q - 1], d->refuse_at[q] = d->refuse_at[q - 1];
+          d->refuse_at[j] = -1;
+          d->calls++;
+        } else { /* a barrier more or less */
+          d->nb[j] = d->nb[j] > 1 && below(2) ? d->nb[j] - 1 : d->nb[j] + 1;
+          if (d->refuse_at[j] >= d->nb[j]) d->refuse_at[j] = -1;
+        }
+      }
+      bm_run(n, prog, kind == 1, kind != 2, &c);
+      ++c.runs;
+    }
+  }
+  printf("    %ld runs (%ld identical, %ld with stalls, %ld differing), %ld barrier steps, "
+         "%ld fault-free passes, %ld timeouts; %ld unsafe passes, %ld deadlocks of identical "
+         "programs, %ld faults not spread\n", c.runs, kinds[0], kinds[1], kinds[2], c.steps,
+         c.passes, c.timeouts, c.unsafe, c.deadlocks, c.spread_bad);
+  CHECK(c.runs > 0 && c.passes > 0 && c.unsafe == 0 && c.deadlocks == 0 && c.spread_bad == 0);
 }

@@ -13,6 +13,8 @@ static const test_case cases[] = {
     {"fuzz_schedule", test_fuzz_schedule},
     {"fuzz_ring_plan", test_fuzz_ring_plan},
     {"fuzz_reference_inputs", test_fuzz_reference_inputs},
+    {"fuzz_barrier_protocol", test_fuzz_barrier_protocol},
+    {"barrier_rules", test_barrier_rules},
     {"bf16_rounding", test_bf16_rounding},
     {"bf16_clamp_round", test_bf16_clamp_round},
     {"fp8_e4m3", test_fp8_e4m3},

@@ -9,6 +9,8 @@ void test_fuzz_validate(void);
 void test_fuzz_schedule(void);
 void test_fuzz_ring_plan(void);
 void test_fuzz_reference_inputs(void);
+void test_fuzz_barrier_protocol(void);
+void test_barrier_rules(void);
 void test_limits_schedule_and_ring(void);
 void test_limits_reference_allocations(void);
 void test_build_headers_without_cuda(void);

@@ -4,6 +4,7 @@ backward, across the GPUs of an expert-parallel group. This package's public Pyt
     mok.MoE                  the drop-in nn.Module (backend "mok" or the plain-PyTorch "torch")
     mok.Group, mok.get_group an expert-parallel group over a torch.distributed ProcessGroup
     mok.check_device_errors  raise if mok's kernels flagged a fault (at a step boundary)
+    mok.clear_device_errors  clear the faults on every rank, for the next step
     mok.RouterStats, mok.router_losses   tokens per expert, load-balancing and z losses
     mok.sync_gradients, mok.ddp_ignored_names   data parallelism with sharded experts
     mok.functional.moe       the functional layer (torch custom ops with autograd; also
@@ -43,6 +44,7 @@ _LAZY = {
     "get_group": ("moe", "get_group"),
     "destroy_groups": ("moe", "destroy_groups"),
     "check_device_errors": ("moe", "check_device_errors"),
+    "clear_device_errors": ("moe", "clear_device_errors"),
     "RouterStats": ("moe", "RouterStats"),
     "router_losses": ("moe", "router_losses"),
     "sync_gradients": ("moe", "sync_gradients"),

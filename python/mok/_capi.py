@@ -9,7 +9,7 @@ MOK_SUCCESS = 0
 STATUS_NAMES = [
     "SUCCESS", "INVALID_ARGUMENT", "INVALID_SHAPE", "MISALIGNED", "EXPERT_ID", "DUPLICATE_EXPERT",
     "CAPACITY", "SHAPE_MISMATCH", "NOT_SUPPORTED", "NO_DEVICE", "CUDA", "NCCL", "OUT_OF_MEMORY",
-    "TIMEOUT", "INTERNAL",
+    "TIMEOUT", "INTERNAL", "DESYNC",
 ]
 DTYPE_BF16, DTYPE_FP8_BLOCK128, DTYPE_MXFP8 = 0, 1, 2
 PATH_AUTO, PATH_FUSED, PATH_ORACLE, PATH_GROUPED = 0, 1, 2, 3
@@ -105,6 +105,8 @@ _SIGNATURES = {
     "mok_workspace_create": (ctypes.c_int, [_P, ctypes.POINTER(Shape), ctypes.POINTER(Config), _PP]),
     "mok_workspace_bytes": (ctypes.c_int, [_P, _I64P]),
     "mok_workspace_error": (ctypes.c_int, [_P, ctypes.POINTER(ctypes.c_int)]),
+    "mok_workspace_error_rank": (ctypes.c_int, [_P, ctypes.POINTER(ctypes.c_int), ctypes.POINTER(ctypes.c_int)]),
+    "mok_workspace_reject": (ctypes.c_int, [_P, ctypes.c_int, _P]),
     "mok_workspace_clear_error": (ctypes.c_int, [_P, _P]),
     "mok_workspace_destroy": (ctypes.c_int, [_P]),
     "mok_schedule_create": (ctypes.c_int, [_P, _PP]),

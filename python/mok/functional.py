@@ -103,11 +103,21 @@ class Group:
 
     def device_error(self):
         """Reads every workspace's sticky device error word (synchronizes: call it at a step
-        boundary, never inside a captured graph) and raises MokError if any is set."""
+        boundary, never inside a captured graph) and raises MokError if any is set, naming the
+        rank the fault was first raised on (another rank's refused call reaches every rank)."""
         for key in sorted(k for k in _workspaces if k[0] == self.id):
-            st = ctypes.c_int(0)
-            C.call("mok_workspace_error", _workspaces[key], ctypes.byref(st))
-            C.check(st.value, f"device fault seen by the workspace for shape {key[1]}")
+            st, rank = ctypes.c_int(0), ctypes.c_int(-1)
+            C.call("mok_workspace_error_rank", _workspaces[key], ctypes.byref(st), ctypes.byref(rank))
+            if st.value != C.MOK_SUCCESS:
+                raise C.MokError(st.value, f"device fault seen by the workspace for shape {key[1]}",
+                                 f"first raised on rank {rank.value}")
+
+    def clear_device_error(self):
+        """Clears every workspace's device error word (enqueued on the current stream): after a
+        fault, every rank clears, and the workspaces are usable again."""
+        stream = ctypes.c_void_p(torch.cuda.current_stream().cuda_stream)
+        for key in sorted(k for k in _workspaces if k[0] == self.id):
+            C.call("mok_workspace_clear_error", _workspaces[key], stream)
 
 
 def _schedule(group_id, shape, knobs, slot):
@@ -141,6 +151,42 @@ def _schedule(group_id, shape, knobs, slot):
         C.call("mok_schedule_set_tokens", _schedules[skey], tokens)  # passes are refused
         _sched_tokens[skey] = tokens
     return ws, _schedules[skey]
+
+
+class _RefuseOnPeers:
+    """Wraps an op's Python checks: when they raise on this rank, the peers' matching collective
+    call (on the workspace this call would have used, when it exists) is ended at once with this
+    rank's refusal (mok_workspace_reject) instead of waiting for its timeout; then the error
+    propagates. shape_of() gives the call's shape (it may raise: then nothing can be named)."""
+
+    def __init__(self, group_id, knobs, shape_of, device):
+        self.group_id, self.knobs, self.shape_of, self.device = group_id, knobs, shape_of, device
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, kind, err, tb):
+        if kind is None or not issubclass(kind, (TypeError, ValueError)):
+            return False
+        try:
+            group = _groups[self.group_id]
+            shape = tuple(self.shape_of())
+            if group.max_tokens is not None:
+                shape = (group.max_tokens,) + shape[1:]
+            ws = _workspaces.get((self.group_id, shape, self.knobs))
+            if ws is not None and self.device is not None and self.device.type == "cuda":
+                cause = C.STATUS_NAMES.index("INVALID_ARGUMENT" if issubclass(kind, TypeError)
+                                             else "INVALID_SHAPE")
+                stream = ctypes.c_void_p(torch.cuda.current_stream(self.device).cuda_stream)
+                if C.lib.mok_workspace_reject(ws, cause, stream) == C.MOK_SUCCESS:
+                    raise kind(f"{err} (refused on every rank of the group: the workspaces' "
+                               "error words hold it until mok.clear_device_errors() on every "
+                               "rank)") from err
+        except (TypeError, ValueError):
+            raise
+        except Exception:  # noqa: BLE001 - the original error is the one to report
+            pass
+        return False
 
 
 def _ptr(t):
@@ -270,8 +316,10 @@ def moe_forward(x: torch.Tensor, topk: torch.Tensor, rw: torch.Tensor, w_gate: t
                 ws_up: Optional[torch.Tensor], ws_down: Optional[torch.Tensor], group_id: int,
                 num_experts: int, swiglu_limit: float, slot: int = 0) -> torch.Tensor:
     weights = (w_gate, w_up, w_down, ws_gate, ws_up, ws_down)
-    _check(x, topk, rw, weights, group_id, num_experts)
-    ws, sched = _schedule(group_id, _shape(x, topk, num_experts, w_gate, ws_gate), _knobs(swiglu_limit), slot)
+    shape_of = lambda: _shape(x, topk, num_experts, w_gate, ws_gate)  # noqa: E731
+    with _RefuseOnPeers(group_id, _knobs(swiglu_limit), shape_of, x.device):
+        _check(x, topk, rw, weights, group_id, num_experts)
+        ws, sched = _schedule(group_id, shape_of(), _knobs(swiglu_limit), slot)
     y = torch.empty_like(x)
     stream = ctypes.c_void_p(torch.cuda.current_stream(x.device).cuda_stream)
     _build_and_forward(sched, topk, x, rw, weights, y, stream)
@@ -300,10 +348,12 @@ def moe_backward(dy: torch.Tensor, x: torch.Tensor, topk: torch.Tensor, rw: torc
                  ws_down: Optional[torch.Tensor], group_id: int, num_experts: int,
                  swiglu_limit: float, slot: int = 0) -> List[torch.Tensor]:
     weights = (w_gate, w_up, w_down, ws_gate, ws_up, ws_down)
-    _check(x, topk, rw, weights, group_id, num_experts)
-    _check_dy(dy, x)
+    shape_of = lambda: _shape(x, topk, num_experts, w_gate, ws_gate)  # noqa: E731
+    with _RefuseOnPeers(group_id, _knobs(swiglu_limit), shape_of, x.device):
+        _check(x, topk, rw, weights, group_id, num_experts)
+        _check_dy(dy, x)
+        ws, sched = _schedule(group_id, shape_of(), _knobs(swiglu_limit), slot)
     dy = dy.contiguous()
-    ws, sched = _schedule(group_id, _shape(x, topk, num_experts, w_gate, ws_gate), _knobs(swiglu_limit), slot)
     out = _grad_buffers(x, rw, *weights)
     g = C.Grads()
     g.dx, g.d_router_weights, g.dw_gate, g.dw_up, g.dw_down, g.dws_gate, g.dws_up, g.dws_down = [_ptr(t) for t in out]
@@ -405,13 +455,15 @@ def moe_backward_fp8(dy, x, topk, rw, q_gate, s_gate, q_up, s_up, q_down, s_down
     fp8_weight_grads picks another mode, 0: in bf16). Returns dx, d_router_weights and the bf16
     gradients of w_gate, w_up, w_down (the dequantized weights the forward saw) and of the shared
     expert."""
-    _check_fp8(x, topk, rw, q_gate, s_gate, q_up, s_up, q_down, s_down, ws_gate, ws_up, ws_down,
-               group_id, num_experts)
-    _check_dy(dy, x)
-    _check_fp8_transposed(t, q_gate)
-    dy = dy.contiguous()
     knobs = _knobs(swiglu_limit) + (("dtype", FP8_BLOCK128),)
-    ws, sched = _schedule(group_id, _shape(x, topk, num_experts, q_gate, ws_gate), knobs, slot)
+    shape_of = lambda: _shape(x, topk, num_experts, q_gate, ws_gate)  # noqa: E731
+    with _RefuseOnPeers(group_id, knobs, shape_of, x.device):
+        _check_fp8(x, topk, rw, q_gate, s_gate, q_up, s_up, q_down, s_down, ws_gate, ws_up,
+                   ws_down, group_id, num_experts)
+        _check_dy(dy, x)
+        _check_fp8_transposed(t, q_gate)
+        ws, sched = _schedule(group_id, shape_of(), knobs, slot)
+    dy = dy.contiguous()
     w = _fp8_weights(q_gate, s_gate, q_up, s_up, q_down, s_down, ws_gate, ws_up, ws_down, t)
     bf = lambda q: torch.empty(q.shape, dtype=torch.bfloat16, device=q.device)  # noqa: E731
     out = [torch.empty_like(x), torch.empty_like(rw), bf(q_gate), bf(q_up), bf(q_down)]
@@ -432,10 +484,12 @@ def moe_forward_fp8(x, topk, rw, q_gate, s_gate, q_up, s_up, q_down, s_down, ws_
     of w_gate, w_up, w_down; the shared expert (ws_*, or None) stays bf16. No autograd: its
     backward is moe_backward_fp8, on the same slot. Uses its own workspace of the group (dtype
     FP8)."""
-    _check_fp8(x, topk, rw, q_gate, s_gate, q_up, s_up, q_down, s_down, ws_gate, ws_up, ws_down,
-               group_id, num_experts)
     knobs = _knobs(swiglu_limit) + (("dtype", FP8_BLOCK128),)
-    ws, sched = _schedule(group_id, _shape(x, topk, num_experts, q_gate, ws_gate), knobs, slot)
+    shape_of = lambda: _shape(x, topk, num_experts, q_gate, ws_gate)  # noqa: E731
+    with _RefuseOnPeers(group_id, knobs, shape_of, x.device):
+        _check_fp8(x, topk, rw, q_gate, s_gate, q_up, s_up, q_down, s_down, ws_gate, ws_up,
+                   ws_down, group_id, num_experts)
+        ws, sched = _schedule(group_id, shape_of(), knobs, slot)
     w = _fp8_weights(q_gate, s_gate, q_up, s_up, q_down, s_down, ws_gate, ws_up, ws_down)
     y = torch.empty_like(x)
     stream = ctypes.c_void_p(torch.cuda.current_stream(x.device).cuda_stream)

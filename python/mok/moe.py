@@ -66,6 +66,13 @@ def check_device_errors():
         group.device_error()
 
 
+def clear_device_errors():
+    """Clears the device error words of every cached group's workspaces (enqueued on the current
+    stream; every rank calls it): after a fault, the next step runs normally."""
+    for _, group in list(_group_cache.values()):
+        group.clear_device_error()
+
+
 def destroy_groups():
     """Collective over every cached group: frees mok's workspaces, schedules and communicators."""
     while _group_cache:
@@ -285,11 +292,14 @@ def sync_gradients(model, data_group=None, expert_replica_group=None, expert_onl
     if not (dist.is_available() and dist.is_initialized()):
         return
     world = dist.get_world_size(data_group)
+    replicas = expert_replica_group is not None and dist.get_world_size(expert_replica_group) > 1
+    if world == 1 and not replicas:
+        return  # nothing to reduce (and a one-rank group need not serve the gradients' device)
     for p in model.parameters():
         if p.grad is None:
             continue
         if getattr(p, "mok_expert", False):
-            if expert_replica_group is not None and dist.get_world_size(expert_replica_group) > 1:
+            if replicas:
                 dist.all_reduce(p.grad, group=expert_replica_group)
             p.grad.div_(world)
         elif not expert_only:

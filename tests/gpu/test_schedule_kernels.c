@@ -12,7 +12,10 @@
 #include "tests/gpu/internal.h"
 #include "tests/gpu/gpu_test.h"
 
-enum { INJECT_NONE, INJECT_BAD_ID, INJECT_DUPLICATE, INJECT_SMALL_CAPACITY, INJECT_BAD_COUNT };
+/* INJECT_COUNT_CHANGES: the last rank's staged count changes between the count and the fill (a
+ * peer already staging its next build): the fill must use the counts the count phase validated */
+enum { INJECT_NONE, INJECT_BAD_ID, INJECT_DUPLICATE, INJECT_SMALL_CAPACITY, INJECT_BAD_COUNT,
+       INJECT_COUNT_CHANGES };
 
 typedef struct {
   int ep, k, E, tile_m, cpr; /* cpr: chunks per rank */
@@ -31,7 +34,7 @@ static int sk_alloc(sk_out *o, int64_t ids, int64_t nchunks, int el, int64_t cap
   memset(o, 0, sizeof *o);
   int ok = cudaMalloc((void **)&o->topk_all, (size_t)(ids + 1) * 4) == cudaSuccess &&
            cudaMalloc((void **)&o->counts, (size_t)(nchunks * el + 1) * 4) == cudaSuccess &&
-           cudaMalloc((void **)&o->chunk_status, (size_t)(nchunks + 1) * 4) == cudaSuccess &&
+           cudaMalloc((void **)&o->chunk_status, (size_t)(2 * nchunks + 1) * 4) == cudaSuccess &&
            cudaMalloc((void **)&o->expert_count, (size_t)el * 4) == cudaSuccess &&
            cudaMalloc((void **)&o->expert_offset, (size_t)(el + 1) * 4) == cudaSuccess &&
            cudaMalloc((void **)&o->row_src, (size_t)(cap + 1) * 4) == cudaSuccess &&
@@ -44,9 +47,10 @@ static void sk_free(sk_out *o) {
   cudaFree(o->expert_count); cudaFree(o->expert_offset); cudaFree(o->row_src); cudaFree(o->err);
 }
 
-/* Runs one build into o (error word cleared, table poisoned first); returns the error word. */
+/* Runs one build into o (error word cleared, table poisoned first); returns the error word.
+ * restage: when not NULL, *restage = restage_value is stored between the count and the fill. */
 static int32_t sk_build(mok_sched_args a, sk_out *o, int el, int64_t cap, int parallel,
-                        cudaStream_t q) {
+                        int32_t *restage, int32_t restage_value, cudaStream_t q) {
   a.topk_all = o->topk_all;
   a.counts = o->counts;
   a.chunk_status = o->chunk_status;
@@ -60,6 +64,10 @@ static int32_t sk_build(mok_sched_args a, sk_out *o, int el, int64_t cap, int pa
   CHECK(cudaMemsetAsync(o->expert_offset, 0x5A, (size_t)(el + 1) * 4, q) == cudaSuccess);
   CHECK(cudaMemsetAsync(o->row_src, 0x5A, (size_t)cap * 4, q) == cudaSuccess);
   CHECK(mok_sched_count_scan(&a, q) == cudaSuccess);
+  if (restage) {
+    CHECK(cudaMemcpyAsync(restage, &restage_value, 4, cudaMemcpyHostToDevice, q) == cudaSuccess);
+    CHECK(cudaStreamSynchronize(q) == cudaSuccess);
+  }
   CHECK(mok_sched_fill_pad(&a, q) == cudaSuccess);
   int32_t err = -1;
   CHECK(cudaMemcpyAsync(&err, o->err, 4, cudaMemcpyDeviceToHost, q) == cudaSuccess);
@@ -158,8 +166,15 @@ static void sk_run(const sk_case *c, const char *label, int timing) {
     const mok_status want = c->inject == INJECT_BAD_COUNT
                                 ? MOK_ERR_INVALID_ARGUMENT
                                 : mok_sched_build_host(&p, topk, scratch, ec, eo, rs);
-    const int32_t es = sk_build(a, &ser, el, cap, 0, q);
-    const int32_t ep_ = sk_build(a, &par, el, cap, 1, q);
+    int32_t *restage = c->inject == INJECT_COUNT_CHANGES
+                           ? (int32_t *)(peers_h[ep - 1] + per_rank * 4) : NULL;
+    const int32_t later = (int32_t)(counts[ep - 1] / 2);
+    const int32_t es = sk_build(a, &ser, el, cap, 0, restage, later, q);
+    if (restage) CHECK(cudaMemcpy(restage, &(int32_t){(int32_t)counts[ep - 1]}, 4,
+                                  cudaMemcpyHostToDevice) == cudaSuccess);
+    const int32_t ep_ = sk_build(a, &par, el, cap, 1, restage, later, q);
+    if (restage) CHECK(cudaMemcpy(restage, &(int32_t){(int32_t)counts[ep - 1]}, 4,
+                                  cudaMemcpyHostToDevice) == cudaSuccess);
     if (es != (int32_t)want || ep_ != (int32_t)want) {
       printf("    %s rank %d: fault word serial %d parallel %d, host %d\n", label, rank, es, ep_, want);
       ++bad;
@@ -254,7 +269,8 @@ GPU_TEST(schedule_kernels_faults) {
 }
 
 /* Each rank's own token count in a build, below the stride (the workspace's T): 0, a part of a
- * chunk, whole chunks, all of them; and a corrupted staged count (above T), which is a fault. */
+ * chunk, whole chunks, all of them; a corrupted staged count (above T), which is a fault; and a
+ * staged count that changes after the count phase, which changes nothing. */
 GPU_TEST(schedule_kernels_token_counts) {
   static const int64_t c4[] = {300, 0, 123, 257}, c2[] = {1, 299}, c1[] = {100};
   sk_case cases[] = {
@@ -262,6 +278,8 @@ GPU_TEST(schedule_kernels_token_counts) {
       {2, 8, 64, 128, 5, 300, MOK_ROUTE_ZIPF, INJECT_NONE, c2},
       {1, 8, 16, 128, 2, 300, MOK_ROUTE_ONE_EXPERT, INJECT_NONE, c1},
       {4, 4, 32, 128, 3, 300, MOK_ROUTE_UNIFORM, INJECT_BAD_COUNT, c4},
+      {4, 4, 32, 128, 3, 300, MOK_ROUTE_UNIFORM, INJECT_COUNT_CHANGES, c4},
+      {2, 8, 64, 128, 5, 300, MOK_ROUTE_ZIPF, INJECT_COUNT_CHANGES, NULL},
   };
   for (size_t i = 0; i < sizeof cases / sizeof cases[0]; ++i) {
     char label[64];

@@ -78,13 +78,14 @@ static void swiglu_quant_case(int64_t T, int64_t I, mok_route_kind route, int us
     char *drw[2] = {NULL, NULL};
     const int32_t *used = sched->expert_offset + w->el;
     for (int run = 0; run < 2; ++run) {
+      mok_gpu_call_begin(w); /* one collective call: barrier, pushes, barrier */
       CHECK_STATUS(mok_gpu_barrier(w, q), MOK_SUCCESS); /* every rank's d_rw slots free */
       CHECK(mok_swiglu_backward_rw(&r, w->off_drw, g, pre, codes, act_s, m_pad, rw_rows, dgu[run],
                                   run ? qb : NULL, run ? sb : NULL, m_pad, I, use_limit, 1.5f,
                                   q) == cudaSuccess);
       if (!run) CHECK_STATUS(mok_fp8_quant_act_upto(dgu[0], qa, sa, cap, 2 * I, used, q),
                              MOK_SUCCESS);
-      CHECK_STATUS(mok_gpu_barrier(w, q), MOK_SUCCESS); /* every peer's d_rw pushed here */
+      CHECK_STATUS(mok_gpu_barrier_last(w, q), MOK_SUCCESS); /* every peer's d_rw pushed here */
       CHECK(cudaStreamSynchronize(q) == cudaSuccess);
       drw[run] = lh_to_host((char *)w->sym.ptr + w->off_drw, drw_bytes);
     }

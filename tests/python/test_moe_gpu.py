@@ -406,37 +406,49 @@ def test_tiny_lm_trains_like_reference():
     model_ref = ex.build_model(args, "torch", device)
     model_ref.load_state_dict(model_mok.state_dict())
     # What bf16 noise does to this model: the reference again from weights one bf16 rounding
-    # away (each floating parameter times 1 + u, |u| <= 2^-8, then rounded to its dtype)
-    model_noisy = ex.build_model(args, "torch", device)
-    gen = torch.Generator(device=device).manual_seed(args.seed + 17)
-    noisy = {}
-    for name, t in model_mok.state_dict().items():
-        if t.is_floating_point():
-            u = (torch.rand(t.shape, device=t.device, generator=gen) * 2 - 1) * 2.0 ** -8
-            t = (t.float() * (1 + u)).to(t.dtype)
-        noisy[name] = t
-    model_noisy.load_state_dict(noisy)
+    # away (each floating parameter times 1 + u, |u| <= 2^-8, then rounded to its dtype), twice
+    noisy_models = []
+    for j in range(2):
+        model_noisy = ex.build_model(args, "torch", device)
+        gen = torch.Generator(device=device).manual_seed(args.seed + 17 + j)
+        noisy = {}
+        for name, t in model_mok.state_dict().items():
+            if t.is_floating_point():
+                u = (torch.rand(t.shape, device=t.device, generator=gen) * 2 - 1) * 2.0 ** -8
+                t = (t.float() * (1 + u)).to(t.dtype)
+            noisy[name] = t
+        model_noisy.load_state_dict(noisy)
+        noisy_models.append((f"noisy{j}", model_noisy))
     curves = {}
-    for name, model in (("mok", model_mok), ("torch", model_ref), ("noisy", model_noisy)):
+    for name, model in [("mok", model_mok), ("torch", model_ref)] + noisy_models:
         try:
             curves[name] = ex.train(model, args, device)
         except FloatingPointError as e:
             curves[name] = [float("nan")] * args.steps
             print(f"{name}: {e}")
-    lm, lt, ln = curves["mok"], curves["torch"], curves["noisy"]
+    lm, lt, ln = curves["mok"], curves["torch"], curves["noisy0"]
 
-    def apart(a, b):  # worst single step, and the last ten steps' sums
-        return (max(abs(p - q) / q for p, q in zip(a, b)),
+    # Two runs of this model whose weights differ by one bf16 rounding part ways step by step
+    # (seen: a loss spike of 1.40 in one run against 1.15 in the other at step 40, the same loss
+    # at step 49): a single step measures that chaos, not mok. So the curves are compared as
+    # 5-step means (every step must still be finite), against the larger spread of two such
+    # perturbed runs.
+    def smooth(c):
+        return [sum(c[i:i + 5]) / 5 for i in range(len(c) - 4)]
+
+    def apart(a, b):  # worst 5-step mean, and the last ten steps' sums
+        return (max(abs(p - q) / q for p, q in zip(smooth(a), smooth(b))),
                 abs(sum(a[-10:]) - sum(b[-10:])) / sum(b[-10:]))
     worst, tail = apart(lm, lt)
-    noise_worst, noise_tail = apart(ln, lt)
+    spread = [apart(curves[n], lt) for n, _ in noisy_models]
+    noise_worst, noise_tail = max(w for w, _ in spread), max(t for _, t in spread)
     # within bf16 noise: mok no further from the reference than 10% / 5%, or than 1.5x what one
     # bf16 rounding of the weights does to the reference itself; and both actually learn
-    ok = (worst == worst and worst < max(0.10, 1.5 * noise_worst) and
+    ok = (all(v == v for v in lm) and worst < max(0.10, 1.5 * noise_worst) and
           tail < max(0.05, 1.5 * noise_tail) and lm[-1] < 0.7 * lm[0] and lt[-1] < 0.7 * lt[0])
     report("tiny_lm", steps=args.steps, mok_first=lm[0], mok_last=lm[-1], torch_first=lt[0],
-           torch_last=lt[-1], worst_step_rel_diff=worst, last10_rel_diff=tail,
-           noise_worst_step_rel_diff=noise_worst, noise_last10_rel_diff=noise_tail)
+           torch_last=lt[-1], worst_5step_rel_diff=worst, last10_rel_diff=tail,
+           noise_worst_5step_rel_diff=noise_worst, noise_last10_rel_diff=noise_tail)
     if dist.get_rank() == 0:
         print("MOK-RESULT tiny_lm curves (step: mok torch): " +
               ", ".join(f"{i}: {lm[i]:.3f} {lt[i]:.3f}" for i in list(range(0, args.steps, 10)) + [args.steps - 1]) +
@@ -444,3 +456,37 @@ def test_tiny_lm_trains_like_reference():
               ", ".join(f"{i}: {ln[i]:.3f}" for i in list(range(0, args.steps, 10)) + [args.steps - 1]), flush=True)
     check_no_device_fault()
     assert agree(ok), (lm[-5:], lt[-5:])
+
+
+def test_refused_step_reaches_every_rank():
+    """A step one rank refuses before reaching mok (above max_tokens) ends the peers' matching
+    call at once, not after the timeout, with that rank's refusal: every rank's device error names
+    it, the peers' outputs are NaN, not stale; after mok.clear_device_errors() on every rank the
+    same module's next step matches the reference again."""
+    import time
+    from mok._capi import MokError
+    seed = shared_seed()
+    a, b = make_pair(seed, max_tokens=256, **CASES["qwen3"])
+    rank, world = dist.get_rank(), dist.get_world_size()
+    g = torch.Generator(device="cuda").manual_seed(seed + rank)
+    x = torch.randn(200, H, device="cuda", generator=g).bfloat16()
+    dy = torch.randn(200, H, device="cuda", generator=g).bfloat16()
+    compare(f"refused/before seed={seed}", grads_of(a, x, dy), grads_of(b, x, dy))
+    refuser = world - 1
+    torch.cuda.synchronize()
+    t0 = time.monotonic()
+    if rank == refuser:
+        with pytest.raises(ValueError, match="refused on every rank"):
+            a(torch.randn(300, H, device="cuda").bfloat16())
+    else:
+        with torch.no_grad():
+            y = a(x)
+        assert bool(torch.isnan(y).all())
+    with pytest.raises(MokError, match=f"first raised on rank {refuser}"):
+        mok.check_device_errors()
+    elapsed = time.monotonic() - t0
+    report("refused_step", refuser=refuser, seconds=elapsed)
+    assert agree(elapsed < 5.0), elapsed
+    mok.clear_device_errors()
+    compare(f"refused/after seed={seed}", grads_of(a, x, dy), grads_of(b, x, dy))
+    check_no_device_fault()

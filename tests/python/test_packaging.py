@@ -7,8 +7,15 @@ import os
 import subprocess
 import sys
 
+import importlib.util
+
 HERE = os.path.dirname(os.path.abspath(__file__))
-ROOT = os.path.join(HERE, "..", "..")
+# the mok under test: the source checkout's python/ when there is one, else the installed package
+SOURCE = os.path.join(HERE, "..", "..", "python")
+if os.path.isdir(os.path.join(SOURCE, "mok")):
+    PKG_PARENT = SOURCE
+else:
+    PKG_PARENT = os.path.dirname(os.path.dirname(importlib.util.find_spec("mok").origin))
 
 
 def _fake_env(tmp_path, code):
@@ -30,7 +37,7 @@ def _fake_env(tmp_path, code):
 
 
 def _run(site, lib, code):
-    env = dict(os.environ, PYTHONPATH=f"{site}{os.pathsep}{os.path.join(ROOT, 'python')}",
+    env = dict(os.environ, PYTHONPATH=f"{site}{os.pathsep}{PKG_PARENT}",
                MOK_LIBRARY=str(lib / "libmok.so"))
     return subprocess.run([sys.executable, "-W", "always", "-c", code], env=env,
                           capture_output=True, text=True, timeout=60)

@@ -156,3 +156,36 @@ def test_data_parallel_gradients_match_single_process(tmp_path, use_ddp):
         # largest entry (0.6% seen), while a missing or doubled reduction is off by 50-100%
         for name, (err, bf16) in errs.items():
             assert err < (2.0 ** -5 if bf16 else 1e-5), (name, err)
+
+
+def _one_rank_worker(rank, path, errs):
+    import torch.distributed as dist
+    os.environ.setdefault("GLOO_SOCKET_IFNAME", "lo")
+    try:
+        dist.init_process_group("gloo", init_method=f"file://{path}", rank=0, world_size=1)
+        model = _model(3, None)
+        _loss(model, torch.randn(6, H)).backward()
+        before = {n: p.grad.clone() for n, p in model.named_parameters()}
+
+        def refuse(*a, **k):
+            raise AssertionError("a one-rank group needs no collective")
+        dist.all_reduce = refuse
+        mok.sync_gradients(model)
+        for n, p in model.named_parameters():
+            assert torch.equal(p.grad, before[n]), n
+    except BaseException as e:  # noqa: BLE001
+        with open(errs, "w") as f:
+            f.write(repr(e))
+        raise
+    finally:
+        if dist.is_initialized():
+            dist.destroy_process_group()
+
+
+def test_sync_gradients_one_rank_is_a_no_op(tmp_path):
+    """A one-rank group (a single-GPU run under an NCCL default group, say) reduces nothing: the
+    gradients are left as they are, on whatever device they live, and no collective runs."""
+    import torch.multiprocessing as mp
+    errs = tmp_path / "errs"
+    mp.spawn(_one_rank_worker, args=(str(tmp_path / "store"), str(errs)), nprocs=1, join=True)
+    assert not errs.exists(), errs.read_text()
