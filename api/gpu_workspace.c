@@ -440,9 +440,10 @@ mok_status mok_gpu_barrier_last(mok_workspace *w, cudaStream_t stream) {
 }
 
 /* A call that failed on this rank ends for its peers too: a refusal in place of its remaining
- * barriers (the peers' waits for this call end at once, with st and this rank), and st in this
- * rank's error word, so that mok_workspace_error agrees on every rank. A refusal that cannot be
- * enqueued leaves the peers to their timeout. */
+ * barriers (the peers' waits for this call end at once, with st and this rank in their error
+ * words). This rank's caller has st; its error word is left as it is, so that a call every rank
+ * refuses leaves no fault anywhere. A refusal that cannot be enqueued leaves the peers to their
+ * timeout. */
 mok_status mok_gpu_call_end(mok_workspace *w, mok_status st, cudaStream_t stream) {
   if (st != MOK_SUCCESS && w) (void)barrier(w, 0, st, stream);
   return st;

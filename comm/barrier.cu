@@ -42,8 +42,11 @@ __global__ void barrier_kernel(mok_barrier b) {
   __shared__ int skip_wait;
   if (threadIdx.x == 0) {
     mok_barrier_state st = *b.state;
-    if (b.refuse && atomicCAS((int *)b.err, 0, b.refuse) == 0) *(volatile int32_t *)b.err_rank = 0;
-    sig = mok_barrier_step(&st, b.first, b.last, b.refuse != 0, own_fault(b));
+    /* a refusal's status goes to the peers; this rank's own word stays as it is (its caller
+     * has the status, and a call every rank refuses leaves no fault anywhere) */
+    uint32_t now = own_fault(b);
+    if (b.refuse && !now) now = mok_sig_fault(b.refuse, b.rank);
+    sig = mok_barrier_step(&st, b.first, b.last, b.refuse != 0, now);
     *b.state = st;
     call = st.call;
     index = b.refuse ? MOK_SIG_REFUSED : st.index;

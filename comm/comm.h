@@ -54,9 +54,10 @@ typedef struct {
   int32_t *err_rank;       /* where it was raised: 0 this rank, r + 1 rank r               */
   int64_t timeout_ns;
   int first, last;         /* this barrier opens / closes its call (both: its only one)    */
-  int32_t refuse;          /* nonzero: this rank refuses the call with this status: it sets
-                              its own error, signals the peers that the call is over, and
-                              waits only until every peer has reached the call             */
+  int32_t refuse;          /* nonzero: this rank refuses the call with this status: it
+                              signals the peers that the call is over, with the status (its
+                              own error word is left as it is), and waits only until every
+                              peer has reached the call                                    */
 } mok_barrier;
 
 cudaError_t mok_barrier_run(const mok_barrier *b, cudaStream_t stream);

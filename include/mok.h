@@ -351,10 +351,10 @@ mok_status mok_workspace_error_rank(mok_workspace *workspace, mok_status *device
 mok_status mok_workspace_clear_error(mok_workspace *workspace, cudaStream_t stream);
 
 /* Collective in place of a call this rank will not make (a binding that refused its arguments
- * before reaching mok, say): enqueued on stream, it sets cause (a status other than success) in
- * this rank's error word and ends the peers' matching collective call at once with cause and this
- * rank, instead of leaving them to their timeout. mok's own calls do this for themselves when
- * they fail. */
+ * before reaching mok, say): enqueued on stream, it ends the peers' matching collective call at
+ * once with cause (a status other than success) and this rank in their error words, instead of
+ * leaving them to their timeout; this rank's own word is left as it is. mok's own calls do this
+ * for themselves when they fail: a call refused on every rank leaves no fault anywhere. */
 mok_status mok_workspace_reject(mok_workspace *workspace, mok_status cause, cudaStream_t stream);
 
 /* Collective. NULL is a no-op. */

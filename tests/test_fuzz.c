@@ -273,7 +273,7 @@ void test_fuzz_reference_inputs(void) {
  *   - safety: a rank that passes a barrier with no fault has every peer at that same barrier of the
  *     same call (or past it by one, or at the next call's first when it ends the call);
  *   - identical programs without stalls never time out, and a call one rank refused ends with the
- *     error on every rank, naming a refusing rank; a call nobody refused ends with none. */
+ *     error on every other rank, naming a refusing rank; a call nobody refused ends with none. */
 #define BM_RANKS 6
 #define BM_CALLS 10
 #define BM_DESYNC 15 /* MOK_ERR_DESYNC as the model's status */
@@ -325,8 +325,8 @@ static void bm_run(int n, const bm_program *prog, int stalls, int same, bm_count
         if (r->bar == 0 && r->err && below(4) != 0) r->err = 0, r->from = 0; /* the user clears */
         const int refused = pg->refuse_at[r->call] == r->bar;
         const int last = r->bar == pg->nb[r->call] - 1;
-        if (refused && !r->err) r->err = BM_REFUSE, r->from = 0;
-        const uint32_t now = r->err ? mok_sig_fault(r->err, r->from ? r->from - 1 : id) : 0;
+        uint32_t now = r->err ? mok_sig_fault(r->err, r->from ? r->from - 1 : id) : 0;
+        if (refused && !now) now = mok_sig_fault(BM_REFUSE, id); /* its own word stays clear */
         const uint64_t sig = mok_barrier_step(&r->st, r->bar == 0, last, refused, now);
         for (int p = 0; p < n; ++p) R[p].slot[id] = sig;
         r->sig_call = r->call, r->sig_bar = r->bar, r->sig_refused = refused;
@@ -385,21 +385,21 @@ static void bm_run(int n, const bm_program *prog, int stalls, int same, bm_count
     }
   }
   if (!same || stalls) return;
-  /* identical programs, no stalls: a call some rank refused ends with that refusal on every rank,
+  /* identical programs, no stalls: a call some rank refused ends with that refusal on every other rank,
    * naming a rank that refused it (or that carried an uncleared refusal into it); a call nobody
    * refused, begun with no error anywhere, ends with none */
   for (int j = 0; j < prog[0].calls; ++j) {
     int refusers = 0, carried = 0;
-    for (int i = 0; i < n; ++i) {
+    for (int i = 0; i < n; ++i) { /* carried: a fault of the call before may live on uncleared */
       refusers += prog[i].refuse_at[j] >= 0;
-      carried += j > 0 && R[i].end_err[j - 1] != 0;
+      carried += j > 0 && (R[i].end_err[j - 1] != 0 || prog[i].refuse_at[j - 1] >= 0);
     }
     for (int i = 0; i < n; ++i) {
       const int e = R[i].end_err[j], from = R[i].end_from[j];
       int ok;
+      if (prog[i].refuse_at[j] >= 0) continue; /* a refusing rank's caller has the status */
       if (refusers)
-        ok = e == BM_REFUSE && from >= 0 && from < n &&
-             (prog[from].refuse_at[j] >= 0 || (j > 0 && R[from].end_err[j - 1] != 0));
+        ok = e == BM_REFUSE && from >= 0 && from < n && (prog[from].refuse_at[j] >= 0 || carried);
       else
         ok = carried ? e == 0 || e == BM_REFUSE : e == 0;
       if (!ok && c->spread_bad++ < 3)

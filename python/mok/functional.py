@@ -179,7 +179,7 @@ class _RefuseOnPeers:
                                              else "INVALID_SHAPE")
                 stream = ctypes.c_void_p(torch.cuda.current_stream(self.device).cuda_stream)
                 if C.lib.mok_workspace_reject(ws, cause, stream) == C.MOK_SUCCESS:
-                    raise kind(f"{err} (refused on every rank of the group: the workspaces' "
+                    raise kind(f"{err} (refused on every rank of the group: the other ranks' "
                                "error words hold it until mok.clear_device_errors() on every "
                                "rank)") from err
         except (TypeError, ValueError):
