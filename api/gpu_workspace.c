@@ -218,11 +218,11 @@ mok_status mok_workspace_create(mok_group *g, const mok_shape *s, const mok_conf
     return st;
   }
   size_t loff = 0;
-  size_t o_err, o_epoch, o_dense, o_ready, o_dout, o_da, o_dgu, o_ys, o_dsa, o_dsgu, o_peer, o_op_peer;
+  size_t o_err, o_barrier, o_dense, o_ready, o_dout, o_da, o_dgu, o_ys, o_dsa, o_dsgu, o_peer, o_op_peer;
   size_t o_vo = 0, o_vc = 0, o_vr = 0;
 #define LOC(var, bytes) do { var = loff; loff = align_up(loff + (size_t)(bytes), 256); } while (0)
   LOC(o_err, 8);
-  LOC(o_epoch, sizeof(mok_barrier_state));
+  LOC(o_barrier, sizeof(mok_barrier_state));
   LOC(o_dense, 4 * 4);
   LOC(o_ready, (rows + plan.minibatch_rows - 1) / plan.minibatch_rows * 4);
   LOC(o_peer, (int64_t)w->ep * 8);
@@ -287,7 +287,7 @@ mok_status mok_workspace_create(mok_group *g, const mok_shape *s, const mok_conf
   char *L = (char *)w->local;
   w->local_bytes = (int64_t)loff;
   w->err = (int32_t *)(L + o_err);
-  w->barrier = (mok_barrier_state *)(L + o_epoch);
+  w->barrier = (mok_barrier_state *)(L + o_barrier);
   w->peer_base = (char **)(L + o_peer);
   w->op_peer = (char **)(L + o_op_peer);
   w->d_out = L + o_dout;
@@ -452,7 +452,7 @@ mok_status mok_gpu_call_end(mok_workspace *w, mok_status st, cudaStream_t stream
 mok_status mok_workspace_reject(mok_workspace *w, mok_status cause, cudaStream_t stream) {
   if (!w || cause <= MOK_SUCCESS || cause >= MOK_STATUS_COUNT) return MOK_ERR_INVALID_ARGUMENT;
   mok_gpu_call_begin(w);
-  return mok_gpu_call_end(w, cause, stream) == cause ? MOK_SUCCESS : MOK_ERR_INTERNAL;
+  return barrier(w, 0, cause, stream); /* the refusal itself: a launch failure is this call's */
 }
 
 mok_move_route mok_gpu_route(const mok_schedule *s) {

@@ -42,14 +42,10 @@ __global__ void barrier_kernel(mok_barrier b) {
   __shared__ int skip_wait;
   if (threadIdx.x == 0) {
     mok_barrier_state st = *b.state;
-    /* a refusal's status goes to the peers; this rank's own word stays as it is (its caller
-     * has the status, and a call every rank refuses leaves no fault anywhere) */
-    uint32_t now = own_fault(b);
-    if (b.refuse && !now) now = mok_sig_fault(b.refuse, b.rank);
-    sig = mok_barrier_step(&st, b.first, b.last, b.refuse != 0, now);
+    sig = mok_barrier_step(&st, b.first, b.last, b.refuse, b.rank, own_fault(b));
     *b.state = st;
-    call = st.call;
-    index = b.refuse ? MOK_SIG_REFUSED : st.index;
+    call = mok_sig_call(sig);
+    index = mok_sig_index(sig);
     last_bar = b.last || b.refuse;
     skip_wait = dev_error(b.err) == MOK_ERR_TIMEOUT;
   }

@@ -30,6 +30,13 @@ MOK_SIG_FN uint64_t mok_sig_make(uint32_t call, uint32_t index, uint32_t now, ui
   return ((uint64_t)(call & MOK_SIG_CALL_MASK) << 40) | ((uint64_t)(index & 0xFFFu) << 28) |
          ((uint64_t)(now & 0x3FFFu) << 14) | (uint64_t)(prev & 0x3FFFu);
 }
+MOK_SIG_FN uint32_t mok_sig_call(uint64_t f) { return (uint32_t)(f >> 40) & MOK_SIG_CALL_MASK; }
+MOK_SIG_FN uint32_t mok_sig_index(uint64_t f) { return (uint32_t)(f >> 28) & 0xFFFu; }
+
+/* How many calls the signal f is ahead of call (negative: behind), modulo 2^24. */
+MOK_SIG_FN int32_t mok_sig_calls_ahead(uint64_t f, uint32_t call) {
+  return ((int32_t)((mok_sig_call(f) - call) << 8)) >> 8;
+}
 
 /* A rank's barrier state, in device memory per workspace; zero at creation. */
 typedef struct {
@@ -39,12 +46,15 @@ typedef struct {
   uint32_t end;       /* ... at the current call's end, once there                     */
 } mok_barrier_state;
 
-/* One barrier's first step on its rank: the state moves to it (first: it opens a new call;
- * last: it ends the call; refused: the rank refuses the call, which ends it too) and the signal
- * to store into every peer's slot is returned. now: the rank's fault (its sticky error, with a
- * refusal's status already in it). */
-MOK_SIG_FN uint64_t mok_barrier_step(mok_barrier_state *st, int first, int last, int refused,
-                                     uint32_t now) {
+/* One barrier's first step on rank: the state moves to it (first: it opens a new call; last: it
+ * ends the call; refuse, a status: the rank refuses the call, which ends it too) and the signal
+ * to store into every peer's slot is returned. now: the rank's fault (its sticky error, 0 for
+ * none); a refusal with no fault of its own sends its status, its error word left as it is (its
+ * caller has the status, and a call every rank refuses leaves no fault anywhere). */
+MOK_SIG_FN uint64_t mok_barrier_step(mok_barrier_state *st, int first, int last, int refuse,
+                                     int rank, uint32_t now) {
+  const int refused = refuse != 0;
+  if (refused && !now) now = mok_sig_fault(refuse, rank);
   if (first) {
     st->call = (st->call + 1) & MOK_SIG_CALL_MASK;
     st->index = 0;
@@ -66,9 +76,8 @@ MOK_SIG_FN uint64_t mok_barrier_step(mok_barrier_state *st, int first, int last,
  * peer, unless the signal carries a fault that explains it. */
 MOK_SIG_FN int64_t mok_sig_judge(uint64_t f, uint32_t call, uint32_t index, int last, int peer,
                                  int desync_status) {
-  const uint32_t fcall = (uint32_t)(f >> 40) & MOK_SIG_CALL_MASK;
-  const uint32_t findex = (uint32_t)(f >> 28) & 0xFFFu;
-  const int32_t dc = ((int32_t)((fcall - call) << 8)) >> 8; /* calls ahead, modulo 2^24 */
+  const uint32_t findex = mok_sig_index(f);
+  const int32_t dc = mok_sig_calls_ahead(f, call);
   if (dc < 0 || (dc == 0 && findex != MOK_SIG_REFUSED && findex < index)) return MOK_SIG_WAIT;
   const int in_order =
       (dc == 0 && (findex == index || findex == MOK_SIG_REFUSED || (findex == index + 1 && !last))) ||
@@ -82,8 +91,7 @@ MOK_SIG_FN int64_t mok_sig_judge(uint64_t f, uint32_t call, uint32_t index, int 
  * refusal), so that its refusal is not overwritten by its next call's signal before a peer still
  * in an earlier call has seen it: 1 when peer's signal f has reached call. */
 MOK_SIG_FN int mok_sig_reached_call(uint64_t f, uint32_t call) {
-  const uint32_t fcall = (uint32_t)(f >> 40) & MOK_SIG_CALL_MASK;
-  return ((int32_t)((fcall - call) << 8)) >> 8 >= 0;
+  return mok_sig_calls_ahead(f, call) >= 0;
 }
 
 #endif

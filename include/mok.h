@@ -336,8 +336,9 @@ mok_status mok_workspace_bytes(const mok_workspace *workspace, int64_t *bytes);
  * boundary, not inside a captured graph). *device_status is MOK_SUCCESS when no fault was seen.
  * A fault raised on any rank of the group reaches every rank's word at the next barrier of the
  * call it happened in: a bad expert id, a capacity overflow, a peer that never arrived
- * (MOK_ERR_TIMEOUT), a collective call one rank refused (its status, e.g.
- * MOK_ERR_INVALID_ARGUMENT), ranks that made different calls (MOK_ERR_DESYNC). */
+ * (MOK_ERR_TIMEOUT), ranks that made different calls (MOK_ERR_DESYNC); a collective call one
+ * rank refused puts that rank's status (e.g. MOK_ERR_INVALID_ARGUMENT) in every other rank's
+ * word (the refusing rank's call returned it). */
 mok_status mok_workspace_error(mok_workspace *workspace, mok_status *device_status);
 
 /* mok_workspace_error, and the rank the fault was first raised on (for MOK_ERR_TIMEOUT: the rank

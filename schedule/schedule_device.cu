@@ -13,10 +13,13 @@
 /* Chunk c's rank and first token, and its tokens under that rank's count for this build (staged
  * by the rank's mok_sched_stage, read from its symmetric buffer). Returns 0 when that count is
  * outside [0, T] (a corrupted buffer): the chunk then has no tokens. */
-__device__ __forceinline__ int chunk_range(const mok_sched_args &a, int c, int *src, int64_t *t0,
-                                           int64_t *ntok) {
+__device__ __forceinline__ void chunk_origin(const mok_sched_args &a, int c, int *src, int64_t *t0) {
   *src = c / a.chunks_per_rank;
   *t0 = (int64_t)(c % a.chunks_per_rank) * a.chunk_tokens;
+}
+__device__ __forceinline__ int chunk_range(const mok_sched_args &a, int c, int *src, int64_t *t0,
+                                           int64_t *ntok) {
+  chunk_origin(a, c, src, t0);
   const int64_t count = *(const int32_t *)(a.peer_base[*src] + a.count_off);
   const int ok = count >= 0 && count <= a.tokens;
   const int64_t n = (ok ? count : 0) - *t0;
@@ -45,11 +48,13 @@ __device__ int64_t gather_chunk(const mok_sched_args &a, int c, int32_t *ids, in
 
 /* What the count phase found for chunk c, for the fill: its status and the token count it
  * validated (0 where the staged count was out of range). */
+__device__ __forceinline__ int32_t *validated_tokens(const mok_sched_args &a) {
+  return a.chunk_status + a.ep * a.chunks_per_rank;
+}
 __device__ __forceinline__ void record_chunk(const mok_sched_args &a, int c, int status,
                                              int64_t ntok) {
-  const int nchunks = a.ep * a.chunks_per_rank;
   a.chunk_status[c] = status;
-  a.chunk_status[nchunks + c] = (int32_t)(ntok < 0 ? 0 : ntok);
+  validated_tokens(a)[c] = (int32_t)(ntok < 0 ? 0 : ntok);
 }
 
 /* Fill kernels: chunk c's ids from topk_all and its write cursors from the scan into shared memory.
@@ -58,10 +63,8 @@ __device__ __forceinline__ void record_chunk(const mok_sched_args &a, int c, int
  * scan placed), and a chunk the count phase refused fills nothing. */
 __device__ int64_t stage_chunk(const mok_sched_args &a, int c, int32_t *ids, int32_t *cur, int *src,
                                int64_t *t0) {
-  *src = c / a.chunks_per_rank;
-  *t0 = (int64_t)(c % a.chunks_per_rank) * a.chunk_tokens;
-  const int nchunks = a.ep * a.chunks_per_rank;
-  const int64_t ntok = a.chunk_status[c] == MOK_SCHED_OK ? a.chunk_status[nchunks + c] : 0;
+  chunk_origin(a, c, src, t0);
+  const int64_t ntok = a.chunk_status[c] == MOK_SCHED_OK ? validated_tokens(a)[c] : 0;
   const int64_t n = ntok * a.top_k;
   const int32_t *local = a.topk_all + ((int64_t)*src * a.tokens + *t0) * a.top_k;
   for (int64_t i = threadIdx.x; i < n; i += blockDim.x) ids[i] = local[i];

@@ -50,11 +50,13 @@ void test_barrier_rules(void) {
   CHECK(judge(mok_sig_make(MOK_SIG_CALL_MASK, 0, none, none), 0, 0, 0) == MOK_SIG_WAIT);
   /* the state update: a first barrier opens a call and keeps the previous call's end */
   mok_barrier_state st = {MOK_SIG_CALL_MASK, 4, 0, 0};
-  uint64_t f = mok_barrier_step(&st, 0, 1, 0, bad_id);
+  uint64_t f = mok_barrier_step(&st, 0, 1, 0, 0, bad_id);
   CHECK(st.index == 5 && st.end == bad_id);
-  f = mok_barrier_step(&st, 1, 0, 0, none);
+  f = mok_barrier_step(&st, 1, 0, 0, 0, none);
   CHECK(st.call == 0 && st.index == 0 && st.prev_end == bad_id && st.end == 0);
   CHECK(judge(f, MOK_SIG_CALL_MASK, 5, 1) == bad_id);
-  f = mok_barrier_step(&st, 0, 0, 1, refused);
+  f = mok_barrier_step(&st, 0, 0, MOK_ERR_INVALID_ARGUMENT, 2, none); /* a refusal, no fault */
   CHECK(st.end == refused && judge(f, 0, 1, 0) == refused);
+  f = mok_barrier_step(&st, 1, 1, MOK_ERR_INVALID_ARGUMENT, 2, bad_id); /* a fault goes first */
+  CHECK(st.end == bad_id && judge(f, 1, 0, 1) == bad_id);
 }

@@ -325,9 +325,9 @@ static void bm_run(int n, const bm_program *prog, int stalls, int same, bm_count
         if (r->bar == 0 && r->err && below(4) != 0) r->err = 0, r->from = 0; /* the user clears */
         const int refused = pg->refuse_at[r->call] == r->bar;
         const int last = r->bar == pg->nb[r->call] - 1;
-        uint32_t now = r->err ? mok_sig_fault(r->err, r->from ? r->from - 1 : id) : 0;
-        if (refused && !now) now = mok_sig_fault(BM_REFUSE, id); /* its own word stays clear */
-        const uint64_t sig = mok_barrier_step(&r->st, r->bar == 0, last, refused, now);
+        const uint32_t now = r->err ? mok_sig_fault(r->err, r->from ? r->from - 1 : id) : 0;
+        const uint64_t sig =
+            mok_barrier_step(&r->st, r->bar == 0, last, refused ? BM_REFUSE : 0, id, now);
         for (int p = 0; p < n; ++p) R[p].slot[id] = sig;
         r->sig_call = r->call, r->sig_bar = r->bar, r->sig_refused = refused;
         if (r->err == BM_TIMEOUT) { /* signals without waiting */

@@ -113,9 +113,9 @@ class Group:
                                  f"first raised on rank {rank.value}")
 
     def clear_device_error(self):
-        """Clears every workspace's device error word (enqueued on the current stream): after a
-        fault, every rank clears, and the workspaces are usable again."""
-        stream = ctypes.c_void_p(torch.cuda.current_stream().cuda_stream)
+        """Clears every workspace's device error word (enqueued on the current stream of the
+        group's device): after a fault, every rank clears, and the workspaces are usable again."""
+        stream = ctypes.c_void_p(torch.cuda.current_stream(self.device).cuda_stream)
         for key in sorted(k for k in _workspaces if k[0] == self.id):
             C.call("mok_workspace_clear_error", _workspaces[key], stream)
 
@@ -168,6 +168,7 @@ class _RefuseOnPeers:
     def __exit__(self, kind, err, tb):
         if kind is None or not issubclass(kind, (TypeError, ValueError)):
             return False
+        refused = False
         try:
             group = _groups[self.group_id]
             shape = tuple(self.shape_of())
@@ -178,14 +179,12 @@ class _RefuseOnPeers:
                 cause = C.STATUS_NAMES.index("INVALID_ARGUMENT" if issubclass(kind, TypeError)
                                              else "INVALID_SHAPE")
                 stream = ctypes.c_void_p(torch.cuda.current_stream(self.device).cuda_stream)
-                if C.lib.mok_workspace_reject(ws, cause, stream) == C.MOK_SUCCESS:
-                    raise kind(f"{err} (refused on every rank of the group: the other ranks' "
-                               "error words hold it until mok.clear_device_errors() on every "
-                               "rank)") from err
-        except (TypeError, ValueError):
-            raise
-        except Exception:  # noqa: BLE001 - the original error is the one to report
+                refused = C.lib.mok_workspace_reject(ws, cause, stream) == C.MOK_SUCCESS
+        except Exception:  # noqa: BLE001 - nothing could be named: the original error stands
             pass
+        if refused:
+            raise kind(f"{err} (refused on every rank of the group: the other ranks' error "
+                       "words hold it until mok.clear_device_errors() on every rank)") from err
         return False
 
 
