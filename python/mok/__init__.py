@@ -7,6 +7,7 @@ backward, across the GPUs of an expert-parallel group. This package's public Pyt
     mok.clear_device_errors  clear the faults on every rank, for the next step
     mok.RouterStats, mok.router_losses   tokens per expert, load-balancing and z losses
     mok.sync_gradients, mok.ddp_ignored_names   data parallelism with sharded experts
+    mok.FP8WeightCache       FP8 codes of a layer's routed weights, made once per weight update
     mok.functional.moe       the functional layer (torch custom ops with autograd; also
                              mok.functional_moe)
     mok.moe_reference        the same math in plain PyTorch (mok.reference), mok.route (routing)
@@ -50,6 +51,7 @@ _LAZY = {
     "sync_gradients": ("moe", "sync_gradients"),
     "ddp_ignored_names": ("moe", "ddp_ignored_names"),
     "Group": ("functional", "Group"),
+    "FP8WeightCache": ("fp8_cache", "FP8WeightCache"),
     "functional_moe": ("functional", "moe"),
     "moe_reference": ("reference", "moe_reference"),
     "route": ("routing", "route"),

@@ -26,6 +26,7 @@ from typing import List, Optional
 import torch
 
 from . import _capi as C
+from .fp8_cache import FP8WeightCache  # noqa: F401  (mok.FP8WeightCache; moe_fp8's weight_cache)
 
 _groups = []        # group id -> Group
 _workspaces = {}    # (group id, shape, knobs) -> workspace handle
@@ -498,51 +499,60 @@ def moe_forward_fp8(x, topk, rw, q_gate, s_gate, q_up, s_up, q_down, s_down, ws_
 
 
 class _MoEFP8(torch.autograd.Function):
-    """The layer with FP8 routed experts under autograd: the bf16 routed weights are quantized
-    (quantize_weight) at every forward, the backward's transposed copies made from those codes,
-    and the weights' gradients are those of the dequantized weights the forward saw (straight
+    """The layer with FP8 routed experts under autograd: the bf16 routed weights' codes come from
+    an FP8WeightCache (made once per weight update, mok.fp8_cache) or, with no cache, are made at
+    this forward (quantize_weight); the backward's transposed copies come from the same place;
+    the weights' gradients are those of the dequantized weights the forward saw (straight
     through the quantization, as FP8 training recipes do). slot as for moe(); a negative slot
     re-runs the FP8 forward before the backward."""
 
     @staticmethod
     def forward(ctx, x, topk, rw, w_gate, w_up, w_down, ws_gate, ws_up, ws_down, group_id,
-                num_experts, swiglu_limit, slot):
-        q = [quantize_weight(w) for w in (w_gate, w_up, w_down)]
-        y = moe_forward_fp8(x, topk, rw, *q[0], *q[1], *q[2], ws_gate, ws_up, ws_down, group_id,
-                            num_experts, swiglu_limit, max(slot, -1))
-        ctx.save_for_backward(x, topk, rw, *q[0], *q[1], *q[2], ws_gate, ws_up, ws_down)
+                num_experts, swiglu_limit, slot, cache):
+        if cache is not None:
+            codes = cache.codes(w_gate, w_up, w_down)
+        else:
+            codes = tuple(t for w in (w_gate, w_up, w_down) for t in quantize_weight(w))
+        y = moe_forward_fp8(x, topk, rw, *codes, ws_gate, ws_up, ws_down, group_id, num_experts,
+                            swiglu_limit, max(slot, -1))
+        ctx.save_for_backward(x, topk, rw, ws_gate, ws_up, ws_down)
+        ctx.codes, ctx.cache = codes, cache  # not inputs or outputs: kept as attributes
         ctx.args = (group_id, num_experts, swiglu_limit, max(slot, -1))
         return y
 
     @staticmethod
     def backward(ctx, dy):
-        x, topk, rw, qg, sg, qu, su, qd, sd, ws_gate, ws_up, ws_down = ctx.saved_tensors
+        x, topk, rw, ws_gate, ws_up, ws_down = ctx.saved_tensors
+        codes, cache = ctx.codes, ctx.cache
         group_id, num_experts, limit, slot = ctx.args
-        codes = (qg, sg, qu, su, qd, sd)
         if slot < 0:  # nothing kept: the forward again, on the same schedule
             moe_forward_fp8(x, topk, rw, *codes, ws_gate, ws_up, ws_down, group_id, num_experts,
                             limit, slot)
-        t = transpose_weights_fp8(*codes)
+        t = cache.transposed(codes) if cache is not None else transpose_weights_fp8(*codes)
         dx, drw, dwg, dwu, dwd, dsg, dsu, dsd = moe_backward_fp8(
             dy.contiguous(), x, topk, rw, *codes, t, ws_gate, ws_up, ws_down, group_id,
             num_experts, limit, slot)
+        ctx.codes = ctx.cache = None
         shared = ws_gate is not None and ws_gate.numel() > 0
         return (dx, None, drw, dwg, dwu, dwd, dsg if shared else None, dsu if shared else None,
-                dsd if shared else None, None, None, None, None)
+                dsd if shared else None, None, None, None, None, None)
 
 
 def moe_fp8(x, topk_experts, router_weights, w_gate, w_up, w_down, ws_gate=None, ws_up=None,
             ws_down=None, *, group: Group, num_experts: int, swiglu_limit: float = 0.0,
-            slot: Optional[int] = None) -> torch.Tensor:
+            slot: Optional[int] = None, weight_cache=None) -> torch.Tensor:
     """moe() with the routed experts in FP8 (block-128 E4M3: the tokens and activations 1x128,
-    the weights 128x128, quantized by mok on the fly; the shared expert stays bf16), differentiable
-    like moe() (_MoEFP8). H and I multiples of 128; the group's kernels "auto" or "grouped". Not
-    traceable by torch.compile (a plain autograd.Function of ctypes calls: it graph-breaks)."""
+    the weights 128x128, quantized by mok; the shared expert stays bf16), differentiable like
+    moe() (_MoEFP8). weight_cache: an mok.FP8WeightCache of this layer, which quantizes the routed
+    weights once per weight update (gradient accumulation and recomputation reuse its codes);
+    None quantizes them at every call. H and I multiples of 128; the group's kernels "auto" or
+    "grouped". Not traceable by torch.compile (a plain autograd.Function of ctypes calls: it
+    graph-breaks)."""
     if slot is not None and slot < 1:
         raise ValueError("mok: slot must be None or >= 1 (slot 0 is the ops' shared default)")
     return _MoEFP8.apply(x, topk_experts, router_weights, w_gate, w_up, w_down, ws_gate, ws_up,
                          ws_down, group.id, int(num_experts), float(swiglu_limit),
-                         -1 if slot is None else int(slot))
+                         -1 if slot is None else int(slot), weight_cache)
 
 
 def moe(x, topk_experts, router_weights, w_gate, w_up, w_down, ws_gate=None, ws_up=None, ws_down=None,

@@ -103,9 +103,12 @@ class MoE(nn.Module):
     the cost of one more forward in backward). The Group is made at construction (collective).
     kernels ("auto", "fused", "grouped", "oracle") picks mok's execution path (backend "mok"
     only).
-    expert_precision "fp8" runs the routed experts in FP8 (block-128 E4M3, weights quantized at
-    every forward, their gradients straight through; backend "mok", kernels "auto" or "grouped";
-    mok.functional.moe_fp8); the parameters stay bf16.
+    expert_precision "fp8" runs the routed experts in FP8 (block-128 E4M3, their gradients straight
+    through; backend "mok", kernels "auto" or "grouped"; mok.functional.moe_fp8); the parameters
+    stay bf16. The module quantizes its routed weights once per weight update (mok.FP8WeightCache:
+    micro-batches, recomputation and evaluation reuse the codes; an optimizer step, any in-place
+    op on the weights or load_state_dict makes new ones); after writing them through `.data`
+    outside an optimizer, call invalidate_fp8_weights().
     ring_bytes > 0 bounds what mok keeps per layer for backward to a token ring of that size
     (backward then replays the forward of the macrobatches not kept; results unchanged).
     Every forward keeps its RouterStats (tokens per expert, router logits, and with aux_loss_coef
@@ -180,6 +183,7 @@ class MoE(nn.Module):
         self.reset_parameters()
 
         self._slot = next(_slots)
+        self._fp8_cache = _functional.FP8WeightCache() if expert_precision == "fp8" else None
         self._group = get_group(process_group, kernels, ring_bytes, max_tokens) if backend == "mok" \
             else None
 
@@ -198,6 +202,12 @@ class MoE(nn.Module):
                     w.uniform_(-bound, bound)
             if self.e_score_correction_bias is not None:
                 self.e_score_correction_bias.zero_()
+
+    def invalidate_fp8_weights(self):
+        """With expert_precision "fp8": the next forward quantizes the routed weights again (after
+        writes the module cannot see, such as `w_gate.data.copy_(...)` outside an optimizer)."""
+        if self._fp8_cache is not None:
+            self._fp8_cache.invalidate()
 
     @property
     def expert_range(self):
@@ -249,10 +259,15 @@ class MoE(nn.Module):
         tokens = tokens.to(torch.bfloat16).contiguous()      # the experts run on bf16 tokens
         shared = (self.shared_gate, self.shared_up, self.shared_down)
         if self.backend == "mok":
-            run = _functional.moe_fp8 if self.expert_precision == "fp8" else _functional.moe
-            y = run(tokens, topk_experts, router_weights, self.w_gate, self.w_up, self.w_down,
-                    *shared, group=self._group, num_experts=self.num_experts,
-                    swiglu_limit=self.swiglu_limit, slot=None if self.recompute else self._slot)
+            kw = dict(group=self._group, num_experts=self.num_experts,
+                      swiglu_limit=self.swiglu_limit, slot=None if self.recompute else self._slot)
+            if self.expert_precision == "fp8":
+                y = _functional.moe_fp8(tokens, topk_experts, router_weights, self.w_gate,
+                                        self.w_up, self.w_down, *shared,
+                                        weight_cache=self._fp8_cache, **kw)
+            else:
+                y = _functional.moe(tokens, topk_experts, router_weights, self.w_gate, self.w_up,
+                                    self.w_down, *shared, **kw)
         else:
             y = moe_reference(tokens, topk_experts, router_weights, self.w_gate, self.w_up,
                               self.w_down, *shared, num_experts=self.num_experts,

@@ -342,6 +342,56 @@ def test_fp8_module():
     check_no_device_fault()
 
 
+def test_fp8_weight_cache():
+    """mok.MoE(expert_precision="fp8") quantizes its routed weights once per weight update: two
+    micro-batches of a step make one set of codes and one of transposed copies, their gradients
+    bitwise those of the same module quantizing at every call; after each optimizer step (and
+    after a write through .data followed by invalidate_fp8_weights) the output is bitwise that of
+    a fresh module on the same weights, so no step ever runs on stale codes."""
+    seed = shared_seed()
+    kw = CASES["deepseek_v3"]
+    torch.manual_seed(seed)
+    m = mok.MoE(H, I, device="cuda", backend="mok", expert_precision="fp8", **kw)
+    u = mok.MoE(H, I, device="cuda", backend="mok", expert_precision="fp8", **kw)
+    u.load_state_dict(m.state_dict())
+    u._fp8_cache = None  # the same module quantizing at every call
+    opt_m = torch.optim.AdamW(m.parameters(), lr=1e-2)
+    opt_u = torch.optim.AdamW(u.parameters(), lr=1e-2)
+    g = torch.Generator(device="cuda").manual_seed(seed + dist.get_rank())
+    xs = [torch.randn(2, 61, H, device="cuda", generator=g).bfloat16() for _ in range(2)]
+    cache = m._fp8_cache
+    ok, facts = True, {}
+    for step in range(3):
+        for mod, opt in ((m, opt_m), (u, opt_u)):
+            for x in xs:  # two micro-batches, gradients accumulated
+                mod(x).float().square().mean().backward()
+        ok &= cache.quantizations == step + 1 and cache.transpositions == step + 1
+        same_grads = all(torch.equal(a.grad, b.grad) for a, b in zip(m.parameters(), u.parameters()))
+        ok &= same_grads
+        facts[f"step{step}_grads_bitwise"] = same_grads
+        opt_m.step()
+        opt_u.step()
+        opt_m.zero_grad()
+        opt_u.zero_grad()
+        fresh = mok.MoE(H, I, device="cuda", backend="mok", expert_precision="fp8", **kw)
+        fresh.load_state_dict(m.state_dict())
+        with torch.no_grad():
+            y, yf = m(xs[0]), fresh(xs[0])
+        facts[f"step{step}_after_update_bitwise"] = torch.equal(y, yf)
+        ok &= torch.equal(y, yf) and finite(y)
+    with torch.no_grad():
+        m.w_up.data.mul_(0.5)  # unseen by the cache
+        m.invalidate_fp8_weights()
+        fresh = mok.MoE(H, I, device="cuda", backend="mok", expert_precision="fp8", **kw)
+        fresh.load_state_dict(m.state_dict())
+        facts["after_data_write_bitwise"] = torch.equal(m(xs[1]), fresh(xs[1]))
+    ok &= facts["after_data_write_bitwise"]
+    report("fp8_weight_cache", quantizations=cache.quantizations,
+           transpositions=cache.transpositions, **facts)
+    assert agree(ok), facts
+    check_no_device_fault()
+
+
 def test_torch_compile_fullgraph():
     seed = shared_seed()
     a, b = make_pair(seed, **CASES["deepseek_v3"])
