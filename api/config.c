@@ -19,11 +19,12 @@ mok_status mok_config_init(mok_config *c) {
 
 mok_status mok_config_complete(const mok_config *in, mok_config *out) {
   if (!in || !out) return MOK_ERR_INVALID_ARGUMENT;
-  /* This layout is the first with a size: a library with fields added after it accepts it and
-   * gives those fields their defaults. A larger size comes from a newer header than this
+  /* The sizes of the layouts this library knows: 0.2's (before plan_cache), whose missing fields
+   * take their defaults, and its own. A larger size comes from a newer header than this
    * library's. */
-  if (in->magic != MOK_CONFIG_MAGIC || in->size < sizeof(mok_config) ||
-      in->size > sizeof(mok_config) || in->version > MOK_VERSION_CODE)
+  if (in->magic != MOK_CONFIG_MAGIC ||
+      (in->size != MOK_CONFIG_SIZE_0_2 && in->size != sizeof(mok_config)) ||
+      in->version > MOK_VERSION_CODE)
     return MOK_ERR_INVALID_ARGUMENT;
   mok_config_init(out);
   memcpy(out, in, in->size);

@@ -41,6 +41,7 @@ struct mok_workspace {
   mok_config config;         /* the caller's, completed to this library's layout            */
   mok_plan plan;             /* how every stage runs (resolved and agreed at creation)      */
   char plan_text[512];       /* the plan in words (mok_workspace_kernels)                    */
+  int plan_tuned;            /* the plan came from the tuned plan cache                      */
   int ep, rank, el;          /* el = E / EP                                              */
   int sms;                   /* the device's SMs                                         */
   int64_t cap;               /* schedule rows per rank                                   */

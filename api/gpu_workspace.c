@@ -3,12 +3,14 @@
  * dy, the [T*k, H] combine slots, barrier flags) and local scratch, the sticky device error word;
  * plus helpers shared by the other api/gpu_*.c files. */
 #include <math.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <cuda_runtime_api.h>
 #include "api/config.h"
 #include "api/gpu_internal.h"
 #include "api/plan.h"
+#include "api/plan_cache.h"
 #include "kernels/common/launch_error.h"
 #include "kernels/gemm/gemm_fused.h"
 #include "schedule/pipeline.h"
@@ -140,6 +142,57 @@ static void side_destroy(mok_workspace *w) {
   w->side = NULL;
 }
 
+/* The current device's name, for the plan cache's key ("" when it cannot be read). */
+static void device_name(char *buf, size_t size) {
+  int dev = 0;
+  struct cudaDeviceProp prop;
+  buf[0] = '\0';
+  if (cudaGetDevice(&dev) == cudaSuccess && cudaGetDeviceProperties(&prop, dev) == cudaSuccess)
+    snprintf(buf, size, "%s", prop.name);
+}
+
+mok_status mok_plan_cache_key(const mok_shape *s, const mok_config *caller, int ep, char *buf,
+                              size_t size) {
+  if (!s || !caller || !buf || size == 0) return MOK_ERR_INVALID_ARGUMENT;
+  mok_config c;
+  mok_status st = mok_config_complete(caller, &c);
+  if (st != MOK_SUCCESS) return st;
+  char name[256];
+  device_name(name, sizeof name);
+  return mok_plan_cache_key_on(s, &c, ep, name, buf, size);
+}
+
+mok_status mok_plan_candidates(const mok_shape *s, const mok_config *caller, int ep,
+                               mok_plan *plans, int max, int *count) {
+  if (!s || !caller || !plans || max <= 0 || !count) return MOK_ERR_INVALID_ARGUMENT;
+  *count = 0;
+  mok_config c;
+  mok_status st = mok_config_complete(caller, &c);
+  if (st == MOK_SUCCESS) st = mok_validate_complete(s, &c, ep);
+  mok_device_facts dev;
+  if (st == MOK_SUCCESS) st = device_facts(&dev);
+  mok_plan p;
+  if (st == MOK_SUCCESS) st = mok_plan_resolve(s, &c, ep, &dev, &p); /* its status, if any */
+  if (st != MOK_SUCCESS) return st;
+  *count = mok_plan_candidates_on(s, &c, ep, &dev, plans, max);
+  return MOK_SUCCESS;
+}
+
+/* The tuned plan: when the caller requested no plan field and the plan cache holds an entry for
+ * this device, group size, shape and config, *c's plan takes it as its requests; returns 1 then. */
+static int apply_tuned(const mok_shape *s, mok_config *c, int ep) {
+  static const mok_plan none;
+  if (memcmp(&c->plan, &none, sizeof none) != 0) return 0;
+  char path[1024], key[1024];
+  if (mok_plan_cache_path(c, path, sizeof path) != MOK_SUCCESS || !path[0]) return 0;
+  if (mok_plan_cache_key(s, c, ep, key, sizeof key) != MOK_SUCCESS) return 0;
+  mok_plan p;
+  int found = 0;
+  if (mok_plan_cache_lookup(path, key, &p, &found) != MOK_SUCCESS || !found) return 0;
+  c->plan = p;
+  return 1;
+}
+
 /* Validation of one rank's request and its plan, before any collective. */
 static mok_status check_request(const mok_shape *s, const mok_config *c, int ep, mok_plan *plan,
                                 mok_pipe_params *pipe, int *cpr, int64_t *ct, int *sms) {
@@ -165,18 +218,28 @@ mok_status mok_workspace_create(mok_group *g, const mok_shape *s, const mok_conf
   mok_config full;
   mok_status st = mok_config_complete(caller, &full);
   if (st != MOK_SUCCESS) return st;
-  const mok_config *c = &full;
   mok_pipe_params pipe;
   memset(&pipe, 0, sizeof pipe);
   mok_plan plan;
   memset(&plan, 0, sizeof plan);
   int64_t ct = 1;
   int cpr = 1, sms = 0;
-  st = check_request(s, c, g->size, &plan, &pipe, &cpr, &ct, &sms);
+  /* the tuned plan where the cache has one (an entry this build cannot run is passed over) */
+  mok_config tuned_config = full;
+  int tuned = s && apply_tuned(s, &tuned_config, g->size);
+  if (tuned) {
+    st = check_request(s, &tuned_config, g->size, &plan, &pipe, &cpr, &ct, &sms);
+    if (st != MOK_SUCCESS) tuned = 0;
+  }
+  const mok_config *c = tuned ? &tuned_config : &full;
+  if (!tuned) st = check_request(s, c, g->size, &plan, &pipe, &cpr, &ct, &sms);
   int64_t row[AGREE_N];
-  agreement_row(st, s, c, &plan, row);
+  agreement_row(st, s, &full, &plan, row);
   mok_status ag = agree(g, row);
   if (st != MOK_SUCCESS) return st;
+  if (ag == MOK_ERR_SHAPE_MISMATCH && tuned)
+    return mok_record_error(ag, "the ranks resolved different plans: their tuned plan caches "
+                                "(config.plan_cache) differ");
   if (ag != MOK_SUCCESS) return ag;
 
   mok_workspace *w = (mok_workspace *)calloc(1, sizeof *w);
@@ -185,6 +248,7 @@ mok_status mok_workspace_create(mok_group *g, const mok_shape *s, const mok_conf
   w->shape = *s;
   w->config = *c;
   w->plan = plan;
+  w->plan_tuned = tuned;
   mok_plan_format(&plan, w->plan_text, sizeof w->plan_text);
   w->sms = sms;
   w->ep = g->size;
@@ -374,6 +438,12 @@ mok_status mok_workspace_plan(const mok_workspace *w, mok_plan *plan) {
 }
 
 const char *mok_workspace_kernels(const mok_workspace *w) { return w ? w->plan_text : ""; }
+
+mok_status mok_workspace_plan_tuned(const mok_workspace *w, int *tuned) {
+  if (!w || !tuned) return MOK_ERR_INVALID_ARGUMENT;
+  *tuned = w->plan_tuned;
+  return MOK_SUCCESS;
+}
 
 mok_status mok_workspace_bytes(const mok_workspace *w, int64_t *bytes) {
   if (!w || !bytes) return MOK_ERR_INVALID_ARGUMENT;

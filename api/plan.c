@@ -292,3 +292,77 @@ mok_status mok_plan_resolve(const mok_shape *s, const mok_config *c, int ep,
   *out = p;
   return MOK_SUCCESS;
 }
+
+/* ---- candidates ---------------------------------------------------------------------------- */
+
+/* A few values of a comm-CTA count around its default d: a third less and more where d is
+ * large, half and double where it is small. */
+static int comm_values(int d, int *v) {
+  if (d <= 0) return 0;
+  if (d >= 12) {
+    v[0] = d * 2 / 3;
+    v[1] = d * 4 / 3;
+  } else {
+    v[0] = d / 2 > 0 ? d / 2 : 1;
+    v[1] = 2 * d;
+  }
+  return v[0] == v[1] ? 1 : 2;
+}
+
+int mok_plan_candidates_on(const mok_shape *s, const mok_config *c, int ep,
+                           const mok_device_facts *dev, mok_plan *out, int max) {
+  if (!s || !c || !dev || !out || max <= 0) return 0;
+  mok_plan base;
+  if (mok_plan_resolve(s, c, ep, dev, &base) != MOK_SUCCESS) return 0;
+  int n = 0;
+  out[n++] = base;
+  if (base.path == MOK_PATH_ORACLE) return n; /* the oracle: one way to run */
+  enum { MAXV = 3 };
+  struct {
+    int *field; /* in the request copy */
+    int values[MAXV], nv;
+  } vary[16];
+  mok_config req = *c;
+  mok_plan *q = &req.plan;
+  int nvary = 0;
+#define VARY(member, ...)                                                   \
+  do {                                                                      \
+    const int vals[] = {__VA_ARGS__};                                       \
+    vary[nvary].field = &q->member;                                         \
+    vary[nvary].nv = (int)(sizeof vals / sizeof vals[0]);                   \
+    for (int i_ = 0; i_ < vary[nvary].nv; ++i_) vary[nvary].values[i_] = vals[i_]; \
+    ++nvary;                                                                \
+  } while (0)
+  VARY(path, MOK_PATH_GROUPED, MOK_PATH_FUSED);
+  VARY(shared_fwd, MOK_SHARED_IN_LINE, MOK_SHARED_BESIDE, MOK_SHARED_BESIDE_LATE);
+  VARY(shared_bwd, MOK_SHARED_IN_LINE, MOK_SHARED_BESIDE);
+  VARY(minibatch_rows, 2 * base.minibatch_rows);
+  VARY(routed_cluster, 1, 2);
+  VARY(shared_cluster, 1, 2);
+  VARY(fp8_mlp, MOK_FP8_MLP_ONE_LAUNCH, MOK_FP8_MLP_TWO_LAUNCHES);
+  VARY(routed_warpgroups, 2, 3);
+  VARY(wgrad_cluster_down, 1, 2);
+  VARY(wgrad_cluster_gate_up, 1, 2);
+#undef VARY
+  int cv[2];
+  vary[nvary].field = &q->fwd_comm_ctas;
+  vary[nvary].nv = comm_values(base.fwd_comm_ctas, cv);
+  memcpy(vary[nvary++].values, cv, sizeof cv);
+  vary[nvary].field = &q->bwd_comm_ctas;
+  vary[nvary].nv = comm_values(base.bwd_comm_ctas, cv);
+  memcpy(vary[nvary++].values, cv, sizeof cv);
+  for (int f = 0; f < nvary && n < max; ++f) {
+    if (*vary[f].field != 0) continue; /* the caller's request stays */
+    for (int i = 0; i < vary[f].nv && n < max; ++i) {
+      *vary[f].field = vary[f].values[i];
+      mok_plan p;
+      if (mok_plan_resolve(s, &req, ep, dev, &p) == MOK_SUCCESS) {
+        int seen = 0;
+        for (int j = 0; j < n && !seen; ++j) seen = memcmp(&out[j], &p, sizeof p) == 0;
+        if (!seen) out[n++] = p;
+      }
+    }
+    *vary[f].field = 0;
+  }
+  return n;
+}

@@ -32,4 +32,11 @@ mok_status mok_plan_check_requests(const mok_shape *s, const mok_config *c, int 
 mok_status mok_plan_resolve(const mok_shape *s, const mok_config *c, int ep,
                             const mok_device_facts *dev, mok_plan *out);
 
+/* mok_plan_candidates on this device: the default plan first, then each resolved plan that
+ * differs from every earlier one and comes from one more request on top of the caller's (a field
+ * the caller left to mok, set to one of a few values around its default). Returns the count (at
+ * most max), 0 when the request itself does not resolve. */
+int mok_plan_candidates_on(const mok_shape *s, const mok_config *c, int ep,
+                           const mok_device_facts *dev, mok_plan *out, int max);
+
 #endif /* MOK_API_PLAN_H */

@@ -43,7 +43,7 @@ extern "C" {
 #endif
 
 #define MOK_VERSION_MAJOR 0
-#define MOK_VERSION_MINOR 2
+#define MOK_VERSION_MINOR 3
 #define MOK_VERSION_PATCH 0
 #define MOK_VERSION_CODE (MOK_VERSION_MAJOR * 10000 + MOK_VERSION_MINOR * 100 + MOK_VERSION_PATCH)
 
@@ -252,13 +252,23 @@ typedef struct {
                                   layer's (one expert's error, not averaged over k). 0 (the
                                   default): the shared expert in bf16                            */
   mok_plan plan;               /* plan requests (0: let mok choose), above                      */
+  const char *plan_cache;      /* the tuned plans (`mok tune`, mok_plan_cache_store): a file of
+                                  the plan measured fastest per device, shape, group size and
+                                  config, read at workspace creation when no plan field is
+                                  requested. NULL: the default file, $XDG_CACHE_HOME/mok/plans.tsv
+                                  (else $HOME/.cache/mok/plans.tsv); "": none. Every plan gives
+                                  the same results; only the speed depends on it                 */
 } mok_config;
+
+/* The config's layout before plan_cache: a caller built against mok 0.2 passes this size. */
+#define MOK_CONFIG_SIZE_0_2 offsetof(mok_config, plan_cache)
 
 #define MOK_CONFIG_INITIALIZER                                                                  \
   {                                                                                             \
     sizeof(mok_config), MOK_CONFIG_MAGIC, MOK_VERSION_CODE, MOK_DTYPE_BF16, 0, 64, 0, 0, 0.0f,  \
         10000, 3, 1, 0, {MOK_PATH_AUTO, MOK_SCHEDULE_AUTO, 0, 0, 0, 0, MOK_SHARED_AUTO,         \
-                         MOK_SHARED_AUTO, MOK_FP8_MLP_AUTO, 0, 0, 0, 0, 0, 0}                   \
+                         MOK_SHARED_AUTO, MOK_FP8_MLP_AUTO, 0, 0, 0, 0, 0, 0},                  \
+        NULL                                                                                    \
   }
 
 /* Fills *config with the defaults (what MOK_CONFIG_INITIALIZER holds): BF16, no token ring, 64
@@ -328,6 +338,43 @@ mok_status mok_workspace_plan(const mok_workspace *workspace, mok_plan *plan);
 /* The resolved plan in words (host; mok_plan_format's text, valid while the workspace lives),
  * e.g. "path=grouped,schedule=parallel,tile_m=128,...". "" for NULL. */
 const char *mok_workspace_kernels(const mok_workspace *workspace);
+
+/* *tuned = 1 when the workspace's plan came from the tuned plan cache (config.plan_cache), 0
+ * when mok chose it from the shape alone or the caller requested fields. */
+mok_status mok_workspace_plan_tuned(const mok_workspace *workspace, int *tuned);
+
+/* ---- tuning: the plan measured fastest per shape ---------------------------------------------
+ * Every plan of a shape gives the same bits; which is fastest depends on the machine. `mok tune`
+ * times the candidates (mok_plan_candidates) on the shape with synthetic routing, the slowest
+ * rank's time deciding, and stores the fastest in the plan cache; workspaces of that device,
+ * shape, group size and config then run it (config.plan_cache; pinning any plan field instead
+ * resolves from the shape as before). See docs/DESIGN.md, "Tuning". */
+
+/* The plans this device can run for the request, the default (what mok chooses from the shape)
+ * first, then those that differ from it in one field the caller did not request, each once:
+ * *count of them (at most max) in plans[], as resolved plans. Host; reads the current device's
+ * properties. */
+mok_status mok_plan_candidates(const mok_shape *shape, const mok_config *config, int ep,
+                               mok_plan *plans, int max, int *count);
+
+/* The plan cache's key of a request on the current device (its name, the group size, the shape,
+ * every config field that can change which plan is fastest, and this library's version), as one
+ * line of text without tabs. Host. */
+mok_status mok_plan_cache_key(const mok_shape *shape, const mok_config *config, int ep, char *buf,
+                              size_t size);
+
+/* The file config->plan_cache names (NULL config or field: the default file), "" for none. */
+mok_status mok_plan_cache_path(const mok_config *config, char *buf, size_t size);
+
+/* *found = 1 and *plan = the cached plan of key in the file at path (the latest entry), else
+ * *found = 0 (also when the file does not exist). Lines that do not parse are ignored. */
+mok_status mok_plan_cache_lookup(const char *path, const char *key, mok_plan *plan, int *found);
+
+/* Stores plan (and its measured step time ms, for the reader) as key's entry of the file at path,
+ * replacing an earlier entry of the key; the folder is made when missing, and the file is
+ * replaced whole (a reader never sees half of it). */
+mok_status mok_plan_cache_store(const char *path, const char *key, const mok_plan *plan,
+                                double ms);
 
 /* Device bytes the workspace holds on this rank (host). */
 mok_status mok_workspace_bytes(const mok_workspace *workspace, int64_t *bytes);

@@ -49,6 +49,8 @@ static const test_case cases[] = {
     {"plan_requests", test_plan_requests},
     {"plan_text", test_plan_text},
     {"plan_random", test_plan_random},
+    {"plan_candidates", test_plan_candidates},
+    {"plan_cache", test_plan_cache},
     {"api_status_strings", test_api_status_strings},
     {"api_last_error", test_api_last_error},
     {"api_config", test_api_config},

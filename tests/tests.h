@@ -49,6 +49,8 @@ void test_plan_defaults(void);
 void test_plan_requests(void);
 void test_plan_text(void);
 void test_plan_random(void);
+void test_plan_candidates(void);
+void test_plan_cache(void);
 void test_api_status_strings(void);
 void test_api_last_error(void);
 void test_api_config(void);

@@ -36,18 +36,26 @@ __global__ void fp8_quant_act_kernel(const uint16_t *x, uint8_t *q, float *scale
   f8_quant_block8(v, q + at, scales + kb * s_kb + row * s_row, lane, active);
 }
 
-/* One CTA (256 threads) per 128x128 block: each thread holds half a row (64 values). */
-__global__ void fp8_quant_weight_kernel(const uint16_t *w, uint8_t *q, float *scales, int64_t n,
-                                        int64_t k) {
+/* One CTA (256 threads) per 128x128 block. Thread t holds the 16-byte piece t % 16 of the rows
+ * t / 16 + 16 i (i < 8): all eight loads are issued before any is used (32 KB in flight per CTA),
+ * the block's amax comes from the registers (a max: exact in any order), and the codes from the
+ * same registers, so every value is read once. Each row's 256 bytes are read, and its 128 codes
+ * written, by 16 consecutive threads. */
+__global__ void __launch_bounds__(256) fp8_quant_weight_kernel(const uint16_t *w, uint8_t *q,
+                                                               float *scales, int64_t n,
+                                                               int64_t k) {
   const int64_t nb = n / 128, kbs = k / 128;
   const int64_t blk = blockIdx.x; /* (expert, row block, col block) */
   const int64_t e = blk / (nb * kbs), rb = (blk / kbs) % nb, cb = blk % kbs;
-  const int row = threadIdx.x >> 1, half = threadIdx.x & 1;
-  const int64_t base = (e * n + rb * 128 + row) * k + cb * 128 + half * 64;
+  const int piece = threadIdx.x & 15, row0 = threadIdx.x >> 4;
+  const int64_t base = (e * n + rb * 128 + row0) * k + cb * 128 + piece * 8;
+  uint4 raw[8];
+#pragma unroll
+  for (int i = 0; i < 8; ++i) raw[i] = __ldcs((const uint4 *)(w + base + 16 * i * k));
   float amax = 0.0f;
-  for (int i = 0; i < 64; i += 8) {
-    const uint4 raw = *(const uint4 *)(w + base + i);
-    const uint32_t u[4] = {raw.x, raw.y, raw.z, raw.w};
+#pragma unroll
+  for (int i = 0; i < 8; ++i) {
+    const uint32_t u[4] = {raw[i].x, raw[i].y, raw[i].z, raw[i].w};
 #pragma unroll
     for (int j = 0; j < 4; ++j)
       amax = fmaxf(amax, fmaxf(fabsf(bf16_to_f(u[j] & 0xffff)), fabsf(bf16_to_f(u[j] >> 16))));
@@ -61,9 +69,9 @@ __global__ void fp8_quant_weight_kernel(const uint16_t *w, uint8_t *q, float *sc
   for (int i = 1; i < 8; ++i) amax = fmaxf(amax, red[i]);
   const float scale = f8_scale_of(amax);
   const float inv = 1.0f / scale;
-  for (int i = 0; i < 64; i += 8) {
-    const uint4 raw = *(const uint4 *)(w + base + i);
-    const uint32_t u[4] = {raw.x, raw.y, raw.z, raw.w};
+#pragma unroll
+  for (int i = 0; i < 8; ++i) {
+    const uint32_t u[4] = {raw[i].x, raw[i].y, raw[i].z, raw[i].w};
     uint32_t o[2];
 #pragma unroll
     for (int j = 0; j < 2; ++j)
@@ -71,7 +79,7 @@ __global__ void fp8_quant_weight_kernel(const uint16_t *w, uint8_t *q, float *sc
              ((uint32_t)f8_pack2(bf16_to_f(u[2 * j + 1] & 0xffff) * inv,
                                  bf16_to_f(u[2 * j + 1] >> 16) * inv)
               << 16);
-    *(uint2 *)(q + base + i) = make_uint2(o[0], o[1]);
+    *(uint2 *)(q + base + 16 * i * k) = make_uint2(o[0], o[1]);
   }
   if (threadIdx.x == 0) scales[blk] = scale;
 }
@@ -117,6 +125,7 @@ extern "C" mok_status mok_fp8_quant_weight(const void *w, void *q, float *scales
   if (experts <= 0 || n <= 0 || k <= 0) return MOK_ERR_INVALID_SHAPE;
   if (n % 128 || k % 128 || ((uintptr_t)w & 15) || ((uintptr_t)q & 15)) return MOK_ERR_MISALIGNED;
   const int64_t blocks = experts * (n / 128) * (k / 128);
+  if (blocks > INT32_MAX) return MOK_ERR_INVALID_SHAPE; /* one CTA per block */
   fp8_quant_weight_kernel<<<(unsigned)blocks, 256, 0, stream>>>((const uint16_t *)w, (uint8_t *)q,
                                                                 scales, n, k);
   MOK_KLAUNCHED();

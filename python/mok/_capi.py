@@ -13,7 +13,7 @@ STATUS_NAMES = [
 ]
 DTYPE_BF16, DTYPE_FP8_BLOCK128, DTYPE_MXFP8 = 0, 1, 2
 PATH_AUTO, PATH_FUSED, PATH_ORACLE, PATH_GROUPED = 0, 1, 2, 3
-VERSION_CODE = 200  # MOK_VERSION_CODE of the mok.h these bindings mirror (0.2.0)
+VERSION_CODE = 300  # MOK_VERSION_CODE of the mok.h these bindings mirror (0.3.0)
 CONFIG_MAGIC = 0x6D6F6B43
 
 
@@ -49,7 +49,7 @@ class Config(ctypes.Structure):
                 ("use_swiglu_limit", ctypes.c_int), ("swiglu_limit", ctypes.c_float),
                 ("timeout_ms", ctypes.c_int), ("fp8_weight_grads", ctypes.c_int),
                 ("fp8_fused_router_grad", ctypes.c_int), ("fp8_shared_expert", ctypes.c_int),
-                ("plan", Plan)]
+                ("plan", Plan), ("plan_cache", ctypes.c_char_p)]
 
 
 class UniqueId(ctypes.Structure):
@@ -188,6 +188,11 @@ def default_config(plan=None, **knobs):
     for key, value in knobs.items():
         if key in ("size", "magic", "version", "plan") or not hasattr(cfg, key):
             raise TypeError(f"unknown mok config knob '{key}'")
+        if types[key] is ctypes.c_char_p:  # plan_cache: a path, "" (none) or None (the default)
+            if value is not None and not isinstance(value, str):
+                raise ValueError(f"mok config knob '{key}' wants a str or None, got {value!r}")
+            setattr(cfg, key, None if value is None else value.encode())
+            continue
         _check_knob(key, value, types[key])
         setattr(cfg, key, value)
     text = plan_text(plan)

@@ -110,6 +110,19 @@ def main():
         except ValueError:
             pass
     assert c.default_config(ring_bytes=(1 << 63) - 1, timeout_ms=(1 << 31) - 1).timeout_ms == (1 << 31) - 1
+    # the plan cache's path: a str ("" none), None the default; the C side reads what was set
+    assert c.default_config().plan_cache is None
+    cfg = c.default_config(plan_cache="/tmp/somewhere/plans.tsv")
+    buf = ctypes.create_string_buffer(256)
+    c.call("mok_plan_cache_path", ctypes.byref(cfg), buf, 256)
+    assert buf.value == b"/tmp/somewhere/plans.tsv", buf.value
+    c.call("mok_plan_cache_path", ctypes.byref(c.default_config(plan_cache="")), buf, 256)
+    assert buf.value == b"", buf.value
+    try:
+        c.default_config(plan_cache=3)
+        raise AssertionError("default_config accepted plan_cache=3")
+    except ValueError:
+        pass
     print("python capi: ok")
 
 
