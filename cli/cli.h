@@ -25,6 +25,9 @@ typedef struct {
   int build_in_forward; /* --build-in-forward: mok_build_and_forward (one call, timed whole) */
   int64_t workspace_tokens; /* --workspace-tokens: the workspace's T, above --tokens (GPU; the
                                steps then run --tokens of it, mok_schedule_set_tokens; 0: T) */
+  int tune;            /* `mok tune`: time the candidate plans, store the fastest             */
+  int tune_save;       /* --save 0|1: store the choice in the plan cache (default 1)          */
+  int iters_set, warmup_set; /* --iters / --warmup given (tune has its own defaults)        */
   mok_config config;
 } cli_options;
 
@@ -40,5 +43,23 @@ int cli_run_cpu(const cli_options *o);
 /* The GPU path on every visible GPU: one process per GPU, timing and a sampled correctness check.
  * Returns the process exit code. */
 int cli_run_gpu(const cli_options *o);
+
+/* Runs this program once per rank (MOK_RANK, MOK_NRANKS, MOK_RUN_DIR and MOK_RUN_SEED set,
+ * NVLink multicast off) with a fresh folder dir (size bytes) for their files, and waits for all.
+ * Returns 0, 1 when a rank failed, -1 when the folder or the command line cannot be had. */
+int cli_run_ranks(const cli_options *o, int n, char *dir, size_t size);
+
+/* The median of v[0..n) (sorts v). */
+double cli_median(double *v, int n);
+
+/* `mok tune`, one rank (cli/tune_gpu.c): every candidate plan on its own workspace with these
+ * inputs, its step times into the rank's result file in dir. Returns the exit code. */
+int cli_tune_worker(const cli_options *o, mok_group *g, int rank, int n, const char *dir,
+                    const mok_weights *wt, const mok_grads *gr, const void *x, const void *dy,
+                    const float *rw, const int32_t *topk, void *y);
+
+/* `mok tune`, the launcher: the ranks' result files in dir combined (the slowest rank per step,
+ * the median over steps), the table printed, the fastest plan chosen and stored. */
+int cli_tune_report(const cli_options *o, int n, const char *dir, int ranks_failed);
 
 #endif

@@ -13,6 +13,9 @@
 static void usage(FILE *f) {
   fprintf(f,
           "usage: mok run [options]     run the MoE layer forward and backward\n"
+          "       mok tune [options]    GPU: time the plans the shape can run, store the fastest\n"
+          "                             in the plan cache (later workspaces of this device, shape,\n"
+          "                             group size and config run it; --plan pins fields)\n"
           "       mok shapes            list the named shapes\n"
           "       mok version | --help\n"
           "\n"
@@ -64,7 +67,13 @@ static void usage(FILE *f) {
           "  --build-in-forward 0|1 GPU: the schedule built in the forward's call\n"
           "                         (mok_build_and_forward; its time is then build + forward's)\n"
           "  --workspace-tokens N   GPU: a workspace of N tokens per rank, the steps of --tokens\n"
-          "                         (N >= --tokens; mok_schedule_set_tokens; not with --breakdown)\n");
+          "                         (N >= --tokens; mok_schedule_set_tokens; not with --breakdown)\n"
+          "  --plan-cache PATH      GPU: the tuned plan cache (default $XDG_CACHE_HOME/mok/plans.tsv,\n"
+          "                         else ~/.cache/mok/plans.tsv; \"\": none); `mok run` runs the\n"
+          "                         plan stored there for its request unless --plan pins a field\n"
+          "  --save 0|1             tune: store the chosen plan (default 1)\n"
+          "mok tune takes run's options (the shape, --dtype, --routing, the knobs); its steps are\n"
+          "built in the forward's call, 2 warm-up and 5 timed per plan unless --warmup / --iters.\n");
 }
 
 /* Parses a whole non-negative integer in [lo, hi]; returns 0 on success. */
@@ -88,6 +97,7 @@ static int parse_run(int argc, char **argv, cli_options *o) {
   o->warmup = 3;
   o->samples = -1;
   o->seed = 1;
+  o->tune_save = 1;
   for (int f = 0; f < 6; ++f) o->size[f] = -1;
   for (int i = 0; i < argc; ++i) {
     const char *a = argv[i];
@@ -111,7 +121,7 @@ static int parse_run(int argc, char **argv, cli_options *o) {
     static const char *const gpu_only[] = {
         "--dtype", "--fp8-wgrad", "--fp8-fused-drw", "--fp8-shared", "--path", "--plan", "--iters",
         "--warmup", "--capacity", "--ring-mb", "--macrobatch", "--build-in-forward",
-        "--workspace-tokens"};
+        "--workspace-tokens", "--plan-cache", "--save"};
     for (size_t g = 0; g < sizeof gpu_only / sizeof gpu_only[0]; ++g)
       if (!o->gpu_flag && strcmp(a, gpu_only[g]) == 0) o->gpu_flag = gpu_only[g];
     if (strcmp(a, "--shape") == 0) o->shape_name = v;
@@ -123,8 +133,10 @@ static int parse_run(int argc, char **argv, cli_options *o) {
     else if (strcmp(a, "--shared") == 0) bad = parse_int(a, v, 0, 1LL << 20, &o->size[5]);
     else if (strcmp(a, "--ranks") == 0) bad = parse_int(a, v, 1, 64, &n), o->ranks = (int)n;
     else if (strcmp(a, "--seed") == 0) bad = parse_int(a, v, 0, 1LL << 62, &n), o->seed = (uint64_t)n;
-    else if (strcmp(a, "--iters") == 0) bad = parse_int(a, v, 1, 100000, &n), o->iters = (int)n;
-    else if (strcmp(a, "--warmup") == 0) bad = parse_int(a, v, 0, 100000, &n), o->warmup = (int)n;
+    else if (strcmp(a, "--iters") == 0) bad = parse_int(a, v, 1, 100000, &n), o->iters = (int)n, o->iters_set = 1;
+    else if (strcmp(a, "--warmup") == 0) bad = parse_int(a, v, 0, 100000, &n), o->warmup = (int)n, o->warmup_set = 1;
+    else if (strcmp(a, "--save") == 0) bad = parse_int(a, v, 0, 1, &n), o->tune_save = (int)n;
+    else if (strcmp(a, "--plan-cache") == 0) o->config.plan_cache = v;
     else if (strcmp(a, "--samples") == 0) bad = parse_int(a, v, 0, 1 << 20, &n), o->samples = (int)n;
     else if (strcmp(a, "--capacity") == 0) bad = parse_int(a, v, 0, 1LL << 31, &n), o->config.schedule_capacity = n;
     else if (strcmp(a, "--macrobatch") == 0) bad = parse_int(a, v, 1, 1 << 20, &n), o->config.macrobatch_minibatches = (int)n;
@@ -238,12 +250,27 @@ int main(int argc, char **argv) {
              (long long)p->shape.shared_intermediate);
     return 0;
   }
-  if (strcmp(argv[1], "run") != 0) {
+  const int tune = strcmp(argv[1], "tune") == 0;
+  if (strcmp(argv[1], "run") != 0 && !tune) {
     fprintf(stderr, "mok: unknown command '%s' (mok --help)\n", argv[1]);
     return 2;
   }
   cli_options o;
   if (parse_run(argc - 2, argv + 2, &o) != 0) return 2;
+  if (tune) {
+    o.tune = 1;
+    if (!o.iters_set) o.iters = 5;
+    if (!o.warmup_set) o.warmup = 2;
+    if (o.breakdown || o.workspace_tokens || o.use_cpu) {
+      fprintf(stderr, "mok: tune times whole steps on GPUs: leave out --breakdown, "
+              "--workspace-tokens and --cpu\n");
+      return 2;
+    }
+    if (gpu_count() <= 0) {
+      fprintf(stderr, "mok: tune needs a GPU (it measures the plans on the device)\n");
+      return 1;
+    }
+  }
   const int on_gpu = !o.use_cpu && gpu_count() > 0;
   if (cli_resolve_shape(&o, on_gpu) != 0) return 2;
   if (on_gpu) return cli_run_gpu(&o);

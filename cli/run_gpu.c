@@ -61,7 +61,7 @@ static char **self_argv(void) {
   return argv;
 }
 
-static double median(double *v, int n) {
+double cli_median(double *v, int n) {
   for (int i = 1; i < n; ++i)
     for (int j = i; j > 0 && v[j - 1] > v[j]; --j) {
       double t = v[j];
@@ -71,17 +71,15 @@ static double median(double *v, int n) {
   return n ? (n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2])) : 0;
 }
 
-static int launch(const cli_options *o, int n) {
-  const int fp8 = o->config.dtype == MOK_DTYPE_FP8_BLOCK128; /* no breakdown */
-  char dir[] = "/tmp/mok_run.XXXXXX";
-  if (!mkdtemp(dir)) {
+int cli_run_ranks(const cli_options *o, int n, char *dir, size_t size) {
+  if (snprintf(dir, size, "/tmp/mok_run.XXXXXX") >= (int)size || !mkdtemp(dir)) {
     perror("mok: mkdtemp");
-    return 1;
+    return -1;
   }
   char **argv = self_argv();
   if (!argv) {
     fprintf(stderr, "mok: cannot read /proc/self/cmdline\n");
-    return 1;
+    return -1;
   }
   char seed[32];
   snprintf(seed, sizeof seed, "%llu", (unsigned long long)o->seed);
@@ -90,13 +88,12 @@ static int launch(const cli_options *o, int n) {
   for (int r = 0; r < n; ++r) {
     pid_t p = fork();
     if (p == 0) {
-      char rs[16], ns[16], path[256];
+      char rs[16], ns[16];
       snprintf(rs, sizeof rs, "%d", r);
       snprintf(ns, sizeof ns, "%d", n);
-      snprintf(path, sizeof path, "%s", dir);
       setenv("MOK_RANK", rs, 1);
       setenv("MOK_NRANKS", ns, 1);
-      setenv("MOK_RUN_DIR", path, 1);
+      setenv("MOK_RUN_DIR", dir, 1);
       setenv("MOK_RUN_SEED", seed, 1);
       setenv("NCCL_NVLS_ENABLE", "0", 1);
       setenv("TORCH_SYMM_MEM_DISABLE_MULTICAST", "1", 1);
@@ -113,6 +110,14 @@ static int launch(const cli_options *o, int n) {
     waitpid(pids[r], &st, 0);
     if (!WIFEXITED(st) || WEXITSTATUS(st) != 0) bad = 1;
   }
+  return bad;
+}
+
+static int launch(const cli_options *o, int n) {
+  const int fp8 = o->config.dtype == MOK_DTYPE_FP8_BLOCK128; /* no breakdown */
+  char dir[64];
+  int bad = cli_run_ranks(o, n, dir, sizeof dir);
+  if (bad < 0) return 1;
   /* combine the result files */
   mok_shape s = o->shape;
   int iters = o->iters;
@@ -167,8 +172,8 @@ static int launch(const cli_options *o, int n) {
     remove(path);
   }
   remove(dir);
-  double mf = median(fwd, iters), mb = median(bwd, iters), mt = median(tot, iters);
-  double mbld = median(bld, iters), mfo = median(fo, iters);
+  double mf = cli_median(fwd, iters), mb = cli_median(bwd, iters), mt = cli_median(tot, iters);
+  double mbld = cli_median(bld, iters), mfo = cli_median(fo, iters);
   double flop_f = 6.0 * ((double)s.tokens * s.shared_intermediate / s.intermediate +
                          (double)s.tokens * s.top_k) * s.hidden * s.intermediate;
   int check_ok = have == n && dev_status == 0 && err[0] < CHECK_TOL && err[1] < CHECK_TOL &&
@@ -206,7 +211,7 @@ static int launch(const cli_options *o, int n) {
     /* bytes a rank moves per peer stage: its T*k token rows of H bf16 (on average over ranks) */
     double moved = (double)s.tokens * s.top_k * s.hidden * 2;
     double sum = 0, med[BD_ROWS];
-    for (int j = 0; j < BD_ROWS; ++j) med[j] = median(stage + j * iters, iters);
+    for (int j = 0; j < BD_ROWS; ++j) med[j] = cli_median(stage + j * iters, iters);
     for (int j = 0; j < BD_STAGES; ++j) sum += med[j];
     printf("  breakdown through the ops layer (each stage timed alone, slowest rank, median):\n");
     printf("  %-28s %10s %8s %12s\n", "stage", "ms", "share", "GB/s/rank");
@@ -398,9 +403,11 @@ static int worker(const cli_options *o, int rank, int n, const char *dir) {
   mok_schedule *sch = NULL;
   mok_shape ws_shape = s; /* --workspace-tokens: a larger workspace, steps of T tokens */
   if (o->workspace_tokens > T) ws_shape.tokens = o->workspace_tokens;
-  MK(mok_workspace_create(g, &ws_shape, &cfg, &ws));
-  MK(mok_schedule_create(ws, &sch));
-  MK(mok_schedule_set_tokens(sch, T));
+  if (!o->tune) { /* tuning makes a workspace per candidate plan */
+    MK(mok_workspace_create(g, &ws_shape, &cfg, &ws));
+    MK(mok_schedule_create(ws, &sch));
+    MK(mok_schedule_set_tokens(sch, T));
+  }
 
   const float sw = 3.0f / sqrtf((float)H), sd = 3.0f / sqrtf((float)I);
   const float ssd = Is ? 3.0f / sqrtf((float)Is) : 0.0f;
@@ -464,6 +471,11 @@ static int worker(const cli_options *o, int rank, int n, const char *dir) {
     wt.w_down_t = q8[4]; wt.w_down_t_scale = s8[4];
   }
   mok_grads gr = {dx, drw, gw[0], gw[1], gw[2], gw[3], gw[4], gw[5], 0, 0};
+  if (o->tune) {
+    const int rc = cli_tune_worker(o, g, rank, n, dir, &wt, &gr, x, dy, rw, topk, y);
+    mok_group_destroy(g);
+    return rc;
+  }
   cudaStream_t q;
   CK(cudaStreamCreateWithFlags(&q, cudaStreamNonBlocking));
   const int iters = o->iters;
@@ -562,7 +574,10 @@ static int worker(const cli_options *o, int rank, int n, const char *dir) {
   snprintf(path, sizeof path, "%s/rank%d.res", dir, rank);
   FILE *f = fopen(path, "w");
   if (!f) return 1;
-  fprintf(f, "%s\n", mok_workspace_kernels(ws)); /* the plan the library resolved, in words */
+  int tuned = 0;
+  MK(mok_workspace_plan_tuned(ws, &tuned));
+  fprintf(f, "%s%s\n", mok_workspace_kernels(ws), /* the plan the library resolved, in words */
+          tuned ? " (tuned: from the plan cache)" : "");
   fprintf(f, "%d %lld %lld %.6e %.6e %.6e\n", (int)dev, (long long)rows, (long long)wbytes, err[0],
           err[1], err[2]);
   for (int i = 0; i < iters; ++i) {
@@ -591,5 +606,11 @@ int cli_run_gpu(const cli_options *o) {
     return 1;
   }
   if (n > 64) n = 64;
+  if (o->tune) {
+    char dir[64];
+    const int bad = cli_run_ranks(o, n, dir, sizeof dir);
+    if (bad < 0) return 1;
+    return cli_tune_report(o, n, dir, bad);
+  }
   return launch(o, n);
 }

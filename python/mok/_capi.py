@@ -94,6 +94,8 @@ _SIGNATURES = {
     "mok_plan_format": (ctypes.c_int, [ctypes.POINTER(Plan), ctypes.c_char_p, ctypes.c_size_t]),
     "mok_workspace_plan": (ctypes.c_int, [_P, ctypes.POINTER(Plan)]),
     "mok_workspace_kernels": (ctypes.c_char_p, [_P]),
+    "mok_workspace_plan_tuned": (ctypes.c_int, [_P, ctypes.POINTER(ctypes.c_int)]),
+    "mok_plan_cache_path": (ctypes.c_int, [ctypes.POINTER(Config), ctypes.c_char_p, ctypes.c_size_t]),
     "mok_validate": (ctypes.c_int, [ctypes.POINTER(Shape), ctypes.POINTER(Config), ctypes.c_int]),
     "mok_schedule_worst_case_rows": (ctypes.c_int, [ctypes.POINTER(Shape), ctypes.c_int, ctypes.c_int, _I64P]),
     "mok_get_unique_id": (ctypes.c_int, [ctypes.POINTER(UniqueId)]),

@@ -98,9 +98,16 @@ class Group:
 
     def plans(self):
         """The resolved plans of the group's workspaces, as mok_workspace_kernels gives them
-        ("key=value,..."), one per workspace in the order they were made."""
-        return [C.lib.mok_workspace_kernels(ws).decode()
-                for key, ws in _workspaces.items() if key[0] == self.id]
+        ("key=value,..."), one per workspace in the order they were made; " (tuned)" follows a
+        plan that came from the tuned plan cache (`mok tune`)."""
+        out = []
+        for key, ws in _workspaces.items():
+            if key[0] != self.id:
+                continue
+            tuned = ctypes.c_int(0)
+            C.call("mok_workspace_plan_tuned", ws, ctypes.byref(tuned))
+            out.append(C.lib.mok_workspace_kernels(ws).decode() + (" (tuned)" if tuned.value else ""))
+        return out
 
     def device_error(self):
         """Reads every workspace's sticky device error word (synchronizes: call it at a step

@@ -41,6 +41,7 @@ mok_config lh_config(const lh_case *c) {
   cfg.use_swiglu_limit = c->use_limit;
   cfg.swiglu_limit = c->use_limit ? c->limit : 0.0f;
   cfg.timeout_ms = 20000;
+  cfg.plan_cache = ""; /* the suite's plans never depend on what this machine has tuned */
   /* MOK_TEST_PATH: "oracle" (the whole suite on the mma.sync GEMMs), "grouped" (separate
    * communication kernels) or "fused" (the default's path, asked for by name) */
   const char *force = getenv("MOK_TEST_PATH");

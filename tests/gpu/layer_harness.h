@@ -42,6 +42,7 @@ typedef struct {
                              host's shared weights then hold their dequantized values)       */
   int build_in_forward;   /* lh_run: mok_build_and_forward, not mok_schedule_build and then
                              mok_forward                                                    */
+  int candidates;         /* FP8 cases: also every plan mok_plan_candidates gives, bitwise   */
   int64_t ws_tokens;      /* lh_env_open: the workspace's T when above T; its schedule then
                              runs T tokens (mok_schedule_set_tokens)                        */
 } lh_case;

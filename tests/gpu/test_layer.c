@@ -7,6 +7,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 #include <cuda_runtime_api.h>
 #include "tests/gpu/gpu_test.h"
 #include "tests/gpu/layer_harness.h"
@@ -333,6 +334,96 @@ GPU_TEST(layer_fused_knobs_bitwise) {
   free(first);
   lh_dev_free(&d);
   lh_host_free(&h);
+}
+
+/* Every plan `mok tune` may choose (mok_plan_candidates: the default and its one-field
+ * variations) against the reference, and bitwise equal to the default's run: tuning changes the
+ * speed, never a bit. BF16 (the FP8 candidates: layer_fp8_uniform_shared). */
+GPU_TEST(layer_plan_candidates_bitwise) {
+  lh_case c = lh_base_case();
+  c.Is = 128; c.T = 517; c.k = 4; c.E = 16; c.H = 384; c.route = MOK_ROUTE_ZIPF;
+  lh_host h;
+  lh_host_make(&h, &c, gpu_ctx.size, test_seed());
+  lh_dev d;
+  CHECK(lh_dev_alloc(&d, &h) == 0);
+  mok_config cc;
+  mok_config_init(&cc);
+  mok_plan cands[32];
+  int n = 0;
+  CHECK_STATUS(mok_plan_candidates(&h.shape, &cc, gpu_ctx.size, cands, 32, &n), MOK_SUCCESS);
+  CHECK(n >= 4);
+  const char *force = getenv("MOK_TEST_PATH");
+  void *first = NULL;
+  int64_t first_bytes = 0;
+  for (int i = 0; i < n && !(force && !strcmp(force, "oracle")); ++i) {
+    static char text[512];
+    CHECK_STATUS(mok_plan_format(&cands[i], text, sizeof text), MOK_SUCCESS);
+    h.c.plan = text;
+    knob_run(&h, &d, text, 1, &first, &first_bytes, "default plan's");
+  }
+  free(first);
+  lh_dev_free(&d);
+  lh_host_free(&h);
+}
+
+/* The tuned plan cache at workspace creation: an entry for the request's key is the plan the
+ * workspace runs (mok_workspace_plan_tuned says so), a pinned field or an entry this device
+ * cannot run leave the plan to the shape, and a request of another key (more tokens) is not
+ * served by it. */
+GPU_TEST(workspace_runs_tuned_plan) {
+  const mok_shape s = {256, 256, 8 * gpu_ctx.size, 128, 2, 128};
+  char path[256], key[1024];
+  snprintf(path, sizeof path, "/tmp/mok_tuned_test.%d.%d/plans.tsv", (int)getpid(), gpu_ctx.rank);
+  mok_config c;
+  mok_config_init(&c);
+  c.plan_cache = path;
+  mok_plan cands[32];
+  int n = 0;
+  CHECK_STATUS(mok_plan_candidates(&s, &c, gpu_ctx.size, cands, 32, &n), MOK_SUCCESS);
+  CHECK(n >= 2);
+  if (n < 2) return;
+  CHECK_STATUS(mok_plan_cache_key(&s, &c, gpu_ctx.size, key, sizeof key), MOK_SUCCESS);
+  const mok_plan want = cands[n - 1]; /* a plan other than the default */
+  CHECK_STATUS(mok_plan_cache_store(path, key, &want, 1.0), MOK_SUCCESS);
+  struct { const char *pin; int64_t tokens; int tuned; } runs[] = {
+      {NULL, 256, 1}, {"schedule=parallel", 256, 0}, {NULL, 384, 0}};
+  for (size_t i = 0; i < sizeof runs / sizeof runs[0]; ++i) {
+    mok_config ci = c;
+    if (runs[i].pin) CHECK_STATUS(mok_plan_parse(runs[i].pin, &ci.plan), MOK_SUCCESS);
+    mok_shape si = s;
+    si.tokens = runs[i].tokens;
+    mok_workspace *ws = NULL;
+    CHECK_STATUS(mok_workspace_create(gpu_ctx.group, &si, &ci, &ws), MOK_SUCCESS);
+    if (!ws) continue;
+    int tuned = -1;
+    mok_plan got;
+    CHECK_STATUS(mok_workspace_plan_tuned(ws, &tuned), MOK_SUCCESS);
+    CHECK_STATUS(mok_workspace_plan(ws, &got), MOK_SUCCESS);
+    printf("  tuned plan cache, %s, T %lld: tuned %d, %s\n", runs[i].pin ? runs[i].pin : "no pin",
+           (long long)si.tokens, tuned, mok_workspace_kernels(ws));
+    CHECK(tuned == runs[i].tuned);
+    if (runs[i].tuned) CHECK(memcmp(&got, &want, sizeof got) == 0);
+    else CHECK(memcmp(&got, &want, sizeof got) != 0 || runs[i].pin);
+    mok_workspace_destroy(ws);
+  }
+  /* an entry this device cannot run (more comm CTAs than half the SMs): the shape's plan */
+  mok_plan bad = want;
+  bad.fwd_comm_ctas = 1000;
+  CHECK_STATUS(mok_plan_cache_store(path, key, &bad, 1.0), MOK_SUCCESS);
+  mok_workspace *ws = NULL;
+  CHECK_STATUS(mok_workspace_create(gpu_ctx.group, &s, &c, &ws), MOK_SUCCESS);
+  if (ws) {
+    int tuned = -1;
+    mok_plan got;
+    CHECK_STATUS(mok_workspace_plan_tuned(ws, &tuned), MOK_SUCCESS);
+    CHECK_STATUS(mok_workspace_plan(ws, &got), MOK_SUCCESS);
+    CHECK(tuned == 0 && memcmp(&got, &cands[0], sizeof got) == 0);
+    mok_workspace_destroy(ws);
+  }
+  remove(path);
+  char dir[256];
+  snprintf(dir, sizeof dir, "/tmp/mok_tuned_test.%d.%d", (int)getpid(), gpu_ctx.rank);
+  rmdir(dir);
 }
 
 /* The shared expert beside the communication (on the workspace's side stream, its GEMMs on the

@@ -193,12 +193,31 @@ static void fp8_case(lh_case c, const char *label) {
      * shared expert joined right after the dispatch (by default only before the combine), either
      * number of warpgroups on the 128-column products (those whose columns do not split into
      * 256), the serial schedule build, and the weight gradients on single CTAs */
-    static const char *variants[] = {"fp8_mlp=two_launches", "shared_fwd=beside",
-                                     "routed_warpgroups=2", "routed_warpgroups=3",
-                                     "schedule=serial",
-                                     "wgrad_cluster_down=1,wgrad_cluster_gate_up=1"};
+    static const char *fixed[] = {"fp8_mlp=two_launches", "shared_fwd=beside",
+                                  "routed_warpgroups=2", "routed_warpgroups=3",
+                                  "schedule=serial",
+                                  "wgrad_cluster_down=1,wgrad_cluster_gate_up=1"};
+    /* with c.candidates, also every plan `mok tune` would time (mok_plan_candidates) */
+    enum { NFIXED = sizeof fixed / sizeof fixed[0], NCAND = 32 };
+    static char cand_text[NCAND][512];
+    const char *variants[NFIXED + NCAND];
+    size_t nvar = 0;
+    for (size_t i = 0; i < NFIXED; ++i) variants[nvar++] = fixed[i];
+    if (c.candidates) {
+      mok_config cc;
+      mok_config_init(&cc);
+      cc.dtype = MOK_DTYPE_FP8_BLOCK128;
+      mok_plan cands[NCAND];
+      int nc = 0;
+      CHECK_STATUS(mok_plan_candidates(&h.shape, &cc, ep, cands, NCAND, &nc), MOK_SUCCESS);
+      CHECK(nc >= 4);
+      for (int i = 0; i < nc; ++i) {
+        CHECK_STATUS(mok_plan_format(&cands[i], cand_text[i], sizeof cand_text[i]), MOK_SUCCESS);
+        variants[nvar++] = cand_text[i];
+      }
+    }
     const size_t ylen = (size_t)(T * H * 2);
-    for (size_t i = 0; i < sizeof variants / sizeof variants[0]; ++i) {
+    for (size_t i = 0; i < nvar; ++i) {
       h.c.plan = variants[i];
       lh_env ev;
       const mok_status sv = lh_env_open(gpu_ctx.group, &ev, &h, 1);
@@ -276,6 +295,7 @@ static void fp8_case(lh_case c, const char *label) {
 GPU_TEST(layer_fp8_uniform_shared) {
   lh_case c = lh_base_case();
   c.T = 301; c.Is = 128; c.H = 384; c.I = 256;
+  c.candidates = 1;
   fp8_case(c, "fp8 uniform+shared");
 }
 
