@@ -183,12 +183,12 @@ mok_status mok_plan_candidates(const mok_shape *s, const mok_config *caller, int
 static int apply_tuned(const mok_shape *s, mok_config *c, int ep) {
   static const mok_plan none;
   if (memcmp(&c->plan, &none, sizeof none) != 0) return 0;
-  char path[1024], key[1024];
-  if (mok_plan_cache_path(c, path, sizeof path) != MOK_SUCCESS || !path[0]) return 0;
+  char key[1024];
+  if (!c->plan_cache || !c->plan_cache[0]) return 0;
   if (mok_plan_cache_key(s, c, ep, key, sizeof key) != MOK_SUCCESS) return 0;
   mok_plan p;
   int found = 0;
-  if (mok_plan_cache_lookup(path, key, &p, &found) != MOK_SUCCESS || !found) return 0;
+  if (mok_plan_cache_lookup(c->plan_cache, key, &p, &found) != MOK_SUCCESS || !found) return 0;
   c->plan = p;
   return 1;
 }

@@ -328,7 +328,7 @@ int mok_plan_candidates_on(const mok_shape *s, const mok_config *c, int ep,
 #define VARY(member, ...)                                                   \
   do {                                                                      \
     const int vals[] = {__VA_ARGS__};                                       \
-    vary[nvary].field = &q->member;                                         \
+    vary[nvary].field = (int *)&q->member; /* every field int-sized */     \
     vary[nvary].nv = (int)(sizeof vals / sizeof vals[0]);                   \
     for (int i_ = 0; i_ < vary[nvary].nv; ++i_) vary[nvary].values[i_] = vals[i_]; \
     ++nvary;                                                                \

@@ -40,25 +40,6 @@ mok_status mok_plan_cache_key_on(const mok_shape *s, const mok_config *c, int ep
   return MOK_SUCCESS;
 }
 
-mok_status mok_plan_cache_path(const mok_config *c, char *buf, size_t size) {
-  if (!buf || size == 0) return MOK_ERR_INVALID_ARGUMENT;
-  buf[0] = '\0';
-  int w;
-  if (c && c->plan_cache) {
-    w = snprintf(buf, size, "%s", c->plan_cache);
-  } else {
-    const char *xdg = getenv("XDG_CACHE_HOME"), *home = getenv("HOME");
-    if (xdg && xdg[0]) w = snprintf(buf, size, "%s/mok/plans.tsv", xdg);
-    else if (home && home[0]) w = snprintf(buf, size, "%s/.cache/mok/plans.tsv", home);
-    else return MOK_SUCCESS; /* nowhere to look: no cache */
-  }
-  if (w < 0 || (size_t)w >= size) {
-    buf[0] = '\0';
-    return MOK_ERR_INVALID_ARGUMENT;
-  }
-  return MOK_SUCCESS;
-}
-
 /* Splits one line (its newline removed) into key and plan text; 0 when it is not an entry. */
 static int split_entry(char *line, char **key, char **plan) {
   if (line[0] == '#' || line[0] == '\0') return 0;

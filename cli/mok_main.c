@@ -221,6 +221,16 @@ int cli_resolve_shape(cli_options *o, int on_gpu) {
   return 0;
 }
 
+/* The tuned plan cache the command reads and `mok tune` writes unless --plan-cache says:
+ * $XDG_CACHE_HOME/mok/plans.tsv, else ~/.cache/mok/plans.tsv ("" when neither is set). */
+static const char *default_plan_cache(void) {
+  static char path[4096];
+  const char *xdg = getenv("XDG_CACHE_HOME"), *home = getenv("HOME");
+  if (xdg && xdg[0]) snprintf(path, sizeof path, "%s/mok/plans.tsv", xdg);
+  else if (home && home[0]) snprintf(path, sizeof path, "%s/.cache/mok/plans.tsv", home);
+  return path;
+}
+
 static int gpu_count(void) {
   int n = 0;
   if (cudaGetDeviceCount(&n) != cudaSuccess) {
@@ -257,6 +267,7 @@ int main(int argc, char **argv) {
   }
   cli_options o;
   if (parse_run(argc - 2, argv + 2, &o) != 0) return 2;
+  if (!o.config.plan_cache) o.config.plan_cache = default_plan_cache();
   if (tune) {
     o.tune = 1;
     if (!o.iters_set) o.iters = 5;

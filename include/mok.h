@@ -255,9 +255,10 @@ typedef struct {
   const char *plan_cache;      /* the tuned plans (`mok tune`, mok_plan_cache_store): a file of
                                   the plan measured fastest per device, shape, group size and
                                   config, read at workspace creation when no plan field is
-                                  requested. NULL: the default file, $XDG_CACHE_HOME/mok/plans.tsv
-                                  (else $HOME/.cache/mok/plans.tsv); "": none. Every plan gives
-                                  the same results; only the speed depends on it                 */
+                                  requested; NULL or "": none. (`mok` and the Python package
+                                  pass $XDG_CACHE_HOME/mok/plans.tsv, else ~/.cache/mok/plans.tsv,
+                                  by default.) Every plan gives the same results; only the speed
+                                  depends on it                                                  */
 } mok_config;
 
 /* The config's layout before plan_cache: a caller built against mok 0.2 passes this size. */
@@ -362,9 +363,6 @@ mok_status mok_plan_candidates(const mok_shape *shape, const mok_config *config,
  * line of text without tabs. Host. */
 mok_status mok_plan_cache_key(const mok_shape *shape, const mok_config *config, int ep, char *buf,
                               size_t size);
-
-/* The file config->plan_cache names (NULL config or field: the default file), "" for none. */
-mok_status mok_plan_cache_path(const mok_config *config, char *buf, size_t size);
 
 /* *found = 1 and *plan = the cached plan of key in the file at path (the latest entry), else
  * *found = 0 (also when the file does not exist). Lines that do not parse are ignored. */

@@ -2,6 +2,7 @@
 and the functions, with every non-success status raised as MokError. Needs no torch."""
 import ctypes
 import math
+import os
 
 from ._library import find_library
 
@@ -95,7 +96,6 @@ _SIGNATURES = {
     "mok_workspace_plan": (ctypes.c_int, [_P, ctypes.POINTER(Plan)]),
     "mok_workspace_kernels": (ctypes.c_char_p, [_P]),
     "mok_workspace_plan_tuned": (ctypes.c_int, [_P, ctypes.POINTER(ctypes.c_int)]),
-    "mok_plan_cache_path": (ctypes.c_int, [ctypes.POINTER(Config), ctypes.c_char_p, ctypes.c_size_t]),
     "mok_validate": (ctypes.c_int, [ctypes.POINTER(Shape), ctypes.POINTER(Config), ctypes.c_int]),
     "mok_schedule_worst_case_rows": (ctypes.c_int, [ctypes.POINTER(Shape), ctypes.c_int, ctypes.c_int, _I64P]),
     "mok_get_unique_id": (ctypes.c_int, [ctypes.POINTER(UniqueId)]),
@@ -181,16 +181,25 @@ def _check_knob(key, value, ctype):
         raise ValueError(f"mok config knob '{key}' wants an int in [{lo}, {hi}], got {value!r}")
 
 
+def default_plan_cache():
+    """The tuned plan cache the package reads unless told otherwise (`mok tune` writes it):
+    $XDG_CACHE_HOME/mok/plans.tsv, else ~/.cache/mok/plans.tsv."""
+    base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
+    return os.path.join(base, "mok", "plans.tsv")
+
+
 def default_config(plan=None, **knobs):
     """A Config with mok's defaults, then the given fields set (e.g. ring_bytes=1 << 30), and the
-    plan requests of `plan` (see plan_text)."""
+    plan requests of `plan` (see plan_text). plan_cache: default_plan_cache() unless given ("" or
+    None: none)."""
     cfg = Config()
     call("mok_config_init", ctypes.byref(cfg))
+    knobs.setdefault("plan_cache", default_plan_cache())
     types = dict(Config._fields_)
     for key, value in knobs.items():
         if key in ("size", "magic", "version", "plan") or not hasattr(cfg, key):
             raise TypeError(f"unknown mok config knob '{key}'")
-        if types[key] is ctypes.c_char_p:  # plan_cache: a path, "" (none) or None (the default)
+        if types[key] is ctypes.c_char_p:  # plan_cache: a path, "" or None (none)
             if value is not None and not isinstance(value, str):
                 raise ValueError(f"mok config knob '{key}' wants a str or None, got {value!r}")
             setattr(cfg, key, None if value is None else value.encode())

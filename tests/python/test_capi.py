@@ -110,14 +110,14 @@ def main():
         except ValueError:
             pass
     assert c.default_config(ring_bytes=(1 << 63) - 1, timeout_ms=(1 << 31) - 1).timeout_ms == (1 << 31) - 1
-    # the plan cache's path: a str ("" none), None the default; the C side reads what was set
-    assert c.default_config().plan_cache is None
-    cfg = c.default_config(plan_cache="/tmp/somewhere/plans.tsv")
-    buf = ctypes.create_string_buffer(256)
-    c.call("mok_plan_cache_path", ctypes.byref(cfg), buf, 256)
-    assert buf.value == b"/tmp/somewhere/plans.tsv", buf.value
-    c.call("mok_plan_cache_path", ctypes.byref(c.default_config(plan_cache="")), buf, 256)
-    assert buf.value == b"", buf.value
+    # the plan cache's path: the package's default file, a str given, "" or None for none
+    os.environ["XDG_CACHE_HOME"] = "/x/cache"
+    assert c.default_config().plan_cache == b"/x/cache/mok/plans.tsv"
+    del os.environ["XDG_CACHE_HOME"]
+    assert c.default_config().plan_cache == os.path.expanduser("~/.cache/mok/plans.tsv").encode()
+    assert c.default_config(plan_cache="/tmp/somewhere/plans.tsv").plan_cache == b"/tmp/somewhere/plans.tsv"
+    assert c.default_config(plan_cache="").plan_cache == b""
+    assert c.default_config(plan_cache=None).plan_cache is None
     try:
         c.default_config(plan_cache=3)
         raise AssertionError("default_config accepted plan_cache=3")
