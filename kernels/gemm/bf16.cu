@@ -1,6 +1,6 @@
 /* bf16.cu — the BF16 grouped GEMM kernel for sm_90a and its entry points (forward, forward
- * gate+up with SwiGLU, dgrad and the dgrad of a weight pair, K-grouped wgrad; gemm.h), with the
- * fused path's pull and pushes (gemm_fused.h).
+ * gate+up with SwiGLU, dgrad and the dgrad of a weight pair; gemm.h), with the fused path's pull
+ * and pushes (gemm_fused.h). The weight gradient is bf16_wgrad.cu's.
  *
  * One persistent kernel, one CTA per SM, 384 threads:
  *   warpgroup 0: producer; one thread issues TMA loads into a 4-stage shared-memory ring
@@ -25,7 +25,7 @@
 #include "kernels/gemm/tile_scheduler.h"
 #include "kernels/common/ptx.cuh"
 
-enum { GG_FWD = 0, GG_SWIGLU = 1, GG_DGRAD = 2, GG_WGRAD = 3 };
+enum { GG_FWD = 0, GG_SWIGLU = 1, GG_DGRAD = 2 };
 
 #define GG_BM 128
 #define GG_BN 256
@@ -38,8 +38,7 @@ enum { GG_FWD = 0, GG_SWIGLU = 1, GG_DGRAD = 2, GG_WGRAD = 3 };
 #define GG_EPI_BYTES (2 * 16384)                  /* 16 KB per consumer warpgroup */
 #define GG_SMEM (GG_EPI_OFF + GG_EPI_BYTES)
 #define GG_MAX_EXPERTS 256 /* experts per launch; more are split over launches */
-/* Named barriers (0 is __syncthreads): 1 both consumer warpgroups (WGRAD padding), 2 + cwg one
- * consumer warpgroup's epilogue. */
+/* Named barriers (0 is __syncthreads): 2 + cwg one consumer warpgroup's epilogue. */
 #define GG_THREADS 384
 
 typedef struct {
@@ -48,8 +47,7 @@ typedef struct {
   int num_experts;       /* experts in this launch                                        */
   int expert_base;       /* global index of this launch's first expert (weight row base)  */
   int n_tiles;           /* output column tiles                                           */
-  int m_tiles;           /* WGRAD: output row tiles of dW (n / 128)                       */
-  int k_blocks;          /* reduction blocks of 64 (not WGRAD)                            */
+  int k_blocks;          /* reduction blocks of 64                                        */
   int b_rows;            /* rows of one expert in the weight map (n, inter, or n of dgrad)*/
   int n_out;             /* output columns (n, inter, or k of dgrad); boxes past it are
                             neither loaded (a valid box is loaded twice) nor stored          */
@@ -59,9 +57,6 @@ typedef struct {
   int use_limit;
   float limit;
   int has_preact;
-  void *dw;              /* WGRAD output [E, wn, wk], already shifted to expert_base        */
-  int wn, wk;            /* WGRAD output shape per expert                                 */
-  int out_fp32, accumulate;
   int group_m;           /* raster group, in work units                                   */
   /* Fused communication (kernels/move/fused_move.h): SWIGLU with comm_ctas > 0: the grid's last
    * comm_ctas CTAs pull A into move_rows [move_m_total, move_hidden]; FWD, DGRAD with push: the
@@ -142,12 +137,11 @@ __global__ void __launch_bounds__(GG_THREADS, 1)
     tma_prefetch_desc(&tm_a);
     tma_prefetch_desc(&tm_b0);
     if (MODE == GG_SWIGLU || (MODE == GG_DGRAD && p.b_split)) tma_prefetch_desc(&tm_b1);
-    if (MODE != GG_WGRAD) tma_prefetch_desc(&tm_c0);
+    tma_prefetch_desc(&tm_c0);
     if (MODE == GG_SWIGLU && p.has_preact) tma_prefetch_desc(&tm_c1);
   }
   if (tid >= 64 && tid < 96) /* unit prefix over experts */
-    gg_unit_prefix(p.count, E, GG_BM * CL, p.n_tiles, MODE == GG_WGRAD ? p.m_tiles * p.n_tiles : 0,
-                   prefix, tid & 31);
+    gg_unit_prefix(p.count, E, GG_BM * CL, p.n_tiles, 0, prefix, tid & 31);
   if (CL > 1) cluster_sync(); /* barrier inits visible to the peer before any multicast */
   else __syncthreads();
   const int total = prefix[E];
@@ -168,8 +162,7 @@ __global__ void __launch_bounds__(GG_THREADS, 1)
         gg_tile t = gg_decode_m_grouped(u, prefix, E, p.n_tiles, p.group_m);
         const int m_tile = t.m_tile * CL + rank;
         const int row_base = p.offset[t.expert];
-        int nkb = p.k_blocks;
-        if (MODE == GG_WGRAD) nkb = gg_ceil_div(max(p.count[t.expert], 0), GG_BK);
+        const int nkb = p.k_blocks;
         const int bexp = p.expert_base + t.expert;
         /* A pair's tile past the expert's rows still takes part in the B multicast; it loads
          * (and ignores) the expert's first rows instead of rows that may not exist. */
@@ -183,22 +176,12 @@ __global__ void __launch_bounds__(GG_THREADS, 1)
           const uint32_t sa = smem_base + stage * GG_STAGE_BYTES;
           const uint32_t sb = sa + GG_A_BYTES;
           const int k0 = kb * GG_BK;
-          if (MODE == GG_WGRAD) {
-            const int r = row_base + k0;
-            const int m0 = m_tile * GG_BM, n0 = t.n_tile * GG_BN;
-            tma_load_2d(sa, &tm_a, full, m0, r);
-            tma_load_2d(sa + 8192, &tm_a, full, m0 + 64 < p.wn ? m0 + 64 : m0, r);
-#pragma unroll
-            for (int j = 0; j < 4; ++j)
-              tma_load_2d(sb + j * 8192, &tm_b0, full, n0 + 64 * j < p.wk ? n0 + 64 * j : n0, r);
+          tma_load_2d(sa, &tm_a, full, k0, a_row);
+          if (CL == 1) {
+            gg_load_b_half<MODE, 0>(0, sb, full, k0, bexp, t.n_tile, p, &tm_b0, &tm_b1);
+            gg_load_b_half<MODE, 0>(1, sb, full, k0, bexp, t.n_tile, p, &tm_b0, &tm_b1);
           } else {
-            tma_load_2d(sa, &tm_a, full, k0, a_row);
-            if (CL == 1) {
-              gg_load_b_half<MODE, 0>(0, sb, full, k0, bexp, t.n_tile, p, &tm_b0, &tm_b1);
-              gg_load_b_half<MODE, 0>(1, sb, full, k0, bexp, t.n_tile, p, &tm_b0, &tm_b1);
-            } else {
-              gg_load_b_half<MODE, 1>(rank, sb, full, k0, bexp, t.n_tile, p, &tm_b0, &tm_b1);
-            }
+            gg_load_b_half<MODE, 1>(rank, sb, full, k0, bexp, t.n_tile, p, &tm_b0, &tm_b1);
           }
           if (++stage == GG_STAGES) { stage = 0; phase ^= 1; }
         }
@@ -210,12 +193,11 @@ __global__ void __launch_bounds__(GG_THREADS, 1)
     setmaxnreg_inc<232>();
     const int cwg = wg - 1;
     const int wtid = tid & 127;
-    const int warp = wtid >> 5, lane = wtid & 31;
+    const int lane = wtid & 31;
     const uint32_t epi = smem_base + GG_EPI_OFF + cwg * 16384;
     /* operand descriptors in stage 0 (this warpgroup's 64 A rows; B), stepped per stage and slice */
-    uint64_t da0 = MODE == GG_WGRAD ? wgmma_desc_sw128(smem_base + cwg * 8192, 8192, 1024)
-                                    : wgmma_desc_sw128(smem_base + cwg * 8192, 16, 1024);
-    uint64_t db0 = MODE == GG_WGRAD || MODE == GG_DGRAD
+    uint64_t da0 = wgmma_desc_sw128(smem_base + cwg * 8192, 16, 1024);
+    uint64_t db0 = MODE == GG_DGRAD
                        ? wgmma_desc_sw128(smem_base + GG_A_BYTES, 8192, 1024)
                        : wgmma_desc_sw128(smem_base + GG_A_BYTES, 16, 1024);
     asm volatile("" : "+l"(da0), "+l"(db0)); /* built once: not re-derived from addresses */
@@ -226,52 +208,24 @@ __global__ void __launch_bounds__(GG_THREADS, 1)
     for (int u = unit0; u < total; u += ustride) {
       gg_tile t = gg_decode_m_grouped(u, prefix, E, p.n_tiles, p.group_m);
       const int m_tile = t.m_tile * CL + rank;
-      int nkb = p.k_blocks, cnt = max(p.count[t.expert], 0);
+      const int nkb = p.k_blocks, cnt = max(p.count[t.expert], 0);
       /* This warpgroup's 64 rows hold real rows? If not (the upper half of an expert's last
        * tile, or a pair's tile past the expert's end) it skips the math and the stores. */
-      bool math = true;
-      if (MODE == GG_WGRAD) { /* count -1: an expert this call leaves alone (a ring view's) */
-        nkb = gg_ceil_div(cnt, GG_BK);
-        math = p.count[t.expert] >= 0;
-      } else {
-        math = cnt - m_tile * GG_BM > cwg * 64;
-      }
+      const bool math = cnt - m_tile * GG_BM > cwg * 64;
 #pragma unroll
       for (int i = 0; i < 128; ++i) acc[i] = 0.0f;
       int prev = -1;
       for (int kb = 0; kb < nkb; ++kb) {
         mbar_wait(full0 + 8 * stage, phase);
-        if (MODE == GG_WGRAD) {
-          const int valid = cnt - kb * GG_BK;
-          if (valid < GG_BK) {
-            /* Rows past the expert's count are padding with any content: zero them in all six
-             * 64-row boxes of the stage (A: 2, B: 4) before the tensor cores read them, both
-             * consumer warpgroups together. */
-            const int nrow = GG_BK - valid;
-            const int per_box = nrow * 8; /* 16-byte chunks */
-            uint4 z = make_uint4(0, 0, 0, 0);
-#pragma unroll 1
-            for (int i = tid - 128; i < 6 * per_box; i += 256) {
-              const int box = i / per_box, rem = i - box * per_box;
-              const int r = valid + rem / 8, c = rem & 7;
-              uint8_t *ptr = smem + stage * GG_STAGE_BYTES + box * 8192 + r * 128 + c * 16;
-              *(uint4 *)ptr = z;
-            }
-            fence_proxy_async_smem();
-            named_bar_sync(1, 256);
-          }
-        }
         if (math) {
           const uint64_t da = wgmma_desc_add(da0, stage * GG_STAGE_BYTES);
           const uint64_t db = wgmma_desc_add(db0, stage * GG_STAGE_BYTES);
           wgmma_fence();
 #pragma unroll
           for (int kk = 0; kk < 4; ++kk) {
-            const uint64_t dak = wgmma_desc_add(da, kk * (MODE == GG_WGRAD ? 2048 : 32));
-            const uint64_t dbk =
-                wgmma_desc_add(db, kk * (MODE == GG_WGRAD || MODE == GG_DGRAD ? 2048 : 32));
-            if (MODE == GG_WGRAD) wgmma_m64n256k16_bf16<1, 1>(acc, dak, dbk, 1);
-            else if (MODE == GG_DGRAD) wgmma_m64n256k16_bf16<0, 1>(acc, dak, dbk, 1);
+            const uint64_t dak = wgmma_desc_add(da, kk * 32);
+            const uint64_t dbk = wgmma_desc_add(db, kk * (MODE == GG_DGRAD ? 2048 : 32));
+            if (MODE == GG_DGRAD) wgmma_m64n256k16_bf16<0, 1>(acc, dak, dbk, 1);
             else wgmma_m64n256k16_bf16<0, 0>(acc, dak, dbk, 1);
           }
           wgmma_commit();
@@ -307,43 +261,6 @@ __global__ void __launch_bounds__(GG_THREADS, 1)
         }
         gg_swiglu<64>(acc, p.use_limit, p.limit);
         gg_store_pass<0, 2>(acc, epi, wtid, &tm_c0, col0, p.n_out, row0, 2 + cwg);
-      } else if (!p.out_fp32) {
-        /* WGRAD, bf16 out: through the staging buffer and TMA stores, which drain while the next
-         * tile's main loop runs (the expert's 64-row block past wn, if any, is not stored) */
-        const int r0 = m_tile * GG_BM + cwg * 64;
-        if (r0 < p.wn) {
-          const int row0 = (p.expert_base + t.expert) * p.wn + r0, col0 = t.n_tile * GG_BN;
-          gg_store_pass<0, 2>(acc, epi, wtid, &tm_c0, col0, p.wk, row0, 2 + cwg);
-          gg_store_pass<16, 2>(acc, epi, wtid, &tm_c0, col0 + 128, p.wk, row0, 2 + cwg);
-        }
-      } else { /* WGRAD, fp32 out: direct stores; 4 lanes cover 32 contiguous bytes */
-        if (!(p.accumulate && cnt == 0)) {
-          const int rbase = m_tile * GG_BM + cwg * 64 + warp * 16 + (lane >> 2);
-          const size_t ebase = (size_t)t.expert * p.wn * p.wk;
-#pragma unroll
-          for (int n8 = 0; n8 < 32; ++n8) {
-            const int col = t.n_tile * GG_BN + n8 * 8 + (lane & 3) * 2;
-#pragma unroll
-            for (int h = 0; h < 2; ++h) {
-              const int row = rbase + 8 * h;
-              if (row < p.wn && col < p.wk) {
-                const size_t idx = ebase + (size_t)row * p.wk + col;
-                float v0 = acc[n8 * 4 + 2 * h], v1 = acc[n8 * 4 + 2 * h + 1];
-                if (p.out_fp32) {
-                  float2 *dst = (float2 *)((float *)p.dw + idx);
-                  if (p.accumulate) {
-                    float2 o = *dst;
-                    v0 += o.x;
-                    v1 += o.y;
-                  }
-                  *dst = make_float2(v0, v1);
-                } else {
-                  *(uint32_t *)((uint16_t *)p.dw + idx) = pack_bf16x2(v0, v1);
-                }
-              }
-            }
-          }
-        }
       }
     }
     if (wtid == 0) bulk_wait0(); /* this warpgroup's TMA stores are complete */
@@ -374,7 +291,7 @@ static mok_status gg_launch_cl(const CUtensorMap *a, const CUtensorMap *b0, cons
 }
 
 /* Splits the experts over launches of at most GG_MAX_EXPERTS and picks the cluster size: the
- * launch's, else gemm_plan.h's for the capacity's rows per expert (WGRAD: single CTAs only).
+ * launch's, else gemm_plan.h's for the capacity's rows per expert.
  * max_tiles: an upper bound of the tiles of one launch (grid size); m_total: the rows. */
 template <int MODE>
 static mok_status gg_launch(const CUtensorMap *a, const CUtensorMap *b0, const CUtensorMap *b1,
@@ -382,29 +299,25 @@ static mok_status gg_launch(const CUtensorMap *a, const CUtensorMap *b0, const C
                             int max_tiles, int64_t m_total, const mok_gg_launch *launch,
                             cudaStream_t stream) {
   mok_gg_launch l;
-  MOK_KTRY(gg_launch_get(launch, MODE == GG_WGRAD ? 1 : 2, 0, &l));
+  MOK_KTRY(gg_launch_get(launch, 2, 0, &l));
   const int64_t rows = gg_rows_per_expert(m_total, p.num_experts);
-  const int cl = MODE == GG_WGRAD ? 1 : l.cluster ? l.cluster : mok_gg_bf16_cluster_for(rows);
+  const int cl = l.cluster ? l.cluster : mok_gg_bf16_cluster_for(rows);
   p.group_m = 16 / cl;
   if (p.comm_ctas > 0) p.comm_ctas = (p.comm_ctas + cl - 1) / cl * cl;
   p.move.ctas = p.comm_ctas; /* the pull's warps count what the consumers wait for */
   const int e_all = p.num_experts, base_all = p.expert_base;
   const int32_t *off_all = p.offset, *cnt_all = p.count;
-  void *dw_all = p.dw;
   for (int e0 = 0; e0 < e_all; e0 += GG_MAX_EXPERTS) {
     p.num_experts = e_all - e0 < GG_MAX_EXPERTS ? e_all - e0 : GG_MAX_EXPERTS;
     p.expert_base = base_all + e0;
     p.offset = off_all + e0;
     p.count = cnt_all + e0;
-    if (MODE == GG_WGRAD)
-      p.dw = (uint8_t *)dw_all + (size_t)e0 * p.wn * p.wk * (p.out_fp32 ? 4 : 2);
     if (e0 > 0) p.comm_ctas = 0; /* the first launch's comm CTAs pulled every expert's rows */
-    int units = MODE == GG_WGRAD ? p.num_experts * p.m_tiles * p.n_tiles : max_tiles;
+    int units = max_tiles;
     /* a pair unit covers two row tiles; every expert may add one half-empty pair */
     if (cl == 2) units = (max_tiles + p.num_experts * p.n_tiles) / 2 + 1;
     mok_status st =
-        cl == 2 ? gg_launch_cl<MODE == GG_WGRAD ? GG_FWD : MODE, 2>(a, b0, b1, c0, c1, p, units,
-                                                                    l.max_ctas, stream)
+        cl == 2 ? gg_launch_cl<MODE, 2>(a, b0, b1, c0, c1, p, units, l.max_ctas, stream)
                 : gg_launch_cl<MODE, 1>(a, b0, b1, c0, c1, p, units, l.max_ctas, stream);
     if (st != MOK_SUCCESS) return st;
   }
@@ -608,43 +521,4 @@ extern "C" mok_status mok_gg_bf16_dgrad_pair_pushed(const void *dc, const void *
   if (n_each > INT32_MAX / 2) return MOK_ERR_INVALID_SHAPE;
   return gg_dgrad(dc, w0, w1, da, expert_offset, expert_count, num_experts, m_total, 2 * n_each,
                   k, push, launch, stream);
-}
-
-extern "C" mok_status mok_gg_bf16_wgrad_ld(const void *dc, int64_t ld_dc, const void *a,
-                                           int64_t ld_a, void *dw, int out_fp32, int accumulate,
-                                           const int32_t *expert_offset,
-                                           const int32_t *expert_count, int num_experts,
-                                           int64_t m_total, int64_t n, int64_t k,
-                                           const mok_gg_launch *launch, cudaStream_t stream) {
-  if (!dc || !a || !dw) return MOK_ERR_INVALID_ARGUMENT;
-  MOK_KTRY(gg_check_common(expert_offset, expert_count, num_experts, m_total, n, k));
-  if (accumulate && !out_fp32) return MOK_ERR_INVALID_ARGUMENT;
-  if (((uintptr_t)dw & 15)) return MOK_ERR_MISALIGNED;
-  CUtensorMap ta, tb, tc;
-  MOK_KTRY(gg_make_tmap_2d_ld(&ta, dc, m_total, n, ld_dc, 2, 64, 64));
-  MOK_KTRY(gg_make_tmap_2d_ld(&tb, a, m_total, k, ld_a, 2, 64, 64));
-  if (!out_fp32) /* bf16 dW */
-    MOK_KTRY(gg_make_tmap_2d(&tc, dw, (int64_t)num_experts * n, k, 2, 64, 64));
-  else tc = ta;
-  gg_params p = {};
-  p.offset = expert_offset;
-  p.count = expert_count;
-  p.num_experts = num_experts;
-  p.m_tiles = (int)((n + GG_BM - 1) / GG_BM);
-  p.n_tiles = (int)((k + GG_BN - 1) / GG_BN);
-  p.dw = dw;
-  p.wn = (int)n;
-  p.wk = (int)k;
-  p.out_fp32 = out_fp32 != 0;
-  p.accumulate = accumulate != 0;
-  return gg_launch<GG_WGRAD>(&ta, &tb, &tb, &tc, &tc, p, 0, m_total, launch, stream);
-}
-
-extern "C" mok_status mok_gg_bf16_wgrad(const void *dc, const void *a, void *dw, int out_fp32,
-                                        int accumulate, const int32_t *expert_offset,
-                                        const int32_t *expert_count, int num_experts,
-                                        int64_t m_total, int64_t n, int64_t k,
-                                        const mok_gg_launch *launch, cudaStream_t stream) {
-  return mok_gg_bf16_wgrad_ld(dc, n, a, k, dw, out_fp32, accumulate, expert_offset, expert_count,
-                              num_experts, m_total, n, k, launch, stream);
 }

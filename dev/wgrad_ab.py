@@ -1,0 +1,124 @@
+"""wgrad_ab.py — A/B of BF16 weight-gradient kernels built into separate libraries (argv: name=path
+...), interleaved in one process: on each shape every library's dW must equal the first's bitwise
+(bf16 and fp32 out, and fp32 accumulate), and be close to torch's fp32 product; then rounds x
+(each library) x iterations, the median per round, the median of rounds. Prints a table.
+A library from one tree (the weight gradient and what it links):
+    nvcc -O3 -std=c++17 -gencode arch=compute_90a,code=sm_90a -Xcompiler -fPIC -Iinclude -I. \
+        -shared -o wgrad.so kernels/gemm/bf16_wgrad.cu kernels/gemm/tmap.cu \
+        kernels/common/launch_error.cu
+"""
+import ctypes
+import statistics
+import sys
+
+import torch
+
+SHAPES = [  # name, experts, rows per expert, dW rows n, dW cols k, ld of dC, zipf
+    ("dsv3_ep1_down", 256, 224, 7168, 2048, 7168, 0),
+    ("dsv3_ep1_gate", 256, 224, 2048, 7168, 4096, 0),
+    ("dsv3_ep1_gate_zipf", 256, 224, 2048, 7168, 4096, 1),
+    ("dsv3_gate_r320", 256, 320, 2048, 7168, 4096, 0),
+    ("dsv3_gate_r384", 256, 384, 2048, 7168, 4096, 0),
+    ("dsv3_ep2_down", 128, 448, 7168, 2048, 7168, 0),
+    ("dsv3_ep2_gate", 128, 448, 2048, 7168, 4096, 0),
+    ("qwen3_down", 128, 448, 2048, 768, 2048, 0),
+    ("qwen3_gate", 128, 448, 768, 2048, 1536, 0),
+    ("odd_rows", 8, 300, 192, 320, 192, 1),
+]
+
+
+def counts_for(e, rows, zipf):
+    if not zipf:
+        return [rows] * e
+    total = e * rows
+    w = sum(1.0 / (i + 1) for i in range(e))
+    c = [int(total * (1.0 / (i + 1)) / w) for i in range(e)]
+    c[0] += total - sum(c)
+    return c
+
+
+def load(path):
+    lib = ctypes.CDLL(path)
+    vp, i, i64 = ctypes.c_void_p, ctypes.c_int, ctypes.c_int64
+    lib.mok_gg_bf16_wgrad_ld.argtypes = [vp, i64, vp, i64, vp, i, i, vp, vp, i, i64, i64, i64, vp, vp]
+    lib.mok_gg_bf16_wgrad_ld.restype = i
+    return lib
+
+
+def main():
+    libs = [(a.split("=")[0], load(a.split("=")[1])) for a in sys.argv[1:]]
+    torch.manual_seed(5)
+    rounds, iters = 3, 10
+    rows_out = []
+    for name, e, rows, n, k, ld, zipf in SHAPES:
+        cnt = counts_for(e, rows, zipf)
+        off = [0]
+        for c in cnt:
+            off.append(off[-1] + c)
+        m = off[-1]
+        dc_full = torch.randn(m + 64, ld, device="cuda", dtype=torch.bfloat16)
+        a = torch.randn(m + 64, k, device="cuda", dtype=torch.bfloat16)
+        a[m:] = float("nan")  # rows past the last expert's: never read into a result
+        dc_full[m:] = float("nan")
+        dc = dc_full[:, :n]
+        offs = torch.tensor(off, dtype=torch.int32, device="cuda")
+        cnts = torch.tensor(cnt, dtype=torch.int32, device="cuda")
+
+        def call(lib, dw, fp32, acc):
+            st = lib.mok_gg_bf16_wgrad_ld(dc_full.data_ptr(), ld, a.data_ptr(), k, dw.data_ptr(),
+                                          fp32, acc, offs.data_ptr(), cnts.data_ptr(), e, m, n, k,
+                                          None, torch.cuda.current_stream().cuda_stream)
+            assert st == 0, st
+
+        def outputs(lib):
+            d16 = torch.full((e, n, k), float("nan"), device="cuda", dtype=torch.bfloat16)
+            d32 = torch.full((e, n, k), float("nan"), device="cuda", dtype=torch.float32)
+            call(lib, d16, 0, 0)
+            call(lib, d32, 1, 0)
+            acc = torch.ones((e, n, k), device="cuda", dtype=torch.float32)
+            call(lib, acc, 1, 1)
+            torch.cuda.synchronize()
+            return d16, d32, acc
+
+        ref = outputs(libs[0][1])
+        err = 0.0
+        for ex in (0, e // 2, e - 1):  # against torch's fp32 product
+            s, c = off[ex], cnt[ex]
+            r = dc[s:s + c].float().t() @ a[s:s + c].float()
+            err = max(err, ((ref[1][ex] - r).abs().max() / (r.abs().max() + 1e-6)).item())
+        same = True
+        for _, lib in libs[1:]:
+            o = outputs(lib)
+            same = same and torch.equal(o[0].view(torch.int16), ref[0].view(torch.int16)) and \
+                torch.equal(o[1].view(torch.int32), ref[1].view(torch.int32)) and \
+                torch.equal(o[2].view(torch.int32), ref[2].view(torch.int32))
+            del o
+        d16 = ref[0]
+        del ref
+        times = {l: [] for l, _ in libs}
+        for _ in range(rounds):
+            for lname, lib in libs:
+                for _ in range(2):
+                    call(lib, d16, 0, 0)
+                ev = [torch.cuda.Event(enable_timing=True) for _ in range(iters + 1)]
+                ev[0].record()
+                for i in range(iters):
+                    call(lib, d16, 0, 0)
+                    ev[i + 1].record()
+                torch.cuda.synchronize()
+                times[lname].append(statistics.median(ev[i].elapsed_time(ev[i + 1]) for i in range(iters)))
+        flop = 2.0 * m * n * k
+        row = [name, "yes" if same else "NO", f"{err:.1e}"]
+        for lname, _ in libs:
+            t = statistics.median(times[lname])
+            row.append(f"{t:.3f} ms {flop / t / 1e9:.0f}")
+        rows_out.append(row)
+        del d16
+        torch.cuda.empty_cache()
+    print("| shape | bitwise | rel err | " + " | ".join(l for l, _ in libs) + " |")
+    for r in rows_out:
+        print("| " + " | ".join(r) + " |")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,282 @@
+/* bf16_wgrad.cu — the BF16 weight gradient (gemm.h: mok_gg_bf16_wgrad, mok_gg_bf16_wgrad_ld): a
+ * K-grouped GEMM dW[e] = dC[rows of e]^T A[rows of e], reduced over each expert's rows, read in
+ * place (no padding, no transposed copy).
+ *
+ * One persistent kernel, one CTA per SM, 384 threads, the tile sequence of tile_scheduler.h
+ * (K-grouped: every expert has the same m_tiles x n_tiles grid of 128 x 256 dW tiles):
+ *   warpgroup 0: producer; one thread loads 64-row blocks of dC (128 dW rows) and A (256 dW
+ *                columns) into a 4-stage ring (48 KB a stage), completed on mbarriers;
+ *   warpgroups 1, 2: consumers of 64 dW rows each, wgmma m64n256k16 on MN-major operands into
+ *                fp32 accumulators.
+ * An expert's rows are few (a few hundred at EP=1 on DeepSeek-V3's shape), so a tile reduces over
+ * only a few blocks and what happens between tiles decides the speed:
+ *   - an expert's last block issues only the 16-row slices that hold its rows; only the rows of
+ *     the last slice past the count (another expert's rows, or anything) are zeroed;
+ *   - the two warpgroups issue their blocks in turn (warpgroup 1 block g after warpgroup 0 issued
+ *     it, 0 block g + 1 after 1 issued g, across tiles), so their epilogues fall at different
+ *     times and one warpgroup's stores run under the other's tensor work.
+ * bf16 dW leaves through a 16 KB staging buffer per warpgroup in two 128-column passes and TMA
+ * stores; fp32 dW (and accumulation into it) by direct stores. Three stages with a whole 32 KB
+ * slice staged per warpgroup measured slower where experts have 320 rows or more and on skewed
+ * routing (docs/PERF.md). */
+#include <cuda.h>
+#include <cuda_runtime.h>
+#include <stdint.h>
+#include "kernels/gemm/gemm.h"
+#include "kernels/gemm/gemm_common.cuh"
+#include "kernels/gemm/tmap.h"
+#include "kernels/gemm/tile_scheduler.h"
+#include "kernels/common/ptx.cuh"
+
+#define GW_BM 128
+#define GW_BN 256
+#define GW_BK 64
+#define GW_A_BYTES (GW_BM * GW_BK * 2)                /* 16 KB: two 64-row boxes of dC     */
+#define GW_STAGE_BYTES (GW_A_BYTES + GW_BN * GW_BK * 2) /* 48 KB: and four boxes of A        */
+#define GW_STAGES 4
+#define GW_EPI_OFF (GW_STAGES * GW_STAGE_BYTES)
+#define GW_EPI_BYTES 16384 /* a consumer warpgroup's staging: half its 64 x 256 bf16 slice */
+#define GW_SMEM (GW_EPI_OFF + 2 * GW_EPI_BYTES)
+#define GW_MAX_EXPERTS 256 /* experts per launch; more are split over launches */
+#define GW_THREADS 384
+/* Named barriers (0 is __syncthreads): 1 both consumer warpgroups (zeroing a last slice), 2 + cwg
+ * one warpgroup's epilogue, GW_BAR_TURN + cwg warpgroup cwg's turn to issue. */
+#define GW_BAR_TURN 4
+static_assert(GW_EPI_OFF % 1024 == 0 && GW_STAGE_BYTES % 1024 == 0, "128B-swizzle atoms");
+
+typedef struct {
+  const int32_t *offset; /* [E + 1] device, already shifted to this launch's first expert */
+  const int32_t *count;  /* [E] device; -1: an expert this call leaves alone (a ring view's) */
+  int num_experts;       /* experts in this launch                                        */
+  int expert_base;       /* global index of this launch's first expert (dW row base)      */
+  int m_tiles, n_tiles;  /* dW tiles per expert                                            */
+  int group_m;           /* raster group                                                   */
+  void *dw;              /* fp32 output [E, wn, wk], already shifted to expert_base        */
+  int wn, wk;            /* dW shape per expert                                            */
+  int out_fp32, accumulate;
+} gw_params;
+
+/* The 16-row slices of block kb that hold real rows: 4, but in an expert's last block. */
+__device__ __forceinline__ int gw_slices(int cnt, int kb) {
+  return min(4, (cnt - kb * GW_BK + 15) >> 4);
+}
+
+__global__ void __launch_bounds__(GW_THREADS, 1)
+    gg_bf16_wgrad_kernel(const __grid_constant__ CUtensorMap tm_dc,
+                         const __grid_constant__ CUtensorMap tm_a,
+                         const __grid_constant__ CUtensorMap tm_dw, const gw_params p) {
+  extern __shared__ __align__(1024) uint8_t smem[];
+  __shared__ __align__(8) uint64_t bars[2 * GW_STAGES];
+  __shared__ int32_t prefix[GW_MAX_EXPERTS + 1];
+
+  const int tid = threadIdx.x, wg = tid >> 7;
+  const uint32_t smem_base = smem_u32(smem);
+  const uint32_t full0 = smem_u32(&bars[0]), empty0 = smem_u32(&bars[GW_STAGES]);
+  const int E = p.num_experts;
+  if (tid == 0) {
+    gg_ring_init(smem_base, full0, empty0, GW_STAGES, 8); /* a release per consumer warp */
+    fence_mbar_init();
+  }
+  if (tid == 32) {
+    tma_prefetch_desc(&tm_dc);
+    tma_prefetch_desc(&tm_a);
+    if (!p.out_fp32) tma_prefetch_desc(&tm_dw);
+  }
+  /* every expert this call writes (count >= 0) has all m_tiles x n_tiles tiles */
+  if (tid >= 64 && tid < 96)
+    gg_unit_prefix(p.count, E, 1, 1, p.m_tiles * p.n_tiles, prefix, tid & 31);
+  __syncthreads();
+  const int total = prefix[E];
+
+  if (wg == 0) {
+    /* ------------------------------ producer ------------------------------ */
+    setmaxnreg_dec<40>();
+    if (tid == 0) {
+      int stage = 0;
+      uint32_t phase = 0;
+      int32_t cursor = 0;
+      for (int u = blockIdx.x; u < total; u += gridDim.x) {
+        const gg_tile t = gg_decode_m_grouped_from(u, prefix, E, p.n_tiles, p.group_m, &cursor);
+        const int nkb = gg_ceil_div(max(p.count[t.expert], 0), GW_BK);
+        const int row_base = p.offset[t.expert];
+        const int m0 = t.m_tile * GW_BM, n0 = t.n_tile * GW_BN;
+        for (int kb = 0; kb < nkb; ++kb) {
+          mbar_wait(empty0 + 8 * stage, phase ^ 1);
+          const uint32_t full = full0 + 8 * stage;
+          mbar_arrive_expect_tx(full, GW_STAGE_BYTES);
+          const uint32_t sa = smem_base + stage * GW_STAGE_BYTES, sb = sa + GW_A_BYTES;
+          const int r = row_base + kb * GW_BK;
+          /* boxes past the last dW row or column reload a valid one (computed, never stored) */
+          tma_load_2d(sa, &tm_dc, full, m0, r);
+          tma_load_2d(sa + 8192, &tm_dc, full, m0 + 64 < p.wn ? m0 + 64 : m0, r);
+#pragma unroll
+          for (int j = 0; j < 4; ++j)
+            tma_load_2d(sb + j * 8192, &tm_a, full, n0 + 64 * j < p.wk ? n0 + 64 * j : n0, r);
+          if (++stage == GW_STAGES) { stage = 0; phase ^= 1; }
+        }
+      }
+    }
+  } else {
+    /* ------------------------------ consumers ----------------------------- */
+    setmaxnreg_inc<232>();
+    const int cwg = wg - 1, wtid = tid & 127, warp = wtid >> 5, lane = wtid & 31;
+    const uint32_t epi = smem_base + GW_EPI_OFF + cwg * GW_EPI_BYTES;
+    /* both operands MN-major: a 16-row slice is 2048 bytes further in every box */
+    uint64_t da0 = wgmma_desc_sw128(smem_base + cwg * 8192, 8192, 1024);
+    uint64_t db0 = wgmma_desc_sw128(smem_base + GW_A_BYTES, 8192, 1024);
+    asm volatile("" : "+l"(da0), "+l"(db0)); /* built once: not re-derived from addresses */
+    int stage = 0;
+    uint32_t phase = 0;
+    int32_t cursor = 0;
+    bool first = true; /* this warpgroup has issued no block yet (turns) */
+    float acc[128];
+    for (int u = blockIdx.x; u < total; u += gridDim.x) {
+      const gg_tile t = gg_decode_m_grouped_from(u, prefix, E, p.n_tiles, p.group_m, &cursor);
+      const int cnt = max(p.count[t.expert], 0);
+      const int nkb = gg_ceil_div(cnt, GW_BK);
+#pragma unroll
+      for (int i = 0; i < 128; ++i) acc[i] = 0.0f;
+      int prev = -1;
+      for (int kb = 0; kb < nkb; ++kb) {
+        const int valid = cnt - kb * GW_BK, ns = gw_slices(cnt, kb);
+        mbar_wait(full0 + 8 * stage, phase);
+        if (valid < 16 * ns) {
+          /* The last slice's rows past the count are another expert's (or anything): zeroed in
+           * all six boxes of the stage (dC: 2, A: 4) before the tensor cores read them, by both
+           * consumer warpgroups together. */
+          const int nrow = 16 * ns - valid, per_box = nrow * 8; /* 16-byte chunks */
+          const uint4 z = make_uint4(0, 0, 0, 0);
+#pragma unroll 1
+          for (int i = tid - 128; i < 6 * per_box; i += 256) {
+            const int box = i / per_box, rem = i - box * per_box;
+            *(uint4 *)(smem + stage * GW_STAGE_BYTES + box * 8192 + (valid + rem / 8) * 128 +
+                       (rem & 7) * 16) = z;
+          }
+          fence_proxy_async_smem();
+          named_bar_sync(1, 256);
+        }
+        const uint64_t da = wgmma_desc_add(da0, stage * GW_STAGE_BYTES);
+        const uint64_t db = wgmma_desc_add(db0, stage * GW_STAGE_BYTES);
+        if (!(cwg == 0 && first)) named_bar_sync(GW_BAR_TURN + cwg, 256);
+        /* A whole block unrolled, a last, shorter one as a loop, one commit after both (guarded
+         * wgmmas, or a commit in each path, make ptxas serialize every wgmma: C7511). */
+        wgmma_fence();
+        if (ns == 4) {
+#pragma unroll
+          for (int kk = 0; kk < 4; ++kk)
+            wgmma_m64n256k16_bf16<1, 1>(acc, wgmma_desc_add(da, kk * 2048),
+                                        wgmma_desc_add(db, kk * 2048), 1);
+        } else {
+#pragma unroll 1
+          for (int kk = 0; kk < ns; ++kk)
+            wgmma_m64n256k16_bf16<1, 1>(acc, wgmma_desc_add(da, kk * 2048),
+                                        wgmma_desc_add(db, kk * 2048), 1);
+        }
+        wgmma_commit();
+        named_bar_arrive(GW_BAR_TURN + 1 - cwg, 256);
+        first = false;
+        wgmma_wait<1>();
+        if (prev >= 0) gg_release<1>(empty0 + 8 * prev, lane);
+        prev = stage;
+        if (++stage == GW_STAGES) { stage = 0; phase ^= 1; }
+      }
+      wgmma_wait<0>();
+      reg_fence(acc, 128);
+      if (prev >= 0) gg_release<1>(empty0 + 8 * prev, lane);
+
+      /* ------------------------------ epilogue ------------------------------ */
+      const int r0 = t.m_tile * GW_BM + cwg * 64; /* this warpgroup's first dW row */
+      if (!p.out_fp32) {
+        /* two 128-column passes through the warpgroup's staging buffer; a 64-row block past wn,
+         * if any, is staged but not stored (a branch around the passes would make ptxas
+         * serialize the wgmmas: C7520) */
+        const int row0 = (p.expert_base + t.expert) * p.wn + r0, col0 = t.n_tile * GW_BN;
+        const CUtensorMap *map = r0 < p.wn ? &tm_dw : NULL;
+        gg_store_pass<0, 2>(acc, epi, wtid, map, col0, p.wk, row0, 2 + cwg);
+        gg_store_pass<16, 2>(acc, epi, wtid, map, col0 + 128, p.wk, row0, 2 + cwg);
+      } else if (!(p.accumulate && cnt == 0)) { /* (nothing to add) */
+        /* fp32: direct stores; 4 lanes cover 32 contiguous bytes */
+        const int rbase = r0 + warp * 16 + (lane >> 2);
+        const size_t ebase = (size_t)t.expert * p.wn * p.wk;
+#pragma unroll
+        for (int n8 = 0; n8 < 32; ++n8) {
+          const int col = t.n_tile * GW_BN + n8 * 8 + (lane & 3) * 2;
+#pragma unroll
+          for (int h = 0; h < 2; ++h) {
+            const int row = rbase + 8 * h;
+            if (row < p.wn && col < p.wk) {
+              float2 *dst = (float2 *)((float *)p.dw + ebase + (size_t)row * p.wk + col);
+              float v0 = acc[n8 * 4 + 2 * h], v1 = acc[n8 * 4 + 2 * h + 1];
+              if (p.accumulate) {
+                const float2 o = *dst;
+                v0 += o.x;
+                v1 += o.y;
+              }
+              *dst = make_float2(v0, v1);
+            }
+          }
+        }
+      }
+    }
+    if (cwg == 0 && !first) named_bar_sync(GW_BAR_TURN, 256); /* 1's last turn */
+    if (wtid == 0) bulk_wait0(); /* this warpgroup's TMA stores are complete */
+  }
+}
+
+/* ---- host side ------------------------------------------------------------------------------ */
+extern "C" mok_status mok_gg_bf16_wgrad_ld(const void *dc, int64_t ld_dc, const void *a,
+                                           int64_t ld_a, void *dw, int out_fp32, int accumulate,
+                                           const int32_t *expert_offset,
+                                           const int32_t *expert_count, int num_experts,
+                                           int64_t m_total, int64_t n, int64_t k,
+                                           const mok_gg_launch *launch, cudaStream_t stream) {
+  if (!dc || !a || !dw || !expert_offset || !expert_count) return MOK_ERR_INVALID_ARGUMENT;
+  if (num_experts <= 0 || m_total <= 0 || n <= 0 || k <= 0) return MOK_ERR_INVALID_SHAPE;
+  if (m_total > INT32_MAX || (int64_t)num_experts * n > INT32_MAX || k > INT32_MAX)
+    return MOK_ERR_INVALID_SHAPE;
+  if (n % MOK_GG_ALIGN || k % MOK_GG_ALIGN || ((uintptr_t)dw & 15)) return MOK_ERR_MISALIGNED;
+  if (accumulate && !out_fp32) return MOK_ERR_INVALID_ARGUMENT;
+  mok_gg_launch l;
+  MOK_KTRY(gg_launch_get(launch, 1, 0, &l)); /* single CTAs only */
+  CUtensorMap tdc, ta, tdw;
+  MOK_KTRY(gg_make_tmap_2d_ld(&tdc, dc, m_total, n, ld_dc, 2, 64, 64));
+  MOK_KTRY(gg_make_tmap_2d_ld(&ta, a, m_total, k, ld_a, 2, 64, 64));
+  if (!out_fp32) MOK_KTRY(gg_make_tmap_2d(&tdw, dw, (int64_t)num_experts * n, k, 2, 64, 64));
+  else tdw = tdc;
+  static int max_ctas = 0; /* co-resident CTAs, found once (also raises the smem limit) */
+  if (!max_ctas)
+    MOK_KTRY(gg_coresident_ctas((const void *)gg_bf16_wgrad_kernel, GW_THREADS, GW_SMEM, 1,
+                                &max_ctas));
+  const int cap = gg_ctas_cap(max_ctas, 1, l.max_ctas);
+  if (cap < 1) return MOK_ERR_INVALID_ARGUMENT;
+  gw_params p = {};
+  p.m_tiles = (int)((n + GW_BM - 1) / GW_BM);
+  p.n_tiles = (int)((k + GW_BN - 1) / GW_BN);
+  p.group_m = 16;
+  p.wn = (int)n;
+  p.wk = (int)k;
+  p.out_fp32 = out_fp32 != 0;
+  p.accumulate = accumulate != 0;
+  const size_t esz = out_fp32 ? 4 : 2;
+  for (int e0 = 0; e0 < num_experts; e0 += GW_MAX_EXPERTS) {
+    p.num_experts = num_experts - e0 < GW_MAX_EXPERTS ? num_experts - e0 : GW_MAX_EXPERTS;
+    p.expert_base = e0;
+    p.offset = expert_offset + e0;
+    p.count = expert_count + e0;
+    p.dw = (uint8_t *)dw + (size_t)e0 * n * k * esz;
+    const int64_t units = (int64_t)p.num_experts * p.m_tiles * p.n_tiles;
+    const int grid = (int)(units < cap ? units : cap);
+    gg_bf16_wgrad_kernel<<<grid, GW_THREADS, GW_SMEM, stream>>>(tdc, ta, tdw, p);
+    MOK_KLAUNCHED();
+  }
+  return MOK_SUCCESS;
+}
+
+extern "C" mok_status mok_gg_bf16_wgrad(const void *dc, const void *a, void *dw, int out_fp32,
+                                        int accumulate, const int32_t *expert_offset,
+                                        const int32_t *expert_count, int num_experts,
+                                        int64_t m_total, int64_t n, int64_t k,
+                                        const mok_gg_launch *launch, cudaStream_t stream) {
+  return mok_gg_bf16_wgrad_ld(dc, n, a, k, dw, out_fp32, accumulate, expert_offset, expert_count,
+                              num_experts, m_total, n, k, launch, stream);
+}
