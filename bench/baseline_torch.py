@@ -1,7 +1,12 @@
 """baseline_torch.py — the PyTorch+NCCL MoE layer that mok is measured against: what a training
 stack runs today. Dispatch with all_to_all_single (split sizes copied to the host), experts with
 torch._grouped_mm, SwiGLU, the shared expert as dense matmuls, combine with a second all_to_all and
-index_add; backward through autograd."""
+index_add; backward through autograd. With fp8=True the routed experts run PyTorch's FP8 path:
+torch._scaled_grouped_mm on E4M3 operands with rowwise power-of-two scales, the recipe of
+torchao's MoE training (forward: tokens per row, weights per output column; data gradient:
+weights per column of the reduction; weight gradient: per expert and column over the expert's
+tokens), written here in torch ops because torchao is not a dependency; groups padded to 16
+rows as that recipe requires; the shared expert stays BF16, as in mok's FP8 layer."""
 import torch
 import torch.distributed as dist
 import torch.nn.functional as F
@@ -35,9 +40,115 @@ def grouped_mm_works():
         return False
 
 
+E4M3_MAX = 448.0
+
+
+def _fp8_scale(amax):
+    """The power-of-two scale that maps amax to at most E4M3's largest value."""
+    return torch.exp2(torch.floor(torch.log2(E4M3_MAX / amax.float().clamp(min=1e-12))))
+
+
+def _to_fp8(t, scale):
+    return (t.float() * scale).clamp(-E4M3_MAX, E4M3_MAX).to(torch.float8_e4m3fn)
+
+
+def _fp8_rows(t):
+    """E4M3 codes of t with one scale per row (over the last dim) and the scales' inverses."""
+    s = _fp8_scale(t.abs().amax(-1, keepdim=True))
+    return _to_fp8(t, s), s.reciprocal().squeeze(-1)
+
+
+def _fp8_group_cols(t, gid, groups):
+    """E4M3 codes of t [M, C] with one scale per (group, column) over the group's rows (gid: each
+    row's group; rows with gid == groups lie past the last group and take a dummy scale), and the
+    inverses [groups, C]."""
+    amax = torch.zeros(groups + 1, t.shape[1], device=t.device, dtype=torch.float32)
+    amax.scatter_reduce_(0, gid[:, None].expand(t.shape), t.abs().float(), "amax")
+    s = _fp8_scale(amax)
+    return _to_fp8(t, s[gid]), s[:groups].reciprocal()
+
+
+class _FP8GroupedMM(torch.autograd.Function):
+    """a [M, K] x w [G, N, K] -> [M, N] per row group (offs: the groups' ends, multiples of 16;
+    gid: each row's group), every product on torch._scaled_grouped_mm in E4M3."""
+
+    @staticmethod
+    def forward(ctx, a, w, offs, gid):
+        qa, sa = _fp8_rows(a)
+        qw, sw = _fp8_rows(w)
+        ctx.save_for_backward(a, w, offs, gid)
+        return torch._scaled_grouped_mm(qa, qw.transpose(-2, -1), sa, sw, offs=offs,
+                                        out_dtype=torch.bfloat16, use_fast_accum=True)
+
+    @staticmethod
+    def backward(ctx, g):
+        a, w, offs, gid = ctx.saved_tensors
+        g = g.contiguous()
+        qg, sg = _fp8_rows(g)
+        qwt, swt = _fp8_rows(w.transpose(-2, -1).contiguous())
+        da = torch._scaled_grouped_mm(qg, qwt.transpose(-2, -1), sg, swt, offs=offs,
+                                      out_dtype=torch.bfloat16, use_fast_accum=True)
+        groups = w.shape[0]
+        qgc, sgc = _fp8_group_cols(g, gid, groups)
+        qac, sac = _fp8_group_cols(a, gid, groups)
+        dw = torch._scaled_grouped_mm(qgc.t().contiguous(), qac.t().contiguous().t(),
+                                      sgc.reshape(-1), sac.reshape(-1), offs=offs,
+                                      out_dtype=torch.bfloat16, use_fast_accum=True)
+        return da, dw, None, None
+
+
+def _experts_fp8(rows, cnt, w_gate, w_up, w_down, limit):
+    """The routed experts on rows grouped by expert (cnt rows each) in FP8, each group padded to
+    16 rows (no host sync: the padded buffer has room for the worst case)."""
+    el, m = cnt.numel(), rows.shape[0]
+    dev = rows.device
+    pad = (cnt + 15) // 16 * 16
+    end_p = torch.cumsum(pad, 0)
+    start = torch.cumsum(cnt, 0) - cnt
+    gid = torch.repeat_interleave(torch.arange(el, device=dev), cnt, output_size=m)
+    dest = (end_p - pad)[gid] + torch.arange(m, device=dev) - start[gid]
+    mp = m + 16 * el
+    gid_p = torch.searchsorted(end_p, torch.arange(mp, device=dev), right=True)
+    offs = end_p.to(torch.int32)
+    rows_p = rows.new_zeros(mp, rows.shape[1]).index_copy(0, dest, rows)
+    h = _swiglu(_FP8GroupedMM.apply(rows_p, w_gate, offs, gid_p),
+                _FP8GroupedMM.apply(rows_p, w_up, offs, gid_p), limit)
+    return _FP8GroupedMM.apply(h, w_down, offs, gid_p)[dest]
+
+
+def scaled_grouped_mm_works():
+    """Whether the FP8 experts above run here (torch._scaled_grouped_mm needs sm90 and a recent
+    torch), checked forward and backward against the bf16 product on a small problem: "" when
+    they do, else why not."""
+    try:
+        torch.manual_seed(0)
+        a = torch.randn(40, 64, device="cuda", dtype=torch.bfloat16, requires_grad=True)
+        w = torch.randn(3, 32, 64, device="cuda", dtype=torch.bfloat16, requires_grad=True)
+        cnt = torch.tensor([16, 0, 24], device="cuda")
+        rows_ref = torch.cat([a[:16] @ w[0].t(), a[16:] @ w[2].t()])
+        el, m = 3, 40
+        pad = (cnt + 15) // 16 * 16
+        end_p = torch.cumsum(pad, 0)
+        gid = torch.repeat_interleave(torch.arange(el, device="cuda"), cnt, output_size=m)
+        dest = (end_p - pad)[gid] + torch.arange(m, device="cuda") - (torch.cumsum(cnt, 0) - cnt)[gid]
+        gid_p = torch.searchsorted(end_p, torch.arange(m + 48, device="cuda"), right=True)
+        a_p = a.new_zeros(m + 48, 64).index_copy(0, dest, a)
+        out = _FP8GroupedMM.apply(a_p, w, end_p.to(torch.int32), gid_p)[dest]
+        (dw,) = torch.autograd.grad(out.float().square().sum(), [w])
+        (dw_ref,) = torch.autograd.grad(rows_ref.float().square().sum(), [w])
+        err_y = ((out.float() - rows_ref.float()).norm() / rows_ref.float().norm()).item()
+        err_dw = ((dw.float() - dw_ref.float()).norm() / dw_ref.float().norm()).item()
+        if err_y > 0.1 or err_dw > 0.1:
+            return f"FP8 experts differ from bf16: y {err_y:.2e}, dW {err_dw:.2e} (relative)"
+        return ""
+    except (RuntimeError, AttributeError, TypeError, ValueError) as e:
+        return f"{type(e).__name__}: {str(e).splitlines()[0] if str(e) else ''}"
+
+
 def moe_baseline(x, topk, rw, w_gate, w_up, w_down, ws_gate, ws_up, ws_down, num_experts,
-                 group=None, limit=0.0):
-    """Same math as mok.functional.moe; differentiable through autograd."""
+                 group=None, limit=0.0, fp8=False):
+    """Same math as mok.functional.moe; differentiable through autograd. fp8: the routed experts
+    on PyTorch's FP8 grouped GEMM (see the top of this file)."""
     ep = dist.get_world_size(group) if dist.is_initialized() else 1
     el = num_experts // ep
     T, k = topk.shape
@@ -59,9 +170,13 @@ def moe_baseline(x, topk, rw, w_gate, w_up, w_down, ws_gate, ws_up, ws_down, num
     src_expert = torch.repeat_interleave(torch.arange(ep * el, device=x.device) % el, recv_counts.view(-1))
     regroup = torch.argsort(src_expert, stable=True)
     rows = recv_x[regroup]
-    offs = torch.cumsum(recv_counts.view(ep, el).sum(0), 0).to(torch.int32)
-    h = _swiglu(_grouped(rows, w_gate, offs), _grouped(rows, w_up, offs), limit)
-    out_rows = _grouped(h, w_down, offs)
+    cnt = recv_counts.view(ep, el).sum(0)
+    if fp8:
+        out_rows = _experts_fp8(rows, cnt, w_gate, w_up, w_down, limit)
+    else:
+        offs = torch.cumsum(cnt, 0).to(torch.int32)
+        h = _swiglu(_grouped(rows, w_gate, offs), _grouped(rows, w_up, offs), limit)
+        out_rows = _grouped(h, w_down, offs)
     back = out_rows[torch.argsort(regroup)]              # back to (source rank, expert) order
     if ep > 1:
         expert_out = a2a_autograd(back.new_empty(sum(send_splits), back.shape[1]), back, send_splits,

@@ -8,7 +8,10 @@ then times forward and backward of each (warm-up, >= 50 iterations with CUDA eve
 iterations of the slowest rank) and prints TFLOP/s per GPU by the published convention
 (6*(T*Is/I + T*k)*H*I per forward, twice that per backward); the ratio column is baseline time over
 mok time. --also grouped,oracle,fused adds mok's other paths on the same data; --fp8 mok's FP8 forward and backward
-against the same BF16 baseline; --ring-mb mok's token ring. Writes a JSON file and a PNG chart."""
+against the same BF16 baseline and against PyTorch's FP8 path (baseline_torch.py, where
+torch._scaled_grouped_mm runs); --experts-div 2 gives every shape half its routed experts (one GPU
+then carries EP=2's routed work per GPU); --ring-mb mok's token ring. Writes a JSON file and a PNG
+chart."""
 import argparse
 import json
 import os
@@ -26,7 +29,7 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.join(HERE, "..", "python"))
 sys.path.insert(0, HERE)
 import mok.functional as mf  # noqa: E402
-from baseline_torch import grouped_mm_works, moe_baseline  # noqa: E402
+from baseline_torch import grouped_mm_works, moe_baseline, scaled_grouped_mm_works  # noqa: E402
 
 # name: (H, I, E, k, Is)
 SHAPES = {
@@ -36,6 +39,7 @@ SHAPES = {
     "qwen3-30b": (2048, 768, 128, 8, 0),
     "glm-4.5": (5120, 1536, 160, 8, 1536),
     "deepseek-v4-pro": (7168, 3072, 384, 6, 0),
+    "olmoe": (2048, 1024, 64, 8, 0),  # OLMoE-like: few, fine-grained experts
 }
 
 
@@ -224,10 +228,10 @@ def run_case(name, shape, T, routing, group, args):
         with torch.no_grad():
             return moe_baseline(x, topk, rw, *wl, E)
 
-    def base_fwd_bwd():
+    def base_fwd_bwd(fp8=False):
         leaves = [t.detach().requires_grad_() for t in [x, rw] + params]
         wl2 = leaves[2:5] + (leaves[5:8] if Is else [None, None, None])
-        y = moe_baseline(leaves[0], topk, leaves[1], *wl2, E)
+        y = moe_baseline(leaves[0], topk, leaves[1], *wl2, E, fp8=fp8)
         return torch.autograd.grad(y, leaves, dy)
 
     # correctness first: mok against the baseline on this data
@@ -238,7 +242,8 @@ def run_case(name, shape, T, routing, group, args):
              "dw": max(rel(g_mok[2 + i], g_base[2 + i]) for i in range(3))}
     del y_mok, y_base, g_mok, g_base
     flops = 6.0 * (T * Is / I + T * k) * H * I
-    res = {"shape": name, "ep": ep, "tokens": T, "routing": routing, "check": check}
+    label = name if E == SHAPES[name][2] else f"{name}/E{E}"  # /E128: EP=2's routed work per GPU
+    res = {"shape": label, "model": name, "experts": E, "ep": ep, "tokens": T, "routing": routing, "check": check}
     t_mok_f = slowest_median(timed(mok_fwd, args.iters, args.warmup))
     t_mok_b = slowest_median(timed(mok_bwd, args.iters, args.warmup))
     t_base_f = slowest_median(timed(base_fwd, args.iters, args.warmup))
@@ -268,6 +273,21 @@ def run_case(name, shape, T, routing, group, args):
             t_b8g = slowest_median(timed(graphed(fp8_bwd), args.iters, args.warmup))
             res.update(fp8_graph_fwd_ms=t_f8g, fp8_graph_bwd_ms=t_b8g)
         del q, t8
+        if args.torch_fp8:  # PyTorch's FP8 path on the same data, its quantizations timed
+            def base8_fwd():
+                with torch.no_grad():
+                    return moe_baseline(x, topk, rw, *wl, E, fp8=True)
+
+            def base8_fwd_bwd():
+                return base_fwd_bwd(fp8=True)
+
+            check["torch_fp8_y"] = rel(base8_fwd(), base_fwd())
+            g8, g_base = base8_fwd_bwd(), base_fwd_bwd()
+            check["torch_fp8_dx"] = rel(g8[0], g_base[0])
+            del g8, g_base
+            t_bf8 = slowest_median(timed(base8_fwd, args.iters, args.warmup))
+            t_bfb8 = slowest_median(timed(base8_fwd_bwd, args.iters, args.warmup))
+            res.update(base_fp8_fwd_ms=t_bf8, base_fp8_bwd_ms=max(t_bfb8 - t_bf8, 1e-6))
     res["plans"] = group.plans()  # what mok ran: the plan of each workspace the case made
     for path in [a for a in args.also.split(",") if a]:  # other mok paths on the same data
         gp = mf.Group(path=path)
@@ -333,6 +353,9 @@ def main():
     ap.add_argument("--fp8", action="store_true",
                     help="also time mok's FP8 (block-128) forward and backward on every case, against "
                          "the same PyTorch+NCCL BF16 passes (printed after the table)")
+    ap.add_argument("--experts-div", type=int, default=1,
+                    help="every shape with its routed experts divided by this (2: one GPU carries "
+                         "EP=2's routed work per GPU, without NVLink)")
     ap.add_argument("--ring-mb", type=int, default=0,
                     help="mok's token ring per layer in MiB (config.ring_bytes; 0: none, the default)")
     ap.add_argument("--graph", action="store_true",
@@ -351,13 +374,18 @@ def main():
         deepep_note = "DeepEP not installed: PyTorch+NCCL is the only baseline"
     if not grouped_mm_works():
         raise SystemExit("torch._grouped_mm does not run here: the baseline needs it")
+    why_no_fp8 = scaled_grouped_mm_works() if args.fp8 else "not asked (--fp8)"
+    args.torch_fp8 = not why_no_fp8
     if rank == 0:
         print(f"EP={ep}, seed {args.seed}, mok token ring {args.ring_mb} MiB; {deepep_note}")
+        if args.fp8 and why_no_fp8:
+            print(f"no PyTorch FP8 baseline: {why_no_fp8}")
     rows = []
     for name in args.shapes.split(","):
         for T in [int(t) for t in args.tokens.split(",")]:
             for routing in args.routing.split(","):
-                if not fits(SHAPES[name], T, ep):
+                shape = shape_with(name, SHAPES[name][2] // args.experts_div)
+                if not fits(shape, T, ep):
                     if rank == 0:
                         print(f"skip {name} T={T} EP={ep}: does not fit one GPU's memory with the baseline")
                     continue
@@ -367,7 +395,7 @@ def main():
                     knobs["fp8_shared_expert"] = args.fp8_shared
                 group = mf.Group(**knobs)
                 try:
-                    r = run_case(name, SHAPES[name], T, routing, group, args)
+                    r = run_case(name, shape, T, routing, group, args)
                 except torch.OutOfMemoryError:  # the same shapes on every rank: all of them land here
                     r = None
                 group.destroy()
@@ -393,7 +421,7 @@ def main():
         print(f"\n{'shape':16s} {'EP':>2s} {'T':>5s} {'routing':8s} {'pass':4s} {'mok ms':>8s} {'TFLOP/s':>8s} "
               f"{'base ms':>8s} {'TFLOP/s':>8s} {'ratio':>6s} {'rel err':>8s} {extra}")
         for r in rows:
-            err = max(v for key, v in r["check"].items() if not key.startswith("fp8"))
+            err = max(v for key, v in r["check"].items() if not key.startswith(("fp8", "torch_fp8")))
             for p in ("fwd", "bwd"):
                 extra = " ".join(f"{r[f'{a}_{p}_ms']:9.3f} {r[f'{a}_{p}_tflops']:8.1f}" for a in also)
                 print(f"{r['shape']:16s} {r['ep']:2d} {r['tokens']:5d} {r['routing']:8s} {p:4s} "
@@ -407,12 +435,13 @@ def main():
                 print(f"{r['shape']:16s} {r['ep']:2d} {r['tokens']:5d} {r['routing']:8s} fwd  "
                       f"mok FP8 {r['fp8_fwd_ms']:8.3f} ms {r['fp8_fwd_tflops']:7.1f} TFLOP/s (BF16 count), "
                       f"{r['base_fwd_ms'] / r['fp8_fwd_ms']:5.2f}x PyTorch+NCCL BF16, "
-                      f"y vs baseline {r['check']['fp8_y']:.1e}, host {r['fp8_fwd_host_ms']:.3f} ms")
+                      f"y vs baseline {r['check']['fp8_y']:.1e}, host {r['fp8_fwd_host_ms']:.3f} ms"
+                      f"{torch_fp8(r, 'fwd')}")
                 print(f"{r['shape']:16s} {r['ep']:2d} {r['tokens']:5d} {r['routing']:8s} bwd  "
                       f"mok FP8 {r['fp8_bwd_ms']:8.3f} ms {r['fp8_bwd_tflops']:7.1f} TFLOP/s (BF16 count), "
                       f"{r['base_bwd_ms'] / r['fp8_bwd_ms']:5.2f}x PyTorch+NCCL BF16, "
                       f"dx, d_rw vs baseline {r['check']['fp8_dx']:.1e}, {r['check']['fp8_drw']:.1e}, "
-                      f"host {r['fp8_bwd_host_ms']:.3f} ms")
+                      f"host {r['fp8_bwd_host_ms']:.3f} ms{torch_fp8(r, 'bwd')}")
                 if "fp8_graph_fwd_ms" in r:
                     for p in ("fwd", "bwd"):
                         t = r[f"fp8_graph_{p}_ms"]
@@ -424,13 +453,21 @@ def main():
         breakdown(rows, args, deepep_note)
 
 
+def torch_fp8(r, p):
+    """', PyTorch FP8 <ms> ms, <ratio>x' for row r's pass p, where the row has that baseline."""
+    if f"base_fp8_{p}_ms" not in r:
+        return ""
+    t = r[f"base_fp8_{p}_ms"]
+    return f"; PyTorch FP8 {t:8.3f} ms, {t / r[f'fp8_{p}_ms']:5.2f}x"
+
+
 def breakdown(rows, args, note):
     """Stage times of every measured case from `mok run --breakdown` (which starts its own process
     per GPU, after this harness has let go of the GPUs' work), printed and added to the JSON."""
     torch.cuda.empty_cache()
     for r in rows:
-        cmd = [args.mok, "run", "--breakdown", "--iters", "20", "--warmup", "3", "--shape", r["shape"],
-               "--tokens", str(r["tokens"]), "--routing", r["routing"], "--seed", str(args.seed)]
+        cmd = [args.mok, "run", "--breakdown", "--iters", "20", "--warmup", "3", "--shape", r["model"],
+               "--experts", str(r["experts"]), "--tokens", str(r["tokens"]), "--routing", r["routing"], "--seed", str(args.seed)]
         done = subprocess.run(cmd, capture_output=True, text=True, timeout=600)
         lines = done.stdout.splitlines()
         start = next((i for i, line in enumerate(lines) if "breakdown" in line), len(lines))

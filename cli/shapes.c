@@ -11,6 +11,7 @@ const mok_shape_preset mok_shape_presets[] = {
     {"qwen3-30b", {4096, 2048, 128, 768, 8, 0}},
     {"glm-4.5", {4096, 5120, 160, 1536, 8, 1536}},
     {"deepseek-v4-pro", {4096, 7168, 384, 3072, 6, 0}},
+    {"olmoe", {4096, 2048, 64, 1024, 8, 0}}, /* OLMoE-like: few, fine-grained experts */
     {NULL, {0, 0, 0, 0, 0, 0}},
 };
 

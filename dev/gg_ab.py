@@ -1,0 +1,125 @@
+"""gg_ab.py — A/B of the BF16 row-grouped GEMM kernel (kernels/gemm/bf16.cu: forward, gate+up with
+SwiGLU, data gradient, data gradient of the gate/up pair) built into separate libraries (argv:
+name=path ...), interleaved in one process: on every problem each library's output must equal the
+first's bitwise; then rounds x (each library) x iterations, the median per round, the median of
+rounds. Prints a table. A library from one tree:
+    nvcc -O3 -std=c++17 -gencode arch=compute_90a,code=sm_90a -Xcompiler -fPIC -Iinclude -I. \\
+        -shared -o gg.so kernels/gemm/bf16.cu kernels/gemm/tmap.cu kernels/common/launch_error.cu
+"""
+import ctypes
+import statistics
+import sys
+
+import torch
+
+SHAPES = [  # name, experts, rows per expert, H, I, zipf
+    ("dsv3_ep1", 256, 224, 7168, 2048, 0),
+    ("dsv3_ep1_zipf", 256, 224, 7168, 2048, 1),
+    ("dsv3_ep2", 128, 448, 7168, 2048, 0),
+    ("qwen3", 128, 448, 2048, 768, 0),
+    ("olmoe", 64, 896, 2048, 1024, 0),
+]
+
+
+def counts_for(e, rows, zipf):
+    if not zipf:
+        return [rows] * e
+    total = e * rows
+    w = sum(1.0 / (i + 1) for i in range(e))
+    c = [int(total * (1.0 / (i + 1)) / w) for i in range(e)]
+    c[0] += total - sum(c)
+    return c
+
+
+def load(path):
+    lib = ctypes.CDLL(path)
+    vp, i, i64, f = ctypes.c_void_p, ctypes.c_int, ctypes.c_int64, ctypes.c_float
+    lib.mok_gg_bf16_fwd.argtypes = [vp, vp, vp, vp, vp, i, i64, i64, i64, vp, vp]
+    lib.mok_gg_bf16_gate_up_swiglu.argtypes = [vp, vp, vp, vp, vp, vp, vp, i, i64, i64, i64, i, f,
+                                               vp, vp]
+    lib.mok_gg_bf16_dgrad.argtypes = [vp, vp, vp, vp, vp, i, i64, i64, i64, vp, vp]
+    lib.mok_gg_bf16_dgrad_pair.argtypes = [vp, vp, vp, vp, vp, vp, i, i64, i64, i64, vp, vp]
+    for fn in ("mok_gg_bf16_fwd", "mok_gg_bf16_gate_up_swiglu", "mok_gg_bf16_dgrad",
+               "mok_gg_bf16_dgrad_pair"):
+        getattr(lib, fn).restype = i
+    return lib
+
+
+def main():
+    libs = [(a.split("=")[0], load(a.split("=")[1])) for a in sys.argv[1:]]
+    torch.manual_seed(3)
+    rounds, iters = 3, 10
+    out_rows = []
+    st = lambda: torch.cuda.current_stream().cuda_stream  # noqa: E731
+    for name, e, rows, H, I, zipf in SHAPES:
+        cnt = counts_for(e, rows, zipf)
+        off = [0]  # experts start at multiples of 128 rows (gemm.h's layout contract)
+        for c in cnt:
+            off.append(off[-1] + (c + 127) // 128 * 128)
+        m = off[-1]
+        d = dict(device="cuda", dtype=torch.bfloat16)
+        x = torch.randn(m, H, **d)
+        wg, wu = torch.randn(e, I, H, **d) * 0.02, torch.randn(e, I, H, **d) * 0.02
+        wd = torch.randn(e, H, I, **d) * 0.02
+        act, pre = torch.empty(m, I, **d), torch.empty(m, 2 * I, **d)
+        y = torch.empty(m, H, **d)
+        dy = torch.randn(m, H, **d)
+        dact, dgu, dx = torch.empty(m, I, **d), torch.randn(m, 2 * I, **d), torch.empty(m, H, **d)
+        offs = torch.tensor(off, dtype=torch.int32, device="cuda")
+        cnts = torch.tensor(cnt, dtype=torch.int32, device="cuda")
+        o, c = offs.data_ptr(), cnts.data_ptr()
+        ops = {
+            "gate_up": (lambda lib: lib.mok_gg_bf16_gate_up_swiglu(
+                x.data_ptr(), wg.data_ptr(), wu.data_ptr(), act.data_ptr(), pre.data_ptr(), o, c, e,
+                m, I, H, 0, 0.0, None, st()), (act, pre), 2.0 * m * 2 * I * H),
+            "down": (lambda lib: lib.mok_gg_bf16_fwd(
+                act.data_ptr(), wd.data_ptr(), y.data_ptr(), o, c, e, m, H, I, None, st()), (y,),
+                2.0 * m * H * I),
+            "dgrad_down": (lambda lib: lib.mok_gg_bf16_dgrad(
+                dy.data_ptr(), wd.data_ptr(), dact.data_ptr(), o, c, e, m, H, I, None, st()), (dact,),
+                2.0 * m * H * I),
+            "dgrad_pair": (lambda lib: lib.mok_gg_bf16_dgrad_pair(
+                dgu.data_ptr(), wg.data_ptr(), wu.data_ptr(), dx.data_ptr(), o, c, e, m, I, H, None,
+                st()), (dx,), 2.0 * m * 2 * I * H),
+        }
+        for op, (call, outs, flop) in ops.items():
+            ref = None
+            same = True
+            for lname, lib in libs:
+                for t in outs:
+                    t.fill_(float("nan"))
+                assert call(lib) == 0
+                torch.cuda.synchronize()
+                got = [t.clone() for t in outs]
+                if ref is None:
+                    ref = got
+                else:
+                    same = same and all(torch.equal(a.view(torch.int16), b.view(torch.int16))
+                                        for a, b in zip(ref, got))
+            times = {l: [] for l, _ in libs}
+            for _ in range(rounds):
+                for lname, lib in libs:
+                    for _ in range(2):
+                        call(lib)
+                    ev = [torch.cuda.Event(enable_timing=True) for _ in range(iters + 1)]
+                    ev[0].record()
+                    for i in range(iters):
+                        call(lib)
+                        ev[i + 1].record()
+                    torch.cuda.synchronize()
+                    times[lname].append(statistics.median(ev[i].elapsed_time(ev[i + 1])
+                                                          for i in range(iters)))
+            row = [name, op, "yes" if same else "NO"]
+            for lname, _ in libs:
+                t = statistics.median(times[lname])
+                row.append(f"{t:.3f} ms {flop / t / 1e9:.0f}")
+            out_rows.append(row)
+        del x, wg, wu, wd, act, pre, y, dy, dact, dgu, dx
+        torch.cuda.empty_cache()
+    print("| shape | op | bitwise | " + " | ".join(l for l, _ in libs) + " |")
+    for r in out_rows:
+        print("| " + " | ".join(r) + " |")
+
+
+if __name__ == "__main__":
+    main()
