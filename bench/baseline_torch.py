@@ -107,7 +107,7 @@ def _experts_fp8(rows, cnt, w_gate, w_up, w_down, limit):
     start = torch.cumsum(cnt, 0) - cnt
     gid = torch.repeat_interleave(torch.arange(el, device=dev), cnt, output_size=m)
     dest = (end_p - pad)[gid] + torch.arange(m, device=dev) - start[gid]
-    mp = m + 16 * el
+    mp = (m + 16 * el + 15) // 16 * 16  # rows of 16-byte multiples once transposed
     gid_p = torch.searchsorted(end_p, torch.arange(mp, device=dev), right=True)
     offs = end_p.to(torch.int32)
     rows_p = rows.new_zeros(mp, rows.shape[1]).index_copy(0, dest, rows)
@@ -131,8 +131,9 @@ def scaled_grouped_mm_works():
         end_p = torch.cumsum(pad, 0)
         gid = torch.repeat_interleave(torch.arange(el, device="cuda"), cnt, output_size=m)
         dest = (end_p - pad)[gid] + torch.arange(m, device="cuda") - (torch.cumsum(cnt, 0) - cnt)[gid]
-        gid_p = torch.searchsorted(end_p, torch.arange(m + 48, device="cuda"), right=True)
-        a_p = a.new_zeros(m + 48, 64).index_copy(0, dest, a)
+        mp = (m + 48 + 15) // 16 * 16  # as _experts_fp8 sizes it
+        gid_p = torch.searchsorted(end_p, torch.arange(mp, device="cuda"), right=True)
+        a_p = a.new_zeros(mp, 64).index_copy(0, dest, a)
         out = _FP8GroupedMM.apply(a_p, w, end_p.to(torch.int32), gid_p)[dest]
         (dw,) = torch.autograd.grad(out.float().square().sum(), [w])
         (dw_ref,) = torch.autograd.grad(rows_ref.float().square().sum(), [w])
