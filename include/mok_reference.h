@@ -58,6 +58,23 @@ void mok_fp8_fake_quantize_row(const float *v, int64_t n, float *out);
  * block 128, or rows for one scale per expert and column (its expert_amax mode). */
 void mok_fp8_fake_quantize_columns(float *x, int64_t rows, int64_t cols, int64_t block);
 
+/* MXFP8 (OCP Microscaling: E4M3 codes, one E8M0 power-of-two scale per 32 consecutive values
+ * along a row; the scale rule of kernels/common/mx_scale.h: 2^(floor(log2(amax)) - 8), codes
+ * saturating). x [rows, k] (k a multiple of 32) -> codes [rows, k], scales [rows, k / 32]; a
+ * block holding a NaN or an infinity gets scale 255 (NaN) and NaN codes. Dequantized:
+ * code * 2^(scale - 127), NaN under scale 255. */
+void mok_mxfp8_quantize_rows(const float *x, int64_t rows, int64_t k, uint8_t *codes,
+                             uint8_t *scales);
+void mok_mxfp8_dequantize_rows(const uint8_t *codes, const uint8_t *scales, int64_t rows,
+                               int64_t k, float *x);
+/* How far MXFP8 rows (k a multiple of 128) re-expressed in 1x128 blocks (the conversion of
+ * kernels/pointwise/mxfp8.cu: a block's scale is the largest S of its four MX scales, each code
+ * rescaled by 2^(s - S) and rounded to E4M3) are from exact: the number of values that change,
+ * and (max_abs_err, if not NULL) the largest change in units of the value's own MX scale. 0:
+ * the conversion is lossless (as when a block's four scales are equal). */
+int64_t mok_mxfp8_block128_inexact(const uint8_t *codes, const uint8_t *scales, int64_t rows,
+                                   int64_t k, double *max_abs_err);
+
 typedef struct {
   mok_shape shape;       /* per-rank shape, the same on every rank                        */
   int ep;                /* ranks; E must be a multiple of ep                              */

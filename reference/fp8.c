@@ -5,6 +5,7 @@
 #include <math.h>
 #include <string.h>
 #include "mok_reference.h"
+#include "kernels/common/mx_scale.h"
 
 #define E4M3_MAX 448.0f
 
@@ -102,4 +103,60 @@ void mok_fp8_dequantize_weight_block128(const uint8_t *q, const float *scales, i
         const int64_t i = (e * n + r) * k + c;
         w[i] = mok_e4m3_to_float(q[i]) * scales[(e * nb + r / 128) * kb + c / 128];
       }
+}
+
+/* ---- MXFP8 (kernels/common/mx_scale.h) ---------------------------------------------------- */
+void mok_mxfp8_quantize_rows(const float *x, int64_t rows, int64_t k, uint8_t *codes,
+                             uint8_t *scales) {
+  for (int64_t r = 0; r < rows; ++r)
+    for (int64_t b = 0; b < k; b += MOK_MX_BLOCK) {
+      const float *v = x + r * k + b;
+      float amax = 0.0f;
+      int bad = 0;
+      for (int i = 0; i < MOK_MX_BLOCK; ++i) {
+        if (!isfinite(v[i])) bad = 1;
+        amax = fmaxf(amax, fabsf(v[i]));
+      }
+      const uint8_t s = bad ? (uint8_t)MOK_E8M0_NAN : mok_mx_scale_code(amax);
+      scales[r * (k / MOK_MX_BLOCK) + b / MOK_MX_BLOCK] = s;
+      const float inv = mok_mx_scale_inverse(s); /* a power of two: v * inv is exact */
+      for (int i = 0; i < MOK_MX_BLOCK; ++i)
+        codes[r * k + b + i] = bad ? 0x7f : mok_e4m3_from_float(v[i] * inv);
+    }
+}
+
+void mok_mxfp8_dequantize_rows(const uint8_t *codes, const uint8_t *scales, int64_t rows,
+                               int64_t k, float *x) {
+  for (int64_t r = 0; r < rows; ++r)
+    for (int64_t i = 0; i < k; ++i) {
+      const uint8_t s = scales[r * (k / MOK_MX_BLOCK) + i / MOK_MX_BLOCK];
+      x[r * k + i] = (float)((double)mok_e4m3_to_float(codes[r * k + i]) *
+                             (double)mok_mx_scale_value(s));
+    }
+}
+
+int64_t mok_mxfp8_block128_inexact(const uint8_t *codes, const uint8_t *scales, int64_t rows,
+                                   int64_t k, double *max_abs_err) {
+  int64_t changed = 0;
+  double worst = 0.0;
+  const int per = 128 / MOK_MX_BLOCK;
+  for (int64_t r = 0; r < rows; ++r)
+    for (int64_t b = 0; b < k; b += 128) {
+      const uint8_t *s = scales + r * (k / MOK_MX_BLOCK) + b / MOK_MX_BLOCK;
+      int top = 0;
+      for (int j = 0; j < per; ++j) top = s[j] > top && s[j] != MOK_E8M0_NAN ? s[j] : top;
+      for (int i = 0; i < 128; ++i) {
+        const int j = i / MOK_MX_BLOCK;
+        if (s[j] == MOK_E8M0_NAN) continue; /* NaN stays NaN */
+        const double v = mok_e4m3_to_float(codes[r * k + b + i]);   /* in units of 2^s */
+        const double shift = ldexp(1.0, (int)s[j] - top);            /* 2^(s - S) <= 1  */
+        const double back = mok_e4m3_to_float(mok_e4m3_from_float((float)(v * shift))) / shift;
+        if (back != v) {
+          ++changed;
+          if (fabs(back - v) > worst) worst = fabs(back - v);
+        }
+      }
+    }
+  if (max_abs_err) *max_abs_err = worst;
+  return changed;
 }

@@ -1,9 +1,13 @@
 /* test_fp8.c — E4M3 conversion (exact values, ties to even, saturation, subnormals, NaN, nearest
- * over every code), block and column quantization's error bounds, and the reference's FP8 modes
- * (forward, backward, FP8 weight gradients). */
+ * over every code), block and column quantization's error bounds, MXFP8's scale rule, quantizer
+ * and 1x128 conversion loss, and the reference's FP8 modes (forward, backward, FP8 weight
+ * gradients). */
+#include <float.h>
 #include <math.h>
 #include <stdlib.h>
+#include <string.h>
 #include "mok_reference.h"
+#include "kernels/common/mx_scale.h"
 #include "reference/ref_problem.h"
 #include "tests/tests.h"
 #include "tests/test_util.h"
@@ -354,4 +358,91 @@ void test_fp8_reference_fused_drw(void) {
   ref_grads_free(un);
   ref_grads_free(fu);
   mok_ref_problem_free(&p);
+}
+
+/* MXFP8: the E8M0 scale rule (kernels/common/mx_scale.h) against frexp over random magnitudes,
+ * subnormals and the edges; the reference quantizer's codes are its definition on fresh random
+ * blocks of varied magnitude (every value's E4M3 code of value / scale, the error bounded by half
+ * a quantum or the saturation); NaN and infinity poison only their block; the 1x128 conversion's
+ * loss: none with equal scales, counted exactly where a smaller-scaled block loses low bits. */
+void test_fp8_mxfp8(void) {
+  CHECK(mok_mx_scale_code(448.0f) == 127 && mok_mx_scale_value(127) == 1.0f);
+  CHECK(mok_mx_scale_code(1.0f) == 119);           /* 2^-8: 1 / scale = 256 */
+  CHECK(mok_mx_scale_code(511.0f) == 127);         /* 511 -> saturates to 448 */
+  CHECK(mok_mx_scale_code(512.0f) == 128);
+  CHECK(mok_mx_scale_code(0.0f) == 0 && mok_mx_scale_code(-0.0f) == 0);
+  CHECK(mok_mx_scale_code(NAN) == 0xFF && mok_mx_scale_code(INFINITY) == 0xFF);
+  CHECK(mok_mx_scale_code(0x1p-149f) == 0);        /* clamped to 2^-127 */
+  CHECK(mok_mx_scale_code(FLT_MAX) == 127 + 127 - 8);
+  CHECK(isnan(mok_mx_scale_value(0xFF)) && isnan(mok_mx_scale_inverse(0xFF)));
+  int bad = 0;
+  for (int c = 0; c < 255; ++c) { /* every code's value and its exact inverse */
+    const double v = mok_mx_scale_value((uint8_t)c), inv = mok_mx_scale_inverse((uint8_t)c);
+    if (v != ldexp(1.0, c - 127) || inv != ldexp(1.0, 127 - c)) ++bad;
+  }
+  CHECK(bad == 0);
+  mok_rng rng = mok_rng_for(test_seed(), 38);
+  bad = 0;
+  for (int t = 0; t < 200000; ++t) { /* floor(log2) from the bits, normals and subnormals */
+    uint32_t u = (uint32_t)mok_rng_next(&rng) & 0x7fffffffu;
+    if (t % 4 == 0) u &= 0x007fffffu; /* a subnormal */
+    if (u == 0 || u >= 0x7f800000u) continue;
+    float a;
+    memcpy(&a, &u, 4);
+    int e;
+    frexp((double)a, &e);
+    if (mok_mx_floor_log2(a) != e - 1) ++bad;
+    int want = e - 1 - 8 + 127;
+    want = want < 0 ? 0 : want > 254 ? 254 : want;
+    if (mok_mx_scale_code(a) != want) ++bad;
+  }
+  CHECK(bad == 0);
+
+  enum { ROWS = 16, K = 256 };
+  static float x[ROWS * K], y[ROWS * K];
+  static uint8_t q[ROWS * K], s[ROWS * K / 32];
+  for (int i = 0; i < ROWS * K; ++i) /* magnitudes spanning 2^-20 .. 2^20 across blocks */
+    x[i] = (float)((2.0 * mok_rng_uniform(&rng) - 1.0) * ldexp(1.0, (i / 32) % 41 - 20));
+  x[5] = 0.0f;
+  for (int i = 64; i < 96; ++i) x[i] = 0.0f; /* an all-zero block */
+  mok_mxfp8_quantize_rows(x, ROWS, K, q, s);
+  mok_mxfp8_dequantize_rows(q, s, ROWS, K, y);
+  bad = 0;
+  for (int b = 0; b < ROWS * K / 32; ++b) {
+    float amax = 0.0f;
+    for (int i = 0; i < 32; ++i) amax = fmaxf(amax, fabsf(x[b * 32 + i]));
+    if (s[b] != mok_mx_scale_code(amax)) ++bad;
+    const double sc = ldexp(1.0, (int)s[b] - 127);
+    for (int i = 0; i < 32; ++i) {
+      const double v = x[b * 32 + i], d = y[b * 32 + i];
+      if (q[b * 32 + i] != mok_e4m3_from_float((float)(v / sc))) ++bad;
+      /* within half an E4M3 quantum (relative 2^-4, or 2^-10 x scale in the subnormals), or
+       * saturated at 448 x scale */
+      const double tol = fmax(fabs(v) * 0x1p-4, sc * 0x1p-10);
+      if (!(fabs(d - v) <= tol || (fabs(d) == 448.0 * sc && fabs(v) >= 448.0 * sc))) ++bad;
+    }
+  }
+  CHECK(bad == 0);
+  CHECK(s[2] == 0 && y[64] == 0.0f && y[95] == 0.0f);
+  x[40] = NAN;      /* block 1 of row 0 */
+  x[K + 7] = -INFINITY; /* block 0 of row 1 */
+  mok_mxfp8_quantize_rows(x, ROWS, K, q, s);
+  mok_mxfp8_dequantize_rows(q, s, ROWS, K, y);
+  CHECK(s[1] == 0xFF && isnan(y[32]) && isnan(y[63]) && s[K / 32] == 0xFF && isnan(y[K]));
+  CHECK(s[0] != 0xFF && !isnan(y[0]) && s[K / 32 + 1] != 0xFF && !isnan(y[K + 32]));
+
+  /* 1x128 conversion: equal scales are lossless; a block 2^-4 below its neighbours keeps codes
+   * that stay normal after the shift and loses the low bits of the ones that fall under 2^-6 */
+  static uint8_t cq[128], cs[4];
+  for (int i = 0; i < 128; ++i) cq[i] = (uint8_t)(0x38 + (i % 8)); /* 1.0 .. 1.875 */
+  memset(cs, 120, 4);
+  double err = -1.0;
+  CHECK(mok_mxfp8_block128_inexact(cq, cs, 1, 128, &err) == 0 && err == 0.0);
+  cs[1] = 116;                      /* block 1: 2^-4 of the largest */
+  CHECK(mok_mxfp8_block128_inexact(cq, cs, 1, 128, NULL) == 0); /* 1.mmm * 2^-4: still normal */
+  cs[1] = 111;                      /* 2^-9: 1.mmm lands on the subnormal quantum 2^-9 */
+  const int64_t n = mok_mxfp8_block128_inexact(cq, cs, 1, 128, &err);
+  int want = 0;
+  for (int i = 32; i < 64; ++i) want += (i % 8) != 0; /* only 1.0 is exact there */
+  CHECK(n == want && err > 0.0 && err <= 0.5);
 }

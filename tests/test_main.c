@@ -19,6 +19,7 @@ static const test_case cases[] = {
     {"bf16_clamp_round", test_bf16_clamp_round},
     {"fp8_e4m3", test_fp8_e4m3},
     {"fp8_block_quantization", test_fp8_block_quantization},
+    {"fp8_mxfp8", test_fp8_mxfp8},
     {"fp8_reference_forward", test_fp8_reference_forward},
     {"fp8_reference_backward", test_fp8_reference_backward},
     {"fp8_reference_shared", test_fp8_reference_shared},

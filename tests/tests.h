@@ -19,6 +19,7 @@ void test_bf16_rounding(void);
 void test_bf16_clamp_round(void);
 void test_fp8_e4m3(void);
 void test_fp8_block_quantization(void);
+void test_fp8_mxfp8(void);
 void test_fp8_reference_forward(void);
 void test_fp8_reference_backward(void);
 void test_fp8_reference_shared(void);
