@@ -97,19 +97,25 @@ class _FP8GroupedMM(torch.autograd.Function):
         return da, dw, None, None
 
 
-def _experts_fp8(rows, cnt, w_gate, w_up, w_down, limit):
-    """The routed experts on rows grouped by expert (cnt rows each) in FP8, each group padded to
-    16 rows (no host sync: the padded buffer has room for the worst case)."""
-    el, m = cnt.numel(), rows.shape[0]
-    dev = rows.device
+def _padded_groups(cnt, m):
+    """Row groups of cnt rows each (m in all) padded to multiples of 16 rows, with no host sync
+    (the padded buffer has room for the worst case): each row's padded position, the padded
+    groups' ends (int32), each padded row's group (groups past the last: len(cnt)) and the padded
+    buffer's rows (a multiple of 16, so that its transposes keep 16-byte rows)."""
+    el, dev = cnt.numel(), cnt.device
     pad = (cnt + 15) // 16 * 16
     end_p = torch.cumsum(pad, 0)
     start = torch.cumsum(cnt, 0) - cnt
     gid = torch.repeat_interleave(torch.arange(el, device=dev), cnt, output_size=m)
     dest = (end_p - pad)[gid] + torch.arange(m, device=dev) - start[gid]
-    mp = (m + 16 * el + 15) // 16 * 16  # rows of 16-byte multiples once transposed
+    mp = (m + 16 * el + 15) // 16 * 16
     gid_p = torch.searchsorted(end_p, torch.arange(mp, device=dev), right=True)
-    offs = end_p.to(torch.int32)
+    return dest, end_p.to(torch.int32), gid_p, mp
+
+
+def _experts_fp8(rows, cnt, w_gate, w_up, w_down, limit):
+    """The routed experts on rows grouped by expert (cnt rows each) in FP8."""
+    dest, offs, gid_p, mp = _padded_groups(cnt, rows.shape[0])
     rows_p = rows.new_zeros(mp, rows.shape[1]).index_copy(0, dest, rows)
     h = _swiglu(_FP8GroupedMM.apply(rows_p, w_gate, offs, gid_p),
                 _FP8GroupedMM.apply(rows_p, w_up, offs, gid_p), limit)
@@ -126,15 +132,9 @@ def scaled_grouped_mm_works():
         w = torch.randn(3, 32, 64, device="cuda", dtype=torch.bfloat16, requires_grad=True)
         cnt = torch.tensor([16, 0, 24], device="cuda")
         rows_ref = torch.cat([a[:16] @ w[0].t(), a[16:] @ w[2].t()])
-        el, m = 3, 40
-        pad = (cnt + 15) // 16 * 16
-        end_p = torch.cumsum(pad, 0)
-        gid = torch.repeat_interleave(torch.arange(el, device="cuda"), cnt, output_size=m)
-        dest = (end_p - pad)[gid] + torch.arange(m, device="cuda") - (torch.cumsum(cnt, 0) - cnt)[gid]
-        mp = (m + 48 + 15) // 16 * 16  # as _experts_fp8 sizes it
-        gid_p = torch.searchsorted(end_p, torch.arange(mp, device="cuda"), right=True)
+        dest, offs, gid_p, mp = _padded_groups(cnt, 40)
         a_p = a.new_zeros(mp, 64).index_copy(0, dest, a)
-        out = _FP8GroupedMM.apply(a_p, w, end_p.to(torch.int32), gid_p)[dest]
+        out = _FP8GroupedMM.apply(a_p, w, offs, gid_p)[dest]
         (dw,) = torch.autograd.grad(out.float().square().sum(), [w])
         (dw_ref,) = torch.autograd.grad(rows_ref.float().square().sum(), [w])
         err_y = ((out.float() - rows_ref.float()).norm() / rows_ref.float().norm()).item()

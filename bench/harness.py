@@ -13,6 +13,7 @@ torch._scaled_grouped_mm runs); --experts-div 2 gives every shape half its route
 then carries EP=2's routed work per GPU); --ring-mb mok's token ring. Writes a JSON file and a PNG
 chart."""
 import argparse
+import functools
 import json
 import os
 import statistics
@@ -278,9 +279,7 @@ def run_case(name, shape, T, routing, group, args):
                 with torch.no_grad():
                     return moe_baseline(x, topk, rw, *wl, E, fp8=True)
 
-            def base8_fwd_bwd():
-                return base_fwd_bwd(fp8=True)
-
+            base8_fwd_bwd = functools.partial(base_fwd_bwd, fp8=True)
             check["torch_fp8_y"] = rel(base8_fwd(), base_fwd())
             g8, g_base = base8_fwd_bwd(), base_fwd_bwd()
             check["torch_fp8_dx"] = rel(g8[0], g_base[0])

@@ -7,10 +7,14 @@ rounds. Prints a table. A library from one tree:
         -shared -o gg.so kernels/gemm/bf16.cu kernels/gemm/tmap.cu kernels/common/launch_error.cu
 """
 import ctypes
+import os
 import statistics
 import sys
 
 import torch
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "bench"))
+from grouped_gemm_baseline import counts_for, median_ms  # noqa: E402
 
 SHAPES = [  # name, experts, rows per expert, H, I, zipf
     ("dsv3_ep1", 256, 224, 7168, 2048, 0),
@@ -19,16 +23,6 @@ SHAPES = [  # name, experts, rows per expert, H, I, zipf
     ("qwen3", 128, 448, 2048, 768, 0),
     ("olmoe", 64, 896, 2048, 1024, 0),
 ]
-
-
-def counts_for(e, rows, zipf):
-    if not zipf:
-        return [rows] * e
-    total = e * rows
-    w = sum(1.0 / (i + 1) for i in range(e))
-    c = [int(total * (1.0 / (i + 1)) / w) for i in range(e)]
-    c[0] += total - sum(c)
-    return c
 
 
 def load(path):
@@ -99,16 +93,7 @@ def main():
             times = {l: [] for l, _ in libs}
             for _ in range(rounds):
                 for lname, lib in libs:
-                    for _ in range(2):
-                        call(lib)
-                    ev = [torch.cuda.Event(enable_timing=True) for _ in range(iters + 1)]
-                    ev[0].record()
-                    for i in range(iters):
-                        call(lib)
-                        ev[i + 1].record()
-                    torch.cuda.synchronize()
-                    times[lname].append(statistics.median(ev[i].elapsed_time(ev[i + 1])
-                                                          for i in range(iters)))
+                    times[lname].append(median_ms(lambda: call(lib), iters))
             row = [name, op, "yes" if same else "NO"]
             for lname, _ in libs:
                 t = statistics.median(times[lname])

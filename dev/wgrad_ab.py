@@ -8,10 +8,14 @@ A library from one tree (the weight gradient and what it links):
         kernels/common/launch_error.cu
 """
 import ctypes
+import os
 import statistics
 import sys
 
 import torch
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "bench"))
+from grouped_gemm_baseline import counts_for, median_ms  # noqa: E402
 
 SHAPES = [  # name, experts, rows per expert, dW rows n, dW cols k, ld of dC, zipf
     ("dsv3_ep1_down", 256, 224, 7168, 2048, 7168, 0),
@@ -25,16 +29,6 @@ SHAPES = [  # name, experts, rows per expert, dW rows n, dW cols k, ld of dC, zi
     ("qwen3_gate", 128, 448, 768, 2048, 1536, 0),
     ("odd_rows", 8, 300, 192, 320, 192, 1),
 ]
-
-
-def counts_for(e, rows, zipf):
-    if not zipf:
-        return [rows] * e
-    total = e * rows
-    w = sum(1.0 / (i + 1) for i in range(e))
-    c = [int(total * (1.0 / (i + 1)) / w) for i in range(e)]
-    c[0] += total - sum(c)
-    return c
 
 
 def load(path):
@@ -98,15 +92,7 @@ def main():
         times = {l: [] for l, _ in libs}
         for _ in range(rounds):
             for lname, lib in libs:
-                for _ in range(2):
-                    call(lib, d16, 0, 0)
-                ev = [torch.cuda.Event(enable_timing=True) for _ in range(iters + 1)]
-                ev[0].record()
-                for i in range(iters):
-                    call(lib, d16, 0, 0)
-                    ev[i + 1].record()
-                torch.cuda.synchronize()
-                times[lname].append(statistics.median(ev[i].elapsed_time(ev[i + 1]) for i in range(iters)))
+                times[lname].append(median_ms(lambda: call(lib, d16, 0, 0), iters))
         flop = 2.0 * m * n * k
         row = [name, "yes" if same else "NO", f"{err:.1e}"]
         for lname, _ in libs:
