@@ -1,7 +1,8 @@
-/* quantize.c — mok_quantize_weight: routed-expert weights to FP8 ahead of time. The Hopper-native
- * 128x128-block recipe runs the grouped GEMM's quantization kernel; quantizing bf16 straight to
- * MXFP8 is not in this build (MX checkpoints come already quantized). mok_fp8_transpose_weights:
- * the FP8 backward's transposed copies of the quantized weights. */
+/* quantize.c — mok_quantize_weight: routed-expert weights to FP8 ahead of time, in the
+ * Hopper-native 128x128-block recipe or in MXFP8 (1x32 blocks, E8M0 scales);
+ * mok_mxfp8_to_block128: MXFP8 weights converted once to the block-128 recipe the layer runs;
+ * mok_fp8_transpose_weights: the FP8 backward's transposed copies of the block-128 weights. */
+#include <stdint.h>
 #include "kernels/pointwise/fp8_quant.h"
 #include "mok.h"
 
@@ -14,11 +15,30 @@ mok_status mok_quantize_weight(mok_dtype dtype, const void *w, int64_t experts, 
       if (rows % 128 || cols % 128) return MOK_ERR_MISALIGNED;
       if (experts == 0 || rows == 0 || cols == 0) return MOK_SUCCESS;
       return mok_fp8_quant_weight(w, data, (float *)scales, experts, rows, cols, stream);
-    case MOK_DTYPE_MXFP8:
-      return MOK_ERR_NOT_SUPPORTED;
+    case MOK_DTYPE_MXFP8: {
+      if (cols % 32) return MOK_ERR_MISALIGNED;
+      int64_t rows_total = 0;
+      if (__builtin_mul_overflow(experts, rows, &rows_total) || rows_total > INT64_MAX / (cols + 1))
+        return MOK_ERR_INVALID_SHAPE;
+      return mok_mxfp8_quant_weight(w, data, (uint8_t *)scales, rows_total, cols, stream);
+    }
     default:
       return MOK_ERR_INVALID_ARGUMENT;
   }
+}
+
+mok_status mok_mxfp8_to_block128(const void *mx_data, const uint8_t *mx_scales, int64_t experts,
+                                 int64_t rows, int64_t cols, void *data, float *scales,
+                                 cudaStream_t stream) {
+  if (!mx_data || !mx_scales || !data || !scales) return MOK_ERR_INVALID_ARGUMENT;
+  if (experts < 0 || rows < 0 || cols < 0) return MOK_ERR_INVALID_SHAPE;
+  if (rows % 128 || cols % 128) return MOK_ERR_MISALIGNED;
+  int64_t rows_total = 0;
+  if (__builtin_mul_overflow(experts, rows, &rows_total) || rows_total > INT64_MAX / (cols + 1))
+    return MOK_ERR_INVALID_SHAPE;
+  if (experts == 0 || rows == 0 || cols == 0) return MOK_SUCCESS;
+  return mok_mxfp8_weight_to_block128(mx_data, mx_scales, data, scales, experts, rows, cols,
+                                      stream);
 }
 
 mok_status mok_fp8_transpose_weights(mok_dtype dtype, const mok_weights *w, int64_t experts,

@@ -68,15 +68,25 @@ def _fp8_group_cols(t, gid, groups):
     return _to_fp8(t, s[gid]), s[:groups].reciprocal()
 
 
+def fp8_weight_codes(w):
+    """The FP8 codes of a routed weight w [G, N, K] that the experts below use: rowwise along K for
+    the forward, and along N (of w transposed) for the data gradient. Made once per weight update
+    and passed in, as mok's FP8 layer takes its codes (a training step reuses them over its
+    micro-batches); without them the experts make them at every call."""
+    return _fp8_rows(w) + _fp8_rows(w.transpose(-2, -1).contiguous())
+
+
 class _FP8GroupedMM(torch.autograd.Function):
     """a [M, K] x w [G, N, K] -> [M, N] per row group (offs: the groups' ends, multiples of 16;
-    gid: each row's group), every product on torch._scaled_grouped_mm in E4M3."""
+    gid: each row's group), every product on torch._scaled_grouped_mm in E4M3; codes: w's
+    fp8_weight_codes, or None to make them here."""
 
     @staticmethod
-    def forward(ctx, a, w, offs, gid):
+    def forward(ctx, a, w, offs, gid, codes=None):
         qa, sa = _fp8_rows(a)
-        qw, sw = _fp8_rows(w)
+        qw, sw = _fp8_rows(w) if codes is None else codes[:2]
         ctx.save_for_backward(a, w, offs, gid)
+        ctx.codes = codes
         return torch._scaled_grouped_mm(qa, qw.transpose(-2, -1), sa, sw, offs=offs,
                                         out_dtype=torch.bfloat16, use_fast_accum=True)
 
@@ -85,7 +95,11 @@ class _FP8GroupedMM(torch.autograd.Function):
         a, w, offs, gid = ctx.saved_tensors
         g = g.contiguous()
         qg, sg = _fp8_rows(g)
-        qwt, swt = _fp8_rows(w.transpose(-2, -1).contiguous())
+        if ctx.codes is None:
+            qwt, swt = _fp8_rows(w.transpose(-2, -1).contiguous())
+        else:
+            qwt, swt = ctx.codes[2:]
+        ctx.codes = None
         da = torch._scaled_grouped_mm(qg, qwt.transpose(-2, -1), sg, swt, offs=offs,
                                       out_dtype=torch.bfloat16, use_fast_accum=True)
         groups = w.shape[0]
@@ -94,7 +108,7 @@ class _FP8GroupedMM(torch.autograd.Function):
         dw = torch._scaled_grouped_mm(qgc.t().contiguous(), qac.t().contiguous().t(),
                                       sgc.reshape(-1), sac.reshape(-1), offs=offs,
                                       out_dtype=torch.bfloat16, use_fast_accum=True)
-        return da, dw, None, None
+        return da, dw, None, None, None
 
 
 def _padded_groups(cnt, m):
@@ -113,13 +127,15 @@ def _padded_groups(cnt, m):
     return dest, end_p.to(torch.int32), gid_p, mp
 
 
-def _experts_fp8(rows, cnt, w_gate, w_up, w_down, limit):
-    """The routed experts on rows grouped by expert (cnt rows each) in FP8."""
+def _experts_fp8(rows, cnt, w_gate, w_up, w_down, limit, codes=None):
+    """The routed experts on rows grouped by expert (cnt rows each) in FP8; codes: None, or the
+    three weights' fp8_weight_codes."""
     dest, offs, gid_p, mp = _padded_groups(cnt, rows.shape[0])
     rows_p = rows.new_zeros(mp, rows.shape[1]).index_copy(0, dest, rows)
-    h = _swiglu(_FP8GroupedMM.apply(rows_p, w_gate, offs, gid_p),
-                _FP8GroupedMM.apply(rows_p, w_up, offs, gid_p), limit)
-    return _FP8GroupedMM.apply(h, w_down, offs, gid_p)[dest]
+    cg, cu, cd = codes if codes is not None else (None, None, None)
+    h = _swiglu(_FP8GroupedMM.apply(rows_p, w_gate, offs, gid_p, cg),
+                _FP8GroupedMM.apply(rows_p, w_up, offs, gid_p, cu), limit)
+    return _FP8GroupedMM.apply(h, w_down, offs, gid_p, cd)[dest]
 
 
 def scaled_grouped_mm_works():
@@ -135,6 +151,10 @@ def scaled_grouped_mm_works():
         dest, offs, gid_p, mp = _padded_groups(cnt, 40)
         a_p = a.new_zeros(mp, 64).index_copy(0, dest, a)
         out = _FP8GroupedMM.apply(a_p, w, offs, gid_p)[dest]
+        with torch.no_grad():  # codes made ahead give the same bits
+            again = _FP8GroupedMM.apply(a_p, w, offs, gid_p, fp8_weight_codes(w))[dest]
+        if not torch.equal(out, again):
+            return "FP8 experts differ with their weight codes made ahead"
         (dw,) = torch.autograd.grad(out.float().square().sum(), [w])
         (dw_ref,) = torch.autograd.grad(rows_ref.float().square().sum(), [w])
         err_y = ((out.float() - rows_ref.float()).norm() / rows_ref.float().norm()).item()
@@ -147,9 +167,10 @@ def scaled_grouped_mm_works():
 
 
 def moe_baseline(x, topk, rw, w_gate, w_up, w_down, ws_gate, ws_up, ws_down, num_experts,
-                 group=None, limit=0.0, fp8=False):
+                 group=None, limit=0.0, fp8=False, fp8_codes=None):
     """Same math as mok.functional.moe; differentiable through autograd. fp8: the routed experts
-    on PyTorch's FP8 grouped GEMM (see the top of this file)."""
+    on PyTorch's FP8 grouped GEMM (see the top of this file); fp8_codes: the routed weights'
+    fp8_weight_codes made once per weight update (None: made at every call)."""
     ep = dist.get_world_size(group) if dist.is_initialized() else 1
     el = num_experts // ep
     T, k = topk.shape
@@ -173,7 +194,7 @@ def moe_baseline(x, topk, rw, w_gate, w_up, w_down, ws_gate, ws_up, ws_down, num
     rows = recv_x[regroup]
     cnt = recv_counts.view(ep, el).sum(0)
     if fp8:
-        out_rows = _experts_fp8(rows, cnt, w_gate, w_up, w_down, limit)
+        out_rows = _experts_fp8(rows, cnt, w_gate, w_up, w_down, limit, fp8_codes)
     else:
         offs = torch.cumsum(cnt, 0).to(torch.int32)
         h = _swiglu(_grouped(rows, w_gate, offs), _grouped(rows, w_up, offs), limit)

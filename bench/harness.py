@@ -30,7 +30,8 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.join(HERE, "..", "python"))
 sys.path.insert(0, HERE)
 import mok.functional as mf  # noqa: E402
-from baseline_torch import grouped_mm_works, moe_baseline, scaled_grouped_mm_works  # noqa: E402
+from baseline_torch import (fp8_weight_codes, grouped_mm_works, moe_baseline,  # noqa: E402
+                            scaled_grouped_mm_works)
 
 # name: (H, I, E, k, Is)
 SHAPES = {
@@ -229,10 +230,10 @@ def run_case(name, shape, T, routing, group, args):
         with torch.no_grad():
             return moe_baseline(x, topk, rw, *wl, E)
 
-    def base_fwd_bwd(fp8=False):
+    def base_fwd_bwd(fp8=False, codes=None):
         leaves = [t.detach().requires_grad_() for t in [x, rw] + params]
         wl2 = leaves[2:5] + (leaves[5:8] if Is else [None, None, None])
-        y = moe_baseline(leaves[0], topk, leaves[1], *wl2, E, fp8=fp8)
+        y = moe_baseline(leaves[0], topk, leaves[1], *wl2, E, fp8=fp8, fp8_codes=codes)
         return torch.autograd.grad(y, leaves, dy)
 
     # correctness first: mok against the baseline on this data
@@ -274,12 +275,35 @@ def run_case(name, shape, T, routing, group, args):
             t_b8g = slowest_median(timed(graphed(fp8_bwd), args.iters, args.warmup))
             res.update(fp8_graph_fwd_ms=t_f8g, fp8_graph_bwd_ms=t_b8g)
         del q, t8
-        if args.torch_fp8:  # PyTorch's FP8 path on the same data, its quantizations timed
+        # the routed weights' quantization per weight update (codes and the backward's copies)
+        quant = lambda: mf.transpose_weights_fp8(*[t for w in wl[:3] for t in mf.quantize_weight(w)])  # noqa: E731
+        res["fp8_quant_ms"] = slowest_median(timed(quant, args.iters, args.warmup))
+        if args.mxfp8:  # the same layer on MXFP8 weights converted to block-128 (untimed)
+            def mx_codes():
+                return [t for w in wl[:3] for t in mf.mxfp8_to_block128(*mf.quantize_weight_mxfp8(w))]
+            qm = mx_codes()
+            tm = mf.transpose_weights_fp8(*qm)
+            mx_fwd = lambda: mf.moe_forward_fp8(x, topk, rw, *qm, *wl[3:], group.id, E)  # noqa: E731
+            mx_bwd = lambda: mf.moe_backward_fp8(dy, x, topk, rw, *qm, tm, *wl[3:], group.id, E)  # noqa: E731
+            check["fp8_mx_y"] = rel(mx_fwd(), base_fwd())
+            g8, g_base = mx_bwd(), base_fwd_bwd()
+            check["fp8_mx_dx"], check["fp8_mx_drw"] = rel(g8[0], g_base[0]), rel(g8[1], g_base[1])
+            del g8, g_base
+            t_fm = slowest_median(timed(mx_fwd, args.iters, args.warmup))
+            t_bm = slowest_median(timed(mx_bwd, args.iters, args.warmup))
+            mx_quant = lambda: mf.transpose_weights_fp8(*mx_codes())  # noqa: E731
+            res.update(mx_fwd_ms=t_fm, mx_bwd_ms=t_bm, mx_fwd_tflops=flops / t_fm * 1e-9,
+                       mx_bwd_tflops=2 * flops / t_bm * 1e-9,
+                       mx_quant_ms=slowest_median(timed(mx_quant, args.iters, args.warmup)))
+            del qm, tm
+        if args.torch_fp8:  # PyTorch's FP8 path on the same data, its weights' codes made untimed
+            codes8 = [fp8_weight_codes(w) for w in wl[:3]]  # (once per weight update, as mok's)
+
             def base8_fwd():
                 with torch.no_grad():
-                    return moe_baseline(x, topk, rw, *wl, E, fp8=True)
+                    return moe_baseline(x, topk, rw, *wl, E, fp8=True, fp8_codes=codes8)
 
-            base8_fwd_bwd = functools.partial(base_fwd_bwd, fp8=True)
+            base8_fwd_bwd = functools.partial(base_fwd_bwd, fp8=True, codes=codes8)
             check["torch_fp8_y"] = rel(base8_fwd(), base_fwd())
             g8, g_base = base8_fwd_bwd(), base_fwd_bwd()
             check["torch_fp8_dx"] = rel(g8[0], g_base[0])
@@ -287,6 +311,7 @@ def run_case(name, shape, T, routing, group, args):
             t_bf8 = slowest_median(timed(base8_fwd, args.iters, args.warmup))
             t_bfb8 = slowest_median(timed(base8_fwd_bwd, args.iters, args.warmup))
             res.update(base_fp8_fwd_ms=t_bf8, base_fp8_bwd_ms=max(t_bfb8 - t_bf8, 1e-6))
+            del codes8
     res["plans"] = group.plans()  # what mok ran: the plan of each workspace the case made
     for path in [a for a in args.also.split(",") if a]:  # other mok paths on the same data
         gp = mf.Group(path=path)
@@ -357,6 +382,9 @@ def main():
                          "EP=2's routed work per GPU, without NVLink)")
     ap.add_argument("--ring-mb", type=int, default=0,
                     help="mok's token ring per layer in MiB (config.ring_bytes; 0: none, the default)")
+    ap.add_argument("--mxfp8", action="store_true",
+                    help="with --fp8: also time mok's FP8 layer on the routed weights quantized to "
+                         "MXFP8 and converted to block-128, and that quantization against block-128's")
     ap.add_argument("--graph", action="store_true",
                     help="with --fp8: also time mok's FP8 passes replayed from CUDA graphs")
     ap.add_argument("--fp8-shared", type=int, choices=(0, 1), default=None,
@@ -441,6 +469,16 @@ def main():
                       f"{r['base_bwd_ms'] / r['fp8_bwd_ms']:5.2f}x PyTorch+NCCL BF16, "
                       f"dx, d_rw vs baseline {r['check']['fp8_dx']:.1e}, {r['check']['fp8_drw']:.1e}, "
                       f"host {r['fp8_bwd_host_ms']:.3f} ms{torch_fp8(r, 'bwd')}")
+                print(f"{r['shape']:16s} {r['ep']:2d} {r['tokens']:5d} {r['routing']:8s} "
+                      f"weights' FP8 codes per update {r['fp8_quant_ms']:.3f} ms")
+                if "mx_fwd_ms" in r:
+                    print(f"{r['shape']:16s} {r['ep']:2d} {r['tokens']:5d} {r['routing']:8s} MXFP8 "
+                          f"weights: fwd {r['mx_fwd_ms']:8.3f} ms ({r['mx_fwd_ms'] / r['fp8_fwd_ms']:.3f}x "
+                          f"block-128), bwd {r['mx_bwd_ms']:8.3f} ms ({r['mx_bwd_ms'] / r['fp8_bwd_ms']:.3f}x); "
+                          f"vs baseline y {r['check']['fp8_mx_y']:.2e} (block-128 {r['check']['fp8_y']:.2e}), "
+                          f"dx {r['check']['fp8_mx_dx']:.2e} ({r['check']['fp8_dx']:.2e}), d_rw "
+                          f"{r['check']['fp8_mx_drw']:.2e} ({r['check']['fp8_drw']:.2e}); codes per update "
+                          f"{r['mx_quant_ms']:.3f} ms")
                 if "fp8_graph_fwd_ms" in r:
                     for p in ("fwd", "bwd"):
                         t = r[f"fp8_graph_{p}_ms"]

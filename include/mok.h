@@ -94,9 +94,10 @@ typedef enum {
                                   backward's transposed copies from mok_fp8_transpose_weights;
                                   the shared expert stays bf16 unless config.fp8_shared_expert  */
   MOK_DTYPE_MXFP8 = 2          /* E4M3 with 32-element blocks and E8M0 scales (MX checkpoints):
-                                  reserved. mok_fp8_scale_count sizes its scales; the layer's
-                                  calls, mok_quantize_weight and mok_fp8_transpose_weights
-                                  return MOK_ERR_NOT_SUPPORTED for it in this version         */
+                                  a weight format, not a layer dtype. mok_quantize_weight makes
+                                  it, mok_mxfp8_to_block128 converts it once to FP8_BLOCK128,
+                                  whose layer runs it (docs/DESIGN.md, "MXFP8"); a config with
+                                  it is MOK_ERR_NOT_SUPPORTED                                   */
 } mok_dtype;
 
 typedef struct {
@@ -280,7 +281,8 @@ mok_status mok_config_init(mok_config *config);
 
 /* Checks a shape and config for the GPU path without touching a device: the config's size and
  * magic, alignment, ranges, E divisible by ep, the plan requests' values and what the dtype
- * allows (FP8 runs on the grouped path only; MXFP8 is reserved: MOK_ERR_NOT_SUPPORTED), the
+ * allows (FP8 runs on the grouped path only; MXFP8 weights run as FP8_BLOCK128, so a config with
+ * MOK_DTYPE_MXFP8 is MOK_ERR_NOT_SUPPORTED), the
  * schedule's and the token ring's sizes. What depends on the device (an sm_90 GPU for the grouped
  * GEMMs, the SM count bounding the comm CTAs) is checked by mok_workspace_create. ep is the
  * expert-parallel group size. */
@@ -514,10 +516,26 @@ mok_status mok_fp8_scale_count(mok_dtype dtype, int64_t experts, int64_t rows, i
 /* Enqueued on stream. Quantizes w [experts, rows, cols] bf16 into data (E4M3, same shape) and
  * scales (mok_fp8_scale_count entries) in the given FP8 dtype. MOK_DTYPE_FP8_BLOCK128: rows and
  * cols multiples of 128 (MOK_ERR_MISALIGNED otherwise), w and data 16-byte aligned; scales
- * [experts, rows/128, cols/128] fp32, each block's absolute maximum over 448. MOK_DTYPE_MXFP8:
- * MOK_ERR_NOT_SUPPORTED in this build. */
+ * [experts, rows/128, cols/128] fp32, each block's absolute maximum over 448. MOK_DTYPE_MXFP8
+ * (the OCP MX rules): cols a multiple of 32, w and data 16-byte aligned; scales [experts, rows,
+ * cols/32] E8M0 bytes, each 2^(floor(log2(amax)) - 8) over its 32 values, the codes saturating
+ * E4M3; a block holding a NaN or an infinity gets E8M0 NaN (255) and NaN codes. This is also the
+ * layout MXFP8 weights given by the caller take (a checkpoint's codes and scales as stored,
+ * row-major, the 32-blocks along cols). */
 mok_status mok_quantize_weight(mok_dtype dtype, const void *w, int64_t experts, int64_t rows,
                                int64_t cols, void *data, void *scales, cudaStream_t stream);
+
+/* Enqueued on stream. MXFP8 weights (mok_quantize_weight's MOK_DTYPE_MXFP8 layout) converted to
+ * MOK_DTYPE_FP8_BLOCK128 ones, which the layer runs (docs/DESIGN.md, "MXFP8"): a 128x128 block's
+ * scale is the largest of its MX scales, each value is re-expressed at that scale exactly where
+ * it stays in E4M3's normal range, else rounded to the nearest subnormal step (2^-9 of the block
+ * scale, or zero); exact when a block's MX scales are equal. A block holding an E8M0 NaN becomes
+ * NaN (scale and codes). rows and cols multiples of 128 (MOK_ERR_MISALIGNED), mx_data and data
+ * 16-byte aligned; data [experts, rows, cols] e4m3, scales [experts, rows/128, cols/128] fp32. Make
+ * them again whenever the weights change, then mok_fp8_transpose_weights for the backward. */
+mok_status mok_mxfp8_to_block128(const void *mx_data, const uint8_t *mx_scales, int64_t experts,
+                                 int64_t rows, int64_t cols, void *data, float *scales,
+                                 cudaStream_t stream);
 
 /* Enqueued on stream. The FP8 backward's weights from the forward's (w->w_gate, w_up, w_down and
  * their scales, as mok_quantize_weight made them for `experts` experts of intermediate size inter

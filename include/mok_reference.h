@@ -75,6 +75,11 @@ void mok_mxfp8_dequantize_rows(const uint8_t *codes, const uint8_t *scales, int6
 int64_t mok_mxfp8_block128_inexact(const uint8_t *codes, const uint8_t *scales, int64_t rows,
                                    int64_t k, double *max_abs_err);
 
+/* mok_mxfp8_to_block128 on the host, bit for bit: MXFP8 weights [experts, n, k] (n, k multiples
+ * of 128) -> block-128 codes [experts, n, k] and fp32 scales [experts, n / 128, k / 128]. */
+void mok_mxfp8_to_block128_ref(const uint8_t *codes, const uint8_t *scales, int64_t experts,
+                               int64_t n, int64_t k, uint8_t *q, float *q_scales);
+
 typedef struct {
   mok_shape shape;       /* per-rank shape, the same on every rank                        */
   int ep;                /* ranks; E must be a multiple of ep                              */

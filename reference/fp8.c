@@ -160,3 +160,28 @@ int64_t mok_mxfp8_block128_inexact(const uint8_t *codes, const uint8_t *scales, 
   if (max_abs_err) *max_abs_err = worst;
   return changed;
 }
+
+void mok_mxfp8_to_block128_ref(const uint8_t *codes, const uint8_t *scales, int64_t experts,
+                               int64_t n, int64_t k, uint8_t *q, float *q_scales) {
+  const int64_t nb = n / 128, kb = k / 128, ks = k / MOK_MX_BLOCK;
+  for (int64_t e = 0; e < experts; ++e)
+    for (int64_t rb = 0; rb < nb; ++rb)
+      for (int64_t cb = 0; cb < kb; ++cb) {
+        const int64_t row0 = e * n + rb * 128;
+        int top = 0; /* the block's largest MX scale; 255 (NaN) is the largest of all */
+        for (int64_t r = 0; r < 128; ++r)
+          for (int j = 0; j < 128 / MOK_MX_BLOCK; ++j) {
+            const int sj = scales[(row0 + r) * ks + cb * (128 / MOK_MX_BLOCK) + j];
+            top = sj > top ? sj : top;
+          }
+        q_scales[(e * nb + rb) * kb + cb] = mok_mx_scale_value((uint8_t)top);
+        for (int64_t r = 0; r < 128; ++r)
+          for (int64_t c = 0; c < 128; ++c) {
+            const int64_t i = (row0 + r) * k + cb * 128 + c;
+            const int sj = scales[(row0 + r) * ks + (cb * 128 + c) / MOK_MX_BLOCK];
+            q[i] = top == MOK_E8M0_NAN
+                       ? 0x7f
+                       : mok_e4m3_from_float(ldexpf(mok_e4m3_to_float(codes[i]), sj - top));
+          }
+      }
+}

@@ -125,7 +125,8 @@ void test_api_config(void) {
         memcmp(&lit.plan, &c.plan, sizeof c.plan) == 0);
   CHECK(c.size == sizeof(mok_config) && c.magic == MOK_CONFIG_MAGIC &&
         c.version == MOK_VERSION_CODE && c.fp8_weight_grads == 3 && c.timeout_ms == 10000);
-  /* MXFP8 is reserved; FP8 runs on the grouped path only */
+  /* MXFP8 is a weight format (run as FP8_BLOCK128), not a layer dtype; FP8 runs on the grouped
+   * path only */
   bad = c, bad.dtype = MOK_DTYPE_MXFP8;
   CHECK_STATUS(mok_validate(&dsv3, &bad, 8), MOK_ERR_NOT_SUPPORTED);
   bad = c, bad.dtype = MOK_DTYPE_FP8_BLOCK128, bad.plan.path = MOK_PATH_FUSED;
@@ -226,7 +227,25 @@ void test_api_bad_arguments(void) {
   CHECK_STATUS(mok_quantize_weight(MOK_DTYPE_FP8_BLOCK128, &x, 1, 128, 64, &x, &x, 0), MOK_ERR_MISALIGNED);
   CHECK_STATUS(mok_quantize_weight(MOK_DTYPE_FP8_BLOCK128, &x, 0, 128, 128, &x, &x, 0), MOK_SUCCESS);
   CHECK_STATUS(mok_quantize_weight(MOK_DTYPE_BF16, &x, 1, 128, 128, &x, &x, 0), MOK_ERR_INVALID_ARGUMENT);
-  CHECK_STATUS(mok_quantize_weight(MOK_DTYPE_MXFP8, &x, 1, 128, 128, &x, &x, 0), MOK_ERR_NOT_SUPPORTED);
+  {
+    char a16[64] __attribute__((aligned(16)));
+    CHECK_STATUS(mok_quantize_weight(MOK_DTYPE_MXFP8, a16, 1, 128, 48, a16, a16, 0),
+                 MOK_ERR_MISALIGNED); /* cols not a multiple of 32 */
+    CHECK_STATUS(mok_quantize_weight(MOK_DTYPE_MXFP8, a16 + 2, 1, 128, 64, a16, a16, 0),
+                 MOK_ERR_MISALIGNED);
+    CHECK_STATUS(mok_quantize_weight(MOK_DTYPE_MXFP8, a16, INT64_MAX / 2, 4, 64, a16, a16, 0),
+                 MOK_ERR_INVALID_SHAPE);
+    CHECK_STATUS(mok_quantize_weight(MOK_DTYPE_MXFP8, a16, 0, 128, 64, a16, a16, 0), MOK_SUCCESS);
+    const uint8_t *s8 = (const uint8_t *)a16;
+    float *f = (float *)a16;
+    CHECK_STATUS(mok_mxfp8_to_block128(NULL, s8, 1, 128, 128, a16, f, 0), MOK_ERR_INVALID_ARGUMENT);
+    CHECK_STATUS(mok_mxfp8_to_block128(a16, s8, 1, 128, 96, a16, f, 0), MOK_ERR_MISALIGNED);
+    CHECK_STATUS(mok_mxfp8_to_block128(a16, s8, 1, 64, 128, a16, f, 0), MOK_ERR_MISALIGNED);
+    CHECK_STATUS(mok_mxfp8_to_block128(a16, s8, -1, 128, 128, a16, f, 0), MOK_ERR_INVALID_SHAPE);
+    CHECK_STATUS(mok_mxfp8_to_block128(a16, s8, INT64_MAX / 64, 256, 128, a16, f, 0),
+                 MOK_ERR_INVALID_SHAPE);
+    CHECK_STATUS(mok_mxfp8_to_block128(a16, s8, 0, 128, 128, a16, f, 0), MOK_SUCCESS);
+  }
   CHECK_STATUS(mok_sym_alloc(NULL, 64, &buf), MOK_ERR_INVALID_ARGUMENT);
   CHECK_STATUS(mok_sym_free(NULL, &buf), MOK_ERR_INVALID_ARGUMENT);
   CHECK_STATUS(mok_op_dispatch(NULL, &buf, &x, 0), MOK_ERR_INVALID_ARGUMENT);

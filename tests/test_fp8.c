@@ -364,7 +364,8 @@ void test_fp8_reference_fused_drw(void) {
  * subnormals and the edges; the reference quantizer's codes are its definition on fresh random
  * blocks of varied magnitude (every value's E4M3 code of value / scale, the error bounded by half
  * a quantum or the saturation); NaN and infinity poison only their block; the 1x128 conversion's
- * loss: none with equal scales, counted exactly where a smaller-scaled block loses low bits. */
+ * loss: none with equal scales, counted exactly where a smaller-scaled block loses low bits; the
+ * weights' 128x128 conversion within its bound, NaN scales poisoning only their block. */
 void test_fp8_mxfp8(void) {
   CHECK(mok_mx_scale_code(448.0f) == 127 && mok_mx_scale_value(127) == 1.0f);
   CHECK(mok_mx_scale_code(1.0f) == 119);           /* 2^-8: 1 / scale = 256 */
@@ -445,4 +446,41 @@ void test_fp8_mxfp8(void) {
   int want = 0;
   for (int i = 32; i < 64; ++i) want += (i % 8) != 0; /* only 1.0 is exact there */
   CHECK(n == want && err > 0.0 && err <= 0.5);
+
+  /* the weights' 128x128 conversion (mok_mxfp8_to_block128's reference) on random MX codes whose
+   * scales vary inside a block by up to 2^-12: a value whose rescaled code stays at or above
+   * 2^-6 of the block scale is exact, one below it is within half the subnormal step (2^-10 of
+   * the block scale); blocks with equal scales are exact throughout; a block with an E8M0 NaN is
+   * NaN, its neighbours are not */
+  enum { WE = 2, WN = 256, WK = 256 };
+  static uint8_t wq[WE * WN * WK], ws[WE * WN * WK / 32], oq[WE * WN * WK];
+  static float os[WE * 2 * 2];
+  for (int i = 0; i < WE * WN * WK; ++i) {
+    uint8_t b = (uint8_t)mok_rng_next(&rng);
+    wq[i] = (b & 0x7f) == 0x7f ? 0x3f : b; /* no NaN codes */
+  }
+  for (int i = 0; i < WE * WN * WK / 32; ++i) {
+    const int row = i / (WK / 32), col_block = (i % (WK / 32)) / 4; /* 128-column block */
+    const int flat = (row / 128) % 2 == 0 && col_block == 0;        /* equal scales there */
+    ws[i] = (uint8_t)(flat ? 121 : 118 + (int)(mok_rng_next(&rng) % 13));
+  }
+  mok_mxfp8_to_block128_ref(wq, ws, WE, WN, WK, oq, os);
+  bad = 0;
+  int64_t rounded = 0, flat_changed = 0;
+  for (int64_t i = 0; i < (int64_t)WE * WN * WK; ++i) {
+    const int64_t row = i / WK, col = i % WK;
+    const int64_t blk = ((row / 128) * (WK / 128)) + col / 128; /* experts * n/128 rows of blocks */
+    const double S = os[blk], want = mok_e4m3_to_float(wq[i]) * ldexp(1.0, ws[row * (WK / 32) + col / 32] - 127);
+    const double got = mok_e4m3_to_float(oq[i]) * S;
+    if (got != want) {
+      ++rounded;
+      if (fabs(want / S) >= 0x1p-6 || fabs(got - want) > S * 0x1p-10) ++bad;
+      if ((row / 128) % 2 == 0 && col < 128) ++flat_changed;
+    }
+  }
+  CHECK(bad == 0 && flat_changed == 0 && rounded > 0);
+  ws[3 * (WK / 32) + 5] = 0xFF; /* row 3, columns 160..191: block (0, 1) of expert 0 */
+  mok_mxfp8_to_block128_ref(wq, ws, WE, WN, WK, oq, os);
+  CHECK(isnan(os[1]) && oq[3 * WK + 160] == 0x7f && oq[100 * WK + 255] == 0x7f);
+  CHECK(!isnan(os[0]) && !isnan(os[2]) && oq[0] == wq[0]);
 }

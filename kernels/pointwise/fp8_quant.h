@@ -81,13 +81,22 @@ mok_status mok_fp8_requant_t(const void *q, const float *q_scales, void *q_t, fl
                              const int32_t *expert_count, int num_experts, int64_t m_total,
                              int64_t cols, cudaStream_t stream);
 
-/* ---- MXFP8 input (mxfp8.cu) ------------------------------------------------------------------
- * E4M3 data with one E8M0 scale byte per 1x32 block along the last dimension, converted once to
- * the block-128 recipe the FP8 GEMMs run: each 128-block's scale is the largest of its MX scales
- * (a power of two) and every value is rescaled by its own MX scale over it (exact in fp32) and
- * rounded back to E4M3. Exact where a block's MX scales are equal; otherwise values of
- * smaller-scaled 32-blocks can lose low mantissa bits (E4M3 subnormals) or flush to zero. E8M0
- * 255 (NaN) gives a NaN scale.
+/* ---- MXFP8 (mxfp8.cu) ------------------------------------------------------------------------
+ * E4M3 data with one E8M0 scale byte per 1x32 block along the last dimension (the OCP MX rules,
+ * kernels/common/mx_scale.h). */
+
+/* w [rows_total, k] bf16 -> q [rows_total, k] e4m3, scales [rows_total, k / 32] E8M0, bit for bit
+ * the CPU reference's mok_mxfp8_quantize_rows (a block with a NaN or an infinity: E8M0 NaN and
+ * NaN codes). k a multiple of 32; w and q 16-byte aligned. */
+mok_status mok_mxfp8_quant_weight(const void *w, void *q, uint8_t *scales, int64_t rows_total,
+                                  int64_t k, cudaStream_t stream);
+
+/* MXFP8 converted once to the block-128 recipe the FP8 GEMMs run: each 128-block's scale is the
+ * largest of its MX scales (a power of two) and every value is rescaled by its own MX scale over
+ * it (exact in fp32) and rounded back to E4M3. Exact where a block's MX scales are equal;
+ * otherwise values of smaller-scaled 32-blocks that the shift takes below E4M3's normal range
+ * (2^-6 of the block scale) round to its subnormal step (2^-9) or to zero. A block holding an
+ * E8M0 NaN (255) becomes NaN: NaN scale and NaN codes.
  *   q_mx: [rows, cols] e4m3, scales_mx: [rows, cols / 32] uint8 (cols a multiple of 128). */
 
 /* Activations [m_total, k] -> q [m_total, k] e4m3 + scales as mok_fp8_quant_act writes. */

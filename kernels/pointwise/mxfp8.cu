@@ -1,5 +1,6 @@
-/* mxfp8.cu — MXFP8 input (E4M3 data, one E8M0 scale per 1x32 block) for the FP8 grouped GEMMs
- * (fp8_quant.h): conversion to the Hopper-native 128-block recipe that the kernels run.
+/* mxfp8.cu — MXFP8 (E4M3 data, one E8M0 scale per 1x32 block; kernels/common/mx_scale.h): bf16
+ * weights quantized to it, and MXFP8 tensors converted to the Hopper-native 128-block recipe that
+ * the FP8 grouped GEMMs run (fp8_quant.h).
  *
  * Hopper has no hardware block scales, and promoting every 32-long K block would cost the FP8
  * kernel four times the CUDA-core work, so MX tensors are re-expressed once: a 128-block gets
@@ -12,9 +13,12 @@
 #include <stdint.h>
 #include "kernels/pointwise/fp8_quant.h"
 #include "kernels/common/launch_error.h"
+#include "kernels/common/mx_scale.h"
 
-__device__ __forceinline__ float e8m0_to_f(uint8_t e) {
-  return e == 255 ? __int_as_float(0x7fc00000) : exp2f((float)e - 127.0f);
+/* v * 2^(e - top) for E8M0 codes e <= top: exact in fp32 wherever the result can still round to
+ * a nonzero E4M3 value (ldexpf, not exp2f, whose result is not exact by contract). */
+__device__ __forceinline__ float mx_shift(float v, uint8_t e, uint8_t top) {
+  return ldexpf(v, (int)e - (int)top);
 }
 /* 4 e4m3 values (one 32-bit word) -> fp32 */
 __device__ __forceinline__ void e4m3x4_to_f(uint32_t w, float *v) {
@@ -49,11 +53,11 @@ __global__ void mxfp8_act_kernel(const uint8_t *qmx, const uint8_t *smx, uint8_t
   const int64_t at = row * k + kb * 128 + lane * 4;
   float v[4];
   e4m3x4_to_f(*(const uint32_t *)(qmx + at), v);
-  const float shift = exp2f((float)e - (float)emax); /* power of two <= 1 */
 #pragma unroll
-  for (int i = 0; i < 4; ++i) v[i] *= shift;
-  *(uint32_t *)(q + at) = f_to_e4m3x4(v);
-  if (lane == 0) scales[kb * m_pad + row] = e8m0_to_f(emax);
+  for (int i = 0; i < 4; ++i) v[i] = mx_shift(v[i], e, emax);
+  /* a block holding an E8M0 NaN is NaN throughout: NaN codes, NaN scale */
+  *(uint32_t *)(q + at) = emax == MOK_E8M0_NAN ? 0x7f7f7f7fu : f_to_e4m3x4(v);
+  if (lane == 0) scales[kb * m_pad + row] = mok_mx_scale_value(emax);
 }
 
 /* Weights: one CTA (256 threads) per 128x128 block; thread t handles row t / 2, half t % 2
@@ -78,16 +82,67 @@ __global__ void mxfp8_weight_kernel(const uint8_t *qmx, const uint8_t *smx, uint
   const int64_t base = grow * k + cb * 128 + half * 64;
 #pragma unroll
   for (int j = 0; j < 2; ++j) {
-    const float shift = exp2f((float)(j ? e1 : e0) - (float)emax);
+    const uint8_t ej = j ? e1 : e0;
     for (int i = 0; i < 32; i += 4) {
       float v[4];
       e4m3x4_to_f(*(const uint32_t *)(qmx + base + j * 32 + i), v);
 #pragma unroll
-      for (int t = 0; t < 4; ++t) v[t] *= shift;
-      *(uint32_t *)(q + base + j * 32 + i) = f_to_e4m3x4(v);
+      for (int t = 0; t < 4; ++t) v[t] = mx_shift(v[t], ej, emax);
+      *(uint32_t *)(q + base + j * 32 + i) = emax == MOK_E8M0_NAN ? 0x7f7f7f7fu : f_to_e4m3x4(v);
     }
   }
-  if (threadIdx.x == 0) scales[blk] = e8m0_to_f(emax);
+  if (threadIdx.x == 0) scales[blk] = mok_mx_scale_value(emax);
+}
+
+/* bf16 -> MXFP8: one thread per 32-value block (64 bytes in, 32 codes and one E8M0 byte out), the
+ * scale by mx_scale.h's rule and every value times the scale's exact inverse, rounded to
+ * saturating E4M3 (as the CPU reference's mok_mxfp8_quantize_rows); a block holding a NaN or an
+ * infinity gets E8M0 NaN and NaN codes. */
+__global__ void mxfp8_quant_kernel(const uint16_t *w, uint8_t *q, uint8_t *scales, int64_t blocks) {
+  const int64_t b = blockIdx.x * (int64_t)blockDim.x + threadIdx.x;
+  if (b >= blocks) return;
+  uint4 raw[4];
+  const uint4 *src = (const uint4 *)(w + b * MOK_MX_BLOCK);
+#pragma unroll
+  for (int i = 0; i < 4; ++i) raw[i] = src[i];
+  const uint16_t *h = (const uint16_t *)raw;
+  float v[MOK_MX_BLOCK];
+  uint32_t amax_bits = 0; /* |v| as bits: ordered like the magnitudes, NaN and inf above all */
+#pragma unroll
+  for (int i = 0; i < MOK_MX_BLOCK; ++i) {
+    const uint32_t u = (uint32_t)h[i] << 16;
+    v[i] = __uint_as_float(u);
+    amax_bits = max(amax_bits, u & 0x7fffffffu);
+  }
+  const uint8_t code = mok_mx_scale_code(__uint_as_float(amax_bits));
+  scales[b] = code;
+  uint32_t out[MOK_MX_BLOCK / 4];
+  if (code == MOK_E8M0_NAN) {
+#pragma unroll
+    for (int i = 0; i < MOK_MX_BLOCK / 4; ++i) out[i] = 0x7f7f7f7fu;
+  } else {
+    const float inv = mok_mx_scale_inverse(code); /* a power of two: v * inv is exact */
+#pragma unroll
+    for (int i = 0; i < MOK_MX_BLOCK; ++i) v[i] *= inv;
+#pragma unroll
+    for (int i = 0; i < MOK_MX_BLOCK / 4; ++i) out[i] = f_to_e4m3x4(v + 4 * i);
+  }
+  uint4 *dst = (uint4 *)(q + b * MOK_MX_BLOCK);
+  dst[0] = make_uint4(out[0], out[1], out[2], out[3]);
+  dst[1] = make_uint4(out[4], out[5], out[6], out[7]);
+}
+
+extern "C" mok_status mok_mxfp8_quant_weight(const void *w, void *q, uint8_t *scales,
+                                             int64_t rows_total, int64_t k, cudaStream_t stream) {
+  if (!w || !q || !scales) return MOK_ERR_INVALID_ARGUMENT;
+  if (rows_total < 0 || k < 0) return MOK_ERR_INVALID_SHAPE;
+  if (k % MOK_MX_BLOCK || ((uintptr_t)w & 15) || ((uintptr_t)q & 15)) return MOK_ERR_MISALIGNED;
+  const int64_t blocks = rows_total * (k / MOK_MX_BLOCK);
+  if (blocks == 0) return MOK_SUCCESS;
+  mxfp8_quant_kernel<<<(unsigned)((blocks + 255) / 256), 256, 0, stream>>>(
+      (const uint16_t *)w, (uint8_t *)q, scales, blocks);
+  MOK_KLAUNCHED();
+  return MOK_SUCCESS;
 }
 
 extern "C" mok_status mok_mxfp8_act_to_block128(const void *q_mx, const uint8_t *scales_mx, void *q,

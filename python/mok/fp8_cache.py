@@ -44,13 +44,17 @@ def _fingerprint(t):
 class FP8WeightCache:
     """One layer's FP8 weights (codes, scales and the backward's transposed copies), made from its
     bf16 routed weights and reused until they change (module docstring). `quantize(w)` and
-    `transpose(*codes)` make them (mok.functional's quantize_weight and transpose_weights_fp8 by
-    default). Counters: quantizations and transpositions made so far."""
+    `transpose(*codes)` make them (by default mok.functional's quantize_weight_format in
+    weight_format, "block128" or "mxfp8", and transpose_weights_fp8). Counters: quantizations
+    and transpositions made so far."""
 
-    def __init__(self, quantize=None, transpose=None):
+    def __init__(self, quantize=None, transpose=None, weight_format="block128"):
+        if weight_format not in ("block128", "mxfp8"):
+            raise ValueError(f"weight_format must be 'block128' or 'mxfp8', got {weight_format!r}")
+        self.weight_format = weight_format
         if quantize is None or transpose is None:
             from . import functional as _f
-            quantize = quantize or _f.quantize_weight
+            quantize = quantize or (lambda w: _f.quantize_weight_format(w, weight_format))
             transpose = transpose or _f.transpose_weights_fp8
         self._quantize, self._transpose = quantize, transpose
         self.quantizations = 0

@@ -400,7 +400,8 @@ def _backward(ctx, dy):
 torch.library.register_autograd("mok::moe_forward", _backward, setup_context=_setup_context)
 
 
-FP8_BLOCK128 = 1  # mok_dtype MOK_DTYPE_FP8_BLOCK128
+FP8_BLOCK128, MXFP8 = 1, 2  # mok_dtype MOK_DTYPE_FP8_BLOCK128, MOK_DTYPE_MXFP8
+WEIGHT_FORMATS = ("block128", "mxfp8")
 
 
 def quantize_weight(w):
@@ -415,6 +416,59 @@ def quantize_weight(w):
     stream = ctypes.c_void_p(torch.cuda.current_stream(w.device).cuda_stream)
     C.call("mok_quantize_weight", FP8_BLOCK128, _ptr(w), E, rows, cols, _ptr(q), _ptr(scales), stream)
     return q, scales
+
+
+def quantize_weight_mxfp8(w):
+    """A bf16 [E, rows, cols] weight (cols a multiple of 32) as MXFP8, the OCP MX rules: (E4M3
+    codes, uint8 of w's shape; E8M0 scales, uint8 [E, rows, cols / 32], each 2^(floor(log2 amax)
+    - 8) over its 32 values along cols, stored as the exponent + 127; 255 for a block holding a
+    NaN or an infinity), by mok_quantize_weight on w's device and current stream. This is also the
+    layout mxfp8_to_block128 takes MXFP8 weights in (a checkpoint's codes and scales)."""
+    if w.dtype != torch.bfloat16 or w.dim() != 3 or not w.is_contiguous() or w.device.type != "cuda":
+        raise TypeError("mok: quantize_weight_mxfp8 needs a contiguous bfloat16 [E, rows, cols] CUDA tensor")
+    E, rows, cols = w.shape
+    if cols % 32:
+        raise ValueError(f"mok: MXFP8 needs cols a multiple of 32, got {cols}")
+    q = torch.empty(w.shape, dtype=torch.uint8, device=w.device)
+    scales = torch.empty(E, rows, cols // 32, dtype=torch.uint8, device=w.device)
+    stream = ctypes.c_void_p(torch.cuda.current_stream(w.device).cuda_stream)
+    C.call("mok_quantize_weight", MXFP8, _ptr(w), E, rows, cols, _ptr(q), _ptr(scales), stream)
+    return q, scales
+
+
+def mxfp8_to_block128(q_mx, s_mx):
+    """MXFP8 weights (codes uint8 or float8_e4m3fn [E, rows, cols], E8M0 scales uint8 or
+    float8_e8m0fnu [E, rows, cols / 32]; rows and cols multiples of 128) converted to the block-128
+    format the FP8 layer runs (quantize_weight's), by mok_mxfp8_to_block128: each 128x128 block at
+    the largest of its MX scales, every value re-expressed there (exact while it stays in E4M3's
+    normal range, else rounded to the nearest 2^-9 of the block scale; exact when a block's MX
+    scales are equal; a block with scale 255 becomes NaN)."""
+    for t, name in ((q_mx, "q_mx"), (s_mx, "s_mx")):
+        if t.device.type != "cuda" or not t.is_contiguous() or t.dim() != 3 or t.element_size() != 1:
+            raise TypeError(f"mok: mxfp8_to_block128's {name} must be a contiguous 1-byte [E, rows, "
+                            "cols] CUDA tensor")
+    E, rows, cols = q_mx.shape
+    if tuple(s_mx.shape) != (E, rows, cols // 32) or s_mx.device != q_mx.device or cols % 32:
+        raise ValueError(f"mok: MXFP8 scales must be [E, rows, cols / 32] = {(E, rows, cols // 32)} "
+                         f"on {q_mx.device}, got {tuple(s_mx.shape)} on {s_mx.device}")
+    if rows % 128 or cols % 128:
+        raise ValueError(f"mok: mxfp8_to_block128 needs rows and cols multiples of 128, got {rows}, {cols}")
+    q = torch.empty(q_mx.shape, dtype=torch.uint8, device=q_mx.device)
+    scales = torch.empty(E, rows // 128, cols // 128, dtype=torch.float32, device=q_mx.device)
+    stream = ctypes.c_void_p(torch.cuda.current_stream(q_mx.device).cuda_stream)
+    C.call("mok_mxfp8_to_block128", _ptr(q_mx), _ptr(s_mx), E, rows, cols, _ptr(q), _ptr(scales),
+           stream)
+    return q, scales
+
+
+def quantize_weight_format(w, weight_format="block128"):
+    """quantize_weight(w), or with weight_format "mxfp8" w through MXFP8 first (the values an MX
+    recipe trains on) and then to block-128 (mxfp8_to_block128): the FP8 layer's codes and scales."""
+    if weight_format == "block128":
+        return quantize_weight(w)
+    if weight_format == "mxfp8":
+        return mxfp8_to_block128(*quantize_weight_mxfp8(w))
+    raise ValueError(f"mok: weight_format must be one of {WEIGHT_FORMATS}, got {weight_format!r}")
 
 
 def transpose_weights_fp8(q_gate, s_gate, q_up, s_up, q_down, s_down):
@@ -515,11 +569,12 @@ class _MoEFP8(torch.autograd.Function):
 
     @staticmethod
     def forward(ctx, x, topk, rw, w_gate, w_up, w_down, ws_gate, ws_up, ws_down, group_id,
-                num_experts, swiglu_limit, slot, cache):
+                num_experts, swiglu_limit, slot, cache, weight_format):
         if cache is not None:
             codes = cache.codes(w_gate, w_up, w_down)
         else:
-            codes = tuple(t for w in (w_gate, w_up, w_down) for t in quantize_weight(w))
+            codes = tuple(t for w in (w_gate, w_up, w_down)
+                          for t in quantize_weight_format(w, weight_format))
         y = moe_forward_fp8(x, topk, rw, *codes, ws_gate, ws_up, ws_down, group_id, num_experts,
                             swiglu_limit, max(slot, -1))
         ctx.save_for_backward(x, topk, rw, ws_gate, ws_up, ws_down)
@@ -542,24 +597,32 @@ class _MoEFP8(torch.autograd.Function):
         ctx.codes = ctx.cache = None
         shared = ws_gate is not None and ws_gate.numel() > 0
         return (dx, None, drw, dwg, dwu, dwd, dsg if shared else None, dsu if shared else None,
-                dsd if shared else None, None, None, None, None, None)
+                dsd if shared else None, None, None, None, None, None, None)
 
 
 def moe_fp8(x, topk_experts, router_weights, w_gate, w_up, w_down, ws_gate=None, ws_up=None,
             ws_down=None, *, group: Group, num_experts: int, swiglu_limit: float = 0.0,
-            slot: Optional[int] = None, weight_cache=None) -> torch.Tensor:
+            slot: Optional[int] = None, weight_cache=None,
+            weight_format: str = "block128") -> torch.Tensor:
     """moe() with the routed experts in FP8 (block-128 E4M3: the tokens and activations 1x128,
     the weights 128x128, quantized by mok; the shared expert stays bf16), differentiable like
     moe() (_MoEFP8). weight_cache: an mok.FP8WeightCache of this layer, which quantizes the routed
     weights once per weight update (gradient accumulation and recomputation reuse its codes);
     None quantizes them at every call. H and I multiples of 128; the group's kernels "auto" or
     "grouped". Not traceable by torch.compile (a plain autograd.Function of ctypes calls: it
-    graph-breaks)."""
+    graph-breaks). weight_format "mxfp8": the routed weights go through MXFP8 (1x32 blocks, E8M0
+    scales: the values an MX recipe trains on) and are converted to block-128 for the layer
+    (quantize_weight_format); weight_cache must then be made with the same format."""
     if slot is not None and slot < 1:
         raise ValueError("mok: slot must be None or >= 1 (slot 0 is the ops' shared default)")
+    if weight_format not in WEIGHT_FORMATS:
+        raise ValueError(f"mok: weight_format must be one of {WEIGHT_FORMATS}, got {weight_format!r}")
+    if weight_cache is not None and weight_cache.weight_format != weight_format:
+        raise ValueError(f"mok: weight_cache makes {weight_cache.weight_format!r} codes, the call "
+                         f"asks for {weight_format!r}")
     return _MoEFP8.apply(x, topk_experts, router_weights, w_gate, w_up, w_down, ws_gate, ws_up,
                          ws_down, group.id, int(num_experts), float(swiglu_limit),
-                         -1 if slot is None else int(slot), weight_cache)
+                         -1 if slot is None else int(slot), weight_cache, weight_format)
 
 
 def moe(x, topk_experts, router_weights, w_gate, w_up, w_down, ws_gate=None, ws_up=None, ws_down=None,

@@ -25,7 +25,16 @@ Mapping, with P the layer's prefix (e.g. "model.layers.3.mlp.") and J a global e
 
 first = rank * E/EP: each rank loads only its own experts (J in [first, first + E/EP)) and ignores
 the others', so a full checkpoint or this rank's shard both work. Exports hold this rank's experts;
-the union over ranks is the whole layer (router and shared expert are the same on every rank)."""
+the union over ranks is the whole layer (router and shared expert are the same on every rank).
+
+FP8 checkpoints load too: a weight stored as float8_e4m3fn codes (or their uint8 bytes) comes with a
+scale under the same key plus "_scale_inv" or "_scale", read by its dtype and shape:
+  block-128   fp32 / bf16 [..., ceil(rows/128), ceil(cols/128)], value = code * scale (DeepSeek-V3's
+              released FP8 files: weight_scale_inv);
+  MXFP8       E8M0 bytes, uint8 or float8_e8m0fnu [..., rows, cols/32], value = code * 2^(s - 127)
+              (the layout of mok.functional.quantize_weight_mxfp8); 255 (NaN) is refused.
+The values are dequantized into the module's bf16 parameters (exactly for MXFP8); a module with
+expert_precision "mxfp8" quantizes them back to the same MX codes and scales."""
 import torch
 
 STYLES = ("deepseek_v3", "qwen3_moe")
@@ -85,13 +94,54 @@ def hf_key_map(module, prefix, style="deepseek_v3", layout="per_expert"):
     return m
 
 
-def _get(sd, key, shape):
+def _get(sd, key, shape, used=None, rows=None):
+    """sd[key] checked against shape, then sliced along dim 0 by rows when given; FP8 codes with
+    their scale key (module docstring) dequantized to float32, the scale key appended to used."""
     if key not in sd:
         raise KeyError(f"missing key in the Hugging Face state dict: {key}")
     t = sd[key]
     if tuple(t.shape) != tuple(shape):
         raise ValueError(f"{key}: shape {tuple(t.shape)}, expected {tuple(shape)}")
-    return t
+    scale_key = next((key + sfx for sfx in _SCALE_SUFFIXES if key + sfx in sd), None)
+    if t.dtype != torch.float8_e4m3fn and scale_key is None:
+        return t if rows is None else t[rows]
+    if scale_key is None:
+        raise KeyError(f"{key} holds FP8 codes but the state dict has no {key}_scale_inv or "
+                       f"{key}_scale")
+    scale = sd[scale_key]
+    if rows is not None:
+        if scale.dim() != t.dim() or scale.shape[0] != t.shape[0]:
+            raise ValueError(f"{scale_key}: shape {tuple(scale.shape)} does not match {key}'s "
+                             f"{tuple(t.shape)}")
+        t, scale = t[rows], scale[rows]
+    if used is not None:
+        used.append(scale_key)
+    return dequantize_fp8(t, scale, scale_key)
+
+
+_SCALE_SUFFIXES = ("_scale_inv", "_scale")
+_E8M0 = tuple(d for d in (torch.uint8, getattr(torch, "float8_e8m0fnu", None)) if d is not None)
+
+
+def dequantize_fp8(codes, scale, name="scale"):
+    """E4M3 codes (float8_e4m3fn, or their uint8 bytes) [..., rows, cols] with a block-128 scale
+    (float [..., ceil(rows/128), ceil(cols/128)]: value = code * scale) or an MXFP8 one (E8M0 bytes
+    [..., rows, cols/32]: value = code * 2^(s - 127)) -> float32 values. Raises ValueError for
+    any other scale shape or dtype, and for an E8M0 NaN (255)."""
+    rows, cols = codes.shape[-2:]
+    v = codes.view(torch.float8_e4m3fn).float() if codes.dtype == torch.uint8 else codes.float()
+    lead = tuple(codes.shape[:-2])
+    if scale.dtype in _E8M0 and tuple(scale.shape) == lead + (rows, cols // 32) and cols % 32 == 0:
+        e = scale.view(torch.uint8).int()
+        if bool((e == 255).any()):
+            raise ValueError(f"{name}: an E8M0 scale is 255 (NaN)")
+        return v * torch.exp2(e.float() - 127.0).repeat_interleave(32, dim=-1)
+    nb = (lead + (-(-rows // 128), -(-cols // 128)))
+    if scale.is_floating_point() and scale.dtype not in _E8M0 and tuple(scale.shape) == nb:
+        s = scale.float().repeat_interleave(128, dim=-2).repeat_interleave(128, dim=-1)
+        return v * s[..., :rows, :cols]
+    raise ValueError(f"{name}: {scale.dtype} {tuple(scale.shape)} is neither a block-128 scale "
+                     f"{nb} (float) nor an MXFP8 one {lead + (rows, cols // 32)} (E8M0 bytes)")
 
 
 @torch.no_grad()
@@ -111,11 +161,11 @@ def load_hf_moe_state_dict(module, hf_state_dict, prefix, style="deepseek_v3", s
     for name, keys in mapping.items():
         target = own[name]
         if isinstance(keys, list):
-            parts = [_get(hf_state_dict, key, target.shape[1:]) for key in keys]
+            parts = [_get(hf_state_dict, key, target.shape[1:], used) for key in keys]
             target.copy_(torch.stack([t.to(target.device, target.dtype) for t in parts]))
         elif name in ("w_gate", "w_up", "w_down") and layout == "fused":
             shape = (E, H, I) if name == "w_down" else (E, 2 * I, H)
-            t = _get(hf_state_dict, keys, shape)[first:end]
+            t = _get(hf_state_dict, keys, shape, used, slice(first, end))
             if name == "w_gate":
                 t = t[:, :I]
             elif name == "w_up":
@@ -123,7 +173,7 @@ def load_hf_moe_state_dict(module, hf_state_dict, prefix, style="deepseek_v3", s
             target.copy_(t)
             keys = [keys]
         else:
-            target.copy_(_get(hf_state_dict, keys, target.shape))
+            target.copy_(_get(hf_state_dict, keys, target.shape, used))
             keys = [keys]
         used += keys
     if strict:
@@ -139,7 +189,8 @@ def load_hf_moe_state_dict(module, hf_state_dict, prefix, style="deepseek_v3", s
 def _is_other_expert(key, p, module):
     """An expert weight of a rank other than this one."""
     rest = key[len(p):].split(".")
-    if len(rest) != 4 or rest[0] != "experts" or not rest[1].isdigit() or rest[3] != "weight":
+    if (len(rest) != 4 or rest[0] != "experts" or not rest[1].isdigit()
+            or rest[3] not in ("weight",) + tuple("weight" + sfx for sfx in _SCALE_SUFFIXES)):
         return False
     if rest[2] not in ("gate_proj", "up_proj", "down_proj"):
         return False

@@ -108,7 +108,10 @@ class MoE(nn.Module):
     stay bf16. The module quantizes its routed weights once per weight update (mok.FP8WeightCache:
     micro-batches, recomputation and evaluation reuse the codes; an optimizer step, any in-place
     op on the weights or load_state_dict makes new ones); after writing them through `.data`
-    outside an optimizer, call invalidate_fp8_weights().
+    outside an optimizer, call invalidate_fp8_weights(). expert_precision "mxfp8" is the same
+    with the routed weights quantized to MXFP8 (1x32 blocks, E8M0 scales: the values an MX recipe
+    and MX checkpoints carry) and converted once per update to block-128, which the layer runs
+    (docs/DESIGN.md, "MXFP8"); the activations are quantized 1x128 as in "fp8".
     ring_bytes > 0 bounds what mok keeps per layer for backward to a token ring of that size
     (backward then replays the forward of the macrobatches not kept; results unchanged).
     Every forward keeps its RouterStats (tokens per expert, router logits, and with aux_loss_coef
@@ -134,11 +137,12 @@ class MoE(nn.Module):
         self.last_stats = None
         if backend not in BACKENDS:
             raise ValueError(f"backend must be one of {BACKENDS}, got {backend!r}")
-        if expert_precision not in ("bf16", "fp8"):
-            raise ValueError(f"expert_precision must be 'bf16' or 'fp8', got {expert_precision!r}")
-        if expert_precision == "fp8" and (backend != "mok" or kernels not in ("auto", "grouped")):
-            raise ValueError("expert_precision 'fp8' runs on backend 'mok' with kernels 'auto' or "
-                             "'grouped'")
+        if expert_precision not in ("bf16", "fp8", "mxfp8"):
+            raise ValueError("expert_precision must be 'bf16', 'fp8' or 'mxfp8', got "
+                             f"{expert_precision!r}")
+        if expert_precision != "bf16" and (backend != "mok" or kernels not in ("auto", "grouped")):
+            raise ValueError(f"expert_precision {expert_precision!r} runs on backend 'mok' with "
+                             "kernels 'auto' or 'grouped'")
         self.expert_precision = expert_precision
         check_routing(num_experts, top_k, scoring, n_group, topk_group)
         if swiglu_limit < 0:
@@ -183,7 +187,9 @@ class MoE(nn.Module):
         self.reset_parameters()
 
         self._slot = next(_slots)
-        self._fp8_cache = _functional.FP8WeightCache() if expert_precision == "fp8" else None
+        self._weight_format = "mxfp8" if expert_precision == "mxfp8" else "block128"
+        self._fp8_cache = (_functional.FP8WeightCache(weight_format=self._weight_format)
+                           if expert_precision != "bf16" else None)
         self._group = get_group(process_group, kernels, ring_bytes, max_tokens) if backend == "mok" \
             else None
 
@@ -261,10 +267,11 @@ class MoE(nn.Module):
         if self.backend == "mok":
             kw = dict(group=self._group, num_experts=self.num_experts,
                       swiglu_limit=self.swiglu_limit, slot=None if self.recompute else self._slot)
-            if self.expert_precision == "fp8":
+            if self.expert_precision != "bf16":
                 y = _functional.moe_fp8(tokens, topk_experts, router_weights, self.w_gate,
                                         self.w_up, self.w_down, *shared,
-                                        weight_cache=self._fp8_cache, **kw)
+                                        weight_cache=self._fp8_cache,
+                                        weight_format=self._weight_format, **kw)
             else:
                 y = _functional.moe(tokens, topk_experts, router_weights, self.w_gate, self.w_up,
                                     self.w_down, *shared, **kw)

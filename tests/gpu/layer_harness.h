@@ -43,6 +43,8 @@ typedef struct {
   int build_in_forward;   /* lh_run: mok_build_and_forward, not mok_schedule_build and then
                              mok_forward                                                    */
   int candidates;         /* FP8 cases: also every plan mok_plan_candidates gives, bitwise   */
+  int mxfp8;              /* FP8 cases: the routed weights quantized to MXFP8, then converted
+                             to block-128 (mok_mxfp8_to_block128), not quantized straight   */
   int64_t ws_tokens;      /* lh_env_open: the workspace's T when above T; its schedule then
                              runs T tokens (mok_schedule_set_tokens)                        */
 } lh_case;

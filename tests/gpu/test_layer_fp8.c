@@ -5,7 +5,9 @@
  * dispatch pulled inside the expert MLP's launch and that of mok_build_and_forward bit for bit.
  * Backward (data gradients in FP8 on mok_fp8_transpose_weights' copies): refused without them;
  * with them, every gradient matches the reference's FP8 backward, a second backward is bitwise the
- * same, and so is a one-region ring's (which replays the forward); the ops layer refuses it. */
+ * same, and so is a one-region ring's (which replays the forward); the ops layer refuses it.
+ * MXFP8 weights (mok_quantize_weight's MX codes, bit for bit the host's, converted to block-128
+ * by mok_mxfp8_to_block128, bit for bit the host's conversion) through the same checks. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -44,13 +46,24 @@ static void fp8_case(lh_case c, const char *label) {
   const int64_t rows[3] = {I, I, H}, cols[3] = {H, H, I};
   void *q[3] = {NULL, NULL, NULL};
   float *sc[3] = {NULL, NULL, NULL};
+  void *mxq[3] = {NULL, NULL, NULL}, *mxs[3] = {NULL, NULL, NULL}; /* c.mxfp8: the MX codes */
   for (int i = 0; i < 3; ++i) {
     int64_t ns = 0;
     CHECK_STATUS(mok_fp8_scale_count(MOK_DTYPE_FP8_BLOCK128, el, rows[i], cols[i], &ns), MOK_SUCCESS);
     CHECK(cudaMalloc(&q[i], (size_t)(el * rows[i] * cols[i])) == cudaSuccess);
     CHECK(cudaMalloc((void **)&sc[i], (size_t)ns * 4) == cudaSuccess);
-    CHECK_STATUS(mok_quantize_weight(MOK_DTYPE_FP8_BLOCK128, d.w[i], el, rows[i], cols[i], q[i], sc[i], 0),
-                 MOK_SUCCESS);
+    if (c.mxfp8) {
+      const int64_t n = el * rows[i] * cols[i];
+      CHECK(cudaMalloc(&mxq[i], (size_t)n) == cudaSuccess);
+      CHECK(cudaMalloc(&mxs[i], (size_t)(n / 32)) == cudaSuccess);
+      CHECK_STATUS(mok_quantize_weight(MOK_DTYPE_MXFP8, d.w[i], el, rows[i], cols[i], mxq[i],
+                                       mxs[i], 0), MOK_SUCCESS);
+      CHECK_STATUS(mok_mxfp8_to_block128(mxq[i], (const uint8_t *)mxs[i], el, rows[i], cols[i],
+                                         q[i], sc[i], 0), MOK_SUCCESS);
+    } else {
+      CHECK_STATUS(mok_quantize_weight(MOK_DTYPE_FP8_BLOCK128, d.w[i], el, rows[i], cols[i], q[i],
+                                       sc[i], 0), MOK_SUCCESS);
+    }
   }
   /* the backward's transposed copies: gate | up [el, H, 2I], down [el, I, H] */
   void *qt[2] = {NULL, NULL};
@@ -69,7 +82,21 @@ static void fp8_case(lh_case c, const char *label) {
       const int64_t n = el * rows[i] * cols[i], ns = el * (rows[i] / 128) * (cols[i] / 128);
       uint8_t *hq = malloc((size_t)n), *dq = malloc((size_t)n);
       float *hs = malloc(sizeof(float) * (size_t)ns), *ds = malloc(sizeof(float) * (size_t)ns);
-      mok_fp8_quantize_weight_block128(w3[i][r], el, rows[i], cols[i], hq, hs);
+      if (c.mxfp8) { /* the host's MX codes, then the host's conversion */
+        uint8_t *mq = malloc((size_t)n), *ms = malloc((size_t)(n / 32));
+        mok_mxfp8_quantize_rows(w3[i][r], el * rows[i], cols[i], mq, ms);
+        mok_mxfp8_to_block128_ref(mq, ms, el, rows[i], cols[i], hq, hs);
+        if (r == rank) {
+          uint8_t *dmq = malloc((size_t)n), *dms = malloc((size_t)(n / 32));
+          cudaMemcpy(dmq, mxq[i], (size_t)n, cudaMemcpyDeviceToHost);
+          cudaMemcpy(dms, mxs[i], (size_t)(n / 32), cudaMemcpyDeviceToHost);
+          same = same && memcmp(mq, dmq, (size_t)n) == 0 && memcmp(ms, dms, (size_t)(n / 32)) == 0;
+          free(dmq); free(dms);
+        }
+        free(mq); free(ms);
+      } else {
+        mok_fp8_quantize_weight_block128(w3[i][r], el, rows[i], cols[i], hq, hs);
+      }
       if (r == rank) {
         cudaMemcpy(dq, q[i], (size_t)n, cudaMemcpyDeviceToHost);
         cudaMemcpy(ds, sc[i], (size_t)ns * 4, cudaMemcpyDeviceToHost);
@@ -78,7 +105,8 @@ static void fp8_case(lh_case c, const char *label) {
       mok_fp8_dequantize_weight_block128(hq, hs, el, rows[i], cols[i], w3[i][r]);
       free(hq); free(dq); free(hs); free(ds);
     }
-  if (!same) printf("  %s: device weight quantization differs from the host's\n", label);
+  if (!same) printf("  %s: device weight quantization%s differs from the host's\n", label,
+                    c.mxfp8 ? " (MXFP8, or its conversion)" : "");
   CHECK(same);
   if (c.fp8_shared && Is > 0) /* the layer quantizes the shared weights itself: the reference
                                 gets their dequantized values */
@@ -286,7 +314,7 @@ static void fp8_case(lh_case c, const char *label) {
     for (int r = 0; r < ep; ++r) free(y[r]);
   }
   lh_env_close(&e);
-  for (int i = 0; i < 3; ++i) { cudaFree(q[i]); cudaFree(sc[i]); }
+  for (int i = 0; i < 3; ++i) { cudaFree(q[i]); cudaFree(sc[i]); cudaFree(mxq[i]); cudaFree(mxs[i]); }
   for (int i = 0; i < 2; ++i) { cudaFree(qt[i]); cudaFree(tsc[i]); }
   lh_dev_free(&d);
   lh_host_free(&h);
@@ -400,4 +428,13 @@ GPU_TEST(layer_fp8_drw_unfused) {
   lh_case c = lh_base_case();
   c.unfused_drw = 1;
   fp8_mode_cases(c, "fp8 unfused d_rw", "fp8 unfused d_rw, zipf+clamp", 1);
+}
+
+/* MXFP8 weights: quantized to MX on the device, converted once to block-128, then the FP8 layer
+ * with every check of fp8_case, on the base routing with a shared expert and on Zipf with the
+ * clamp (whose bound layer_fp8_zipf_clamp explains). */
+GPU_TEST(layer_mxfp8) {
+  lh_case c = lh_base_case();
+  c.mxfp8 = 1;
+  fp8_mode_cases(c, "mxfp8 weights", "mxfp8 weights, zipf+clamp", 1);
 }

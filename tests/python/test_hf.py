@@ -300,3 +300,98 @@ def test_swap_real_transformers_model(style):
 def test_swap_rejects_other_models():
     with pytest.raises(ValueError, match="model_type"):
         mok.swap_hf_moe_blocks(torch.nn.Linear(2, 2), backend="torch")
+
+
+def _mx_quantize(w):
+    """w [..., rows, cols] -> (float8_e4m3fn codes, uint8 E8M0 scales [..., rows, cols/32]) by the
+    OCP MX rule (2^(floor(log2 amax) - 8), saturating)."""
+    b = w.float().unflatten(-1, (-1, 32))
+    amax = b.abs().amax(-1)
+    e = torch.where(amax > 0, torch.floor(torch.log2(amax.clamp_min(1e-38))) - 8 + 127,
+                    torch.zeros_like(amax)).clamp(0, 254)
+    codes = (b / torch.exp2(e - 127)[..., None]).clamp(-448, 448).to(torch.float8_e4m3fn)
+    return codes.flatten(-2), e.to(torch.uint8)
+
+
+def _block_quantize(w):
+    """w [..., rows, cols] -> (float8_e4m3fn codes, float32 scale_inv [..., rows/128 up, cols/128
+    up]) as DeepSeek-V3's FP8 files store them (value = code * scale_inv)."""
+    rows, cols = w.shape[-2:]
+    pr, pc = -(-rows // 128) * 128, -(-cols // 128) * 128
+    p = torch.zeros(*w.shape[:-2], pr, pc)
+    p[..., :rows, :cols] = w.float()
+    blocks = p.unflatten(-2, (-1, 128)).unflatten(-1, (-1, 128))
+    s = blocks.abs().amax((-3, -1)).clamp_min(1e-12) / 448.0
+    full = s.repeat_interleave(128, -2).repeat_interleave(128, -1)
+    return (p / full)[..., :rows, :cols].to(torch.float8_e4m3fn), s
+
+
+def _fp8_checkpoint(sd):
+    """sd with every routed gate / up projection in MXFP8 (codes + weight_scale) and every down
+    projection in block-128 FP8 (codes + weight_scale_inv), and the values each now stands for."""
+    out, values = dict(sd), {}
+    for key in sd:
+        if ".experts." not in key or not key.endswith("_proj.weight"):
+            continue
+        if "down_proj" in key:
+            q, s = _block_quantize(sd[key])
+            out[key], out[key + "_scale_inv"] = q, s
+            full = s.repeat_interleave(128, -2).repeat_interleave(128, -1)
+            values[key] = q.float() * full[..., :q.shape[-2], :q.shape[-1]]
+        else:
+            q, s = _mx_quantize(sd[key])
+            out[key], out[key + "_scale"] = q, s
+            values[key] = q.float() * torch.exp2(s.float() - 127).repeat_interleave(32, -1)
+    return out, values
+
+
+@pytest.mark.parametrize("style", ["deepseek_v3", "qwen3_moe"])
+def test_fp8_checkpoint_loads(style):
+    """FP8 expert weights with their scales (MXFP8 E8M0 and block-128 scale_inv) load as their
+    dequantized values, bf16-rounded; the MX values exactly, in both layouts; another rank's scale
+    keys are left alone under strict; a missing, misshapen or NaN scale is a clear error."""
+    sd, values = _fp8_checkpoint(hf_layer(style))
+    m = make_module(style)
+    used = mok.load_hf_moe_state_dict(m, sd, PREFIX, style=style)
+    assert f"{PREFIX}experts.3.gate_proj.weight_scale" in used
+    assert f"{PREFIX}experts.3.down_proj.weight_scale_inv" in used
+    for j in range(E):
+        g = values[f"{PREFIX}experts.{j}.gate_proj.weight"]
+        assert torch.equal(m.w_gate[j].float(), g)  # MX values are exact in bf16
+        assert torch.equal(m.w_up[j], values[f"{PREFIX}experts.{j}.up_proj.weight"].bfloat16())
+        assert torch.equal(m.w_down[j], values[f"{PREFIX}experts.{j}.down_proj.weight"].bfloat16())
+    half = make_module(style)
+    FakeRank(half, 1, 2)
+    mok.load_hf_moe_state_dict(half, sd, PREFIX, style=style)  # strict: others' scales ignored
+    assert torch.equal(half.w_gate[0], m.w_gate[E // 2])
+    # the fused layout (transformers 5): the same values
+    fz = {k: v for k, v in sd.items() if ".experts." not in k}
+    for proj, mx in (("gate_up_proj", True), ("down_proj", False)):
+        if mx:
+            ws = torch.stack([torch.cat([values[f"{PREFIX}experts.{j}.gate_proj.weight"],
+                                         values[f"{PREFIX}experts.{j}.up_proj.weight"]]) for j in range(E)])
+            q, s = _mx_quantize(ws)
+            fz[PREFIX + "experts." + proj], fz[PREFIX + "experts." + proj + "_scale"] = q, s
+        else:
+            ws = torch.stack([sd[f"{PREFIX}experts.{j}.down_proj.weight"] for j in range(E)])
+            sc = torch.stack([sd[f"{PREFIX}experts.{j}.down_proj.weight_scale_inv"] for j in range(E)])
+            fz[PREFIX + "experts." + proj], fz[PREFIX + "experts." + proj + "_scale_inv"] = ws, sc
+    mf_ = make_module(style)
+    mok.load_hf_moe_state_dict(mf_, fz, PREFIX, style=style)
+    assert torch.equal(mf_.w_gate, m.w_gate) and torch.equal(mf_.w_up, m.w_up)
+    assert torch.equal(mf_.w_down, m.w_down)
+    # errors
+    key = f"{PREFIX}experts.2.gate_proj.weight"
+    bad = dict(sd)
+    del bad[key + "_scale"]
+    with pytest.raises(KeyError, match="FP8 codes"):
+        mok.load_hf_moe_state_dict(make_module(style), bad, PREFIX, style=style)
+    bad = dict(sd)
+    bad[key + "_scale"] = sd[key + "_scale"][:-1]
+    with pytest.raises(ValueError, match="neither"):
+        mok.load_hf_moe_state_dict(make_module(style), bad, PREFIX, style=style)
+    bad = dict(sd)
+    bad[key + "_scale"] = sd[key + "_scale"].clone()
+    bad[key + "_scale"][0, 0] = 255
+    with pytest.raises(ValueError, match="NaN"):
+        mok.load_hf_moe_state_dict(make_module(style), bad, PREFIX, style=style)

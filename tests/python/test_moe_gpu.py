@@ -392,6 +392,71 @@ def test_fp8_weight_cache():
     check_no_device_fault()
 
 
+def _mx_values(q, s):
+    """MXFP8 codes and E8M0 scales -> their values, exact in float32 (and in bf16)."""
+    return q.view(torch.float8_e4m3fn).float() * torch.exp2(
+        s.float() - 127.0).repeat_interleave(32, dim=-1)
+
+
+def test_mxfp8_module():
+    """mok.MoE(expert_precision="mxfp8") (routed weights through MXFP8, converted once to block-128):
+    output and every gradient against the BF16 mok module on the weights' MX values within E4M3's
+    precision, with the same bound as "fp8"; the MX values quantize back to the same codes and
+    scales (an MX checkpoint dequantized to bf16 round-trips); the conversion within its bound
+    (exact where a value stays in E4M3's normal range at the block's scale, else within half its
+    subnormal step); the second step bitwise the first and the weight cache's counters as for
+    "fp8"; the error against the original weights reported beside the block-128 module's."""
+    import mok.functional as mf
+    seed = shared_seed()
+    kw = CASES["deepseek_v3"]
+    a, _ = make_pair(seed, **kw)
+    m = mok.MoE(H, I, device="cuda", backend="mok", expert_precision="mxfp8", **kw)
+    f = mok.MoE(H, I, device="cuda", backend="mok", expert_precision="fp8", **kw)
+    m.load_state_dict(a.state_dict())
+    f.load_state_dict(a.state_dict())
+    facts, ok = {}, True
+    mx = mok.MoE(H, I, device="cuda", backend="mok", **kw)  # bf16 on the MX values
+    mx.load_state_dict(a.state_dict())
+    with torch.no_grad():
+        for name in ("w_gate", "w_up", "w_down"):
+            w = getattr(a, name)
+            q, sc = mf.quantize_weight_mxfp8(w.detach().contiguous())
+            v = _mx_values(q, sc)
+            getattr(mx, name).copy_(v.bfloat16())
+            ok &= bool(torch.equal(v.bfloat16().float(), v))  # exact in bf16
+            q2, s2 = mf.quantize_weight_mxfp8(v.bfloat16().contiguous())
+            facts[f"{name}_round_trip"] = bool(torch.equal(q, q2) and torch.equal(sc, s2))
+            cq, cs = mf.mxfp8_to_block128(q, sc)
+            S = cs.repeat_interleave(128, dim=1).repeat_interleave(128, dim=2)
+            got = cq.view(torch.float8_e4m3fn).float() * S
+            normal = (v / S).abs() >= 2.0 ** -6
+            exact = bool(torch.equal(got[normal], v[normal]))
+            bound = bool(((got - v).abs() <= S * 2.0 ** -10).all())
+            facts[f"{name}_conversion"] = exact and bound
+            ok &= facts[f"{name}_round_trip"] and exact and bound
+    g = torch.Generator(device="cuda").manual_seed(seed + dist.get_rank())
+    x = torch.randn(3, 67, H, device="cuda", generator=g).bfloat16()
+    dy = torch.randn(3, 67, H, device="cuda", generator=g).bfloat16()
+    ref, got, again = grads_of(mx, x, dy), grads_of(m, x, dy), grads_of(m, x, dy)
+    orig, blk = grads_of(a, x, dy), grads_of(f, x, dy)
+    same = torch.equal(got[0], again[0]) and torch.equal(got[1], again[1]) and all(
+        torch.equal(got[2][n], again[2][n]) for n in got[2])
+    errs = {"y": rel(got[0], ref[0]), "dx": rel(got[1], ref[1])}
+    errs.update({n.replace(".weight", ""): rel(got[2][n], ref[2][n]) for n in ref[2]})
+    cache = m._fp8_cache
+    counters = cache.quantizations == 1 and cache.transpositions == 1
+    report("mxfp8_module", bitwise_again=same, counters=counters, worst=max(errs.values()),
+           y_vs_bf16_original=rel(got[0], orig[0]), fp8_y_vs_bf16_original=rel(blk[0], orig[0]),
+           dx_vs_bf16_original=rel(got[1], orig[1]), fp8_dx_vs_bf16_original=rel(blk[1], orig[1]),
+           **facts, **errs)
+    assert agree(ok and same and counters and finite(got[0], got[1], *got[2].values())
+                 and max(errs.values()) < 0.15), (facts, errs)
+    with pytest.raises(ValueError):
+        mf.moe_fp8(x.reshape(-1, H), None, None, a.w_gate, a.w_up, a.w_down, group=m._group,
+                   num_experts=16, weight_cache=f._fp8_cache, weight_format="mxfp8")
+    check_no_device_fault()
+
+
 def test_torch_compile_fullgraph():
     seed = shared_seed()
     a, b = make_pair(seed, **CASES["deepseek_v3"])
