@@ -1,6 +1,7 @@
 /* quantize.c — mok_quantize_weight: routed-expert weights to FP8 ahead of time, in the
  * Hopper-native 128x128-block recipe or in MXFP8 (1x32 blocks, E8M0 scales);
- * mok_mxfp8_to_block128: MXFP8 weights converted once to the block-128 recipe the layer runs;
+ * mok_mxfp8_to_block128: MXFP8 weights converted once to the block-128 recipe the layer runs
+ * (mok_quantize_weight_mxfp8_block128: both in one pass from bf16);
  * mok_fp8_transpose_weights: the FP8 backward's transposed copies of the block-128 weights. */
 #include <stdint.h>
 #include "kernels/pointwise/fp8_quant.h"
@@ -67,4 +68,17 @@ mok_status mok_fp8_transpose_weights(mok_dtype dtype, const mok_weights *w, int6
     st = mok_fp8_transpose_block128(w->w_down, (const float *)w->w_down_scale, experts, hidden,
                                      inter, down_t, (float *)down_t_scales, hidden, 0, stream);
   return st;
+}
+
+mok_status mok_quantize_weight_mxfp8_block128(const void *w, int64_t experts, int64_t rows,
+                                              int64_t cols, void *data, float *scales,
+                                              cudaStream_t stream) {
+  if (!w || !data || !scales) return MOK_ERR_INVALID_ARGUMENT;
+  if (experts < 0 || rows < 0 || cols < 0) return MOK_ERR_INVALID_SHAPE;
+  if (rows % 128 || cols % 128) return MOK_ERR_MISALIGNED;
+  int64_t rows_total = 0;
+  if (__builtin_mul_overflow(experts, rows, &rows_total) || rows_total > INT64_MAX / (cols + 1))
+    return MOK_ERR_INVALID_SHAPE;
+  if (experts == 0 || rows == 0 || cols == 0) return MOK_SUCCESS;
+  return mok_mxfp8_quant_weight_block128(w, data, scales, experts, rows, cols, stream);
 }

@@ -279,9 +279,14 @@ def run_case(name, shape, T, routing, group, args):
         quant = lambda: mf.transpose_weights_fp8(*[t for w in wl[:3] for t in mf.quantize_weight(w)])  # noqa: E731
         res["fp8_quant_ms"] = slowest_median(timed(quant, args.iters, args.warmup))
         if args.mxfp8:  # the same layer on MXFP8 weights converted to block-128 (untimed)
-            def mx_codes():
+            def mx_codes():  # what mok.MoE(expert_precision="mxfp8") makes per update
+                return [t for w in wl[:3] for t in mf.quantize_weight_mxfp8_block128(w)]
+
+            def mx_two_pass():  # MXFP8 tensors, then the conversion (what loaded MX weights take)
                 return [t for w in wl[:3] for t in mf.mxfp8_to_block128(*mf.quantize_weight_mxfp8(w))]
             qm = mx_codes()
+            check["fp8_mx_one_pass_bitwise"] = float(all(
+                torch.equal(a.view(torch.uint8), b.view(torch.uint8)) for a, b in zip(qm, mx_two_pass())))
             tm = mf.transpose_weights_fp8(*qm)
             mx_fwd = lambda: mf.moe_forward_fp8(x, topk, rw, *qm, *wl[3:], group.id, E)  # noqa: E731
             mx_bwd = lambda: mf.moe_backward_fp8(dy, x, topk, rw, *qm, tm, *wl[3:], group.id, E)  # noqa: E731
@@ -294,7 +299,8 @@ def run_case(name, shape, T, routing, group, args):
             mx_quant = lambda: mf.transpose_weights_fp8(*mx_codes())  # noqa: E731
             res.update(mx_fwd_ms=t_fm, mx_bwd_ms=t_bm, mx_fwd_tflops=flops / t_fm * 1e-9,
                        mx_bwd_tflops=2 * flops / t_bm * 1e-9,
-                       mx_quant_ms=slowest_median(timed(mx_quant, args.iters, args.warmup)))
+                       mx_quant_ms=slowest_median(timed(mx_quant, args.iters, args.warmup)),
+                       mx_two_pass_ms=slowest_median(timed(mx_two_pass, args.iters, args.warmup)))
             del qm, tm
         if args.torch_fp8:  # PyTorch's FP8 path on the same data, its weights' codes made untimed
             codes8 = [fp8_weight_codes(w) for w in wl[:3]]  # (once per weight update, as mok's)
@@ -478,7 +484,9 @@ def main():
                           f"vs baseline y {r['check']['fp8_mx_y']:.2e} (block-128 {r['check']['fp8_y']:.2e}), "
                           f"dx {r['check']['fp8_mx_dx']:.2e} ({r['check']['fp8_dx']:.2e}), d_rw "
                           f"{r['check']['fp8_mx_drw']:.2e} ({r['check']['fp8_drw']:.2e}); codes per update "
-                          f"{r['mx_quant_ms']:.3f} ms")
+                          f"{r['mx_quant_ms']:.3f} ms (MXFP8 then conversion, no transposes: "
+                          f"{r['mx_two_pass_ms']:.3f} ms; one pass bitwise: "
+                          f"{bool(r['check']['fp8_mx_one_pass_bitwise'])})")
                 if "fp8_graph_fwd_ms" in r:
                     for p in ("fwd", "bwd"):
                         t = r[f"fp8_graph_{p}_ms"]

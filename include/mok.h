@@ -537,6 +537,15 @@ mok_status mok_mxfp8_to_block128(const void *mx_data, const uint8_t *mx_scales, 
                                  int64_t rows, int64_t cols, void *data, float *scales,
                                  cudaStream_t stream);
 
+/* Enqueued on stream. bf16 weights w [experts, rows, cols] -> the block-128 codes and scales of
+ * their MXFP8 values, in one pass: bit for bit mok_quantize_weight(MOK_DTYPE_MXFP8) followed by
+ * mok_mxfp8_to_block128, without the MXFP8 tensors (how a model trained on MX numerics from bf16
+ * master weights makes its layer's weights). rows and cols multiples of 128, w and data 16-byte
+ * aligned; data and scales as mok_mxfp8_to_block128's. */
+mok_status mok_quantize_weight_mxfp8_block128(const void *w, int64_t experts, int64_t rows,
+                                              int64_t cols, void *data, float *scales,
+                                              cudaStream_t stream);
+
 /* Enqueued on stream. The FP8 backward's weights from the forward's (w->w_gate, w_up, w_down and
  * their scales, as mok_quantize_weight made them for `experts` experts of intermediate size inter
  * and hidden size hidden): gate_up_t [experts, hidden, 2 inter] e4m3 holding W_gate^T beside

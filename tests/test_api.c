@@ -245,6 +245,14 @@ void test_api_bad_arguments(void) {
     CHECK_STATUS(mok_mxfp8_to_block128(a16, s8, INT64_MAX / 64, 256, 128, a16, f, 0),
                  MOK_ERR_INVALID_SHAPE);
     CHECK_STATUS(mok_mxfp8_to_block128(a16, s8, 0, 128, 128, a16, f, 0), MOK_SUCCESS);
+    CHECK_STATUS(mok_quantize_weight_mxfp8_block128(NULL, 1, 128, 128, a16, f, 0),
+                 MOK_ERR_INVALID_ARGUMENT);
+    CHECK_STATUS(mok_quantize_weight_mxfp8_block128(a16, 1, 128, 96, a16, f, 0), MOK_ERR_MISALIGNED);
+    CHECK_STATUS(mok_quantize_weight_mxfp8_block128(a16, -1, 128, 128, a16, f, 0),
+                 MOK_ERR_INVALID_SHAPE);
+    CHECK_STATUS(mok_quantize_weight_mxfp8_block128(a16, INT64_MAX / 64, 256, 128, a16, f, 0),
+                 MOK_ERR_INVALID_SHAPE);
+    CHECK_STATUS(mok_quantize_weight_mxfp8_block128(a16, 0, 128, 128, a16, f, 0), MOK_SUCCESS);
   }
   CHECK_STATUS(mok_sym_alloc(NULL, 64, &buf), MOK_ERR_INVALID_ARGUMENT);
   CHECK_STATUS(mok_sym_free(NULL, &buf), MOK_ERR_INVALID_ARGUMENT);

@@ -91,6 +91,11 @@ mok_status mok_fp8_requant_t(const void *q, const float *q_scales, void *q_t, fl
 mok_status mok_mxfp8_quant_weight(const void *w, void *q, uint8_t *scales, int64_t rows_total,
                                   int64_t k, cudaStream_t stream);
 
+/* w [experts, n, k] bf16 -> the block-128 codes and scales of its MXFP8 values (n, k multiples of
+ * 128): mok_mxfp8_quant_weight then mok_mxfp8_weight_to_block128 in one pass, the same bits. */
+mok_status mok_mxfp8_quant_weight_block128(const void *w, void *q, float *scales, int64_t experts,
+                                           int64_t n, int64_t k, cudaStream_t stream);
+
 /* MXFP8 converted once to the block-128 recipe the FP8 GEMMs run: each 128-block's scale is the
  * largest of its MX scales (a power of two) and every value is rescaled by its own MX scale over
  * it (exact in fp32) and rounded back to E4M3. Exact where a block's MX scales are equal;

@@ -145,6 +145,79 @@ extern "C" mok_status mok_mxfp8_quant_weight(const void *w, void *q, uint8_t *sc
   return MOK_SUCCESS;
 }
 
+/* bf16 -> the block-128 codes of its MXFP8 values in one pass, the same bits as
+ * mxfp8_quant_kernel then mxfp8_weight_kernel (the same conversions in the same order): one CTA
+ * (256 threads) per 128x128 block; thread t covers columns 8 (t % 16) .. + 8 of rows t / 16 + 16 j
+ * (j < 8), four neighbouring lanes holding one MX block of 32. */
+__global__ void mxfp8_quant_block128_kernel(const uint16_t *w, uint8_t *q, float *scales,
+                                            int64_t n, int64_t k) {
+  const int64_t nb = n / 128, kbs = k / 128;
+  const int64_t blk = blockIdx.x;
+  const int64_t e = blk / (nb * kbs), rb = (blk / kbs) % nb, cb = blk % kbs;
+  const int col = (threadIdx.x & 15) * 8, row_in = threadIdx.x >> 4;
+  const int64_t base = (e * n + rb * 128 + row_in) * k + cb * 128 + col;
+  float v[8][8];
+  uint8_t code[8];
+  uint8_t top = 0;
+#pragma unroll
+  for (int j = 0; j < 8; ++j) {
+    const uint4 raw = *(const uint4 *)(w + base + (int64_t)j * 16 * k);
+    const uint16_t *h = (const uint16_t *)&raw;
+    uint32_t amax_bits = 0;
+#pragma unroll
+    for (int i = 0; i < 8; ++i) {
+      const uint32_t u = (uint32_t)h[i] << 16;
+      v[j][i] = __uint_as_float(u);
+      amax_bits = max(amax_bits, u & 0x7fffffffu);
+    }
+    amax_bits = max(amax_bits, __shfl_xor_sync(0xffffffffu, amax_bits, 1));
+    amax_bits = max(amax_bits, __shfl_xor_sync(0xffffffffu, amax_bits, 2));
+    code[j] = mok_mx_scale_code(__uint_as_float(amax_bits));
+    top = max(top, code[j]);
+  }
+#pragma unroll
+  for (int o = 16; o > 0; o >>= 1) top = max(top, (uint8_t)__shfl_xor_sync(0xffffffffu, top, o));
+  __shared__ uint8_t red[8];
+  if ((threadIdx.x & 31) == 0) red[threadIdx.x >> 5] = top;
+  __syncthreads();
+  top = red[0];
+  for (int i = 1; i < 8; ++i) top = max(top, red[i]);
+#pragma unroll
+  for (int j = 0; j < 8; ++j) {
+    uint32_t out[2] = {0x7f7f7f7fu, 0x7f7f7f7fu};
+    if (top != MOK_E8M0_NAN) {
+      const float inv = mok_mx_scale_inverse(code[j]);
+#pragma unroll
+      for (int h = 0; h < 2; ++h) {
+        float t4[4];
+#pragma unroll
+        for (int i = 0; i < 4; ++i) t4[i] = v[j][4 * h + i] * inv;
+        const uint32_t mx = f_to_e4m3x4(t4); /* the MXFP8 codes */
+        e4m3x4_to_f(mx, t4);
+#pragma unroll
+        for (int i = 0; i < 4; ++i) t4[i] = mx_shift(t4[i], code[j], top);
+        out[h] = f_to_e4m3x4(t4);
+      }
+    }
+    *(uint2 *)(q + base + (int64_t)j * 16 * k) = make_uint2(out[0], out[1]);
+  }
+  if (threadIdx.x == 0) scales[blk] = mok_mx_scale_value(top);
+}
+
+extern "C" mok_status mok_mxfp8_quant_weight_block128(const void *w, void *q, float *scales,
+                                                      int64_t experts, int64_t n, int64_t k,
+                                                      cudaStream_t stream) {
+  if (!w || !q || !scales) return MOK_ERR_INVALID_ARGUMENT;
+  if (experts < 0 || n < 0 || k < 0) return MOK_ERR_INVALID_SHAPE;
+  if (n % 128 || k % 128 || ((uintptr_t)w & 15) || ((uintptr_t)q & 15)) return MOK_ERR_MISALIGNED;
+  const int64_t blocks = experts * (n / 128) * (k / 128);
+  if (blocks == 0) return MOK_SUCCESS;
+  mxfp8_quant_block128_kernel<<<(unsigned)blocks, 256, 0, stream>>>((const uint16_t *)w,
+                                                                     (uint8_t *)q, scales, n, k);
+  MOK_KLAUNCHED();
+  return MOK_SUCCESS;
+}
+
 extern "C" mok_status mok_mxfp8_act_to_block128(const void *q_mx, const uint8_t *scales_mx, void *q,
                                                 float *scales, int64_t m_total, int64_t k,
                                                 cudaStream_t stream) {

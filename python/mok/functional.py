@@ -461,13 +461,32 @@ def mxfp8_to_block128(q_mx, s_mx):
     return q, scales
 
 
+def quantize_weight_mxfp8_block128(w):
+    """mxfp8_to_block128(*quantize_weight_mxfp8(w)) in one pass, the same bits
+    (mok_quantize_weight_mxfp8_block128): a bf16 [E, rows, cols] weight (rows, cols multiples of
+    128) -> the block-128 codes and scales of its MXFP8 values."""
+    if w.dtype != torch.bfloat16 or w.dim() != 3 or not w.is_contiguous() or w.device.type != "cuda":
+        raise TypeError("mok: quantize_weight_mxfp8_block128 needs a contiguous bfloat16 [E, rows, "
+                        "cols] CUDA tensor")
+    E, rows, cols = w.shape
+    if rows % 128 or cols % 128:
+        raise ValueError(f"mok: rows and cols must be multiples of 128, got {rows}, {cols}")
+    q = torch.empty(w.shape, dtype=torch.uint8, device=w.device)
+    scales = torch.empty(E, rows // 128, cols // 128, dtype=torch.float32, device=w.device)
+    stream = ctypes.c_void_p(torch.cuda.current_stream(w.device).cuda_stream)
+    C.call("mok_quantize_weight_mxfp8_block128", _ptr(w), E, rows, cols, _ptr(q), _ptr(scales),
+           stream)
+    return q, scales
+
+
 def quantize_weight_format(w, weight_format="block128"):
     """quantize_weight(w), or with weight_format "mxfp8" w through MXFP8 first (the values an MX
-    recipe trains on) and then to block-128 (mxfp8_to_block128): the FP8 layer's codes and scales."""
+    recipe trains on) and then to block-128 (quantize_weight_mxfp8_block128): the FP8 layer's
+    codes and scales."""
     if weight_format == "block128":
         return quantize_weight(w)
     if weight_format == "mxfp8":
-        return mxfp8_to_block128(*quantize_weight_mxfp8(w))
+        return quantize_weight_mxfp8_block128(w)
     raise ValueError(f"mok: weight_format must be one of {WEIGHT_FORMATS}, got {weight_format!r}")
 
 

@@ -187,11 +187,12 @@ class MoE(nn.Module):
         self.reset_parameters()
 
         self._slot = next(_slots)
+        # the group first: get_group imports mok.functional, which the FP8 cache comes from
+        self._group = get_group(process_group, kernels, ring_bytes, max_tokens) if backend == "mok" \
+            else None
         self._weight_format = "mxfp8" if expert_precision == "mxfp8" else "block128"
         self._fp8_cache = (_functional.FP8WeightCache(weight_format=self._weight_format)
                            if expert_precision != "bf16" else None)
-        self._group = get_group(process_group, kernels, ring_bytes, max_tokens) if backend == "mok" \
-            else None
 
     def reset_parameters(self):
         """Like nn.Linear: uniform in +-1/sqrt(fan_in) for every weight (the router too)."""

@@ -2,8 +2,9 @@
  * bit the CPU reference's codes and E8M0 scales (mok_mxfp8_quantize_rows) on fresh random bf16
  * weights whose 32-blocks span 2^-40 .. 2^40, with an all-zero block, bf16 subnormals, the largest
  * bf16 values, NaN and both infinities; mok_mxfp8_to_block128 gives bit for bit the reference's
- * conversion (mok_mxfp8_to_block128_ref), NaN blocks NaN and nothing else; every output poisoned
- * first, and the bytes past each output untouched. */
+ * conversion (mok_mxfp8_to_block128_ref), NaN blocks NaN and nothing else, and so does the one-pass
+ * mok_quantize_weight_mxfp8_block128 from the bf16 weights; every output poisoned first, and the
+ * bytes past each output untouched. */
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -42,12 +43,16 @@ GPU_TEST(mxfp8_quantize_convert_bitwise) {
   mok_mxfp8_quantize_rows(w, (int64_t)E * N, K, hq, hs);
   mok_mxfp8_to_block128_ref(hq, hs, E, N, K, cq, cs);
 
-  void *dw = NULL, *q = NULL, *s = NULL, *q2 = NULL, *s2 = NULL;
+  void *dw = NULL, *q = NULL, *s = NULL, *q2 = NULL, *s2 = NULL, *q3 = NULL, *s3 = NULL;
   CHECK(cudaMalloc(&dw, (size_t)n * 2) == cudaSuccess);
   CHECK(cudaMalloc(&q, (size_t)n + GUARD) == cudaSuccess);
   CHECK(cudaMalloc(&s, (size_t)nb + GUARD) == cudaSuccess);
   CHECK(cudaMalloc(&q2, (size_t)n + GUARD) == cudaSuccess);
   CHECK(cudaMalloc(&s2, (size_t)ns * 4 + GUARD) == cudaSuccess);
+  CHECK(cudaMalloc(&q3, (size_t)n + GUARD) == cudaSuccess);
+  CHECK(cudaMalloc(&s3, (size_t)ns * 4 + GUARD) == cudaSuccess);
+  CHECK(cudaMemset(q3, 0x5a, (size_t)n + GUARD) == cudaSuccess);
+  CHECK(cudaMemset(s3, 0xa5, (size_t)ns * 4 + GUARD) == cudaSuccess);
   CHECK(cudaMemcpy(dw, wb, (size_t)n * 2, cudaMemcpyHostToDevice) == cudaSuccess);
   CHECK(cudaMemset(q, 0x5a, (size_t)n + GUARD) == cudaSuccess);
   CHECK(cudaMemset(s, 0xa5, (size_t)nb + GUARD) == cudaSuccess);
@@ -56,7 +61,12 @@ GPU_TEST(mxfp8_quantize_convert_bitwise) {
   CHECK_STATUS(mok_quantize_weight(MOK_DTYPE_MXFP8, dw, E, N, K, q, s, 0), MOK_SUCCESS);
   CHECK_STATUS(mok_mxfp8_to_block128(q, (const uint8_t *)s, E, N, K, q2, (float *)s2, 0),
                MOK_SUCCESS);
+  CHECK_STATUS(mok_quantize_weight_mxfp8_block128(dw, E, N, K, q3, (float *)s3, 0), MOK_SUCCESS);
   /* refused before anything runs: cols not a multiple of 32 / of 128, misaligned data */
+  CHECK_STATUS(mok_quantize_weight_mxfp8_block128(dw, E, N, 96, q3, (float *)s3, 0),
+               MOK_ERR_MISALIGNED);
+  CHECK_STATUS(mok_quantize_weight_mxfp8_block128(dw, E, 64, K, q3, (float *)s3, 0),
+               MOK_ERR_MISALIGNED);
   CHECK_STATUS(mok_quantize_weight(MOK_DTYPE_MXFP8, dw, E, N, 48, q, s, 0), MOK_ERR_MISALIGNED);
   CHECK_STATUS(mok_quantize_weight(MOK_DTYPE_MXFP8, (char *)dw + 2, E, N, K, q, s, 0),
                MOK_ERR_MISALIGNED);
@@ -67,6 +77,16 @@ GPU_TEST(mxfp8_quantize_convert_bitwise) {
   cudaMemcpy(ds, s, (size_t)nb + GUARD, cudaMemcpyDeviceToHost);
   cudaMemcpy(dcq, q2, (size_t)n + GUARD, cudaMemcpyDeviceToHost);
   cudaMemcpy(dcs, s2, (size_t)ns * 4 + GUARD, cudaMemcpyDeviceToHost);
+  uint8_t *fq = malloc((size_t)n + GUARD), *fs = malloc((size_t)ns * 4 + GUARD);
+  cudaMemcpy(fq, q3, (size_t)n + GUARD, cudaMemcpyDeviceToHost);
+  cudaMemcpy(fs, s3, (size_t)ns * 4 + GUARD, cudaMemcpyDeviceToHost);
+  /* the one pass against the two: codes and scale bits equal, past the outputs untouched */
+  const int same_fused = memcmp(fq, dcq, (size_t)n + GUARD) == 0 &&
+                         memcmp(fs, dcs, (size_t)ns * 4 + GUARD) == 0;
+  printf("  one-pass MXFP8 -> block-128: %s the two passes\n", same_fused ? "bitwise" : "DIFFERS from");
+  CHECK(same_fused);
+  free(fq);
+  free(fs);
 
   int64_t bad_q = 0, bad_s = 0, bad_cq = 0, bad_cs = 0, nan_blocks = 0, guard = 0;
   for (int64_t i = 0; i < n; ++i) bad_q += dq[i] != hq[i];
@@ -90,6 +110,6 @@ GPU_TEST(mxfp8_quantize_convert_bitwise) {
   CHECK(bad_q == 0 && bad_s == 0 && bad_cq == 0 && bad_cs == 0 && guard == 0);
   CHECK(specials);
   CHECK(nan_blocks == 2); /* expert 0's first block row (NaN and inf), expert 1's (-inf) */
-  cudaFree(dw); cudaFree(q); cudaFree(s); cudaFree(q2); cudaFree(s2);
+  cudaFree(dw); cudaFree(q); cudaFree(s); cudaFree(q2); cudaFree(s2); cudaFree(q3); cudaFree(s3);
   free(w); free(wb); free(hq); free(hs); free(dq); free(ds); free(cq); free(dcq); free(cs); free(dcs);
 }

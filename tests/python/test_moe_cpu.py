@@ -245,3 +245,23 @@ def test_functional_checks_before_c():
         fn._check_dy(torch.zeros(4, H), x)
     with pytest.raises(TypeError, match="dy"):
         fn._check_dy(torch.zeros(3, H, dtype=torch.bfloat16), x)
+
+
+@pytest.mark.parametrize("precision", ["fp8", "mxfp8"])
+def test_fp8_module_first_in_a_process(precision):
+    """An FP8 mok.MoE made before anything else in a fresh process gets as far as its group (which
+    fails here, with no GPU, by a mok error) instead of failing on the FP8 cache's not yet imported
+    module (AttributeError: the cache was made before the group that imports mok.functional)."""
+    import subprocess
+    code = ("import mok\n"
+            "try:\n"
+            f"    mok.MoE(128, 128, 8, 2, backend='mok', expert_precision={precision!r})\n"
+            "    print('made')\n"
+            "except AttributeError as e:\n"
+            "    print('AttributeError', e)\n"
+            "except Exception as e:\n"
+            "    print('refused', type(e).__name__)\n")
+    env = dict(os.environ, PYTHONPATH=os.path.join(HERE, "..", "..", "python"))
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env,
+                         timeout=120).stdout
+    assert ("made" in out or "refused" in out) and "AttributeError" not in out, out

@@ -404,7 +404,7 @@ def test_mxfp8_module():
     precision, with the same bound as "fp8"; the MX values quantize back to the same codes and
     scales (an MX checkpoint dequantized to bf16 round-trips); the conversion within its bound
     (exact where a value stays in E4M3's normal range at the block's scale, else within half its
-    subnormal step); the second step bitwise the first and the weight cache's counters as for
+    subnormal step) and its one-pass form from bf16 bitwise the two passes; the second step bitwise the first and the weight cache's counters as for
     "fp8"; the error against the original weights reported beside the block-128 module's."""
     import mok.functional as mf
     seed = shared_seed()
@@ -427,6 +427,10 @@ def test_mxfp8_module():
             q2, s2 = mf.quantize_weight_mxfp8(v.bfloat16().contiguous())
             facts[f"{name}_round_trip"] = bool(torch.equal(q, q2) and torch.equal(sc, s2))
             cq, cs = mf.mxfp8_to_block128(q, sc)
+            fq, fs = mf.quantize_weight_mxfp8_block128(w.detach().contiguous())
+            facts[f"{name}_one_pass"] = bool(torch.equal(fq, cq) and torch.equal(
+                fs.view(torch.int32), cs.view(torch.int32)))
+            ok &= facts[f"{name}_one_pass"]
             S = cs.repeat_interleave(128, dim=1).repeat_interleave(128, dim=2)
             got = cq.view(torch.float8_e4m3fn).float() * S
             normal = (v / S).abs() >= 2.0 ** -6
