@@ -431,10 +431,19 @@ GPU_TEST(layer_fp8_drw_unfused) {
 }
 
 /* MXFP8 weights: quantized to MX on the device, converted once to block-128, then the FP8 layer
- * with every check of fp8_case, on the base routing with a shared expert and on Zipf with the
- * clamp (whose bound layer_fp8_zipf_clamp explains). */
+ * with every check of fp8_case, on the base routing with a shared expert, on Zipf with the clamp
+ * (whose bound layer_fp8_zipf_clamp explains), with an empty expert, and with 211 tokens on a
+ * workspace of 300. */
 GPU_TEST(layer_mxfp8) {
   lh_case c = lh_base_case();
   c.mxfp8 = 1;
   fp8_mode_cases(c, "mxfp8 weights", "mxfp8 weights, zipf+clamp", 1);
+  c = lh_base_case();
+  c.mxfp8 = 1;
+  c.route = MOK_ROUTE_EMPTY_EXPERT; c.k = 3; c.T = 129;
+  fp8_case(c, "mxfp8 empty expert");
+  c = lh_base_case();
+  c.mxfp8 = 1;
+  c.Is = 128; c.T = 211; c.ws_tokens = 300; c.k = 3; c.route = MOK_ROUTE_ZIPF;
+  fp8_case(c, "mxfp8 211 of 300 tokens");
 }
