@@ -66,8 +66,13 @@ static mok_status finish_group(ncclComm_t comm, int owns, int device, mok_group 
     lsa = 1;
   }
   if (lsa != g->size) { /* every rank must be reachable by load/store (one NVLink domain) */
+    const int size = g->size;
     mok_comm_devcomm_destroy(comm, g->devcomm);
     free(g);
+    mok_record_error(MOK_ERR_NOT_SUPPORTED,
+                     "the group spans NVLink domains (%d of its %d ranks reachable by load/store "
+                     "from this one): groups across nodes are not built yet (docs/MULTINODE.md)",
+                     lsa, size);
     return MOK_ERR_NOT_SUPPORTED;
   }
   *out = g;

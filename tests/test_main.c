@@ -39,6 +39,8 @@ static const test_case cases[] = {
     {"schedule_adversarial", test_schedule_adversarial},
     {"schedule_chunking_equal", test_schedule_chunking_equal},
     {"schedule_errors", test_schedule_errors},
+    {"schedule_nodes", test_schedule_nodes},
+    {"schedule_nodes_bounds", test_schedule_nodes_bounds},
     {"schedule_capacity", test_schedule_capacity},
     {"schedule_token_counts", test_schedule_token_counts},
     {"tile_scheduler", test_tile_scheduler},

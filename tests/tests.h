@@ -39,6 +39,8 @@ void test_schedule_invariants_random(void);
 void test_schedule_adversarial(void);
 void test_schedule_chunking_equal(void);
 void test_schedule_errors(void);
+void test_schedule_nodes(void);
+void test_schedule_nodes_bounds(void);
 void test_schedule_capacity(void);
 void test_schedule_token_counts(void);
 void test_tile_scheduler(void);
