@@ -636,9 +636,10 @@ def moe_fp8(x, topk_experts, router_weights, w_gate, w_up, w_down, ws_gate=None,
         raise ValueError("mok: slot must be None or >= 1 (slot 0 is the ops' shared default)")
     if weight_format not in WEIGHT_FORMATS:
         raise ValueError(f"mok: weight_format must be one of {WEIGHT_FORMATS}, got {weight_format!r}")
-    if weight_cache is not None and weight_cache.weight_format != weight_format:
-        raise ValueError(f"mok: weight_cache makes {weight_cache.weight_format!r} codes, the call "
-                         f"asks for {weight_format!r}")
+    cache_format = getattr(weight_cache, "weight_format", "block128")
+    if weight_cache is not None and cache_format != weight_format:
+        raise ValueError(f"mok: weight_cache makes {cache_format!r} codes, the call asks for "
+                         f"{weight_format!r}")
     return _MoEFP8.apply(x, topk_experts, router_weights, w_gate, w_up, w_down, ws_gate, ws_up,
                          ws_down, group.id, int(num_experts), float(swiglu_limit),
                          -1 if slot is None else int(slot), weight_cache, weight_format)
