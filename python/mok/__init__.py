@@ -22,7 +22,7 @@ import warnings
 
 from . import _library
 
-__version__ = "0.3.0"
+__version__ = "0.4.0"
 
 
 class NcclMismatchWarning(UserWarning):
