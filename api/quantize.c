@@ -7,6 +7,18 @@
 #include "kernels/pointwise/fp8_quant.h"
 #include "mok.h"
 
+/* A weight [experts, rows, cols]: sizes not negative, rows and cols multiples of the granules
+ * (MOK_ERR_MISALIGNED), experts * rows * cols addressable (MOK_ERR_INVALID_SHAPE). */
+static mok_status check_weight_shape(int64_t experts, int64_t rows, int64_t cols, int64_t row_gran,
+                                     int64_t col_gran) {
+  if (experts < 0 || rows < 0 || cols < 0) return MOK_ERR_INVALID_SHAPE;
+  if (rows % row_gran || cols % col_gran) return MOK_ERR_MISALIGNED;
+  int64_t rows_total = 0;
+  if (__builtin_mul_overflow(experts, rows, &rows_total) || rows_total > INT64_MAX / (cols + 1))
+    return MOK_ERR_INVALID_SHAPE;
+  return MOK_SUCCESS;
+}
+
 mok_status mok_quantize_weight(mok_dtype dtype, const void *w, int64_t experts, int64_t rows,
                                int64_t cols, void *data, void *scales, cudaStream_t stream) {
   if (!w || !data || !scales) return MOK_ERR_INVALID_ARGUMENT;
@@ -17,11 +29,9 @@ mok_status mok_quantize_weight(mok_dtype dtype, const void *w, int64_t experts, 
       if (experts == 0 || rows == 0 || cols == 0) return MOK_SUCCESS;
       return mok_fp8_quant_weight(w, data, (float *)scales, experts, rows, cols, stream);
     case MOK_DTYPE_MXFP8: {
-      if (cols % 32) return MOK_ERR_MISALIGNED;
-      int64_t rows_total = 0;
-      if (__builtin_mul_overflow(experts, rows, &rows_total) || rows_total > INT64_MAX / (cols + 1))
-        return MOK_ERR_INVALID_SHAPE;
-      return mok_mxfp8_quant_weight(w, data, (uint8_t *)scales, rows_total, cols, stream);
+      const mok_status st = check_weight_shape(experts, rows, cols, 1, 32);
+      if (st != MOK_SUCCESS) return st;
+      return mok_mxfp8_quant_weight(w, data, (uint8_t *)scales, experts * rows, cols, stream);
     }
     default:
       return MOK_ERR_INVALID_ARGUMENT;
@@ -32,11 +42,8 @@ mok_status mok_mxfp8_to_block128(const void *mx_data, const uint8_t *mx_scales, 
                                  int64_t rows, int64_t cols, void *data, float *scales,
                                  cudaStream_t stream) {
   if (!mx_data || !mx_scales || !data || !scales) return MOK_ERR_INVALID_ARGUMENT;
-  if (experts < 0 || rows < 0 || cols < 0) return MOK_ERR_INVALID_SHAPE;
-  if (rows % 128 || cols % 128) return MOK_ERR_MISALIGNED;
-  int64_t rows_total = 0;
-  if (__builtin_mul_overflow(experts, rows, &rows_total) || rows_total > INT64_MAX / (cols + 1))
-    return MOK_ERR_INVALID_SHAPE;
+  const mok_status st = check_weight_shape(experts, rows, cols, 128, 128);
+  if (st != MOK_SUCCESS) return st;
   if (experts == 0 || rows == 0 || cols == 0) return MOK_SUCCESS;
   return mok_mxfp8_weight_to_block128(mx_data, mx_scales, data, scales, experts, rows, cols,
                                       stream);
@@ -74,11 +81,8 @@ mok_status mok_quantize_weight_mxfp8_block128(const void *w, int64_t experts, in
                                               int64_t cols, void *data, float *scales,
                                               cudaStream_t stream) {
   if (!w || !data || !scales) return MOK_ERR_INVALID_ARGUMENT;
-  if (experts < 0 || rows < 0 || cols < 0) return MOK_ERR_INVALID_SHAPE;
-  if (rows % 128 || cols % 128) return MOK_ERR_MISALIGNED;
-  int64_t rows_total = 0;
-  if (__builtin_mul_overflow(experts, rows, &rows_total) || rows_total > INT64_MAX / (cols + 1))
-    return MOK_ERR_INVALID_SHAPE;
+  const mok_status st = check_weight_shape(experts, rows, cols, 128, 128);
+  if (st != MOK_SUCCESS) return st;
   if (experts == 0 || rows == 0 || cols == 0) return MOK_SUCCESS;
   return mok_mxfp8_quant_weight_block128(w, data, scales, experts, rows, cols, stream);
 }

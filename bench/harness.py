@@ -282,7 +282,7 @@ def run_case(name, shape, T, routing, group, args):
             def mx_codes():  # what mok.MoE(expert_precision="mxfp8") makes per update
                 return [t for w in wl[:3] for t in mf.quantize_weight_mxfp8_block128(w)]
 
-            def mx_two_pass():  # MXFP8 tensors, then the conversion (what loaded MX weights take)
+            def mx_two_pass():  # MXFP8 tensors (a checkpoint's form), then their conversion
                 return [t for w in wl[:3] for t in mf.mxfp8_to_block128(*mf.quantize_weight_mxfp8(w))]
             qm = mx_codes()
             check["fp8_mx_one_pass_bitwise"] = float(all(

@@ -38,6 +38,19 @@ __device__ __forceinline__ uint32_t f_to_e4m3x4(const float *v) {
   return (uint32_t)lo | ((uint32_t)hi << 16);
 }
 
+/* The largest E8M0 code held by any thread of a 256-thread CTA (255, NaN, is the largest), on
+ * every thread: warp shuffles, then the eight warps' maxima through shared memory. */
+__device__ __forceinline__ uint8_t mx_cta_max(uint8_t c) {
+#pragma unroll
+  for (int o = 16; o > 0; o >>= 1) c = max(c, (uint8_t)__shfl_xor_sync(0xffffffffu, c, o));
+  __shared__ uint8_t red[8];
+  if ((threadIdx.x & 31) == 0) red[threadIdx.x >> 5] = c;
+  __syncthreads();
+  c = red[0];
+  for (int i = 1; i < 8; ++i) c = max(c, red[i]);
+  return c;
+}
+
 /* Activations: one warp per (row, 128-block); lane l holds 4 values of MX block l / 8. */
 __global__ void mxfp8_act_kernel(const uint8_t *qmx, const uint8_t *smx, uint8_t *q, float *scales,
                                  int64_t m_total, int64_t k, int64_t m_pad) {
@@ -71,14 +84,7 @@ __global__ void mxfp8_weight_kernel(const uint8_t *qmx, const uint8_t *smx, uint
   const int64_t grow = e * n + rb * 128 + row;
   const uint8_t *srow = smx + grow * (k / 32) + cb * 4 + half * 2;
   const uint8_t e0 = srow[0], e1 = srow[1];
-  uint8_t emax = max(e0, e1);
-#pragma unroll
-  for (int o = 16; o > 0; o >>= 1) emax = max(emax, (uint8_t)__shfl_xor_sync(0xffffffffu, emax, o));
-  __shared__ uint8_t red[8];
-  if ((threadIdx.x & 31) == 0) red[threadIdx.x >> 5] = emax;
-  __syncthreads();
-  emax = red[0];
-  for (int i = 1; i < 8; ++i) emax = max(emax, red[i]);
+  const uint8_t emax = mx_cta_max(max(e0, e1));
   const int64_t base = grow * k + cb * 128 + half * 64;
 #pragma unroll
   for (int j = 0; j < 2; ++j) {
@@ -175,13 +181,7 @@ __global__ void mxfp8_quant_block128_kernel(const uint16_t *w, uint8_t *q, float
     code[j] = mok_mx_scale_code(__uint_as_float(amax_bits));
     top = max(top, code[j]);
   }
-#pragma unroll
-  for (int o = 16; o > 0; o >>= 1) top = max(top, (uint8_t)__shfl_xor_sync(0xffffffffu, top, o));
-  __shared__ uint8_t red[8];
-  if ((threadIdx.x & 31) == 0) red[threadIdx.x >> 5] = top;
-  __syncthreads();
-  top = red[0];
-  for (int i = 1; i < 8; ++i) top = max(top, red[i]);
+  top = mx_cta_max(top);
 #pragma unroll
   for (int j = 0; j < 8; ++j) {
     uint32_t out[2] = {0x7f7f7f7fu, 0x7f7f7f7fu};

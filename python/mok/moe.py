@@ -11,6 +11,7 @@ import torch
 import torch.nn as nn
 import torch.nn.functional as F
 
+from .fp8_cache import FP8WeightCache  # plain Python: importing it loads no library
 from .reference import ep_rank_size, moe_reference
 from .routing import check_routing, route
 
@@ -187,11 +188,10 @@ class MoE(nn.Module):
         self.reset_parameters()
 
         self._slot = next(_slots)
-        # the group first: get_group imports mok.functional, which the FP8 cache comes from
         self._group = get_group(process_group, kernels, ring_bytes, max_tokens) if backend == "mok" \
             else None
         self._weight_format = "mxfp8" if expert_precision == "mxfp8" else "block128"
-        self._fp8_cache = (_functional.FP8WeightCache(weight_format=self._weight_format)
+        self._fp8_cache = (FP8WeightCache(weight_format=self._weight_format)
                            if expert_precision != "bf16" else None)
 
     def reset_parameters(self):

@@ -10,12 +10,8 @@
 #include <string.h>
 #include <cuda_runtime_api.h>
 #include "mok_reference.h"
+#include "reference/ref_inputs.h"
 #include "tests/gpu/gpu_test.h"
-
-static uint64_t mx_next(uint64_t *s) {
-  *s = *s * 6364136223846793005ull + 1442695040888963407ull;
-  return *s >> 11;
-}
 
 GPU_TEST(mxfp8_quantize_convert_bitwise) {
   enum { E = 3, N = 256, K = 384, GUARD = 64 };
@@ -25,11 +21,11 @@ GPU_TEST(mxfp8_quantize_convert_bitwise) {
   uint8_t *hq = malloc((size_t)n), *hs = malloc((size_t)nb), *dq = malloc((size_t)n + GUARD),
           *ds = malloc((size_t)nb + GUARD), *cq = malloc((size_t)n), *dcq = malloc((size_t)n + GUARD);
   float *cs = malloc(sizeof(float) * (size_t)ns), *dcs = malloc(sizeof(float) * (size_t)ns + GUARD);
-  uint64_t st = test_seed() ^ 0x6d78667038ull;
+  mok_rng rng = mok_rng_for(test_seed(), 0x6d78);
   for (int64_t i = 0; i < n; ++i) { /* each 32-block its own binade, some blocks mixed */
     const int64_t b = i / 32;
-    const int e = (int)((b * 7 + (int64_t)(mx_next(&st) % 3)) % 81) - 40;
-    const double u = 2.0 * (double)(mx_next(&st) % 1000001) / 1e6 - 1.0;
+    const int e = (int)((b * 7 + mok_rng_below(&rng, 3)) % 81) - 40;
+    const double u = 2.0 * mok_rng_uniform(&rng) - 1.0;
     w[i] = (float)ldexp(u, e);
   }
   for (int i = 0; i < 32; ++i) w[5 * 32 + i] = 0.0f;                  /* an all-zero block    */
