@@ -16,13 +16,28 @@ import torch
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "bench"))
 from grouped_gemm_baseline import counts_for, median_ms  # noqa: E402
 
-SHAPES = [  # name, experts, rows per expert, H, I, zipf
+SHAPES = [  # name, experts, rows per expert, H, I, zipf (1: Zipf(1.0) by expert, 2: the harness's)
     ("dsv3_ep1", 256, 224, 7168, 2048, 0),
     ("dsv3_ep1_zipf", 256, 224, 7168, 2048, 1),
+    ("dsv3_ep1_hzipf", 256, 224, 7168, 2048, 2),
     ("dsv3_ep2", 128, 448, 7168, 2048, 0),
+    ("dsv3_ep2_hzipf", 128, 448, 7168, 2048, 2),
     ("qwen3", 128, 448, 2048, 768, 0),
+    ("qwen3_hzipf", 128, 448, 2048, 768, 2),
     ("olmoe", 64, 896, 2048, 1024, 0),
 ]
+
+
+def harness_zipf_counts(e, rows, k=8, seed=23):
+    """Rows per expert of the harness's Zipf routing (bench/harness.py: Gumbel top-k over a
+    Zipf(1.2) prior, the hot experts at random indices), T = e * rows / k tokens."""
+    t = e * rows // k
+    g = torch.Generator().manual_seed(seed * 1000)
+    prior = torch.arange(1, e + 1, dtype=torch.float32).pow(-1.2)
+    perm = torch.randperm(e, generator=torch.Generator().manual_seed(seed))
+    gumbel = -torch.log(-torch.log(torch.rand(t, e, generator=g).clamp_min(1e-20)))
+    topk = (prior[perm].log() + gumbel).topk(k, dim=1).indices
+    return torch.bincount(topk.flatten(), minlength=e).tolist()
 
 
 def load(path):
@@ -46,7 +61,7 @@ def main():
     out_rows = []
     st = lambda: torch.cuda.current_stream().cuda_stream  # noqa: E731
     for name, e, rows, H, I, zipf in SHAPES:
-        cnt = counts_for(e, rows, zipf)
+        cnt = harness_zipf_counts(e, rows) if zipf == 2 else counts_for(e, rows, zipf)
         off = [0]  # experts start at multiples of 128 rows (gemm.h's layout contract)
         for c in cnt:
             off.append(off[-1] + (c + 127) // 128 * 128)

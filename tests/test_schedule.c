@@ -331,6 +331,67 @@ void test_schedule_capacity(void) {
   CHECK(worst == 2 * (2 * T) + 2 * (tile - 1));
 }
 
+/* The cluster pairs' units (tile_scheduler.h, gg_decode_pair) on random counts (empty, negative,
+ * one row tile, odd and even row tiles): over every unit and both ranks each (expert, m tile,
+ * n tile) is taken exactly once; a shared unit gives both ranks the same expert and column tile
+ * and row tiles 2p and 2p + 1; leftovers are each expert's last row tile of an odd count, after
+ * every shared unit; only the last unit's rank 1 can have none, when the leftovers are odd. */
+static void test_tile_scheduler_pairs(mok_rng *r) {
+  for (int trial = 0; trial < 60; ++trial) {
+    const int E = 1 + mok_rng_below(r, 30), n_tiles = 1 + mok_rng_below(r, 6);
+    const int group_m = 1 + mok_rng_below(r, 8), tile_m = 128;
+    int32_t count[30], pre_p[31], pre_l[31], prefix[31];
+    for (int e = 0; e < E; ++e) {
+      const int kind = mok_rng_below(r, 5);
+      count[e] = kind == 0 ? -1 + mok_rng_below(r, 2)
+                 : kind == 1 ? 1 + mok_rng_below(r, 128)
+                             : mok_rng_below(r, 1500);
+    }
+    const int units = gg_build_prefix_pairs(count, E, tile_m, n_tiles, pre_p, pre_l);
+    const int tiles = gg_build_prefix(count, E, tile_m, n_tiles, prefix);
+    CHECK(2 * pre_p[E] + pre_l[E] == tiles && units == pre_p[E] + (pre_l[E] + 1) / 2);
+    char *seen = calloc((size_t)tiles + 1, 1);
+    int bad = 0, none = 0, shared_ok = 1, after = 1, seen_own = 0;
+    for (int u = 0; u < units; ++u) {
+      int32_t k0, k1;
+      const gg_tile a = gg_decode_pair(u, 0, pre_p, pre_l, E, n_tiles, group_m, &k0);
+      const gg_tile b = gg_decode_pair(u, 1, pre_p, pre_l, E, n_tiles, group_m, &k1);
+      if (k0 == GG_PAIR_SHARED || k1 == GG_PAIR_SHARED) {
+        shared_ok &= k0 == k1 && a.expert == b.expert && a.n_tile == b.n_tile &&
+                     a.m_tile % 2 == 0 && b.m_tile == a.m_tile + 1;
+        after &= !seen_own;
+      } else {
+        seen_own = 1;
+      }
+      for (int rank = 0; rank < 2; ++rank) {
+        const gg_tile t = rank ? b : a;
+        const int kind = rank ? k1 : k0;
+        if (kind == GG_PAIR_NONE) {
+          none += 1;
+          if (rank != 1 || u != units - 1 || pre_l[E] % 2 == 0) ++bad;
+          continue;
+        }
+        const int m_tiles = t.expert >= 0 && t.expert < E ? (prefix[t.expert + 1] - prefix[t.expert]) / n_tiles : 0;
+        if (t.expert < 0 || t.expert >= E || t.m_tile < 0 || t.m_tile >= m_tiles || t.n_tile < 0 ||
+            t.n_tile >= n_tiles) {
+          ++bad;
+          continue;
+        }
+        if (kind == GG_PAIR_OWN && (m_tiles % 2 == 0 || t.m_tile != m_tiles - 1)) ++bad;
+        /* its place in the expert order: the tiles of expert e are (m, n) for m < m_tiles */
+        seen[prefix[t.expert] + t.m_tile * n_tiles + t.n_tile]++;
+      }
+    }
+    int once = 1;
+    for (int i = 0; i < tiles; ++i) once &= seen[i] == 1;
+    CHECK(bad == 0);
+    CHECK(once);
+    CHECK(shared_ok && after);
+    CHECK(none == pre_l[E] % 2);
+    free(seen);
+  }
+}
+
 /* The grouped GEMM's tile scheduler on random tile counts (some experts empty): the M-grouped
  * decode visits every (expert, m tile, n tile) exactly once over [0, prefix[E]), raster groups
  * keep their row tiles together, and the cursor decode, walked as a persistent CTA walks its
@@ -402,4 +463,5 @@ void test_tile_scheduler(void) {
     }
     free(seen);
   }
+  test_tile_scheduler_pairs(&r);
 }

@@ -12,8 +12,9 @@
  * Both roles walk the same tile sequence from tile_scheduler.h (tile = blockIdx.x + i *
  * gridDim.x), so the math never sees the order. Modes differ only in which boxes are loaded, the
  * operand majorness given to wgmma and the epilogue. The row-grouped modes also run in cluster
- * pairs (CL 2) of vertically adjacent tiles that share the B tile by multicast, which pays where
- * experts are short (launch->cluster; gemm_plan.h). */
+ * pairs (CL 2), which pays where experts are short (launch->cluster; gemm_plan.h): a unit is two
+ * vertically adjacent tiles of one expert sharing the B tile by multicast, or, for the experts'
+ * odd last row tiles, two tiles each with its own B (tile_scheduler.h, gg_decode_pair). */
 #include <cuda.h>
 #include <cuda_runtime.h>
 #include <stdint.h>
@@ -76,6 +77,19 @@ __device__ __forceinline__ int t_n0_fwd(int bexp, int n_tile, int h, const gg_pa
   return bexp * p.b_rows + (col < p.n_out ? col : n_tile * GG_BN);
 }
 
+/* Unit u's tile for CTA rank of its cluster, and how its B tile is loaded (*kind, tile_scheduler.h:
+ * GG_PAIR_SHARED by multicast, GG_PAIR_OWN alone, GG_PAIR_NONE loaded and ignored). */
+template <int CL>
+__device__ __forceinline__ gg_tile gg_unit_tile(int u, int rank, const int32_t *prefix,
+                                                const int32_t *pre_left, int E, const gg_params &p,
+                                                int32_t *kind) {
+  if (CL == 1) {
+    *kind = GG_PAIR_OWN;
+    return gg_decode_m_grouped(u, prefix, E, p.n_tiles, p.group_m);
+  }
+  return gg_decode_pair(u, rank, prefix, pre_left, E, p.n_tiles, p.group_m, kind);
+}
+
 /* ---- the kernel ------------------------------------------------------------------------------ */
 /* Loads half h (16 KB: 128 of the 256 B rows, or 2 of its 4 64-column boxes) of the B tile of
  * stage sb; multicast to both CTAs of a cluster pair when MC. */
@@ -112,7 +126,7 @@ __global__ void __launch_bounds__(GG_THREADS, 1)
                    const __grid_constant__ CUtensorMap tm_c1, const gg_params p) {
   extern __shared__ __align__(1024) uint8_t smem[];
   __shared__ __align__(8) uint64_t bars[2 * GG_STAGES];
-  __shared__ int32_t prefix[GG_MAX_EXPERTS + 1];
+  __shared__ int32_t prefix[GG_MAX_EXPERTS + 1], pre_left[CL > 1 ? GG_MAX_EXPERTS + 1 : 1];
   __shared__ __align__(8) uint64_t comm_bars[2 * CM_WARPS];
 
   const int tid = threadIdx.x;
@@ -121,8 +135,7 @@ __global__ void __launch_bounds__(GG_THREADS, 1)
   const uint32_t full0 = smem_u32(&bars[0]);
   const uint32_t empty0 = smem_u32(&bars[GG_STAGES]);
   const int E = p.num_experts;
-  /* Work units: one tile (CL = 1), or a pair of vertically adjacent tiles of the same expert and
-   * column tile on the two CTAs of a cluster, which share the B tile through multicast. */
+  /* Work units: one tile (CL = 1), or two tiles on the two CTAs of a cluster (gg_unit_tile). */
   const int rank = CL > 1 ? (int)cluster_ctarank() : 0;
   /* Fused communication: the last comm_ctas CTAs are comm CTAs; the units go to the others. */
   const int n_comm = MODE == GG_SWIGLU ? p.comm_ctas : 0;
@@ -140,11 +153,13 @@ __global__ void __launch_bounds__(GG_THREADS, 1)
     tma_prefetch_desc(&tm_c0);
     if (MODE == GG_SWIGLU && p.has_preact) tma_prefetch_desc(&tm_c1);
   }
-  if (tid >= 64 && tid < 96) /* unit prefix over experts */
-    gg_unit_prefix(p.count, E, GG_BM * CL, p.n_tiles, 0, prefix, tid & 31);
+  if (tid >= 64 && tid < 96) { /* unit prefix over experts */
+    if (CL == 1) gg_unit_prefix(p.count, E, GG_BM, p.n_tiles, 0, prefix, tid & 31);
+    else gg_unit_prefix_pairs(p.count, E, GG_BM, p.n_tiles, prefix, pre_left, tid & 31);
+  }
   if (CL > 1) cluster_sync(); /* barrier inits visible to the peer before any multicast */
   else __syncthreads();
-  const int total = prefix[E];
+  const int total = CL == 1 ? prefix[E] : prefix[E] + (pre_left[E] + 1) / 2;
   if (MODE == GG_SWIGLU && n_comm > 0 && (int)blockIdx.x >= n_compute) {
     /* ------------------------------ comm CTA ------------------------------ */
     cm_pull_minibatches(p.move, (int)blockIdx.x - n_compute, p.move_rows, p.move_hidden,
@@ -159,13 +174,14 @@ __global__ void __launch_bounds__(GG_THREADS, 1)
       int stage = 0;
       uint32_t phase = 0;
       for (int u = unit0; u < total; u += ustride) {
-        gg_tile t = gg_decode_m_grouped(u, prefix, E, p.n_tiles, p.group_m);
-        const int m_tile = t.m_tile * CL + rank;
+        int32_t kind;
+        const gg_tile t = gg_unit_tile<CL>(u, rank, prefix, pre_left, E, p, &kind);
+        const int m_tile = t.m_tile;
         const int row_base = p.offset[t.expert];
         const int nkb = p.k_blocks;
         const int bexp = p.expert_base + t.expert;
-        /* A pair's tile past the expert's rows still takes part in the B multicast; it loads
-         * (and ignores) the expert's first rows instead of rows that may not exist. */
+        /* A unit's tile past the expert's rows (never, by gg_decode_pair) would load the
+         * expert's first rows instead of rows that may not exist. */
         const int a_row = row_base + (p.count[t.expert] > m_tile * GG_BM ? m_tile * GG_BM : 0);
         if (MODE == GG_SWIGLU && n_comm > 0) /* the rows of A this tile reads have landed */
           cm_wait_rows(p.move, a_row, min(GG_BM, max(p.count[t.expert], 0) - (a_row - row_base)));
@@ -177,7 +193,7 @@ __global__ void __launch_bounds__(GG_THREADS, 1)
           const uint32_t sb = sa + GG_A_BYTES;
           const int k0 = kb * GG_BK;
           tma_load_2d(sa, &tm_a, full, k0, a_row);
-          if (CL == 1) {
+          if (CL == 1 || kind != GG_PAIR_SHARED) {
             gg_load_b_half<MODE, 0>(0, sb, full, k0, bexp, t.n_tile, p, &tm_b0, &tm_b1);
             gg_load_b_half<MODE, 0>(1, sb, full, k0, bexp, t.n_tile, p, &tm_b0, &tm_b1);
           } else {
@@ -206,12 +222,13 @@ __global__ void __launch_bounds__(GG_THREADS, 1)
     const uint8_t *epi_ptr = smem + GG_EPI_OFF + cwg * 16384;
     float acc[128];
     for (int u = unit0; u < total; u += ustride) {
-      gg_tile t = gg_decode_m_grouped(u, prefix, E, p.n_tiles, p.group_m);
-      const int m_tile = t.m_tile * CL + rank;
+      int32_t kind;
+      const gg_tile t = gg_unit_tile<CL>(u, rank, prefix, pre_left, E, p, &kind);
+      const int m_tile = t.m_tile;
       const int nkb = p.k_blocks, cnt = max(p.count[t.expert], 0);
       /* This warpgroup's 64 rows hold real rows? If not (the upper half of an expert's last
-       * tile, or a pair's tile past the expert's end) it skips the math and the stores. */
-      const bool math = cnt - m_tile * GG_BM > cwg * 64;
+       * tile, or the CTA of a unit with one leftover tile) it skips the math and the stores. */
+      const bool math = kind != GG_PAIR_NONE && cnt - m_tile * GG_BM > cwg * 64;
 #pragma unroll
       for (int i = 0; i < 128; ++i) acc[i] = 0.0f;
       int prev = -1;
@@ -314,8 +331,8 @@ static mok_status gg_launch(const CUtensorMap *a, const CUtensorMap *b0, const C
     p.count = cnt_all + e0;
     if (e0 > 0) p.comm_ctas = 0; /* the first launch's comm CTAs pulled every expert's rows */
     int units = max_tiles;
-    /* a pair unit covers two row tiles; every expert may add one half-empty pair */
-    if (cl == 2) units = (max_tiles + p.num_experts * p.n_tiles) / 2 + 1;
+    /* a pair unit covers two row tiles (tile_scheduler.h, gg_decode_pair) */
+    if (cl == 2) units = (max_tiles + 1) / 2;
     mok_status st =
         cl == 2 ? gg_launch_cl<MODE, 2>(a, b0, b1, c0, c1, p, units, l.max_ctas, stream)
                 : gg_launch_cl<MODE, 1>(a, b0, b1, c0, c1, p, units, l.max_ctas, stream);

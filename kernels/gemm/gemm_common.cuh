@@ -44,6 +44,36 @@ __device__ __forceinline__ void gg_unit_prefix(const int32_t *count, int E, int 
   if (lane == 0) prefix[E] = run;
 }
 
+/* One warp: the cluster pairs' prefixes (tile_scheduler.h, gg_build_prefix_pairs), each [E + 1],
+ * for a row-grouped call of tile_m-row tiles and n_tiles column tiles. */
+__device__ __forceinline__ void gg_unit_prefix_pairs(const int32_t *count, int E, int tile_m,
+                                                     int n_tiles, int32_t *pre_pair,
+                                                     int32_t *pre_left, int lane) {
+  int run_p = 0, run_q = 0;
+  for (int base = 0; base < E; base += 32) {
+    const int l = base + lane;
+    const int c = l < E ? count[l] : 0;
+    const int m = gg_ceil_div(c > 0 ? c : 0, tile_m);
+    const int tp = m / 2 * n_tiles, tq = m % 2 * n_tiles;
+    int ip = tp, iq = tq;
+#pragma unroll
+    for (int o = 1; o < 32; o <<= 1) {
+      const int yp = __shfl_up_sync(0xffffffffu, ip, o), yq = __shfl_up_sync(0xffffffffu, iq, o);
+      if (lane >= o) { ip += yp; iq += yq; }
+    }
+    if (l < E) {
+      pre_pair[l] = run_p + ip - tp;
+      pre_left[l] = run_q + iq - tq;
+    }
+    run_p += __shfl_sync(0xffffffffu, ip, 31);
+    run_q += __shfl_sync(0xffffffffu, iq, 31);
+  }
+  if (lane == 0) {
+    pre_pair[E] = run_p;
+    pre_left[E] = run_q;
+  }
+}
+
 /* Thread 0 of a CTA: the stage ring's barriers, full (one arrival, the producer's expect_tx) and
  * empty (`releases` arrivals), after checking the 1024-byte base the swizzle atoms need. */
 __device__ __forceinline__ void gg_ring_init(uint32_t smem_base, uint32_t full0, uint32_t empty0,

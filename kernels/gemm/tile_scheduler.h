@@ -9,6 +9,8 @@
  * group_m; a group sweeps every column tile, and inside a column the group's row tiles are
  * consecutive. So the CTAs running at one moment share a few weight column tiles and one group
  * of activation row tiles.
+ * In cluster pairs (gg_decode_pair) a unit is two row tiles of one expert sharing the weight tile,
+ * or two experts' leftover last row tiles.
  * K-grouped problems (weight gradients): every expert has the same m_tiles x n_tiles output tiles,
  * rasterized the same way; the reduction length (the expert's row count) varies. */
 #ifndef MOK_GEMM_TILE_SCHEDULER_H
@@ -101,6 +103,64 @@ MOK_SCHED_HD gg_tile gg_decode_row_tile_from(int32_t u, const int32_t *prefix, i
   t.expert = l;
   t.m_tile = u - prefix[l] / n_tiles;
   t.n_tile = 0;
+  return t;
+}
+
+/* M-grouped in cluster pairs, the two CTAs of a cluster taking one unit together. An expert's row
+ * tiles are taken two at a time: floor(m_tiles / 2) pairs of vertically adjacent tiles per column
+ * tile, whose CTAs share the weight tile by multicast (rank r takes row tile 2 p + r). What is
+ * left, the last row tile of an expert with an odd number, is a leftover: the leftovers of all
+ * experts, one per column tile, come after every pair, two to a unit, each CTA with its own tile
+ * and its own weight tile (rank r takes leftover 2 i + r; past the last one, none). So an expert
+ * with one row tile (most experts under skewed routing) does not hold a second CTA idle.
+ * pre_pair[l]: pair units of experts before l; pre_left[l]: leftovers of experts before l. */
+typedef enum { GG_PAIR_SHARED = 0, GG_PAIR_OWN = 1, GG_PAIR_NONE = 2 } gg_pair_kind;
+
+/* Fills pre_pair and pre_left (each [E + 1]) from the row counts (negative counts count as 0);
+ * returns the units: pre_pair[E] + ceil(pre_left[E] / 2). */
+MOK_SCHED_HD int32_t gg_build_prefix_pairs(const int32_t *count, int32_t num_experts,
+                                           int32_t tile_m, int32_t n_tiles, int32_t *pre_pair,
+                                           int32_t *pre_left) {
+  int32_t p = 0, q = 0;
+  for (int32_t l = 0; l < num_experts; ++l) {
+    pre_pair[l] = p;
+    pre_left[l] = q;
+    const int32_t m = gg_ceil_div(count[l] > 0 ? count[l] : 0, tile_m);
+    p += m / 2 * n_tiles;
+    q += m % 2 * n_tiles;
+  }
+  pre_pair[num_experts] = p;
+  pre_left[num_experts] = q;
+  return p + (q + 1) / 2;
+}
+
+/* Unit u, CTA rank (0 or 1) -> its tile and *kind. For GG_PAIR_NONE the tile is the other CTA's
+ * (valid rows and weights to load and ignore). */
+MOK_SCHED_HD gg_tile gg_decode_pair(int32_t u, int32_t rank, const int32_t *pre_pair,
+                                    const int32_t *pre_left, int32_t num_experts, int32_t n_tiles,
+                                    int32_t group_m, int32_t *kind) {
+  const int32_t n_pair = pre_pair[num_experts];
+  gg_tile t;
+  if (u < n_pair) {
+    t = gg_decode_m_grouped(u, pre_pair, num_experts, n_tiles, group_m);
+    t.m_tile = 2 * t.m_tile + rank;
+    *kind = GG_PAIR_SHARED;
+    return t;
+  }
+  int32_t j = 2 * (u - n_pair) + rank;
+  *kind = GG_PAIR_OWN;
+  if (j >= pre_left[num_experts]) {
+    j -= 1; /* the last leftover, the other CTA's */
+    *kind = GG_PAIR_NONE;
+  }
+  int32_t lo = 0, hi = num_experts - 1;
+  while (lo < hi) {
+    const int32_t mid = (lo + hi + 1) >> 1;
+    if (pre_left[mid] <= j) lo = mid; else hi = mid - 1;
+  }
+  t.expert = lo;
+  t.m_tile = 2 * ((pre_pair[lo + 1] - pre_pair[lo]) / n_tiles);
+  t.n_tile = j - pre_left[lo];
   return t;
 }
 
