@@ -1,0 +1,323 @@
+/* swap_gate_up.cu — experiment, not in the library: the BF16 gate+up with the SwiGLU epilogue with
+ * its operands swapped. The weights sit on wgmma's 64-row side and an expert's tokens on its N
+ * side, in widths of 32, so an expert's last token tile computes its real rows rounded up to 32
+ * instead of 64: at 224 rows per expert (DeepSeek-V3 at EP=1) 224 rows are computed, not 256, and
+ * a cold expert's 20 rows cost 32. The library kernel (kernels/gemm/bf16.cu) rounds to 64-row
+ * warpgroup halves: 12.5% of the forward's tensor work at 224 rows is padding (docs/PERF.md).
+ *
+ * One persistent kernel, one CTA per SM, 384 threads, the tile sequence of tile_scheduler.h
+ * (row tiles = 128-token tiles of an expert, column tiles = 128 features of gate and of up):
+ *   warpgroup 0: producer; one thread loads per 64-wide K block the tile's 128 gate rows and 128 up
+ *                rows of the weights (32 KB) and its 128 token rows of x (16 KB) into a 4-stage ring;
+ *                in cluster pairs (CL 2, tile_scheduler.h gg_decode_pair) two token tiles of one
+ *                expert share the weight tile: rank 0 multicasts the gate rows, rank 1 the up rows;
+ *   warpgroups 1, 2: consumers of 64 features each: per 16-wide K step one wgmma m64nNk16 into the
+ *                gate accumulators and one into the up accumulators, N = the tile's real tokens
+ *                rounded up to 32 (a switch over four instantiations of the main loop); the
+ *                epilogue applies SwiGLU in registers (gate and up of a feature and token are in
+ *                the same thread) and stores through stmatrix .trans (features contiguous per
+ *                token, as act [rows, inter] is laid out) and TMA stores of 32-token boxes.
+ * Entry point mok_dev_swap_gate_up: mok_gg_bf16_gate_up_swiglu's arguments and a cluster size.
+ * Build (the library's tree, for dev/swap/swap_ab.py):
+ *   nvcc -O3 -std=c++17 -gencode arch=compute_90a,code=sm_90a -Xcompiler -fPIC -Iinclude -I. \
+ *       -shared -o swap.so dev/swap/swap_gate_up.cu kernels/gemm/tmap.cu \
+ *       kernels/common/launch_error.cu */
+#include <cuda.h>
+#include <cuda_runtime.h>
+#include <stdint.h>
+#include "kernels/gemm/gemm_common.cuh"
+#include "kernels/gemm/tmap.h"
+#include "kernels/gemm/tile_scheduler.h"
+#include "kernels/common/ptx.cuh"
+#include "dev/swap/wgmma_n.cuh"
+
+#define SW_BT 128 /* tokens per tile, at most */
+#define SW_BF 128 /* features per tile: 128 rows of W_gate and 128 of W_up */
+#define SW_BK 64
+#define SW_STAGES 4
+#define SW_W_BYTES (2 * SW_BF * SW_BK * 2) /* 32 KB: gate 128 x 64 then up 128 x 64 */
+#define SW_X_BYTES (SW_BT * SW_BK * 2)     /* 16 KB */
+#define SW_STAGE_BYTES (SW_W_BYTES + SW_X_BYTES)
+#define SW_EPI_OFF (SW_STAGES * SW_STAGE_BYTES)
+#define SW_EPI_BYTES 16384 /* a consumer warpgroup's staging: 128 tokens x 64 features bf16 */
+#define SW_SMEM (SW_EPI_OFF + 2 * SW_EPI_BYTES)
+#define SW_MAX_EXPERTS 256
+#define SW_THREADS 384
+static_assert(SW_STAGE_BYTES % 1024 == 0 && SW_EPI_OFF % 1024 == 0, "128B-swizzle atoms");
+
+typedef struct {
+  const int32_t *offset; /* [E + 1] device */
+  const int32_t *count;  /* [E] device */
+  int num_experts;
+  int n_tiles;  /* inter / 128 */
+  int k_blocks; /* hidden / 64 */
+  int inter;
+  int use_limit;
+  float limit;
+  int has_preact;
+  int group_m;
+} sw_params;
+
+MOK_DEV void stmatrix_x4_trans(uint32_t addr, uint32_t r0, uint32_t r1, uint32_t r2, uint32_t r3) {
+  asm volatile("stmatrix.sync.aligned.m8n8.x4.trans.shared.b16 [%0], {%1, %2, %3, %4};\n" ::"r"(addr),
+               "r"(r0), "r"(r1), "r"(r2), "r"(r3)
+               : "memory");
+}
+
+template <int CL>
+__device__ __forceinline__ gg_tile sw_unit_tile(int u, int rank, const int32_t *prefix,
+                                                const int32_t *pre_left, int E, const sw_params &p,
+                                                int32_t *kind) {
+  if (CL == 1) {
+    *kind = GG_PAIR_OWN;
+    return gg_decode_m_grouped(u, prefix, E, p.n_tiles, p.group_m);
+  }
+  return gg_decode_pair(u, rank, prefix, pre_left, E, p.n_tiles, p.group_m, kind);
+}
+
+/* The main loop over every K block for N tokens: gate accumulators acc_g[N / 2], up acc_u[N / 2]. */
+template <int N, int CL>
+__device__ __forceinline__ void sw_mainloop(float *acc_g, float *acc_u, uint64_t dg0, uint64_t du0,
+                                            uint64_t dx0, uint32_t full0, uint32_t empty0,
+                                            int nkb, int &stage, uint32_t &phase, int lane) {
+#pragma unroll
+  for (int i = 0; i < N / 2; ++i) acc_g[i] = acc_u[i] = 0.0f;
+  int prev = -1;
+  for (int kb = 0; kb < nkb; ++kb) {
+    mbar_wait(full0 + 8 * stage, phase);
+    const uint32_t off = stage * SW_STAGE_BYTES;
+    const uint64_t dg = wgmma_desc_add(dg0, off), du = wgmma_desc_add(du0, off);
+    const uint64_t dx = wgmma_desc_add(dx0, off);
+    wgmma_fence();
+#pragma unroll
+    for (int kk = 0; kk < 4; ++kk) {
+      wgmma_m64nk16_bf16<N>(acc_g, wgmma_desc_add(dg, kk * 32), wgmma_desc_add(dx, kk * 32), 1);
+      wgmma_m64nk16_bf16<N>(acc_u, wgmma_desc_add(du, kk * 32), wgmma_desc_add(dx, kk * 32), 1);
+    }
+    wgmma_commit();
+    wgmma_wait<1>();
+    if (prev >= 0) gg_release<CL>(empty0 + 8 * prev, lane);
+    prev = stage;
+    if (++stage == SW_STAGES) { stage = 0; phase ^= 1; }
+  }
+  wgmma_wait<0>();
+  if (prev >= 0) gg_release<CL>(empty0 + 8 * prev, lane);
+  reg_fence(acc_g, N / 2);
+  reg_fence(acc_u, N / 2);
+}
+
+/* One epilogue pass: the warpgroup's 64 features x N tokens of acc (the wgmma fragment: rows are
+ * features, columns tokens) into the staging buffer as [token][64 features] bf16 rows of 128 bytes,
+ * 128B-swizzled, by stmatrix .trans; then one thread stores N / 32 boxes of 32 tokens at (col0,
+ * row0). clamp: bf16_clamp_round.h's rounding for the kept pre-activations. */
+template <int N>
+__device__ __forceinline__ void sw_store_pass(const float *acc, uint32_t stage, int wtid,
+                                              const CUtensorMap *map, int col0, int row0,
+                                              int bar_id, bool clamp, mok_clamp_round mk) {
+  if (wtid == 0) bulk_wait_read0(); /* the previous pass has left the staging buffer */
+  named_bar_sync(bar_id, 128);
+  const int warp = wtid >> 5, lane = wtid & 31, q = lane >> 3;
+#pragma unroll
+  for (int j = 0; j < N / 16; ++j) {
+    const int n8 = 2 * j;
+    float v[8];
+#pragma unroll
+    for (int i = 0; i < 8; ++i) v[i] = clamp ? mok_cr_round(acc[n8 * 4 + i], mk) : acc[n8 * 4 + i];
+    /* matrices: (features +0, tokens n8), (+8, n8), (+0, n8 + 1), (+8, n8 + 1) */
+    const uint32_t r0 = pack_bf16x2(v[0], v[1]), r1 = pack_bf16x2(v[2], v[3]);
+    const uint32_t r2 = pack_bf16x2(v[4], v[5]), r3 = pack_bf16x2(v[6], v[7]);
+    const int token = 8 * (n8 + (q >> 1)) + (lane & 7);
+    const int chunk = 2 * warp + (q & 1); /* 16-byte chunk: features 8 chunk .. 8 chunk + 7 */
+    stmatrix_x4_trans(stage + token * 128 + ((chunk ^ (token & 7)) << 4), r0, r1, r2, r3);
+  }
+  fence_proxy_async_smem();
+  named_bar_sync(bar_id, 128);
+  if (wtid == 0) {
+#pragma unroll
+    for (int b = 0; b < N / 32; ++b) tma_store_2d(map, stage + b * 4096, col0, row0 + 32 * b);
+    bulk_commit();
+  }
+}
+
+template <int N>
+__device__ __forceinline__ void sw_epilogue(float *acc_g, float *acc_u, uint32_t epi, int wtid,
+                                            const CUtensorMap *tm_c, const CUtensorMap *tm_p,
+                                            int f0, int row0, int cwg, const sw_params &p) {
+  const mok_clamp_round mk = mok_cr_make(p.limit);
+  const bool clamp = p.use_limit != 0;
+  if (p.has_preact) {
+    sw_store_pass<N>(acc_g, epi, wtid, tm_p, f0, row0, 2 + cwg, clamp, mk);
+    sw_store_pass<N>(acc_u, epi, wtid, tm_p, p.inter + f0, row0, 2 + cwg, clamp, mk);
+  }
+#pragma unroll
+  for (int i = 0; i < N / 2; ++i) {
+    float g = acc_g[i], u = acc_u[i];
+    if (p.use_limit) {
+      g = fminf(g, p.limit);
+      u = fminf(fmaxf(u, -p.limit), p.limit);
+    }
+    acc_g[i] = __fdividef(g, 1.0f + __expf(-g)) * u;
+  }
+  sw_store_pass<N>(acc_g, epi, wtid, tm_c, f0, row0, 2 + cwg, false, mk);
+}
+
+template <int CL>
+__global__ void __launch_bounds__(SW_THREADS, 1)
+    sw_gate_up_kernel(const __grid_constant__ CUtensorMap tm_x, const __grid_constant__ CUtensorMap tm_g,
+                      const __grid_constant__ CUtensorMap tm_u, const __grid_constant__ CUtensorMap tm_c,
+                      const __grid_constant__ CUtensorMap tm_p, const sw_params p) {
+  extern __shared__ __align__(1024) uint8_t smem[];
+  __shared__ __align__(8) uint64_t bars[2 * SW_STAGES];
+  __shared__ int32_t prefix[SW_MAX_EXPERTS + 1], pre_left[CL > 1 ? SW_MAX_EXPERTS + 1 : 1];
+  const int tid = threadIdx.x, wg = tid >> 7;
+  const uint32_t smem_base = smem_u32(smem);
+  const uint32_t full0 = smem_u32(&bars[0]), empty0 = smem_u32(&bars[SW_STAGES]);
+  const int E = p.num_experts;
+  const int rank = CL > 1 ? (int)cluster_ctarank() : 0;
+  const int unit0 = blockIdx.x / CL, ustride = gridDim.x / CL;
+  if (tid == 0) {
+    gg_ring_init(smem_base, full0, empty0, SW_STAGES, 8 * CL);
+    fence_mbar_init();
+  }
+  if (tid == 32) {
+    tma_prefetch_desc(&tm_x);
+    tma_prefetch_desc(&tm_g);
+    tma_prefetch_desc(&tm_u);
+    tma_prefetch_desc(&tm_c);
+    if (p.has_preact) tma_prefetch_desc(&tm_p);
+  }
+  if (tid >= 64 && tid < 96) {
+    if (CL == 1) gg_unit_prefix(p.count, E, SW_BT, p.n_tiles, 0, prefix, tid & 31);
+    else gg_unit_prefix_pairs(p.count, E, SW_BT, p.n_tiles, prefix, pre_left, tid & 31);
+  }
+  if (CL > 1) cluster_sync();
+  else __syncthreads();
+  const int total = CL == 1 ? prefix[E] : prefix[E] + (pre_left[E] + 1) / 2;
+
+  if (wg == 0) {
+    setmaxnreg_dec<40>();
+    if (tid == 0) {
+      int stage = 0;
+      uint32_t phase = 0;
+      for (int u = unit0; u < total; u += ustride) {
+        int32_t kind;
+        const gg_tile t = sw_unit_tile<CL>(u, rank, prefix, pre_left, E, p, &kind);
+        const int row_base = p.offset[t.expert];
+        const int x_row = row_base + (p.count[t.expert] > t.m_tile * SW_BT ? t.m_tile * SW_BT : 0);
+        const int w_row = t.expert * p.inter + t.n_tile * SW_BF;
+        for (int kb = 0; kb < p.k_blocks; ++kb) {
+          mbar_wait(empty0 + 8 * stage, phase ^ 1);
+          const uint32_t full = full0 + 8 * stage;
+          mbar_arrive_expect_tx(full, SW_STAGE_BYTES);
+          const uint32_t sw = smem_base + stage * SW_STAGE_BYTES;
+          const int k0 = kb * SW_BK;
+          if (CL == 1 || kind != GG_PAIR_SHARED) {
+            tma_load_2d(sw, &tm_g, full, k0, w_row);
+            tma_load_2d(sw + 16384, &tm_u, full, k0, w_row);
+          } else if (rank == 0) {
+            tma_load_2d_multicast(sw, &tm_g, full, k0, w_row, (uint16_t)3);
+          } else {
+            tma_load_2d_multicast(sw + 16384, &tm_u, full, k0, w_row, (uint16_t)3);
+          }
+          tma_load_2d(sw + SW_W_BYTES, &tm_x, full, k0, x_row);
+          if (++stage == SW_STAGES) { stage = 0; phase ^= 1; }
+        }
+      }
+      gg_producer_drain<CL>(empty0, SW_STAGES, stage, phase);
+    }
+  } else {
+    setmaxnreg_inc<232>();
+    const int cwg = wg - 1, wtid = tid & 127, lane = wtid & 31;
+    const uint32_t epi = smem_base + SW_EPI_OFF + cwg * SW_EPI_BYTES;
+    uint64_t dg0 = wgmma_desc_sw128(smem_base + cwg * 8192, 16, 1024);
+    uint64_t du0 = wgmma_desc_sw128(smem_base + 16384 + cwg * 8192, 16, 1024);
+    uint64_t dx0 = wgmma_desc_sw128(smem_base + SW_W_BYTES, 16, 1024);
+    asm volatile("" : "+l"(dg0), "+l"(du0), "+l"(dx0));
+    int stage = 0;
+    uint32_t phase = 0;
+    float acc_g[64], acc_u[64];
+    for (int u = unit0; u < total; u += ustride) {
+      int32_t kind;
+      const gg_tile t = sw_unit_tile<CL>(u, rank, prefix, pre_left, E, p, &kind);
+      const int cnt = max(p.count[t.expert], 0);
+      const int n_real = kind == GG_PAIR_NONE ? 0 : min(SW_BT, cnt - t.m_tile * SW_BT);
+      const int widths = n_real > 0 ? (n_real + 31) / 32 : 0;
+      const int row0 = p.offset[t.expert] + t.m_tile * SW_BT;
+      const int f0 = t.n_tile * SW_BF + 64 * cwg;
+      switch (widths) {
+        case 1:
+          sw_mainloop<32, CL>(acc_g, acc_u, dg0, du0, dx0, full0, empty0, p.k_blocks, stage, phase, lane);
+          sw_epilogue<32>(acc_g, acc_u, epi, wtid, &tm_c, &tm_p, f0, row0, cwg, p);
+          break;
+        case 2:
+          sw_mainloop<64, CL>(acc_g, acc_u, dg0, du0, dx0, full0, empty0, p.k_blocks, stage, phase, lane);
+          sw_epilogue<64>(acc_g, acc_u, epi, wtid, &tm_c, &tm_p, f0, row0, cwg, p);
+          break;
+        case 3:
+          sw_mainloop<96, CL>(acc_g, acc_u, dg0, du0, dx0, full0, empty0, p.k_blocks, stage, phase, lane);
+          sw_epilogue<96>(acc_g, acc_u, epi, wtid, &tm_c, &tm_p, f0, row0, cwg, p);
+          break;
+        case 4:
+          sw_mainloop<128, CL>(acc_g, acc_u, dg0, du0, dx0, full0, empty0, p.k_blocks, stage, phase, lane);
+          sw_epilogue<128>(acc_g, acc_u, epi, wtid, &tm_c, &tm_p, f0, row0, cwg, p);
+          break;
+        default: /* no rows: the stages still pass through, released unread */
+          for (int kb = 0; kb < p.k_blocks; ++kb) {
+            mbar_wait(full0 + 8 * stage, phase);
+            gg_release<CL>(empty0 + 8 * stage, lane);
+            if (++stage == SW_STAGES) { stage = 0; phase ^= 1; }
+          }
+      }
+    }
+    if (wtid == 0) bulk_wait0();
+  }
+}
+
+template <int CL>
+static int sw_launch(const CUtensorMap *x, const CUtensorMap *g, const CUtensorMap *u,
+                     const CUtensorMap *c, const CUtensorMap *pr, sw_params p, int max_units,
+                     cudaStream_t stream) {
+  static int max_ctas = 0;
+  if (!max_ctas &&
+      gg_coresident_ctas((const void *)sw_gate_up_kernel<CL>, SW_THREADS, SW_SMEM, CL, &max_ctas) !=
+          MOK_SUCCESS)
+    return -1;
+  int units = max_units < max_ctas / CL ? max_units : max_ctas / CL;
+  if (units < 1) units = 1;
+  cudaLaunchAttribute attr;
+  const cudaLaunchConfig_t cfg = gg_cluster_config(units * CL, SW_THREADS, SW_SMEM, CL, stream, &attr);
+  return cudaLaunchKernelEx(&cfg, sw_gate_up_kernel<CL>, *x, *g, *u, *c, *pr, p) == cudaSuccess ? 0 : -2;
+}
+
+extern "C" int mok_dev_swap_gate_up(const void *x, const void *w_gate, const void *w_up, void *act,
+                                    void *preact, const int32_t *expert_offset,
+                                    const int32_t *expert_count, int num_experts, int64_t m_total,
+                                    int64_t inter, int64_t hidden, int use_limit, float limit,
+                                    int cluster, cudaStream_t stream) {
+  if (num_experts < 1 || num_experts > SW_MAX_EXPERTS || inter % 128 || hidden % 64) return -3;
+  CUtensorMap tx, tg, tu, tc, tp;
+  if (gg_make_tmap_2d(&tx, x, m_total, hidden, 2, 128, 64) != MOK_SUCCESS ||
+      gg_make_tmap_2d(&tg, w_gate, (int64_t)num_experts * inter, hidden, 2, 128, 64) != MOK_SUCCESS ||
+      gg_make_tmap_2d(&tu, w_up, (int64_t)num_experts * inter, hidden, 2, 128, 64) != MOK_SUCCESS ||
+      gg_make_tmap_2d(&tc, act, m_total, inter, 2, 32, 64) != MOK_SUCCESS)
+    return -4;
+  if (preact) {
+    if (gg_make_tmap_2d(&tp, preact, m_total, 2 * inter, 2, 32, 64) != MOK_SUCCESS) return -4;
+  } else {
+    tp = tc;
+  }
+  sw_params p = {};
+  p.offset = expert_offset;
+  p.count = expert_count;
+  p.num_experts = num_experts;
+  p.n_tiles = (int)(inter / SW_BF);
+  p.k_blocks = (int)(hidden / SW_BK);
+  p.inter = (int)inter;
+  p.use_limit = use_limit != 0;
+  p.limit = limit;
+  p.has_preact = preact != NULL;
+  p.group_m = 16 / (cluster == 2 ? 2 : 1);
+  const int max_tiles = (int)((m_total + SW_BT - 1) / SW_BT) * p.n_tiles;
+  return cluster == 2 ? sw_launch<2>(&tx, &tg, &tu, &tc, &tp, p, (max_tiles + 1) / 2, stream)
+                      : sw_launch<1>(&tx, &tg, &tu, &tc, &tp, p, max_tiles, stream);
+}
