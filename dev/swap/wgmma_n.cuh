@@ -1,7 +1,6 @@
 /* wgmma_n.cuh — wgmma m64nNk16 bf16 (both operands K-major, from shared memory) for the token
  * widths the swapped gate+up tries, N in {32, 64, 96, 128}; fp32 accumulators in d[N / 2].
- * One function per N, the operand list spelled out as the asm statement needs (written by a
- * small generator; regenerate rather than edit by hand). */
+ * One function per N, the operand list spelled out as the asm statement needs. */
 #ifndef MOK_DEV_WGMMA_N_CUH
 #define MOK_DEV_WGMMA_N_CUH
 #include <stdint.h>
