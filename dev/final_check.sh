@@ -25,20 +25,10 @@ for round in $(seq ${ROUNDS:-1}); do
       [ $(( ${DEADLINE:-440} - ($(date +%s) - t0) )) -lt 25 ] && continue
       line=$(timeout 60 ./build/mok run --shape $s --experts $e --routing $r --tokens 7168 --iters 20 --warmup 3 \
         --seed 7 --build-in-forward 1 $pin 2>&1 | awk '/build \+ forward/{f=$4} /^  backward/{b=$2} /check/{c=$NF} END{print f, b, c}')
-      echo "$round $s/E$e/$r $v $line" >> $RES
+      name=default; [ $v = B ] && name=routed_cluster=1
+      echo "$round $s/E$e/$r $name $line" >> $RES
     done
   done
 done
-python3 - $RES <<'PY'
-import sys, statistics, collections
-d = collections.defaultdict(list)
-for line in open(sys.argv[1]):
-    p = line.split()
-    try: d[(p[1], p[2])].append((float(p[3]), float(p[4]), p[5] if len(p) > 5 else "?"))
-    except (ValueError, IndexError): pass
-print(f"{'case':26s} {'variant':28s} {'fwd ms':>8s} {'bwd ms':>8s} check")
-for (case, v), xs in sorted(d.items()):
-    print(f"{case:26s} {'default' if v == 'A' else 'routed_cluster=1':28s} {statistics.median(x[0] for x in xs):8.3f} "
-          f"{statistics.median(x[1] for x in xs):8.3f} {','.join(x[2] for x in xs)}")
-PY
+python3 dev/ab_table.py $RES
 echo "A/B done at $(( $(date +%s) - t0 )) s"

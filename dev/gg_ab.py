@@ -40,6 +40,18 @@ def harness_zipf_counts(e, rows, k=8, seed=23):
     return torch.bincount(topk.flatten(), minlength=e).tolist()
 
 
+def layout(e, rows, zipf):
+    """A shape's rows per expert (rows: the mean, or the counts as a list) and its offsets: the
+    experts start at multiples of 128 rows (gemm.h's layout contract). Returns (counts, offsets,
+    m_total)."""
+    cnt = (list(rows) if isinstance(rows, list) else
+           harness_zipf_counts(e, rows) if zipf == 2 else counts_for(e, rows, zipf))
+    off = [0]
+    for c in cnt:
+        off.append(off[-1] + (c + 127) // 128 * 128)
+    return cnt, off, off[-1]
+
+
 def load(path):
     lib = ctypes.CDLL(path)
     vp, i, i64, f = ctypes.c_void_p, ctypes.c_int, ctypes.c_int64, ctypes.c_float
@@ -61,11 +73,7 @@ def main():
     out_rows = []
     st = lambda: torch.cuda.current_stream().cuda_stream  # noqa: E731
     for name, e, rows, H, I, zipf in SHAPES:
-        cnt = harness_zipf_counts(e, rows) if zipf == 2 else counts_for(e, rows, zipf)
-        off = [0]  # experts start at multiples of 128 rows (gemm.h's layout contract)
-        for c in cnt:
-            off.append(off[-1] + (c + 127) // 128 * 128)
-        m = off[-1]
+        cnt, off, m = layout(e, rows, zipf)
         d = dict(device="cuda", dtype=torch.bfloat16)
         x = torch.randn(m, H, **d)
         wg, wu = torch.randn(e, I, H, **d) * 0.02, torch.randn(e, I, H, **d) * 0.02

@@ -42,15 +42,4 @@ if [ $left -gt 60 ]; then
   echo "gpu suite: $(tail -1 "$OUT/gpu.log")"; grep -E "^FAIL|CHECK" "$OUT/gpu.log" | head -6
 fi
 cat "$OUT/gg_ab.txt" | tail -40
-python3 - $RES <<'PY'
-import sys, statistics, collections
-d = collections.defaultdict(list)
-for line in open(sys.argv[1]):
-    p = line.split()
-    try: d[(p[1], p[2])].append((float(p[3]), float(p[4]), p[5] if len(p) > 5 else "?"))
-    except (ValueError, IndexError): pass
-print(f"{'case':28s} {'tree':24s} {'fwd ms':>8s} {'bwd ms':>8s} check")
-for (case, v), xs in sorted(d.items()):
-    print(f"{case:28s} {v:24s} {statistics.median(x[0] for x in xs):8.3f} "
-          f"{statistics.median(x[1] for x in xs):8.3f} {','.join(x[2] for x in xs)}")
-PY
+python3 dev/ab_table.py $RES

@@ -15,20 +15,15 @@ import torch
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "bench"))
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
-from grouped_gemm_baseline import counts_for, median_ms  # noqa: E402
-from gg_ab import harness_zipf_counts  # noqa: E402
+from grouped_gemm_baseline import median_ms  # noqa: E402
+import gg_ab  # noqa: E402
 
-SHAPES = [  # name, experts, rows per expert (or the counts), H, I, zipf (1: Zipf(1.0) by expert, 2: the harness's)
+# gg_ab.py's shapes after two small ones: experts at 0, 1, 31, 33, 128, 129 and 300 rows, and
+# Zipf(1.0) over 8 experts
+SHAPES = [
     ("edge", 7, [0, 1, 31, 33, 128, 129, 300], 512, 256, 0),
     ("odd", 8, 77, 512, 256, 1),
-    ("dsv3_ep1", 256, 224, 7168, 2048, 0),
-    ("dsv3_ep1_hzipf", 256, 224, 7168, 2048, 2),
-    ("dsv3_ep2", 128, 448, 7168, 2048, 0),
-    ("dsv3_ep2_hzipf", 128, 448, 7168, 2048, 2),
-    ("qwen3", 128, 448, 2048, 768, 0),
-    ("qwen3_hzipf", 128, 448, 2048, 768, 2),
-    ("olmoe", 64, 896, 2048, 1024, 0),
-]
+] + [s for s in gg_ab.SHAPES if not s[0].endswith("_zipf")]
 
 
 def main():
@@ -45,12 +40,7 @@ def main():
     torch.manual_seed(5)
     rows_out = []
     for name, e, rows, H, I, zipf in SHAPES:
-        cnt = (list(rows) if isinstance(rows, list) else
-               harness_zipf_counts(e, rows) if zipf == 2 else counts_for(e, rows, zipf))
-        off = [0]
-        for c in cnt:
-            off.append(off[-1] + (c + 127) // 128 * 128)
-        m = off[-1]
+        cnt, off, m = gg_ab.layout(e, rows, zipf)
         d = dict(device="cuda", dtype=torch.bfloat16)
         x = torch.randn(m, H, **d)
         wg, wu = torch.randn(e, I, H, **d) * H ** -0.5, torch.randn(e, I, H, **d) * H ** -0.5

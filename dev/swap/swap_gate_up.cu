@@ -64,17 +64,6 @@ MOK_DEV void stmatrix_x4_trans(uint32_t addr, uint32_t r0, uint32_t r1, uint32_t
                : "memory");
 }
 
-template <int CL>
-__device__ __forceinline__ gg_tile sw_unit_tile(int u, int rank, const int32_t *prefix,
-                                                const int32_t *pre_left, int E, const sw_params &p,
-                                                int32_t *kind) {
-  if (CL == 1) {
-    *kind = GG_PAIR_OWN;
-    return gg_decode_m_grouped(u, prefix, E, p.n_tiles, p.group_m);
-  }
-  return gg_decode_pair(u, rank, prefix, pre_left, E, p.n_tiles, p.group_m, kind);
-}
-
 /* The main loop over every K block for N tokens: gate accumulators acc_g[N / 2], up acc_u[N / 2]. */
 template <int N, int CL>
 __device__ __forceinline__ void sw_mainloop(float *acc_g, float *acc_u, uint64_t dg0, uint64_t du0,
@@ -186,13 +175,11 @@ __global__ void __launch_bounds__(SW_THREADS, 1)
     tma_prefetch_desc(&tm_c);
     if (p.has_preact) tma_prefetch_desc(&tm_p);
   }
-  if (tid >= 64 && tid < 96) {
-    if (CL == 1) gg_unit_prefix(p.count, E, SW_BT, p.n_tiles, 0, prefix, tid & 31);
-    else gg_unit_prefix_pairs(p.count, E, SW_BT, p.n_tiles, prefix, pre_left, tid & 31);
-  }
+  if (tid >= 64 && tid < 96)
+    gg_unit_prefix_rows<CL>(p.count, E, SW_BT, p.n_tiles, prefix, pre_left, tid & 31);
   if (CL > 1) cluster_sync();
   else __syncthreads();
-  const int total = CL == 1 ? prefix[E] : prefix[E] + (pre_left[E] + 1) / 2;
+  const int total = gg_units_total<CL>(prefix, pre_left, E);
 
   if (wg == 0) {
     setmaxnreg_dec<40>();
@@ -201,9 +188,9 @@ __global__ void __launch_bounds__(SW_THREADS, 1)
       uint32_t phase = 0;
       for (int u = unit0; u < total; u += ustride) {
         int32_t kind;
-        const gg_tile t = sw_unit_tile<CL>(u, rank, prefix, pre_left, E, p, &kind);
+        const gg_tile t = gg_unit_tile<CL>(u, rank, prefix, pre_left, E, p.n_tiles, p.group_m, &kind);
         const int row_base = p.offset[t.expert];
-        const int x_row = row_base + (p.count[t.expert] > t.m_tile * SW_BT ? t.m_tile * SW_BT : 0);
+        const int x_row = row_base + t.m_tile * SW_BT; /* rows of its expert, always */
         const int w_row = t.expert * p.inter + t.n_tile * SW_BF;
         for (int kb = 0; kb < p.k_blocks; ++kb) {
           mbar_wait(empty0 + 8 * stage, phase ^ 1);
@@ -238,7 +225,7 @@ __global__ void __launch_bounds__(SW_THREADS, 1)
     float acc_g[64], acc_u[64];
     for (int u = unit0; u < total; u += ustride) {
       int32_t kind;
-      const gg_tile t = sw_unit_tile<CL>(u, rank, prefix, pre_left, E, p, &kind);
+      const gg_tile t = gg_unit_tile<CL>(u, rank, prefix, pre_left, E, p.n_tiles, p.group_m, &kind);
       const int cnt = max(p.count[t.expert], 0);
       const int n_real = kind == GG_PAIR_NONE ? 0 : min(SW_BT, cnt - t.m_tile * SW_BT);
       const int widths = n_real > 0 ? (n_real + 31) / 32 : 0;

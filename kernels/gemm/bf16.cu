@@ -77,19 +77,6 @@ __device__ __forceinline__ int t_n0_fwd(int bexp, int n_tile, int h, const gg_pa
   return bexp * p.b_rows + (col < p.n_out ? col : n_tile * GG_BN);
 }
 
-/* Unit u's tile for CTA rank of its cluster, and how its B tile is loaded (*kind, tile_scheduler.h:
- * GG_PAIR_SHARED by multicast, GG_PAIR_OWN alone, GG_PAIR_NONE loaded and ignored). */
-template <int CL>
-__device__ __forceinline__ gg_tile gg_unit_tile(int u, int rank, const int32_t *prefix,
-                                                const int32_t *pre_left, int E, const gg_params &p,
-                                                int32_t *kind) {
-  if (CL == 1) {
-    *kind = GG_PAIR_OWN;
-    return gg_decode_m_grouped(u, prefix, E, p.n_tiles, p.group_m);
-  }
-  return gg_decode_pair(u, rank, prefix, pre_left, E, p.n_tiles, p.group_m, kind);
-}
-
 /* ---- the kernel ------------------------------------------------------------------------------ */
 /* Loads half h (16 KB: 128 of the 256 B rows, or 2 of its 4 64-column boxes) of the B tile of
  * stage sb; multicast to both CTAs of a cluster pair when MC. */
@@ -135,7 +122,8 @@ __global__ void __launch_bounds__(GG_THREADS, 1)
   const uint32_t full0 = smem_u32(&bars[0]);
   const uint32_t empty0 = smem_u32(&bars[GG_STAGES]);
   const int E = p.num_experts;
-  /* Work units: one tile (CL = 1), or two tiles on the two CTAs of a cluster (gg_unit_tile). */
+  /* Work units: one tile (CL = 1), or two tiles on the two CTAs of a cluster (gg_unit_tile,
+   * gemm_common.cuh). */
   const int rank = CL > 1 ? (int)cluster_ctarank() : 0;
   /* Fused communication: the last comm_ctas CTAs are comm CTAs; the units go to the others. */
   const int n_comm = MODE == GG_SWIGLU ? p.comm_ctas : 0;
@@ -153,13 +141,11 @@ __global__ void __launch_bounds__(GG_THREADS, 1)
     tma_prefetch_desc(&tm_c0);
     if (MODE == GG_SWIGLU && p.has_preact) tma_prefetch_desc(&tm_c1);
   }
-  if (tid >= 64 && tid < 96) { /* unit prefix over experts */
-    if (CL == 1) gg_unit_prefix(p.count, E, GG_BM, p.n_tiles, 0, prefix, tid & 31);
-    else gg_unit_prefix_pairs(p.count, E, GG_BM, p.n_tiles, prefix, pre_left, tid & 31);
-  }
+  if (tid >= 64 && tid < 96) /* unit prefix over experts */
+    gg_unit_prefix_rows<CL>(p.count, E, GG_BM, p.n_tiles, prefix, pre_left, tid & 31);
   if (CL > 1) cluster_sync(); /* barrier inits visible to the peer before any multicast */
   else __syncthreads();
-  const int total = CL == 1 ? prefix[E] : prefix[E] + (pre_left[E] + 1) / 2;
+  const int total = gg_units_total<CL>(prefix, pre_left, E);
   if (MODE == GG_SWIGLU && n_comm > 0 && (int)blockIdx.x >= n_compute) {
     /* ------------------------------ comm CTA ------------------------------ */
     cm_pull_minibatches(p.move, (int)blockIdx.x - n_compute, p.move_rows, p.move_hidden,
@@ -175,16 +161,15 @@ __global__ void __launch_bounds__(GG_THREADS, 1)
       uint32_t phase = 0;
       for (int u = unit0; u < total; u += ustride) {
         int32_t kind;
-        const gg_tile t = gg_unit_tile<CL>(u, rank, prefix, pre_left, E, p, &kind);
+        const gg_tile t = gg_unit_tile<CL>(u, rank, prefix, pre_left, E, p.n_tiles, p.group_m, &kind);
         const int m_tile = t.m_tile;
         const int row_base = p.offset[t.expert];
         const int nkb = p.k_blocks;
         const int bexp = p.expert_base + t.expert;
-        /* A unit's tile past the expert's rows (never, by gg_decode_pair) would load the
-         * expert's first rows instead of rows that may not exist. */
-        const int a_row = row_base + (p.count[t.expert] > m_tile * GG_BM ? m_tile * GG_BM : 0);
+        /* every unit's tile holds rows of its expert (GG_PAIR_NONE: the other CTA's tile) */
+        const int a_row = row_base + m_tile * GG_BM;
         if (MODE == GG_SWIGLU && n_comm > 0) /* the rows of A this tile reads have landed */
-          cm_wait_rows(p.move, a_row, min(GG_BM, max(p.count[t.expert], 0) - (a_row - row_base)));
+          cm_wait_rows(p.move, a_row, min(GG_BM, p.count[t.expert] - m_tile * GG_BM));
         for (int kb = 0; kb < nkb; ++kb) {
           mbar_wait(empty0 + 8 * stage, phase ^ 1);
           const uint32_t full = full0 + 8 * stage;
@@ -223,7 +208,7 @@ __global__ void __launch_bounds__(GG_THREADS, 1)
     float acc[128];
     for (int u = unit0; u < total; u += ustride) {
       int32_t kind;
-      const gg_tile t = gg_unit_tile<CL>(u, rank, prefix, pre_left, E, p, &kind);
+      const gg_tile t = gg_unit_tile<CL>(u, rank, prefix, pre_left, E, p.n_tiles, p.group_m, &kind);
       const int m_tile = t.m_tile;
       const int nkb = p.k_blocks, cnt = max(p.count[t.expert], 0);
       /* This warpgroup's 64 rows hold real rows? If not (the upper half of an expert's last

@@ -74,6 +74,36 @@ __device__ __forceinline__ void gg_unit_prefix_pairs(const int32_t *count, int E
   }
 }
 
+/* A row-grouped kernel's units in clusters of CL (1 or 2): one warp builds the prefix (CL 1:
+ * gg_unit_prefix over tile_m-row tiles; CL 2: tile_scheduler.h's pairs and leftovers, pre_left
+ * [E + 1] too); gg_units_total counts the units; gg_unit_tile gives unit u's tile for CTA rank of
+ * its cluster and *kind, how its B tile is loaded (GG_PAIR_SHARED by multicast, GG_PAIR_OWN
+ * alone, GG_PAIR_NONE loaded and ignored). */
+template <int CL>
+__device__ __forceinline__ void gg_unit_prefix_rows(const int32_t *count, int E, int tile_m,
+                                                    int n_tiles, int32_t *prefix,
+                                                    int32_t *pre_left, int lane) {
+  if (CL == 1) gg_unit_prefix(count, E, tile_m, n_tiles, 0, prefix, lane);
+  else gg_unit_prefix_pairs(count, E, tile_m, n_tiles, prefix, pre_left, lane);
+}
+
+template <int CL>
+__device__ __forceinline__ int gg_units_total(const int32_t *prefix, const int32_t *pre_left,
+                                              int E) {
+  return CL == 1 ? prefix[E] : prefix[E] + (pre_left[E] + 1) / 2;
+}
+
+template <int CL>
+__device__ __forceinline__ gg_tile gg_unit_tile(int u, int rank, const int32_t *prefix,
+                                                const int32_t *pre_left, int E, int n_tiles,
+                                                int group_m, int32_t *kind) {
+  if (CL == 1) {
+    *kind = GG_PAIR_OWN;
+    return gg_decode_m_grouped(u, prefix, E, n_tiles, group_m);
+  }
+  return gg_decode_pair(u, rank, prefix, pre_left, E, n_tiles, group_m, kind);
+}
+
 /* Thread 0 of a CTA: the stage ring's barriers, full (one arrival, the producer's expect_tx) and
  * empty (`releases` arrivals), after checking the 1024-byte base the swizzle atoms need. */
 __device__ __forceinline__ void gg_ring_init(uint32_t smem_base, uint32_t full0, uint32_t empty0,
