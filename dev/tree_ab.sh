@@ -2,8 +2,8 @@
 # tree_ab.sh — A/B of the BF16 row-grouped kernel and the layer: this tree against the tree in
 # BASE (a source copy, e.g. `git archive <commit> | tar -x -C build/ab/base`). Builds both; the
 # kernels alone (dev/gg_ab.py, bitwise equal outputs first); `mok run` BF16 of both trees
-# alternated for ROUNDS on CASES (shape:experts:routing[:plan pins, this tree only]); then the GPU
-# suite of this tree while DEADLINE lasts. Tables last.
+# alternated for ROUNDS on CASES (shape:experts:routing[:plan pins, this tree only]); the harness
+# on BASE for HARNESS; then the GPU suite of this tree while DEADLINE lasts. Tables last.
 set -u
 OUT=${OUT:-/tmp/mok_out}
 BASE=${BASE:-build/ab/base}
@@ -35,6 +35,23 @@ for round in $(seq ${ROUNDS:-2}); do
   done
 done
 echo "layer A/B done at $(( $(date +%s) - t0 )) s"
+# HARNESS: "shape:tokens:div" words, the layer harness (uniform and Zipf, BF16 and FP8) on the
+# BASE tree; rows in $OUT/harness_rows.log, JSONs in $OUT/harness.tar
+mkdir -p /tmp/mok_json
+for c in ${HARNESS:-}; do
+  IFS=: read -r shape tok div <<< "$c"
+  left=$(( ${DEADLINE:-400} - ($(date +%s) - t0) ))
+  [ $left -lt 90 ] && { echo "skip harness $c: $left s left"; continue; }
+  ( cd "$BASE" && MOK_LIBRARY=$PWD/build/libmok.so PYTHONPATH=$PWD/python timeout $left \
+    torchrun --standalone --nproc_per_node=1 bench/harness.py --tokens $tok --shapes $shape \
+      --routing uniform,zipf --fp8 --experts-div $div --iters 50 --warmup 5 --seed 23 \
+      --out /tmp/mok_json/${shape}_t${tok}_d${div} ) > /tmp/mok_json/${shape}_t${tok}_d${div}.log 2>&1
+  grep "^row " /tmp/mok_json/${shape}_t${tok}_d${div}.log >> "$OUT/harness_rows.log"
+  echo "== harness $c at $(( $(date +%s) - t0 )) s"
+  grep -E "^(Traceback|.*Error)" /tmp/mok_json/${shape}_t${tok}_d${div}.log | head -5
+  grep -E " (fwd|bwd) " /tmp/mok_json/${shape}_t${tok}_d${div}.log | grep -v "^row" | tail -8
+done
+[ -n "${HARNESS:-}" ] && tar -C /tmp/mok_json -cf "$OUT/harness.tar" .
 left=$(( ${DEADLINE:-400} - ($(date +%s) - t0) ))
 if [ $left -gt 60 ]; then
   CUDA_VISIBLE_DEVICES=0 MOK_TEST_SEED=${SEED:-53} MOK_TEST_TIMEOUT=$(( left - 20 )) timeout $(( left - 10 )) \
