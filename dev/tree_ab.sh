@@ -12,9 +12,9 @@ export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVL
 t0=$(date +%s)
 GG="nvcc -O3 -std=c++17 -gencode arch=compute_90a,code=sm_90a -Xcompiler -fPIC -Iinclude -I. -shared"
 ( make -j16 build/libmok.so build/mok build/mok_gpu_tests >"$OUT/build.log" 2>&1 &&
-  $GG -o build/gg_new.so kernels/gemm/bf16.cu kernels/gemm/tmap.cu kernels/common/launch_error.cu ) &
+  $GG -o build/gg_new.so kernels/gemm/bf16*.cu kernels/gemm/tmap.cu kernels/common/launch_error.cu ) &
 ( cd "$BASE" && make -j16 build/libmok.so build/mok >"$OUT/build_base.log" 2>&1 &&
-  $GG -o build/gg_old.so kernels/gemm/bf16.cu kernels/gemm/tmap.cu kernels/common/launch_error.cu ) &
+  $GG -o build/gg_old.so kernels/gemm/bf16*.cu kernels/gemm/tmap.cu kernels/common/launch_error.cu ) &
 wait
 [ -x build/mok ] && [ -x "$BASE/build/mok" ] || { tail -20 "$OUT/build.log" "$OUT/build_base.log"; exit 1; }
 echo "build $(( $(date +%s) - t0 )) s"

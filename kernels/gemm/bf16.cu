@@ -1,6 +1,7 @@
-/* bf16.cu — the BF16 grouped GEMM kernel for sm_90a and its entry points (forward, forward
- * gate+up with SwiGLU, dgrad and the dgrad of a weight pair; gemm.h), with the fused path's pull
- * and pushes (gemm_fused.h). The weight gradient is bf16_wgrad.cu's.
+/* bf16.cu — the BF16 grouped GEMM kernel for sm_90a with the fused path's pull and pushes
+ * (gemm_fused.h entry points): the gate+up that pulls its rows, the forward and the data gradient
+ * of the weight pair that push theirs. The products without communication are bf16_tokens_n.cu's
+ * (tokens on wgmma's N side); the weight gradient is bf16_wgrad.cu's.
  *
  * One persistent kernel, one CTA per SM, 384 threads:
  *   warpgroup 0: producer; one thread issues TMA loads into a 4-stage shared-memory ring
@@ -326,28 +327,10 @@ static mok_status gg_launch(const CUtensorMap *a, const CUtensorMap *b0, const C
   return MOK_SUCCESS;
 }
 
-static mok_status gg_check_common(const int32_t *off, const int32_t *cnt, int e, int64_t m_total,
-                                  int64_t n, int64_t k) {
-  if (!off || !cnt) return MOK_ERR_INVALID_ARGUMENT;
-  if (e <= 0 || m_total <= 0 || n <= 0 || k <= 0) return MOK_ERR_INVALID_SHAPE;
-  if (m_total > INT32_MAX || (int64_t)e * n > INT32_MAX || n > INT32_MAX || k > INT32_MAX)
-    return MOK_ERR_INVALID_SHAPE;
-  if (n % MOK_GG_ALIGN || k % MOK_GG_ALIGN) return MOK_ERR_MISALIGNED;
-  return MOK_SUCCESS;
-}
-
 static mok_status gg_fwd(const void *a, const void *b, void *c, const int32_t *expert_offset,
                          const int32_t *expert_count, int num_experts, int64_t m_total, int64_t n,
                          int64_t k, const mok_gg_move *push, const mok_gg_launch *launch,
                          cudaStream_t stream);
-
-extern "C" mok_status mok_gg_bf16_fwd(const void *a, const void *b, void *c,
-                                      const int32_t *expert_offset, const int32_t *expert_count,
-                                      int num_experts, int64_t m_total, int64_t n, int64_t k,
-                                      const mok_gg_launch *launch, cudaStream_t stream) {
-  return gg_fwd(a, b, c, expert_offset, expert_count, num_experts, m_total, n, k, NULL, launch,
-                stream);
-}
 
 extern "C" mok_status mok_gg_bf16_fwd_pushed(const void *a, const void *b, void *c,
                                              const int32_t *expert_offset,
@@ -407,10 +390,8 @@ static mok_status gg_gate_up(const void *x, const void *w_gate, const void *w_up
                              int64_t inter, int64_t hidden, int use_limit, float limit,
                              const mok_gg_move *pull, const mok_gg_launch *launch,
                              cudaStream_t stream) {
-  if (!x || !w_gate || !w_up || !act) return MOK_ERR_INVALID_ARGUMENT;
-  MOK_KTRY(gg_check_common(expert_offset, expert_count, num_experts, m_total, inter, hidden));
-  if (inter % 128) return MOK_ERR_MISALIGNED;
-  if (use_limit && !(limit > 0.0f)) return MOK_ERR_INVALID_ARGUMENT;
+  MOK_KTRY(gg_check_gate_up(x, w_gate, w_up, act, expert_offset, expert_count, num_experts,
+                            m_total, inter, hidden, use_limit, limit));
   CUtensorMap ta, tg, tu, tc, tp;
   MOK_KTRY(gg_make_tmap_2d(&ta, x, m_total, hidden, 2, 128, 64));
   MOK_KTRY(gg_make_tmap_2d(&tg, w_gate, (int64_t)num_experts * inter, hidden, 2, 128, 64));
@@ -433,18 +414,6 @@ static mok_status gg_gate_up(const void *x, const void *w_gate, const void *w_up
   if (pull) MOK_KTRY(gg_set_move(&p, pull, 0, x, m_total, hidden, num_experts));
   int max_tiles = (int)((m_total + GG_BM - 1) / GG_BM) * p.n_tiles;
   return gg_launch<GG_SWIGLU>(&ta, &tg, &tu, &tc, &tp, p, max_tiles, m_total, launch, stream);
-}
-
-extern "C" mok_status mok_gg_bf16_gate_up_swiglu(const void *x, const void *w_gate, const void *w_up,
-                                                 void *act, void *preact,
-                                                 const int32_t *expert_offset,
-                                                 const int32_t *expert_count, int num_experts,
-                                                 int64_t m_total, int64_t inter, int64_t hidden,
-                                                 int use_limit, float limit,
-                                                 const mok_gg_launch *launch,
-                                                 cudaStream_t stream) {
-  return gg_gate_up(x, w_gate, w_up, act, preact, expert_offset, expert_count, num_experts, m_total,
-                    inter, hidden, use_limit, limit, NULL, launch, stream);
 }
 
 extern "C" mok_status mok_gg_bf16_gate_up_swiglu_pulled(void *recv, const void *w_gate,
@@ -491,25 +460,6 @@ static mok_status gg_dgrad(const void *dc, const void *w0, const void *w1, void 
   if (push) MOK_KTRY(gg_set_move(&p, push, 1, da, m_total, k, num_experts));
   int max_tiles = (int)((m_total + GG_BM - 1) / GG_BM) * p.n_tiles;
   return gg_launch<GG_DGRAD>(&ta, &tb0, &tb1, &tc, &tc, p, max_tiles, m_total, launch, stream);
-}
-
-extern "C" mok_status mok_gg_bf16_dgrad(const void *dc, const void *w, void *da,
-                                        const int32_t *expert_offset, const int32_t *expert_count,
-                                        int num_experts, int64_t m_total, int64_t n, int64_t k,
-                                        const mok_gg_launch *launch, cudaStream_t stream) {
-  return gg_dgrad(dc, w, NULL, da, expert_offset, expert_count, num_experts, m_total, n, k, NULL,
-                  launch, stream);
-}
-
-extern "C" mok_status mok_gg_bf16_dgrad_pair(const void *dc, const void *w0, const void *w1,
-                                             void *da, const int32_t *expert_offset,
-                                             const int32_t *expert_count, int num_experts,
-                                             int64_t m_total, int64_t n_each, int64_t k,
-                                             const mok_gg_launch *launch, cudaStream_t stream) {
-  if (!w1) return MOK_ERR_INVALID_ARGUMENT;
-  if (n_each > INT32_MAX / 2) return MOK_ERR_INVALID_SHAPE;
-  return gg_dgrad(dc, w0, w1, da, expert_offset, expert_count, num_experts, m_total, 2 * n_each,
-                  k, NULL, launch, stream);
 }
 
 extern "C" mok_status mok_gg_bf16_dgrad_pair_pushed(const void *dc, const void *w0, const void *w1,

@@ -319,4 +319,29 @@ static inline int gg_ctas_cap(int ctas, int cl, int max_ctas) {
   return max_ctas / cl * cl;
 }
 
+/* The argument checks every row-grouped BF16 call shares (gemm.h's statuses): the offsets and
+ * counts given; E, m_total, n, k positive and in int32 (E n too); n and k multiples of 64. */
+static inline mok_status gg_check_common(const int32_t *off, const int32_t *cnt, int e, int64_t m_total,
+                                  int64_t n, int64_t k) {
+  if (!off || !cnt) return MOK_ERR_INVALID_ARGUMENT;
+  if (e <= 0 || m_total <= 0 || n <= 0 || k <= 0) return MOK_ERR_INVALID_SHAPE;
+  if (m_total > INT32_MAX || (int64_t)e * n > INT32_MAX || n > INT32_MAX || k > INT32_MAX)
+    return MOK_ERR_INVALID_SHAPE;
+  if (n % MOK_GG_ALIGN || k % MOK_GG_ALIGN) return MOK_ERR_MISALIGNED;
+  return MOK_SUCCESS;
+}
+
+/* The gate+up's: its pointers, the checks above for (inter, hidden), inter a multiple of 128, a
+ * positive limit when used. */
+static inline mok_status gg_check_gate_up(const void *x, const void *w_gate, const void *w_up,
+                                          const void *act, const int32_t *off, const int32_t *cnt,
+                                          int e, int64_t m_total, int64_t inter, int64_t hidden,
+                                          int use_limit, float limit) {
+  if (!x || !w_gate || !w_up || !act) return MOK_ERR_INVALID_ARGUMENT;
+  MOK_KTRY(gg_check_common(off, cnt, e, m_total, inter, hidden));
+  if (inter % 128) return MOK_ERR_MISALIGNED;
+  if (use_limit && !(limit > 0.0f)) return MOK_ERR_INVALID_ARGUMENT;
+  return MOK_SUCCESS;
+}
+
 #endif /* MOK_GEMM_COMMON_CUH */
