@@ -2,7 +2,8 @@
 # tree_ab.sh — A/B of the BF16 row-grouped kernel and the layer: this tree against the tree in
 # BASE (a source copy, e.g. `git archive <commit> | tar -x -C build/ab/base`). Builds both; the
 # kernels alone (dev/gg_ab.py, bitwise equal outputs first); `mok run` BF16 of both trees
-# alternated for ROUNDS on CASES (shape:experts:routing[:plan pins, this tree only]); the harness
+# alternated for ROUNDS on CASES (shape:experts:routing[:plan pins, this tree only]); with WGRAD
+# set, the weight gradient alone (dev/wgrad_ab.py) after the kernels; the harness
 # on BASE for HARNESS; then the GPU suite of this tree while DEADLINE lasts. Tables last.
 set -u
 OUT=${OUT:-/tmp/mok_out}
@@ -20,6 +21,13 @@ wait
 echo "build $(( $(date +%s) - t0 )) s"
 python3 dev/gg_ab.py old="$BASE/build/gg_old.so" new=build/gg_new.so > "$OUT/gg_ab.txt" 2>&1
 echo "gg_ab done at $(( $(date +%s) - t0 )) s"
+# WGRAD=1: the weight gradient alone too (dev/wgrad_ab.py, bitwise first)
+if [ -n "${WGRAD:-}" ]; then
+  WG="kernels/gemm/bf16_wgrad.cu kernels/gemm/tmap.cu kernels/common/launch_error.cu"
+  $GG -o build/wg_new.so $WG & ( cd "$BASE" && $GG -o build/wg_old.so $WG ) & wait
+  python3 dev/wgrad_ab.py old="$BASE/build/wg_old.so" new=build/wg_new.so > "$OUT/wgrad_ab.txt" 2>&1
+  echo "wgrad_ab done at $(( $(date +%s) - t0 )) s"
+fi
 RES=$OUT/layer_ab.txt; : > $RES
 for round in $(seq ${ROUNDS:-2}); do
   for c in ${CASES:-deepseek-v3:256:zipf deepseek-v3:256:uniform qwen3-30b:128:zipf}; do
@@ -59,4 +67,5 @@ if [ $left -gt 60 ]; then
   echo "gpu suite: $(tail -1 "$OUT/gpu.log")"; grep -E "^FAIL|CHECK" "$OUT/gpu.log" | head -6
 fi
 cat "$OUT/gg_ab.txt" | tail -40
+[ -f "$OUT/wgrad_ab.txt" ] && tail -20 "$OUT/wgrad_ab.txt"
 python3 dev/ab_table.py $RES

@@ -236,10 +236,9 @@ MOK_DEV void wgmma_m64n256k32_e4m3(float *d, uint64_t desc_a, uint64_t desc_b, i
       : "l"(desc_a), "l"(desc_b), "r"(scale_d));
 }
 
-/* D[64xN] = (scale_d ? D : 0) + A[64x16] * B[16xN], bf16 from shared memory, B K-major, A K-major
- * (TA 0) or MN-major (TA 1), fp32 accumulators in d[N / 2] (the wgmma fragment layout), for the
- * token widths of kernels/gemm/bf16_tokens_n.cu: N in {32, 64, 96, 128}. */
-template <int TA>
+/* D[64xN] = (scale_d ? D : 0) + A[64x16] * B[16xN], bf16 from shared memory, both K-major, fp32
+ * accumulators in d[N / 2] (the wgmma fragment layout), for the token widths of
+ * kernels/gemm/bf16_tokens_n.cu: N in {32, 64, 96, 128}. */
 MOK_DEV void wgmma_m64n32k16_bf16(float *d, uint64_t a, uint64_t b, int scale_d) {
   asm volatile(
       "{\n"
@@ -247,12 +246,11 @@ MOK_DEV void wgmma_m64n32k16_bf16(float *d, uint64_t a, uint64_t b, int scale_d)
       "setp.ne.b32 p, %18, 0;\n"
       "wgmma.mma_async.sync.aligned.m64n32k16.f32.bf16.bf16 "
       "{%0,%1,%2,%3,%4,%5,%6,%7,%8,%9,%10,%11,%12,%13,%14,%15}, "
-      "%16, %17, p, 1, 1, %19, 0;\n"
+      "%16, %17, p, 1, 1, 0, 0;\n"
       "}\n"
       : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]), "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15])
-      : "l"(a), "l"(b), "r"(scale_d), "n"(TA));
+      : "l"(a), "l"(b), "r"(scale_d));
 }
-template <int TA>
 MOK_DEV void wgmma_m64n64k16_bf16(float *d, uint64_t a, uint64_t b, int scale_d) {
   asm volatile(
       "{\n"
@@ -260,12 +258,11 @@ MOK_DEV void wgmma_m64n64k16_bf16(float *d, uint64_t a, uint64_t b, int scale_d)
       "setp.ne.b32 p, %34, 0;\n"
       "wgmma.mma_async.sync.aligned.m64n64k16.f32.bf16.bf16 "
       "{%0,%1,%2,%3,%4,%5,%6,%7,%8,%9,%10,%11,%12,%13,%14,%15,%16,%17,%18,%19,%20,%21,%22,%23,%24,%25,%26,%27,%28,%29,%30,%31}, "
-      "%32, %33, p, 1, 1, %35, 0;\n"
+      "%32, %33, p, 1, 1, 0, 0;\n"
       "}\n"
       : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]), "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15]), "+f"(d[16]), "+f"(d[17]), "+f"(d[18]), "+f"(d[19]), "+f"(d[20]), "+f"(d[21]), "+f"(d[22]), "+f"(d[23]), "+f"(d[24]), "+f"(d[25]), "+f"(d[26]), "+f"(d[27]), "+f"(d[28]), "+f"(d[29]), "+f"(d[30]), "+f"(d[31])
-      : "l"(a), "l"(b), "r"(scale_d), "n"(TA));
+      : "l"(a), "l"(b), "r"(scale_d));
 }
-template <int TA>
 MOK_DEV void wgmma_m64n96k16_bf16(float *d, uint64_t a, uint64_t b, int scale_d) {
   asm volatile(
       "{\n"
@@ -273,12 +270,11 @@ MOK_DEV void wgmma_m64n96k16_bf16(float *d, uint64_t a, uint64_t b, int scale_d)
       "setp.ne.b32 p, %50, 0;\n"
       "wgmma.mma_async.sync.aligned.m64n96k16.f32.bf16.bf16 "
       "{%0,%1,%2,%3,%4,%5,%6,%7,%8,%9,%10,%11,%12,%13,%14,%15,%16,%17,%18,%19,%20,%21,%22,%23,%24,%25,%26,%27,%28,%29,%30,%31,%32,%33,%34,%35,%36,%37,%38,%39,%40,%41,%42,%43,%44,%45,%46,%47}, "
-      "%48, %49, p, 1, 1, %51, 0;\n"
+      "%48, %49, p, 1, 1, 0, 0;\n"
       "}\n"
       : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]), "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15]), "+f"(d[16]), "+f"(d[17]), "+f"(d[18]), "+f"(d[19]), "+f"(d[20]), "+f"(d[21]), "+f"(d[22]), "+f"(d[23]), "+f"(d[24]), "+f"(d[25]), "+f"(d[26]), "+f"(d[27]), "+f"(d[28]), "+f"(d[29]), "+f"(d[30]), "+f"(d[31]), "+f"(d[32]), "+f"(d[33]), "+f"(d[34]), "+f"(d[35]), "+f"(d[36]), "+f"(d[37]), "+f"(d[38]), "+f"(d[39]), "+f"(d[40]), "+f"(d[41]), "+f"(d[42]), "+f"(d[43]), "+f"(d[44]), "+f"(d[45]), "+f"(d[46]), "+f"(d[47])
-      : "l"(a), "l"(b), "r"(scale_d), "n"(TA));
+      : "l"(a), "l"(b), "r"(scale_d));
 }
-template <int TA>
 MOK_DEV void wgmma_m64n128k16_bf16(float *d, uint64_t a, uint64_t b, int scale_d) {
   asm volatile(
       "{\n"
@@ -286,18 +282,18 @@ MOK_DEV void wgmma_m64n128k16_bf16(float *d, uint64_t a, uint64_t b, int scale_d
       "setp.ne.b32 p, %66, 0;\n"
       "wgmma.mma_async.sync.aligned.m64n128k16.f32.bf16.bf16 "
       "{%0,%1,%2,%3,%4,%5,%6,%7,%8,%9,%10,%11,%12,%13,%14,%15,%16,%17,%18,%19,%20,%21,%22,%23,%24,%25,%26,%27,%28,%29,%30,%31,%32,%33,%34,%35,%36,%37,%38,%39,%40,%41,%42,%43,%44,%45,%46,%47,%48,%49,%50,%51,%52,%53,%54,%55,%56,%57,%58,%59,%60,%61,%62,%63}, "
-      "%64, %65, p, 1, 1, %67, 0;\n"
+      "%64, %65, p, 1, 1, 0, 0;\n"
       "}\n"
       : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]), "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15]), "+f"(d[16]), "+f"(d[17]), "+f"(d[18]), "+f"(d[19]), "+f"(d[20]), "+f"(d[21]), "+f"(d[22]), "+f"(d[23]), "+f"(d[24]), "+f"(d[25]), "+f"(d[26]), "+f"(d[27]), "+f"(d[28]), "+f"(d[29]), "+f"(d[30]), "+f"(d[31]), "+f"(d[32]), "+f"(d[33]), "+f"(d[34]), "+f"(d[35]), "+f"(d[36]), "+f"(d[37]), "+f"(d[38]), "+f"(d[39]), "+f"(d[40]), "+f"(d[41]), "+f"(d[42]), "+f"(d[43]), "+f"(d[44]), "+f"(d[45]), "+f"(d[46]), "+f"(d[47]), "+f"(d[48]), "+f"(d[49]), "+f"(d[50]), "+f"(d[51]), "+f"(d[52]), "+f"(d[53]), "+f"(d[54]), "+f"(d[55]), "+f"(d[56]), "+f"(d[57]), "+f"(d[58]), "+f"(d[59]), "+f"(d[60]), "+f"(d[61]), "+f"(d[62]), "+f"(d[63])
-      : "l"(a), "l"(b), "r"(scale_d), "n"(TA));
+      : "l"(a), "l"(b), "r"(scale_d));
 }
-template <int N, int TA>
+template <int N>
 MOK_DEV void wgmma_m64nk16_bf16(float *d, uint64_t a, uint64_t b, int scale_d) {
   static_assert(N == 32 || N == 64 || N == 96 || N == 128, "token width");
-  if (N == 32) wgmma_m64n32k16_bf16<TA>(d, a, b, scale_d);
-  else if (N == 64) wgmma_m64n64k16_bf16<TA>(d, a, b, scale_d);
-  else if (N == 96) wgmma_m64n96k16_bf16<TA>(d, a, b, scale_d);
-  else wgmma_m64n128k16_bf16<TA>(d, a, b, scale_d);
+  if (N == 32) wgmma_m64n32k16_bf16(d, a, b, scale_d);
+  else if (N == 64) wgmma_m64n64k16_bf16(d, a, b, scale_d);
+  else if (N == 96) wgmma_m64n96k16_bf16(d, a, b, scale_d);
+  else wgmma_m64n128k16_bf16(d, a, b, scale_d);
 }
 
 /* 1D bulk copy global -> shared of bytes (a multiple of 16), completing on mbarrier bar. */

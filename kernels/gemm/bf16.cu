@@ -1,7 +1,8 @@
-/* bf16.cu — the BF16 grouped GEMM kernel for sm_90a with the fused path's pull and pushes
- * (gemm_fused.h entry points): the gate+up that pulls its rows, the forward and the data gradient
- * of the weight pair that push theirs. The products without communication are bf16_tokens_n.cu's
- * (tokens on wgmma's N side); the weight gradient is bf16_wgrad.cu's.
+/* bf16.cu — the BF16 row-grouped GEMM kernel for sm_90a and its entry points (gemm.h: the forward,
+ * the dgrad and the dgrad of a weight pair), with the fused path's pull and pushes (gemm_fused.h:
+ * the gate+up that pulls its rows, the forward and the pair's dgrad that push theirs). The gate+up
+ * without communication is bf16_tokens_n.cu's (tokens on wgmma's N side); the weight gradient is
+ * bf16_wgrad.cu's.
  *
  * One persistent kernel, one CTA per SM, 384 threads:
  *   warpgroup 0: producer; one thread issues TMA loads into a 4-stage shared-memory ring
@@ -332,6 +333,14 @@ static mok_status gg_fwd(const void *a, const void *b, void *c, const int32_t *e
                          int64_t k, const mok_gg_move *push, const mok_gg_launch *launch,
                          cudaStream_t stream);
 
+extern "C" mok_status mok_gg_bf16_fwd(const void *a, const void *b, void *c,
+                                      const int32_t *expert_offset, const int32_t *expert_count,
+                                      int num_experts, int64_t m_total, int64_t n, int64_t k,
+                                      const mok_gg_launch *launch, cudaStream_t stream) {
+  return gg_fwd(a, b, c, expert_offset, expert_count, num_experts, m_total, n, k, NULL, launch,
+                stream);
+}
+
 extern "C" mok_status mok_gg_bf16_fwd_pushed(const void *a, const void *b, void *c,
                                              const int32_t *expert_offset,
                                              const int32_t *expert_count, int num_experts,
@@ -460,6 +469,25 @@ static mok_status gg_dgrad(const void *dc, const void *w0, const void *w1, void 
   if (push) MOK_KTRY(gg_set_move(&p, push, 1, da, m_total, k, num_experts));
   int max_tiles = (int)((m_total + GG_BM - 1) / GG_BM) * p.n_tiles;
   return gg_launch<GG_DGRAD>(&ta, &tb0, &tb1, &tc, &tc, p, max_tiles, m_total, launch, stream);
+}
+
+extern "C" mok_status mok_gg_bf16_dgrad(const void *dc, const void *w, void *da,
+                                        const int32_t *expert_offset, const int32_t *expert_count,
+                                        int num_experts, int64_t m_total, int64_t n, int64_t k,
+                                        const mok_gg_launch *launch, cudaStream_t stream) {
+  return gg_dgrad(dc, w, NULL, da, expert_offset, expert_count, num_experts, m_total, n, k, NULL,
+                  launch, stream);
+}
+
+extern "C" mok_status mok_gg_bf16_dgrad_pair(const void *dc, const void *w0, const void *w1,
+                                             void *da, const int32_t *expert_offset,
+                                             const int32_t *expert_count, int num_experts,
+                                             int64_t m_total, int64_t n_each, int64_t k,
+                                             const mok_gg_launch *launch, cudaStream_t stream) {
+  if (!w1) return MOK_ERR_INVALID_ARGUMENT;
+  if (n_each > INT32_MAX / 2) return MOK_ERR_INVALID_SHAPE;
+  return gg_dgrad(dc, w0, w1, da, expert_offset, expert_count, num_experts, m_total, 2 * n_each,
+                  k, NULL, launch, stream);
 }
 
 extern "C" mok_status mok_gg_bf16_dgrad_pair_pushed(const void *dc, const void *w0, const void *w1,

@@ -1,15 +1,15 @@
-/* bf16_tokens_n.cu — the BF16 forward products with the weights on wgmma's 64-row side and an
- * expert's tokens on its N side, in widths of 32 (gemm.h: mok_gg_bf16_gate_up_swiglu, the gate+up
- * with the SwiGLU epilogue, and mok_gg_bf16_fwd, the down projection). An expert's last token tile
- * computes its real rows rounded up to 32 instead of to the 64-row warpgroup halves of the
- * row-grouped kernel (kernels/gemm/bf16.cu, which keeps the products that move rows in their own
- * launch: the pulled gate+up and the pushed down): at 224 rows per expert 224 rows are computed,
- * not 256. The products are the same wgmma dot products, so the results are bitwise those of the
- * row-grouped kernel.
+/* bf16_tokens_n.cu — the BF16 gate+up with the SwiGLU epilogue (gemm.h:
+ * mok_gg_bf16_gate_up_swiglu) with the weights on wgmma's 64-row side and an expert's tokens on its
+ * N side, in widths of 32. An expert's last token tile computes its real rows rounded up to 32
+ * instead of to the 64-row warpgroup halves of the row-grouped kernel (kernels/gemm/bf16.cu, which
+ * runs the other BF16 products and the gate+up that pulls its rows): at 224 rows per expert 224
+ * rows are computed, not 256. The products are the same wgmma dot products, so the results are
+ * bitwise those of the row-grouped kernel. The down projection and the data gradients so turned
+ * measured slower than the row-grouped kernel (docs/PERF.md) and are not built.
  *
  * One persistent kernel, one CTA per SM, 384 threads, the tile sequence of tile_scheduler.h (row
- * tiles: 128-token tiles of an expert; column tiles: 256 weight rows, which for the gate+up are
- * 128 features of W_gate and the same 128 of W_up):
+ * tiles: 128-token tiles of an expert; column tiles: 128 features of W_gate and the same 128 of
+ * W_up):
  *   warpgroup 0: producer; one thread loads per 64-wide K block the tile's two 128-row weight boxes
  *                (32 KB) and its 128 token rows (16 KB) into a 4-stage ring; in cluster pairs
  *                (CL 2, tile_scheduler.h gg_decode_pair) two token tiles of one expert share the
@@ -17,10 +17,10 @@
  *   warpgroups 1, 2: consumers; warpgroup c takes rows 64c .. 64c + 63 of each box: per 16-wide K
  *                step one wgmma m64nNk16 per box into its own accumulators, N = the tile's real
  *                tokens rounded up to 32 (a switch over four instantiations of the main loop). The
- *                gate+up's epilogue applies SwiGLU in registers (a feature's gate and up for a
- *                token are in the same thread); both store through stmatrix .trans (features
- *                contiguous per token, as the [rows, features] outputs are laid out) and TMA
- *                stores of 32-token boxes. */
+ *                epilogue applies SwiGLU in registers (a feature's gate and up for a token are in
+ *                the same thread) and stores through stmatrix .trans (features contiguous per
+ *                token, as the [rows, features] outputs are laid out) and TMA stores of 32-token
+ *                boxes. */
 #include <cuda.h>
 #include <cuda_runtime.h>
 #include <stdint.h>
@@ -42,20 +42,15 @@
 #define SW_MAX_EXPERTS 256
 #define SW_THREADS 384
 static_assert(SW_STAGE_BYTES % 1024 == 0 && SW_EPI_OFF % 1024 == 0, "128B-swizzle atoms");
-enum { SW_SWIGLU = 0, SW_FWD = 1, SW_DGRAD = 2 };
 
 typedef struct {
   const int32_t *offset; /* [E + 1] device */
   const int32_t *count;  /* [E] device */
   int num_experts;       /* experts in this launch */
   int expert_base;       /* global index of this launch's first expert (weight row base) */
-  int n_tiles;  /* column tiles: inter / 128 (SWIGLU), ceil(n / 256) (FWD) */
-  int k_blocks; /* reduction blocks of 64 */
-  int inter;    /* SWIGLU: I (the weights' rows per expert, and the column of u in preact) */
-  int n_out;    /* FWD, DGRAD: output columns (FWD: n, the weight's rows per expert; DGRAD: k, its
-                   columns); boxes past it are loaded as a valid box and never stored */
-  int b_rows;   /* DGRAD: the weight's rows per expert (the reduction, or half of it for a pair) */
-  int b_split;  /* DGRAD of a weight pair: the reduction index where the second starts; 0: one */
+  int n_tiles;  /* column tiles: inter / 128 */
+  int k_blocks; /* reduction blocks of 64: hidden / 64 */
+  int inter;    /* I: the weights' rows per expert, and the column of u in preact */
   int use_limit;
   float limit;
   int has_preact;
@@ -64,7 +59,7 @@ typedef struct {
 
 /* The main loop over every K block for N tokens: the first weight box's accumulators acc_a[N / 2]
  * (the gate's), the second's acc_b[N / 2] (the up's). */
-template <int MODE, int N, int CL>
+template <int N, int CL>
 __device__ __forceinline__ void sw_mainloop(float *acc_a, float *acc_b, uint64_t dg0, uint64_t du0,
                                             uint64_t dx0, uint32_t full0, uint32_t empty0,
                                             int nkb, int &stage, uint32_t &phase, int lane) {
@@ -79,11 +74,9 @@ __device__ __forceinline__ void sw_mainloop(float *acc_a, float *acc_b, uint64_t
     wgmma_fence();
 #pragma unroll
     for (int kk = 0; kk < 4; ++kk) {
-      /* the weight boxes: K-major (a 16-wide K step is 32 bytes along a row), DGRAD's MN-major
-       * (16 rows of 128 bytes) */
-      const uint32_t wk = MODE == SW_DGRAD ? kk * 2048 : kk * 32;
-      wgmma_m64nk16_bf16<N, MODE == SW_DGRAD>(acc_a, wgmma_desc_add(dg, wk), wgmma_desc_add(dx, kk * 32), 1);
-      wgmma_m64nk16_bf16<N, MODE == SW_DGRAD>(acc_b, wgmma_desc_add(du, wk), wgmma_desc_add(dx, kk * 32), 1);
+      /* all boxes K-major: a 16-wide K step is 32 bytes along a row */
+      wgmma_m64nk16_bf16<N>(acc_a, wgmma_desc_add(dg, kk * 32), wgmma_desc_add(dx, kk * 32), 1);
+      wgmma_m64nk16_bf16<N>(acc_b, wgmma_desc_add(du, kk * 32), wgmma_desc_add(dx, kk * 32), 1);
     }
     wgmma_commit();
     wgmma_wait<1>();
@@ -152,26 +145,8 @@ __device__ __forceinline__ void sw_epilogue_swiglu(float *acc_a, float *acc_b, u
   sw_store_pass<N>(acc_a, epi, wtid, tm_c, f0, row0, 2 + cwg, false, mk);
 }
 
-/* FWD: the first box's 64 columns at f0, the second's at f0 + 128, those before n_out. */
-template <int N>
-__device__ __forceinline__ void sw_epilogue_fwd(const float *acc_a, const float *acc_b, uint32_t epi,
-                                                int wtid, const CUtensorMap *tm_c, int f0, int row0,
-                                                int cwg, const sw_params &p) {
-  const mok_clamp_round mk = mok_cr_make(1.0f);
-  if (f0 < p.n_out) sw_store_pass<N>(acc_a, epi, wtid, tm_c, f0, row0, 2 + cwg, false, mk);
-  if (f0 + SW_BF < p.n_out) sw_store_pass<N>(acc_b, epi, wtid, tm_c, f0 + SW_BF, row0, 2 + cwg, false, mk);
-}
-
-template <int MODE, int N>
-__device__ __forceinline__ void sw_epilogue(float *acc_a, float *acc_b, uint32_t epi, int wtid,
-                                            const CUtensorMap *tm_c, const CUtensorMap *tm_p,
-                                            int f0, int row0, int cwg, const sw_params &p) {
-  if (MODE == SW_SWIGLU) sw_epilogue_swiglu<N>(acc_a, acc_b, epi, wtid, tm_c, tm_p, f0, row0, cwg, p);
-  else sw_epilogue_fwd<N>(acc_a, acc_b, epi, wtid, tm_c, f0, row0, cwg, p);
-}
-
-/* tm_w0, tm_w1: the maps of the two weight boxes (W_gate and W_up; FWD: W twice). */
-template <int MODE, int CL>
+/* tm_w0, tm_w1: the maps of the two weight boxes (W_gate and W_up). */
+template <int CL>
 __global__ void __launch_bounds__(SW_THREADS, 1)
     sw_kernel(const __grid_constant__ CUtensorMap tm_x, const __grid_constant__ CUtensorMap tm_w0,
               const __grid_constant__ CUtensorMap tm_w1, const __grid_constant__ CUtensorMap tm_c,
@@ -192,9 +167,9 @@ __global__ void __launch_bounds__(SW_THREADS, 1)
   if (tid == 32) {
     tma_prefetch_desc(&tm_x);
     tma_prefetch_desc(&tm_w0);
-    if (MODE == SW_SWIGLU || (MODE == SW_DGRAD && p.b_split)) tma_prefetch_desc(&tm_w1);
+    tma_prefetch_desc(&tm_w1);
     tma_prefetch_desc(&tm_c);
-    if (MODE == SW_SWIGLU && p.has_preact) tma_prefetch_desc(&tm_p);
+    if (p.has_preact) tma_prefetch_desc(&tm_p);
   }
   if (tid >= 64 && tid < 96)
     gg_unit_prefix_rows<CL>(p.count, E, SW_BT, p.n_tiles, prefix, pre_left, tid & 31);
@@ -212,43 +187,21 @@ __global__ void __launch_bounds__(SW_THREADS, 1)
         const gg_tile t = gg_unit_tile<CL>(u, rank, prefix, pre_left, E, p.n_tiles, p.group_m, &kind);
         const int row_base = p.offset[t.expert];
         const int x_row = row_base + t.m_tile * SW_BT; /* rows of its expert, always */
-        /* the two boxes' first weight rows (FWD: a box past n_out replaced by the first) */
-        int w_row0 = 0, w_row1 = 0;
-        if (MODE == SW_DGRAD) {
-        } else if (MODE == SW_SWIGLU) {
-          w_row0 = w_row1 = (p.expert_base + t.expert) * p.inter + t.n_tile * SW_BF;
-        } else {
-          const int col = t.n_tile * 2 * SW_BF;
-          w_row0 = (p.expert_base + t.expert) * p.n_out + col;
-          w_row1 = col + SW_BF < p.n_out ? w_row0 + SW_BF : w_row0;
-        }
+        /* the two boxes' first weight rows: the same features of W_gate and W_up */
+        const int w_row = (p.expert_base + t.expert) * p.inter + t.n_tile * SW_BF;
         for (int kb = 0; kb < p.k_blocks; ++kb) {
           mbar_wait(empty0 + 8 * stage, phase ^ 1);
           const uint32_t full = full0 + 8 * stage;
           mbar_arrive_expect_tx(full, SW_STAGE_BYTES);
           const uint32_t sw = smem_base + stage * SW_STAGE_BYTES;
           const int k0 = kb * SW_BK;
-          if (MODE == SW_DGRAD) {
-            /* four 64 x 64 boxes of the weight's rows k0 .. k0 + 63 (the second weight's past
-             * b_split), columns n_tile 256 + 64 j; a pair's CTAs multicast two each */
-            const bool second = p.b_split > 0 && k0 >= p.b_split;
-            const CUtensorMap *tm = second ? &tm_w1 : &tm_w0;
-            const int r = (p.expert_base + t.expert) * p.b_rows + (second ? k0 - p.b_split : k0);
-            const int col = t.n_tile * 2 * SW_BF;
-            const bool shared = CL > 1 && kind == GG_PAIR_SHARED;
-#pragma unroll
-            for (int j = 0; j < 4; ++j) {
-              const int c = col + 64 * j < p.n_out ? col + 64 * j : col;
-              if (!shared) tma_load_2d(sw + j * 8192, tm, full, c, r);
-              else if (j / 2 == rank) tma_load_2d_multicast(sw + j * 8192, tm, full, c, r, (uint16_t)3);
-            }
-          } else if (CL == 1 || kind != GG_PAIR_SHARED) {
-            tma_load_2d(sw, &tm_w0, full, k0, w_row0);
-            tma_load_2d(sw + 16384, &tm_w1, full, k0, w_row1);
+          if (CL == 1 || kind != GG_PAIR_SHARED) {
+            tma_load_2d(sw, &tm_w0, full, k0, w_row);
+            tma_load_2d(sw + 16384, &tm_w1, full, k0, w_row);
           } else if (rank == 0) {
-            tma_load_2d_multicast(sw, &tm_w0, full, k0, w_row0, (uint16_t)3);
+            tma_load_2d_multicast(sw, &tm_w0, full, k0, w_row, (uint16_t)3);
           } else {
-            tma_load_2d_multicast(sw + 16384, &tm_w1, full, k0, w_row1, (uint16_t)3);
+            tma_load_2d_multicast(sw + 16384, &tm_w1, full, k0, w_row, (uint16_t)3);
           }
           tma_load_2d(sw + SW_W_BYTES, &tm_x, full, k0, x_row);
           if (++stage == SW_STAGES) { stage = 0; phase ^= 1; }
@@ -260,10 +213,9 @@ __global__ void __launch_bounds__(SW_THREADS, 1)
     setmaxnreg_inc<232>();
     const int cwg = wg - 1, wtid = tid & 127, lane = wtid & 31;
     const uint32_t epi = smem_base + SW_EPI_OFF + cwg * SW_EPI_BYTES;
-    /* this warpgroup's 64 rows of each weight box (DGRAD: its 64 columns, MN-major) */
-    const uint32_t lbo = MODE == SW_DGRAD ? 8192 : 16;
-    uint64_t dg0 = wgmma_desc_sw128(smem_base + cwg * 8192, lbo, 1024);
-    uint64_t du0 = wgmma_desc_sw128(smem_base + 16384 + cwg * 8192, lbo, 1024);
+    /* this warpgroup's 64 rows of each weight box */
+    uint64_t dg0 = wgmma_desc_sw128(smem_base + cwg * 8192, 16, 1024);
+    uint64_t du0 = wgmma_desc_sw128(smem_base + 16384 + cwg * 8192, 16, 1024);
     uint64_t dx0 = wgmma_desc_sw128(smem_base + SW_W_BYTES, 16, 1024);
     asm volatile("" : "+l"(dg0), "+l"(du0), "+l"(dx0));
     int stage = 0;
@@ -276,24 +228,24 @@ __global__ void __launch_bounds__(SW_THREADS, 1)
       const int n_real = kind == GG_PAIR_NONE ? 0 : min(SW_BT, cnt - t.m_tile * SW_BT);
       const int widths = n_real > 0 ? (n_real + 31) / 32 : 0;
       const int row0 = p.offset[t.expert] + t.m_tile * SW_BT;
-      /* this warpgroup's first output column (of act; FWD: of C, the second box's 128 on) */
-      const int f0 = (MODE == SW_SWIGLU ? t.n_tile * SW_BF : t.n_tile * 2 * SW_BF) + 64 * cwg;
+      /* this warpgroup's first feature (column of act) */
+      const int f0 = t.n_tile * SW_BF + 64 * cwg;
       switch (widths) {
         case 1:
-          sw_mainloop<MODE, 32, CL>(acc_a, acc_b, dg0, du0, dx0, full0, empty0, p.k_blocks, stage, phase, lane);
-          sw_epilogue<MODE, 32>(acc_a, acc_b, epi, wtid, &tm_c, &tm_p, f0, row0, cwg, p);
+          sw_mainloop<32, CL>(acc_a, acc_b, dg0, du0, dx0, full0, empty0, p.k_blocks, stage, phase, lane);
+          sw_epilogue_swiglu<32>(acc_a, acc_b, epi, wtid, &tm_c, &tm_p, f0, row0, cwg, p);
           break;
         case 2:
-          sw_mainloop<MODE, 64, CL>(acc_a, acc_b, dg0, du0, dx0, full0, empty0, p.k_blocks, stage, phase, lane);
-          sw_epilogue<MODE, 64>(acc_a, acc_b, epi, wtid, &tm_c, &tm_p, f0, row0, cwg, p);
+          sw_mainloop<64, CL>(acc_a, acc_b, dg0, du0, dx0, full0, empty0, p.k_blocks, stage, phase, lane);
+          sw_epilogue_swiglu<64>(acc_a, acc_b, epi, wtid, &tm_c, &tm_p, f0, row0, cwg, p);
           break;
         case 3:
-          sw_mainloop<MODE, 96, CL>(acc_a, acc_b, dg0, du0, dx0, full0, empty0, p.k_blocks, stage, phase, lane);
-          sw_epilogue<MODE, 96>(acc_a, acc_b, epi, wtid, &tm_c, &tm_p, f0, row0, cwg, p);
+          sw_mainloop<96, CL>(acc_a, acc_b, dg0, du0, dx0, full0, empty0, p.k_blocks, stage, phase, lane);
+          sw_epilogue_swiglu<96>(acc_a, acc_b, epi, wtid, &tm_c, &tm_p, f0, row0, cwg, p);
           break;
         case 4:
-          sw_mainloop<MODE, 128, CL>(acc_a, acc_b, dg0, du0, dx0, full0, empty0, p.k_blocks, stage, phase, lane);
-          sw_epilogue<MODE, 128>(acc_a, acc_b, epi, wtid, &tm_c, &tm_p, f0, row0, cwg, p);
+          sw_mainloop<128, CL>(acc_a, acc_b, dg0, du0, dx0, full0, empty0, p.k_blocks, stage, phase, lane);
+          sw_epilogue_swiglu<128>(acc_a, acc_b, epi, wtid, &tm_c, &tm_p, f0, row0, cwg, p);
           break;
         default: /* no rows: the stages still pass through, released unread */
           for (int kb = 0; kb < p.k_blocks; ++kb) {
@@ -308,13 +260,13 @@ __global__ void __launch_bounds__(SW_THREADS, 1)
 }
 
 /* ---- host side ------------------------------------------------------------------------------ */
-template <int MODE, int CL>
+template <int CL>
 static mok_status sw_launch(const CUtensorMap *x, const CUtensorMap *w0, const CUtensorMap *w1,
                             const CUtensorMap *c, const CUtensorMap *pr, sw_params p, int max_units,
                             int grid_cap, cudaStream_t stream) {
   static int max_ctas = 0; /* co-resident CTAs (whole clusters), found once */
   if (!max_ctas)
-    MOK_KTRY(gg_coresident_ctas((const void *)sw_kernel<MODE, CL>, SW_THREADS, SW_SMEM, CL,
+    MOK_KTRY(gg_coresident_ctas((const void *)sw_kernel<CL>, SW_THREADS, SW_SMEM, CL,
                                 &max_ctas));
   const int cap = gg_ctas_cap(max_ctas, CL, grid_cap);
   if (cap < CL) return MOK_ERR_INVALID_ARGUMENT;
@@ -322,13 +274,12 @@ static mok_status sw_launch(const CUtensorMap *x, const CUtensorMap *w0, const C
   if (units < 1) units = 1;
   cudaLaunchAttribute attr;
   const cudaLaunchConfig_t cfg = gg_cluster_config(units * CL, SW_THREADS, SW_SMEM, CL, stream, &attr);
-  MOK_KCUDA(cudaLaunchKernelEx(&cfg, sw_kernel<MODE, CL>, *x, *w0, *w1, *c, *pr, p));
+  MOK_KCUDA(cudaLaunchKernelEx(&cfg, sw_kernel<CL>, *x, *w0, *w1, *c, *pr, p));
   return MOK_SUCCESS;
 }
 
 /* The experts over launches of at most SW_MAX_EXPERTS (the per-CTA prefix), in the launch's
  * cluster size, else gemm_plan.h's for the capacity's rows per expert. */
-template <int MODE>
 static mok_status sw_run(const CUtensorMap *x, const CUtensorMap *w0, const CUtensorMap *w1,
                          const CUtensorMap *c, const CUtensorMap *pr, sw_params p,
                          const int32_t *offset, const int32_t *count, int num_experts,
@@ -344,8 +295,8 @@ static mok_status sw_run(const CUtensorMap *x, const CUtensorMap *w0, const CUte
     p.offset = offset + e0;
     p.count = count + e0;
     const mok_status st =
-        cl == 2 ? sw_launch<MODE, 2>(x, w0, w1, c, pr, p, (max_tiles + 1) / 2, l.max_ctas, stream)
-                : sw_launch<MODE, 1>(x, w0, w1, c, pr, p, max_tiles, l.max_ctas, stream);
+        cl == 2 ? sw_launch<2>(x, w0, w1, c, pr, p, (max_tiles + 1) / 2, l.max_ctas, stream)
+                : sw_launch<1>(x, w0, w1, c, pr, p, max_tiles, l.max_ctas, stream);
     if (st != MOK_SUCCESS) return st;
   }
   return MOK_SUCCESS;
@@ -372,73 +323,9 @@ extern "C" mok_status mok_gg_bf16_gate_up_swiglu(const void *x, const void *w_ga
   p.n_tiles = (int)(inter / SW_BF);
   p.k_blocks = (int)(hidden / SW_BK);
   p.inter = (int)inter;
-  p.n_out = (int)inter;
   p.use_limit = use_limit != 0;
   p.limit = limit;
   p.has_preact = preact != NULL;
-  return sw_run<SW_SWIGLU>(&tx, &tg, &tu, &tc, &tp, p, expert_offset, expert_count, num_experts,
+  return sw_run(&tx, &tg, &tu, &tc, &tp, p, expert_offset, expert_count, num_experts,
                            m_total, launch, stream);
-}
-
-extern "C" mok_status mok_gg_bf16_fwd(const void *a, const void *b, void *c,
-                                      const int32_t *expert_offset, const int32_t *expert_count,
-                                      int num_experts, int64_t m_total, int64_t n, int64_t k,
-                                      const mok_gg_launch *launch, cudaStream_t stream) {
-  if (!a || !b || !c) return MOK_ERR_INVALID_ARGUMENT;
-  MOK_KTRY(gg_check_common(expert_offset, expert_count, num_experts, m_total, n, k));
-  CUtensorMap ta, tb, tc;
-  MOK_KTRY(gg_make_tmap_2d(&ta, a, m_total, k, 2, 128, 64));
-  MOK_KTRY(gg_make_tmap_2d(&tb, b, (int64_t)num_experts * n, k, 2, 128, 64));
-  MOK_KTRY(gg_make_tmap_2d(&tc, c, m_total, n, 2, 32, 64));
-  sw_params p = {};
-  p.n_tiles = (int)((n + 2 * SW_BF - 1) / (2 * SW_BF));
-  p.k_blocks = (int)(k / SW_BK);
-  p.n_out = (int)n;
-  return sw_run<SW_FWD>(&ta, &tb, &tb, &tc, &tc, p, expert_offset, expert_count, num_experts,
-                        m_total, launch, stream);
-}
-
-/* dA = dC x W (w1 == NULL), or dA = dC[:, :n/2] x W0 + dC[:, n/2:] x W1 (a weight pair, each
- * [E, n/2, k], in one reduction). */
-static mok_status sw_dgrad(const void *dc, const void *w0, const void *w1, void *da,
-                           const int32_t *expert_offset, const int32_t *expert_count,
-                           int num_experts, int64_t m_total, int64_t n, int64_t k,
-                           const mok_gg_launch *launch, cudaStream_t stream) {
-  if (!dc || !w0 || !da) return MOK_ERR_INVALID_ARGUMENT;
-  MOK_KTRY(gg_check_common(expert_offset, expert_count, num_experts, m_total, n, k));
-  const int64_t rows = w1 ? n / 2 : n; /* weight rows per expert */
-  if (w1 && rows % SW_BK) return MOK_ERR_MISALIGNED;
-  CUtensorMap ta, tb0, tb1, tc;
-  MOK_KTRY(gg_make_tmap_2d(&ta, dc, m_total, n, 2, 128, 64));
-  MOK_KTRY(gg_make_tmap_2d(&tb0, w0, (int64_t)num_experts * rows, k, 2, 64, 64));
-  if (w1) MOK_KTRY(gg_make_tmap_2d(&tb1, w1, (int64_t)num_experts * rows, k, 2, 64, 64));
-  else tb1 = tb0;
-  MOK_KTRY(gg_make_tmap_2d(&tc, da, m_total, k, 2, 32, 64));
-  sw_params p = {};
-  p.n_tiles = (int)((k + 2 * SW_BF - 1) / (2 * SW_BF));
-  p.k_blocks = (int)(n / SW_BK);
-  p.n_out = (int)k;
-  p.b_rows = (int)rows;
-  p.b_split = w1 ? (int)rows : 0;
-  return sw_run<SW_DGRAD>(&ta, &tb0, &tb1, &tc, &tc, p, expert_offset, expert_count, num_experts,
-                          m_total, launch, stream);
-}
-
-extern "C" mok_status mok_gg_bf16_dgrad(const void *dc, const void *w, void *da,
-                                        const int32_t *expert_offset, const int32_t *expert_count,
-                                        int num_experts, int64_t m_total, int64_t n, int64_t k,
-                                        const mok_gg_launch *launch, cudaStream_t stream) {
-  return sw_dgrad(dc, w, NULL, da, expert_offset, expert_count, num_experts, m_total, n, k, launch,
-                  stream);
-}
-
-extern "C" mok_status mok_gg_bf16_dgrad_pair(const void *dc, const void *w0, const void *w1,
-                                             void *da, const int32_t *expert_offset,
-                                             const int32_t *expert_count, int num_experts,
-                                             int64_t m_total, int64_t n_each, int64_t k,
-                                             const mok_gg_launch *launch, cudaStream_t stream) {
-  if (!w1) return MOK_ERR_INVALID_ARGUMENT;
-  if (n_each > INT32_MAX / 2) return MOK_ERR_INVALID_SHAPE;
-  return sw_dgrad(dc, w0, w1, da, expert_offset, expert_count, num_experts, m_total, 2 * n_each, k,
-                  launch, stream);
 }

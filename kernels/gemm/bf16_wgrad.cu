@@ -15,10 +15,14 @@
  *   - the two warpgroups issue their blocks in turn (warpgroup 1 block g after warpgroup 0 issued
  *     it, 0 block g + 1 after 1 issued g, across tiles), so their epilogues fall at different
  *     times and one warpgroup's stores run under the other's tensor work.
- * bf16 dW leaves through a 16 KB staging buffer per warpgroup in two 128-column passes and TMA
- * stores; fp32 dW (and accumulation into it) by direct stores. Three stages with a whole 32 KB
- * slice staged per warpgroup measured slower where experts have 320 rows or more and on skewed
- * routing (docs/PERF.md). */
+ * bf16 dW leaves a tile late: at the tile's end a warpgroup packs its accumulators into 64 bf16x2
+ * registers and starts the next tile; the packed slice goes through its 16 KB staging buffer in
+ * two 128-column passes and TMA stores while the next tile's first blocks run on the tensor cores
+ * (each pass after a block's wgmmas are issued), so the stores of a tile no longer stand between
+ * its last block and the next tile's first. The last tile's (and a tile's with no rows) leave at
+ * once. fp32 dW (and accumulation into it) by direct stores at the tile's end. Three stages with
+ * a whole 32 KB slice staged per warpgroup measured slower where experts have 320 rows or more and
+ * on skewed routing (docs/PERF.md). */
 #include <cuda.h>
 #include <cuda_runtime.h>
 #include <stdint.h>
@@ -53,7 +57,7 @@ typedef struct {
   int group_m;           /* raster group                                                   */
   void *dw;              /* fp32 output [E, wn, wk], already shifted to expert_base        */
   int wn, wk;            /* dW shape per expert                                            */
-  int out_fp32, accumulate;
+  int accumulate;
 } gw_params;
 
 /* The 16-row slices of block kb that hold real rows: 4, but in an expert's last block. */
@@ -61,6 +65,35 @@ __device__ __forceinline__ int gw_slices(int cnt, int kb) {
   return min(4, (cnt - kb * GW_BK + 15) >> 4);
 }
 
+/* The bf16 dW slice a warpgroup packed (pk[64]: the fragment's value pairs in order, as
+ * pack_bf16x2(acc[2 i], acc[2 i + 1])), one 128-column pass PASS of it into the staging buffer
+ * (two 64 x 64 boxes, 128B-swizzled, by stmatrix) and out by two TMA stores at (col0 + 128 PASS,
+ * row0) of those before wk; map NULL: staged, not stored (a 64-row block past wn). */
+template <int PASS>
+__device__ __forceinline__ void gw_store_packed(const uint32_t *pk, uint32_t epi, int wtid,
+                                                const CUtensorMap *map, int col0, int wk,
+                                                int row0, int bar_id) {
+  if (wtid == 0) bulk_wait_read0(); /* the previous pass has left the staging buffer */
+  named_bar_sync(bar_id, 128);
+  const int warp = wtid >> 5, lane = wtid & 31, q = lane >> 3;
+  const int row = warp * 16 + (q & 1) * 8 + (lane & 7);
+#pragma unroll
+  for (int j = 0; j < 8; ++j) {
+    const uint32_t *r = pk + 32 * PASS + 4 * j;
+    const int chunk = 2 * j + (q >> 1), box = chunk >> 3, c = chunk & 7;
+    stmatrix_x4(epi + box * 8192 + row * 128 + ((c ^ (row & 7)) << 4), r[0], r[1], r[2], r[3]);
+  }
+  fence_proxy_async_smem();
+  named_bar_sync(bar_id, 128);
+  const int c0 = col0 + 128 * PASS;
+  if (wtid == 0 && map && c0 < wk) {
+    tma_store_2d(map, epi, c0, row0);
+    if (c0 + 64 < wk) tma_store_2d(map, epi + 8192, c0 + 64, row0);
+    bulk_commit();
+  }
+}
+
+template <bool OUT_F32>
 __global__ void __launch_bounds__(GW_THREADS, 1)
     gg_bf16_wgrad_kernel(const __grid_constant__ CUtensorMap tm_dc,
                          const __grid_constant__ CUtensorMap tm_a,
@@ -80,7 +113,7 @@ __global__ void __launch_bounds__(GW_THREADS, 1)
   if (tid == 32) {
     tma_prefetch_desc(&tm_dc);
     tma_prefetch_desc(&tm_a);
-    if (!p.out_fp32) tma_prefetch_desc(&tm_dw);
+    if (!OUT_F32) tma_prefetch_desc(&tm_dw);
   }
   /* every expert this call writes (count >= 0) has all m_tiles x n_tiles tiles */
   if (tid >= 64 && tid < 96)
@@ -130,6 +163,10 @@ __global__ void __launch_bounds__(GW_THREADS, 1)
     int32_t cursor = 0;
     bool first = true; /* this warpgroup has issued no block yet (turns) */
     float acc[128];
+    uint32_t pk[64];          /* bf16: the previous tile's slice, packed, not yet stored */
+    bool pending = false;     /* pk holds a slice to store */
+    const CUtensorMap *pmap = NULL; /* its map (NULL: a block past wn), first column and dW row */
+    int pcol = 0, prow = 0;
     for (int u = blockIdx.x; u < total; u += gridDim.x) {
       const gg_tile t = gg_decode_m_grouped_from(u, prefix, E, p.n_tiles, p.group_m, &cursor);
       const int cnt = max(p.count[t.expert], 0);
@@ -175,6 +212,13 @@ __global__ void __launch_bounds__(GW_THREADS, 1)
         wgmma_commit();
         named_bar_arrive(GW_BAR_TURN + 1 - cwg, 256);
         first = false;
+        /* the previous tile's stores, under this block's wgmmas: pass 0 after block 0, pass 1
+         * after block 1 (what a tile with fewer blocks leaves follows its last; passes under a
+         * condition on the block count make ptxas serialize the wgmmas: C7520) */
+        if (!OUT_F32 && pending && kb < 2) {
+          if (kb == 0) gw_store_packed<0>(pk, epi, wtid, pmap, pcol, p.wk, prow, 2 + cwg);
+          else gw_store_packed<1>(pk, epi, wtid, pmap, pcol, p.wk, prow, 2 + cwg);
+        }
         wgmma_wait<1>();
         if (prev >= 0) gg_release<1>(empty0 + 8 * prev, lane);
         prev = stage;
@@ -186,14 +230,18 @@ __global__ void __launch_bounds__(GW_THREADS, 1)
 
       /* ------------------------------ epilogue ------------------------------ */
       const int r0 = t.m_tile * GW_BM + cwg * 64; /* this warpgroup's first dW row */
-      if (!p.out_fp32) {
-        /* two 128-column passes through the warpgroup's staging buffer; a 64-row block past wn,
-         * if any, is staged but not stored (a branch around the passes would make ptxas
-         * serialize the wgmmas: C7520) */
-        const int row0 = (p.expert_base + t.expert) * p.wn + r0, col0 = t.n_tile * GW_BN;
-        const CUtensorMap *map = r0 < p.wn ? &tm_dw : NULL;
-        gg_store_pass<0, 2>(acc, epi, wtid, map, col0, p.wk, row0, 2 + cwg);
-        gg_store_pass<16, 2>(acc, epi, wtid, map, col0 + 128, p.wk, row0, 2 + cwg);
+      if (!OUT_F32) {
+        /* the passes of the previous tile's slice this tile's blocks did not cover */
+        if (pending && nkb < 1) gw_store_packed<0>(pk, epi, wtid, pmap, pcol, p.wk, prow, 2 + cwg);
+        if (pending && nkb < 2) gw_store_packed<1>(pk, epi, wtid, pmap, pcol, p.wk, prow, 2 + cwg);
+#pragma unroll
+        for (int i = 0; i < 64; ++i) pk[i] = pack_bf16x2(acc[2 * i], acc[2 * i + 1]);
+        pending = true;
+        /* a 64-row block past wn, if any, is staged but not stored (a branch around the passes
+         * would make ptxas serialize the wgmmas: C7520) */
+        pmap = r0 < p.wn ? &tm_dw : NULL;
+        pcol = t.n_tile * GW_BN;
+        prow = (p.expert_base + t.expert) * p.wn + r0;
       } else if (!(p.accumulate && cnt == 0)) { /* (nothing to add) */
         /* fp32: direct stores; 4 lanes cover 32 contiguous bytes */
         const int rbase = r0 + warp * 16 + (lane >> 2);
@@ -217,6 +265,10 @@ __global__ void __launch_bounds__(GW_THREADS, 1)
           }
         }
       }
+    }
+    if (!OUT_F32 && pending) { /* the last tile's slice */
+      gw_store_packed<0>(pk, epi, wtid, pmap, pcol, p.wk, prow, 2 + cwg);
+      gw_store_packed<1>(pk, epi, wtid, pmap, pcol, p.wk, prow, 2 + cwg);
     }
     if (cwg == 0 && !first) named_bar_sync(GW_BAR_TURN, 256); /* 1's last turn */
     if (wtid == 0) bulk_wait0(); /* this warpgroup's TMA stores are complete */
@@ -243,11 +295,12 @@ extern "C" mok_status mok_gg_bf16_wgrad_ld(const void *dc, int64_t ld_dc, const 
   MOK_KTRY(gg_make_tmap_2d_ld(&ta, a, m_total, k, ld_a, 2, 64, 64));
   if (!out_fp32) MOK_KTRY(gg_make_tmap_2d(&tdw, dw, (int64_t)num_experts * n, k, 2, 64, 64));
   else tdw = tdc;
-  static int max_ctas = 0; /* co-resident CTAs, found once (also raises the smem limit) */
-  if (!max_ctas)
-    MOK_KTRY(gg_coresident_ctas((const void *)gg_bf16_wgrad_kernel, GW_THREADS, GW_SMEM, 1,
-                                &max_ctas));
-  const int cap = gg_ctas_cap(max_ctas, 1, l.max_ctas);
+  const void *kern = out_fp32 ? (const void *)gg_bf16_wgrad_kernel<true>
+                              : (const void *)gg_bf16_wgrad_kernel<false>;
+  static int max_ctas[2]; /* co-resident CTAs per variant, found once (also raise the smem limit) */
+  if (!max_ctas[out_fp32 != 0])
+    MOK_KTRY(gg_coresident_ctas(kern, GW_THREADS, GW_SMEM, 1, &max_ctas[out_fp32 != 0]));
+  const int cap = gg_ctas_cap(max_ctas[out_fp32 != 0], 1, l.max_ctas);
   if (cap < 1) return MOK_ERR_INVALID_ARGUMENT;
   gw_params p = {};
   p.m_tiles = (int)((n + GW_BM - 1) / GW_BM);
@@ -255,7 +308,6 @@ extern "C" mok_status mok_gg_bf16_wgrad_ld(const void *dc, int64_t ld_dc, const 
   p.group_m = 16;
   p.wn = (int)n;
   p.wk = (int)k;
-  p.out_fp32 = out_fp32 != 0;
   p.accumulate = accumulate != 0;
   const size_t esz = out_fp32 ? 4 : 2;
   for (int e0 = 0; e0 < num_experts; e0 += GW_MAX_EXPERTS) {
@@ -266,7 +318,8 @@ extern "C" mok_status mok_gg_bf16_wgrad_ld(const void *dc, int64_t ld_dc, const 
     p.dw = (uint8_t *)dw + (size_t)e0 * n * k * esz;
     const int64_t units = (int64_t)p.num_experts * p.m_tiles * p.n_tiles;
     const int grid = (int)(units < cap ? units : cap);
-    gg_bf16_wgrad_kernel<<<grid, GW_THREADS, GW_SMEM, stream>>>(tdc, ta, tdw, p);
+    if (out_fp32) gg_bf16_wgrad_kernel<true><<<grid, GW_THREADS, GW_SMEM, stream>>>(tdc, ta, tdw, p);
+    else gg_bf16_wgrad_kernel<false><<<grid, GW_THREADS, GW_SMEM, stream>>>(tdc, ta, tdw, p);
     MOK_KLAUNCHED();
   }
   return MOK_SUCCESS;
