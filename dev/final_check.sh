@@ -2,7 +2,8 @@
 # final_check.sh — build; the whole GPU suite (one seed, SUITE_S seconds at most) and the PyTorch
 # GPU tests (PY_S); then, while DEADLINE seconds last, `mok run` (BF16) of the default plan against
 # routed_cluster=1, alternated for ROUNDS, on DSv3 uniform and Zipf and Kimi-K2 with 192 experts
-# (299 rows per expert: three row tiles, so the cluster pairs leave one tile empty). Table last.
+# (299 rows per expert: three row tiles, so the cluster pairs leave one tile empty); the layer
+# harness for HARNESS (dev/harness_rows.sh) while DEADLINE lasts. Table last.
 set -u
 OUT=${OUT:-/tmp/mok_out}
 mkdir -p "$OUT"
@@ -30,5 +31,7 @@ for round in $(seq ${ROUNDS:-1}); do
     done
   done
 done
-python3 dev/ab_table.py $RES
 echo "A/B done at $(( $(date +%s) - t0 )) s"
+# HARNESS: "shape:tokens:div" words, the layer harness on this tree (dev/harness_rows.sh)
+[ -n "${HARNESS:-}" ] && bash dev/harness_rows.sh . $(( ${DEADLINE:-440} - ($(date +%s) - t0) )) "$HARNESS"
+[ -s $RES ] && python3 dev/ab_table.py $RES

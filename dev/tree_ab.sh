@@ -43,23 +43,8 @@ for round in $(seq ${ROUNDS:-2}); do
   done
 done
 echo "layer A/B done at $(( $(date +%s) - t0 )) s"
-# HARNESS: "shape:tokens:div" words, the layer harness (uniform and Zipf, BF16 and FP8) on the
-# BASE tree; rows in $OUT/harness_rows.log, JSONs in $OUT/harness.tar
-mkdir -p /tmp/mok_json
-for c in ${HARNESS:-}; do
-  IFS=: read -r shape tok div <<< "$c"
-  left=$(( ${DEADLINE:-400} - ($(date +%s) - t0) ))
-  [ $left -lt 90 ] && { echo "skip harness $c: $left s left"; continue; }
-  ( cd "$BASE" && MOK_LIBRARY=$PWD/build/libmok.so PYTHONPATH=$PWD/python timeout $left \
-    torchrun --standalone --nproc_per_node=1 bench/harness.py --tokens $tok --shapes $shape \
-      --routing uniform,zipf --fp8 --experts-div $div --iters 50 --warmup 5 --seed 23 \
-      --out /tmp/mok_json/${shape}_t${tok}_d${div} ) > /tmp/mok_json/${shape}_t${tok}_d${div}.log 2>&1
-  grep "^row " /tmp/mok_json/${shape}_t${tok}_d${div}.log >> "$OUT/harness_rows.log"
-  echo "== harness $c at $(( $(date +%s) - t0 )) s"
-  grep -E "^(Traceback|.*Error)" /tmp/mok_json/${shape}_t${tok}_d${div}.log | head -5
-  grep -E " (fwd|bwd) " /tmp/mok_json/${shape}_t${tok}_d${div}.log | grep -v "^row" | tail -8
-done
-[ -n "${HARNESS:-}" ] && tar -C /tmp/mok_json -cf "$OUT/harness.tar" .
+# HARNESS: "shape:tokens:div" words, the layer harness on the BASE tree (dev/harness_rows.sh)
+[ -n "${HARNESS:-}" ] && bash dev/harness_rows.sh "$BASE" $(( ${DEADLINE:-400} - ($(date +%s) - t0) )) "$HARNESS"
 left=$(( ${DEADLINE:-400} - ($(date +%s) - t0) ))
 if [ $left -gt 60 ]; then
   CUDA_VISIBLE_DEVICES=0 MOK_TEST_SEED=${SEED:-53} MOK_TEST_TIMEOUT=$(( left - 20 )) timeout $(( left - 10 )) \

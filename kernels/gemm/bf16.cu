@@ -1,8 +1,8 @@
 /* bf16.cu — the BF16 row-grouped GEMM kernel for sm_90a and its entry points (gemm.h: the forward,
- * the dgrad and the dgrad of a weight pair), with the fused path's pull and pushes (gemm_fused.h:
- * the gate+up that pulls its rows, the forward and the pair's dgrad that push theirs). The gate+up
- * without communication is bf16_tokens_n.cu's (tokens on wgmma's N side); the weight gradient is
- * bf16_wgrad.cu's.
+ * the dgrad and the dgrad of a weight pair, the gate+up with the SwiGLU limit), with the fused
+ * path's pull and pushes (gemm_fused.h: the gate+up that pulls its rows, the forward and the pair's
+ * dgrad that push theirs). The gate+up without communication and without the limit is
+ * bf16_tokens_n.cu's (tokens on wgmma's N side); the weight gradient is bf16_wgrad.cu's.
  *
  * One persistent kernel, one CTA per SM, 384 threads:
  *   warpgroup 0: producer; one thread issues TMA loads into a 4-stage shared-memory ring
@@ -423,6 +423,19 @@ static mok_status gg_gate_up(const void *x, const void *w_gate, const void *w_up
   if (pull) MOK_KTRY(gg_set_move(&p, pull, 0, x, m_total, hidden, num_experts));
   int max_tiles = (int)((m_total + GG_BM - 1) / GG_BM) * p.n_tiles;
   return gg_launch<GG_SWIGLU>(&ta, &tg, &tu, &tc, &tp, p, max_tiles, m_total, launch, stream);
+}
+
+extern "C" mok_status mok_gg_bf16_gate_up_swiglu_rows(const void *x, const void *w_gate,
+                                                      const void *w_up, void *act, void *preact,
+                                                      const int32_t *expert_offset,
+                                                      const int32_t *expert_count,
+                                                      int num_experts, int64_t m_total,
+                                                      int64_t inter, int64_t hidden,
+                                                      int use_limit, float limit,
+                                                      const mok_gg_launch *launch,
+                                                      cudaStream_t stream) {
+  return gg_gate_up(x, w_gate, w_up, act, preact, expert_offset, expert_count, num_experts, m_total,
+                    inter, hidden, use_limit, limit, NULL, launch, stream);
 }
 
 extern "C" mok_status mok_gg_bf16_gate_up_swiglu_pulled(void *recv, const void *w_gate,

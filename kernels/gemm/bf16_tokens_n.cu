@@ -1,5 +1,6 @@
 /* bf16_tokens_n.cu — the BF16 gate+up with the SwiGLU epilogue (gemm.h:
- * mok_gg_bf16_gate_up_swiglu) with the weights on wgmma's 64-row side and an expert's tokens on its
+ * mok_gg_bf16_gate_up_swiglu; with the SwiGLU limit it runs the row-grouped kernel, which measured
+ * as fast) with the weights on wgmma's 64-row side and an expert's tokens on its
  * N side, in widths of 32. An expert's last token tile computes its real rows rounded up to 32
  * instead of to the 64-row warpgroup halves of the row-grouped kernel (kernels/gemm/bf16.cu, which
  * runs the other BF16 products and the gate+up that pulls its rows): at 224 rows per expert 224
@@ -310,6 +311,10 @@ extern "C" mok_status mok_gg_bf16_gate_up_swiglu(const void *x, const void *w_ga
                                                  int use_limit, float limit,
                                                  const mok_gg_launch *launch,
                                                  cudaStream_t stream) {
+  if (use_limit) /* the row-grouped kernel: with the limit this one measured no faster */
+    return mok_gg_bf16_gate_up_swiglu_rows(x, w_gate, w_up, act, preact, expert_offset,
+                                           expert_count, num_experts, m_total, inter, hidden,
+                                           use_limit, limit, launch, stream);
   MOK_KTRY(gg_check_gate_up(x, w_gate, w_up, act, expert_offset, expert_count, num_experts,
                             m_total, inter, hidden, use_limit, limit));
   CUtensorMap tx, tg, tu, tc, tp;

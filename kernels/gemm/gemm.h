@@ -79,6 +79,16 @@ mok_status mok_gg_bf16_gate_up_swiglu(const void *x, const void *w_gate, const v
                                       int use_limit, float limit, const mok_gg_launch *launch,
                                       cudaStream_t stream);
 
+/* The same on the row-grouped kernel (kernels/gemm/bf16.cu), which mok_gg_bf16_gate_up_swiglu
+ * runs when use_limit != 0: with the limit the tokens-on-N kernel measured no faster
+ * (docs/PERF.md). Bitwise the same results. */
+mok_status mok_gg_bf16_gate_up_swiglu_rows(const void *x, const void *w_gate, const void *w_up,
+                                           void *act, void *preact, const int32_t *expert_offset,
+                                           const int32_t *expert_count, int num_experts,
+                                           int64_t m_total, int64_t inter, int64_t hidden,
+                                           int use_limit, float limit,
+                                           const mok_gg_launch *launch, cudaStream_t stream);
+
 /* Backward data gradient: dA[r, :] = dC[r, :] x W[e] for each real row r of expert e.
  *   dc: [m_total, n] bf16    w: [num_experts, n, k] bf16 (the forward weight)    da: [m_total, k] */
 mok_status mok_gg_bf16_dgrad(const void *dc, const void *w, void *da, const int32_t *expert_offset,
