@@ -1,5 +1,6 @@
 """wgrad_ab.py — A/B of BF16 weight-gradient kernels built into separate libraries (argv: name=path
-...), interleaved in one process: on each shape every library's dW must equal the first's bitwise
+or name=path@cluster, the launch's cluster size, 0 the library's default; a shape whose dW rows do
+not pair up runs a cluster-2 entry at the default), interleaved in one process: on each shape every library's dW must equal the first's bitwise
 (bf16 and fp32 out, and fp32 accumulate), and be close to torch's fp32 product; then rounds x
 (each library) x iterations, the median per round, the median of rounds. Prints a table.
 A library from one tree (the weight gradient and what it links):
@@ -31,6 +32,10 @@ SHAPES = [  # name, experts, rows per expert, dW rows n, dW cols k, ld of dC, zi
 ]
 
 
+class Launch(ctypes.Structure):  # kernels/gemm/gemm.h mok_gg_launch
+    _fields_ = [("cluster", ctypes.c_int), ("warpgroups", ctypes.c_int), ("max_ctas", ctypes.c_int)]
+
+
 def load(path):
     lib = ctypes.CDLL(path)
     vp, i, i64 = ctypes.c_void_p, ctypes.c_int, ctypes.c_int64
@@ -40,7 +45,12 @@ def load(path):
 
 
 def main():
-    libs = [(a.split("=")[0], load(a.split("=")[1])) for a in sys.argv[1:]]
+    libs, clusters = [], {}
+    for arg in sys.argv[1:]:
+        name, spec = arg.split("=", 1)
+        path, _, cl = spec.partition("@")
+        libs.append((name, load(path)))
+        clusters[name] = int(cl or 0)
     torch.manual_seed(5)
     rounds, iters = 3, 10
     rows_out = []
@@ -58,31 +68,34 @@ def main():
         offs = torch.tensor(off, dtype=torch.int32, device="cuda")
         cnts = torch.tensor(cnt, dtype=torch.int32, device="cuda")
 
-        def call(lib, dw, fp32, acc):
+        launches = {l: Launch(clusters[l] if n % 256 == 0 else 0, 0, 0) for l, _ in libs}
+
+        def call(lib, dw, fp32, acc, lname):
             st = lib.mok_gg_bf16_wgrad_ld(dc_full.data_ptr(), ld, a.data_ptr(), k, dw.data_ptr(),
                                           fp32, acc, offs.data_ptr(), cnts.data_ptr(), e, m, n, k,
-                                          None, torch.cuda.current_stream().cuda_stream)
+                                          ctypes.byref(launches[lname]),
+                                          torch.cuda.current_stream().cuda_stream)
             assert st == 0, st
 
-        def outputs(lib):
+        def outputs(lib, lname):
             d16 = torch.full((e, n, k), float("nan"), device="cuda", dtype=torch.bfloat16)
             d32 = torch.full((e, n, k), float("nan"), device="cuda", dtype=torch.float32)
-            call(lib, d16, 0, 0)
-            call(lib, d32, 1, 0)
+            call(lib, d16, 0, 0, lname)
+            call(lib, d32, 1, 0, lname)
             acc = torch.ones((e, n, k), device="cuda", dtype=torch.float32)
-            call(lib, acc, 1, 1)
+            call(lib, acc, 1, 1, lname)
             torch.cuda.synchronize()
             return d16, d32, acc
 
-        ref = outputs(libs[0][1])
+        ref = outputs(libs[0][1], libs[0][0])
         err = 0.0
         for ex in (0, e // 2, e - 1):  # against torch's fp32 product
             s, c = off[ex], cnt[ex]
             r = dc[s:s + c].float().t() @ a[s:s + c].float()
             err = max(err, ((ref[1][ex] - r).abs().max() / (r.abs().max() + 1e-6)).item())
         same = True
-        for _, lib in libs[1:]:
-            o = outputs(lib)
+        for lname, lib in libs[1:]:
+            o = outputs(lib, lname)
             same = same and torch.equal(o[0].view(torch.int16), ref[0].view(torch.int16)) and \
                 torch.equal(o[1].view(torch.int32), ref[1].view(torch.int32)) and \
                 torch.equal(o[2].view(torch.int32), ref[2].view(torch.int32))
@@ -92,7 +105,7 @@ def main():
         times = {l: [] for l, _ in libs}
         for _ in range(rounds):
             for lname, lib in libs:
-                times[lname].append(median_ms(lambda: call(lib, d16, 0, 0), iters))
+                times[lname].append(median_ms(lambda: call(lib, d16, 0, 0, lname), iters))
         flop = 2.0 * m * n * k
         row = [name, "yes" if same else "NO", f"{err:.1e}"]
         for lname, _ in libs:
