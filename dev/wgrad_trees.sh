@@ -10,9 +10,8 @@ GG="nvcc -O3 -std=c++17 -gencode arch=compute_90a,code=sm_90a -Xcompiler -fPIC -
 args=()
 for w in ${TREES:?TREES=name=dir[@cluster] ...}; do
   name=${w%%=*}; spec=${w#*=}; dir=${spec%@*}; cl=""; [ "$spec" != "$dir" ] && cl="@${spec#*@}"
-  ( cd "$dir" && [ -f build/wg.so ] || { mkdir -p build && $GG -o build/wg.so \
-      kernels/gemm/bf16_wgrad.cu kernels/gemm/tmap.cu kernels/common/launch_error.cu; } ) \
-      > "$OUT/build_$name.log" 2>&1 &
+  ( cd "$dir" || exit 1; mkdir -p build && $GG -o build/wg.so kernels/gemm/bf16_wgrad.cu \
+      kernels/gemm/tmap.cu kernels/common/launch_error.cu ) > "$OUT/build_$name.log" 2>&1 &
   args+=("$name=$dir/build/wg.so$cl")
 done
 wait
