@@ -392,6 +392,51 @@ static void test_tile_scheduler_pairs(mok_rng *r) {
   }
 }
 
+/* The weight gradient's chunks: walked as persistent CTAs walk them (u, u + grid, ..., each with
+ * its cursor), the units cover every tile of every expert with a count >= 0 exactly once and none
+ * of an expert at count -1; each unit's row tiles are consecutive ones of one column, 1..chunk of
+ * them for an expert with at most max_rows rows, one for an expert with more. */
+static void test_tile_scheduler_k_chunks(mok_rng *r) {
+  for (int trial = 0; trial < 40; ++trial) {
+    const int E = 1 + mok_rng_below(r, 12), m_tiles = 1 + mok_rng_below(r, 20);
+    const int n_tiles = 1 + mok_rng_below(r, 9), chunk = 1 + mok_rng_below(r, 9);
+    const int grid = 1 + mok_rng_below(r, 40), max_rows = 256;
+    int32_t count[12], prefix[13];
+    prefix[0] = 0;
+    for (int e = 0; e < E; ++e) {
+      count[e] = mok_rng_below(r, 4) == 0 ? -1 : (int32_t)mok_rng_below(r, 500);
+      prefix[e + 1] = prefix[e] + gg_k_chunk_units(count[e], max_rows, m_tiles, n_tiles, chunk);
+    }
+    const int total = prefix[E];
+    char *seen = calloc((size_t)E * m_tiles * n_tiles, 1);
+    int bad = 0;
+    for (int cta = 0; cta < grid; ++cta) {
+      int32_t cursor = 0;
+      for (int u = cta; u < total; u += grid) {
+        int32_t tiles = 0;
+        const gg_tile t = gg_decode_k_chunk_from(u, prefix, E, m_tiles, n_tiles, chunk, &cursor,
+                                                 &tiles);
+        const int most = count[t.expert] <= max_rows ? chunk : 1;
+        if (t.expert < 0 || t.expert >= E || count[t.expert] < 0 || tiles < 1 || tiles > most ||
+            t.m_tile < 0 || t.m_tile + tiles > m_tiles || t.n_tile < 0 || t.n_tile >= n_tiles) {
+          ++bad;
+          continue;
+        }
+        for (int i = 0; i < tiles; ++i)
+          seen[((size_t)t.expert * m_tiles + t.m_tile + i) * n_tiles + t.n_tile]++;
+      }
+    }
+    int once = 1;
+    for (int e = 0; e < E; ++e)
+      for (int m = 0; m < m_tiles; ++m)
+        for (int n = 0; n < n_tiles; ++n)
+          once &= seen[((size_t)e * m_tiles + m) * n_tiles + n] == (count[e] >= 0 ? 1 : 0);
+    CHECK(bad == 0);
+    CHECK(once);
+    free(seen);
+  }
+}
+
 /* The grouped GEMM's tile scheduler on random tile counts (some experts empty): the M-grouped
  * decode visits every (expert, m tile, n tile) exactly once over [0, prefix[E]), raster groups
  * keep their row tiles together, and the cursor decode, walked as a persistent CTA walks its
@@ -464,4 +509,5 @@ void test_tile_scheduler(void) {
     free(seen);
   }
   test_tile_scheduler_pairs(&r);
+  test_tile_scheduler_k_chunks(&r);
 }

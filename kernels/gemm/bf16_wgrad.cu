@@ -2,10 +2,15 @@
  * K-grouped GEMM dW[e] = dC[rows of e]^T A[rows of e], reduced over each expert's rows, read in
  * place (no padding, no transposed copy).
  *
- * One persistent kernel, one CTA per SM, 384 threads, the tile sequence of tile_scheduler.h
- * (K-grouped: every expert has the same m_tiles x n_tiles grid of 128 x 256 dW tiles):
- *   warpgroup 0: producer; one thread loads 64-row blocks of dC (128 dW rows) and A (256 dW
- *                columns) into a 4-stage ring (48 KB a stage), completed on mbarriers;
+ * One persistent kernel, one CTA per SM, 384 threads. Its units (tile_scheduler.h,
+ * gg_decode_k_chunk_from) are, for an expert of at most four 64-row blocks, one 256-column dW
+ * tile of it and up to GW_CHUNK of its 128-row dW tiles, which all reduce over the same
+ * activation columns A[rows of e, 256 columns]; for an expert with more rows, single tiles:
+ *   warpgroup 0: producer; one thread loads 64-row blocks of A (32 KB) into four A slots and of
+ *                dC (128 dW rows, 16 KB) into a 4-stage ring, completed on mbarriers. Where the
+ *                expert has at most four blocks, A is loaded once for the unit's first tile and
+ *                stays (the other tiles read only dC: 80 KB a tile from L2 instead of 192 at
+ *                DeepSeek-V3's EP=1 rows); with more, the slots are a ring like dC's;
  *   warpgroups 1, 2: consumers of 64 dW rows each, wgmma m64n256k16 on MN-major operands into
  *                fp32 accumulators.
  * An expert's rows are few (a few hundred at EP=1 on DeepSeek-V3's shape), so a tile reduces over
@@ -35,10 +40,13 @@
 #define GW_BM 128
 #define GW_BN 256
 #define GW_BK 64
-#define GW_A_BYTES (GW_BM * GW_BK * 2)                /* 16 KB: two 64-row boxes of dC     */
-#define GW_STAGE_BYTES (GW_A_BYTES + GW_BN * GW_BK * 2) /* 48 KB: and four boxes of A        */
-#define GW_STAGES 4
-#define GW_EPI_OFF (GW_STAGES * GW_STAGE_BYTES)
+#define GW_DC_BYTES (GW_BM * GW_BK * 2) /* 16 KB: a block of dC, two 64-row boxes    */
+#define GW_A_BYTES (GW_BN * GW_BK * 2)  /* 32 KB: a block of A, four 64-column boxes */
+#define GW_A_SLOTS 4
+#define GW_DC_STAGES 4
+#define GW_CHUNK 8 /* dW row tiles of a unit */
+#define GW_DC_OFF (GW_A_SLOTS * GW_A_BYTES)
+#define GW_EPI_OFF (GW_DC_OFF + GW_DC_STAGES * GW_DC_BYTES)
 #define GW_EPI_BYTES 16384 /* a consumer warpgroup's staging: half its 64 x 256 bf16 slice */
 #define GW_SMEM (GW_EPI_OFF + 2 * GW_EPI_BYTES)
 #define GW_MAX_EXPERTS 256 /* experts per launch; more are split over launches */
@@ -46,7 +54,7 @@
 /* Named barriers (0 is __syncthreads): 1 both consumer warpgroups (zeroing a last slice), 2 + cwg
  * one warpgroup's epilogue, GW_BAR_TURN + cwg warpgroup cwg's turn to issue. */
 #define GW_BAR_TURN 4
-static_assert(GW_EPI_OFF % 1024 == 0 && GW_STAGE_BYTES % 1024 == 0, "128B-swizzle atoms");
+static_assert(GW_DC_OFF % 1024 == 0 && GW_EPI_OFF % 1024 == 0, "128B-swizzle atoms");
 
 typedef struct {
   const int32_t *offset; /* [E + 1] device, already shifted to this launch's first expert */
@@ -54,7 +62,6 @@ typedef struct {
   int num_experts;       /* experts in this launch                                        */
   int expert_base;       /* global index of this launch's first expert (dW row base)      */
   int m_tiles, n_tiles;  /* dW tiles per expert                                            */
-  int group_m;           /* raster group                                                   */
   void *dw;              /* fp32 output [E, wn, wk], already shifted to expert_base        */
   int wn, wk;            /* dW shape per expert                                            */
   int accumulate;
@@ -93,21 +100,33 @@ __device__ __forceinline__ void gw_store_packed(const uint32_t *pk, uint32_t epi
   }
 }
 
+/* The ring positions of the A slots and the dC stages, advanced alike by producer and consumers. */
+struct gw_ring {
+  int slot;
+  uint32_t phase;
+  __device__ __forceinline__ void next(int n) {
+    if (++slot == n) { slot = 0; phase ^= 1; }
+  }
+};
+
 template <bool OUT_F32>
 __global__ void __launch_bounds__(GW_THREADS, 1)
     gg_bf16_wgrad_kernel(const __grid_constant__ CUtensorMap tm_dc,
                          const __grid_constant__ CUtensorMap tm_a,
                          const __grid_constant__ CUtensorMap tm_dw, const gw_params p) {
   extern __shared__ __align__(1024) uint8_t smem[];
-  __shared__ __align__(8) uint64_t bars[2 * GW_STAGES];
+  __shared__ __align__(8) uint64_t bars[2 * GW_A_SLOTS + 2 * GW_DC_STAGES];
   __shared__ int32_t prefix[GW_MAX_EXPERTS + 1];
 
   const int tid = threadIdx.x, wg = tid >> 7;
   const uint32_t smem_base = smem_u32(smem);
-  const uint32_t full0 = smem_u32(&bars[0]), empty0 = smem_u32(&bars[GW_STAGES]);
+  const uint32_t a_full0 = smem_u32(&bars[0]), a_empty0 = smem_u32(&bars[GW_A_SLOTS]);
+  const uint32_t d_full0 = smem_u32(&bars[2 * GW_A_SLOTS]);
+  const uint32_t d_empty0 = smem_u32(&bars[2 * GW_A_SLOTS + GW_DC_STAGES]);
   const int E = p.num_experts;
-  if (tid == 0) {
-    gg_ring_init(smem_base, full0, empty0, GW_STAGES, 8); /* a release per consumer warp */
+  if (tid == 0) { /* a release per consumer warp */
+    gg_ring_init(smem_base, a_full0, a_empty0, GW_A_SLOTS, 8);
+    gg_ring_init(smem_base, d_full0, d_empty0, GW_DC_STAGES, 8);
     fence_mbar_init();
   }
   if (tid == 32) {
@@ -115,9 +134,25 @@ __global__ void __launch_bounds__(GW_THREADS, 1)
     tma_prefetch_desc(&tm_a);
     if (!OUT_F32) tma_prefetch_desc(&tm_dw);
   }
-  /* every expert this call writes (count >= 0) has all m_tiles x n_tiles tiles */
-  if (tid >= 64 && tid < 96)
-    gg_unit_prefix(p.count, E, 1, 1, p.m_tiles * p.n_tiles, prefix, tid & 31);
+  if (tid >= 64 && tid < 96) { /* one warp: the units' prefix, a warp scan per 32 experts */
+    const int lane = tid & 31;
+    int run = 0;
+    for (int base = 0; base < E; base += 32) {
+      const int l = base + lane;
+      const int c = l < E ? gg_k_chunk_units(p.count[l], GW_A_SLOTS * GW_BK, p.m_tiles,
+                                             p.n_tiles, GW_CHUNK)
+                          : 0;
+      int incl = c;
+#pragma unroll
+      for (int o = 1; o < 32; o <<= 1) {
+        const int y = __shfl_up_sync(0xffffffffu, incl, o);
+        if (lane >= o) incl += y;
+      }
+      if (l < E) prefix[l] = run + incl - c;
+      run += __shfl_sync(0xffffffffu, incl, 31);
+    }
+    if (lane == 0) prefix[E] = run;
+  }
   __syncthreads();
   const int total = prefix[E];
 
@@ -125,27 +160,37 @@ __global__ void __launch_bounds__(GW_THREADS, 1)
     /* ------------------------------ producer ------------------------------ */
     setmaxnreg_dec<40>();
     if (tid == 0) {
-      int stage = 0;
-      uint32_t phase = 0;
+      gw_ring ra = {0, 0}, rd = {0, 0};
       int32_t cursor = 0;
       for (int u = blockIdx.x; u < total; u += gridDim.x) {
-        const gg_tile t = gg_decode_m_grouped_from(u, prefix, E, p.n_tiles, p.group_m, &cursor);
+        int tiles;
+        const gg_tile t = gg_decode_k_chunk_from(u, prefix, E, p.m_tiles, p.n_tiles, GW_CHUNK,
+                                                 &cursor, &tiles);
         const int nkb = gg_ceil_div(max(p.count[t.expert], 0), GW_BK);
-        const int row_base = p.offset[t.expert];
-        const int m0 = t.m_tile * GW_BM, n0 = t.n_tile * GW_BN;
-        for (int kb = 0; kb < nkb; ++kb) {
-          mbar_wait(empty0 + 8 * stage, phase ^ 1);
-          const uint32_t full = full0 + 8 * stage;
-          mbar_arrive_expect_tx(full, GW_STAGE_BYTES);
-          const uint32_t sa = smem_base + stage * GW_STAGE_BYTES, sb = sa + GW_A_BYTES;
-          const int r = row_base + kb * GW_BK;
-          /* boxes past the last dW row or column reload a valid one (computed, never stored) */
-          tma_load_2d(sa, &tm_dc, full, m0, r);
-          tma_load_2d(sa + 8192, &tm_dc, full, m0 + 64 < p.wn ? m0 + 64 : m0, r);
+        const bool resident = nkb <= GW_A_SLOTS;
+        const int row_base = p.offset[t.expert], n0 = t.n_tile * GW_BN;
+        for (int i = 0; i < tiles; ++i) {
+          const int m0 = (t.m_tile + i) * GW_BM;
+          for (int kb = 0; kb < nkb; ++kb) {
+            const int r = row_base + kb * GW_BK;
+            /* boxes past the last dW row or column reload a valid one (computed, never stored) */
+            if (!resident || i == 0) {
+              mbar_wait(a_empty0 + 8 * ra.slot, ra.phase ^ 1);
+              const uint32_t full = a_full0 + 8 * ra.slot, sa = smem_base + ra.slot * GW_A_BYTES;
+              mbar_arrive_expect_tx(full, GW_A_BYTES);
 #pragma unroll
-          for (int j = 0; j < 4; ++j)
-            tma_load_2d(sb + j * 8192, &tm_a, full, n0 + 64 * j < p.wk ? n0 + 64 * j : n0, r);
-          if (++stage == GW_STAGES) { stage = 0; phase ^= 1; }
+              for (int j = 0; j < 4; ++j)
+                tma_load_2d(sa + j * 8192, &tm_a, full, n0 + 64 * j < p.wk ? n0 + 64 * j : n0, r);
+              ra.next(GW_A_SLOTS);
+            }
+            mbar_wait(d_empty0 + 8 * rd.slot, rd.phase ^ 1);
+            const uint32_t full = d_full0 + 8 * rd.slot;
+            const uint32_t sd = smem_base + GW_DC_OFF + rd.slot * GW_DC_BYTES;
+            mbar_arrive_expect_tx(full, GW_DC_BYTES);
+            tma_load_2d(sd, &tm_dc, full, m0, r);
+            tma_load_2d(sd + 8192, &tm_dc, full, m0 + 64 < p.wn ? m0 + 64 : m0, r);
+            rd.next(GW_DC_STAGES);
+          }
         }
       }
     }
@@ -155,11 +200,10 @@ __global__ void __launch_bounds__(GW_THREADS, 1)
     const int cwg = wg - 1, wtid = tid & 127, warp = wtid >> 5, lane = wtid & 31;
     const uint32_t epi = smem_base + GW_EPI_OFF + cwg * GW_EPI_BYTES;
     /* both operands MN-major: a 16-row slice is 2048 bytes further in every box */
-    uint64_t da0 = wgmma_desc_sw128(smem_base + cwg * 8192, 8192, 1024);
-    uint64_t db0 = wgmma_desc_sw128(smem_base + GW_A_BYTES, 8192, 1024);
+    uint64_t da0 = wgmma_desc_sw128(smem_base + GW_DC_OFF + cwg * 8192, 8192, 1024);
+    uint64_t db0 = wgmma_desc_sw128(smem_base, 8192, 1024);
     asm volatile("" : "+l"(da0), "+l"(db0)); /* built once: not re-derived from addresses */
-    int stage = 0;
-    uint32_t phase = 0;
+    gw_ring ra = {0, 0}, rd = {0, 0};
     int32_t cursor = 0;
     bool first = true; /* this warpgroup has issued no block yet (turns) */
     float acc[128];
@@ -168,99 +212,114 @@ __global__ void __launch_bounds__(GW_THREADS, 1)
     const CUtensorMap *pmap = NULL; /* its map (NULL: a block past wn), first column and dW row */
     int pcol = 0, prow = 0;
     for (int u = blockIdx.x; u < total; u += gridDim.x) {
-      const gg_tile t = gg_decode_m_grouped_from(u, prefix, E, p.n_tiles, p.group_m, &cursor);
+      int tiles;
+      const gg_tile t = gg_decode_k_chunk_from(u, prefix, E, p.m_tiles, p.n_tiles, GW_CHUNK,
+                                               &cursor, &tiles);
       const int cnt = max(p.count[t.expert], 0);
       const int nkb = gg_ceil_div(cnt, GW_BK);
+      const bool resident = nkb <= GW_A_SLOTS;
+      const gw_ring ua = ra; /* the unit's first A slot */
+      for (int i = 0; i < tiles; ++i) {
+        if (resident) ra = ua; /* every tile reads the unit's slots */
+        /* the A slots' last reader releases them: each tile, or a resident unit's last */
+        const bool a_last = !resident || i == tiles - 1, a_fresh = !resident || i == 0;
 #pragma unroll
-      for (int i = 0; i < 128; ++i) acc[i] = 0.0f;
-      int prev = -1;
-      for (int kb = 0; kb < nkb; ++kb) {
-        const int valid = cnt - kb * GW_BK, ns = gw_slices(cnt, kb);
-        mbar_wait(full0 + 8 * stage, phase);
-        if (valid < 16 * ns) {
-          /* The last slice's rows past the count are another expert's (or anything): zeroed in
-           * all six boxes of the stage (dC: 2, A: 4) before the tensor cores read them, by both
-           * consumer warpgroups together. */
-          const int nrow = 16 * ns - valid, per_box = nrow * 8; /* 16-byte chunks */
-          const uint4 z = make_uint4(0, 0, 0, 0);
+        for (int j = 0; j < 128; ++j) acc[j] = 0.0f;
+        int prev_d = -1, prev_a = -1;
+        for (int kb = 0; kb < nkb; ++kb) {
+          const int valid = cnt - kb * GW_BK, ns = gw_slices(cnt, kb);
+          mbar_wait(d_full0 + 8 * rd.slot, rd.phase);
+          mbar_wait(a_full0 + 8 * ra.slot, ra.phase);
+          if (valid < 16 * ns) {
+            /* The last slice's rows past the count are another expert's (or anything): zeroed
+             * before the tensor cores read them, by both consumer warpgroups together, in the
+             * stage's two dC boxes and, freshly loaded, the slot's four A boxes. */
+            const int nrow = 16 * ns - valid, per_box = nrow * 8; /* 16-byte chunks */
+            const uint4 z = make_uint4(0, 0, 0, 0);
+            uint8_t *sd = smem + GW_DC_OFF + rd.slot * GW_DC_BYTES, *sa = smem + ra.slot * GW_A_BYTES;
 #pragma unroll 1
-          for (int i = tid - 128; i < 6 * per_box; i += 256) {
-            const int box = i / per_box, rem = i - box * per_box;
-            *(uint4 *)(smem + stage * GW_STAGE_BYTES + box * 8192 + (valid + rem / 8) * 128 +
-                       (rem & 7) * 16) = z;
+            for (int j = tid - 128; j < (a_fresh ? 6 : 2) * per_box; j += 256) {
+              const int box = j / per_box, rem = j - box * per_box;
+              uint8_t *b = box < 2 ? sd + box * 8192 : sa + (box - 2) * 8192;
+              *(uint4 *)(b + (valid + rem / 8) * 128 + (rem & 7) * 16) = z;
+            }
+            fence_proxy_async_smem();
+            named_bar_sync(1, 256);
           }
-          fence_proxy_async_smem();
-          named_bar_sync(1, 256);
-        }
-        const uint64_t da = wgmma_desc_add(da0, stage * GW_STAGE_BYTES);
-        const uint64_t db = wgmma_desc_add(db0, stage * GW_STAGE_BYTES);
-        if (!(cwg == 0 && first)) named_bar_sync(GW_BAR_TURN + cwg, 256);
-        /* A whole block unrolled, a last, shorter one as a loop, one commit after both (guarded
-         * wgmmas, or a commit in each path, make ptxas serialize every wgmma: C7511). */
-        wgmma_fence();
-        if (ns == 4) {
+          const uint64_t da = wgmma_desc_add(da0, rd.slot * GW_DC_BYTES);
+          const uint64_t db = wgmma_desc_add(db0, ra.slot * GW_A_BYTES);
+          if (!(cwg == 0 && first)) named_bar_sync(GW_BAR_TURN + cwg, 256);
+          /* A whole block unrolled, a last, shorter one as a loop, one commit after both
+           * (guarded wgmmas, or a commit in each path, make ptxas serialize every wgmma: C7511). */
+          wgmma_fence();
+          if (ns == 4) {
 #pragma unroll
-          for (int kk = 0; kk < 4; ++kk)
-            wgmma_m64n256k16_bf16<1, 1>(acc, wgmma_desc_add(da, kk * 2048),
-                                        wgmma_desc_add(db, kk * 2048), 1);
-        } else {
+            for (int kk = 0; kk < 4; ++kk)
+              wgmma_m64n256k16_bf16<1, 1>(acc, wgmma_desc_add(da, kk * 2048),
+                                          wgmma_desc_add(db, kk * 2048), 1);
+          } else {
 #pragma unroll 1
-          for (int kk = 0; kk < ns; ++kk)
-            wgmma_m64n256k16_bf16<1, 1>(acc, wgmma_desc_add(da, kk * 2048),
-                                        wgmma_desc_add(db, kk * 2048), 1);
+            for (int kk = 0; kk < ns; ++kk)
+              wgmma_m64n256k16_bf16<1, 1>(acc, wgmma_desc_add(da, kk * 2048),
+                                          wgmma_desc_add(db, kk * 2048), 1);
+          }
+          wgmma_commit();
+          named_bar_arrive(GW_BAR_TURN + 1 - cwg, 256);
+          first = false;
+          /* the previous tile's stores, under this block's wgmmas: pass 0 after block 0, pass 1
+           * after block 1 (what a tile with fewer blocks leaves follows its last; passes under a
+           * condition on the block count make ptxas serialize the wgmmas: C7520) */
+          if (!OUT_F32 && pending && kb < 2) {
+            if (kb == 0) gw_store_packed<0>(pk, epi, wtid, pmap, pcol, p.wk, prow, 2 + cwg);
+            else gw_store_packed<1>(pk, epi, wtid, pmap, pcol, p.wk, prow, 2 + cwg);
+          }
+          wgmma_wait<1>();
+          if (prev_d >= 0) gg_release<1>(d_empty0 + 8 * prev_d, lane);
+          if (prev_a >= 0) gg_release<1>(a_empty0 + 8 * prev_a, lane);
+          prev_d = rd.slot;
+          prev_a = a_last ? ra.slot : -1;
+          rd.next(GW_DC_STAGES);
+          ra.next(GW_A_SLOTS);
         }
-        wgmma_commit();
-        named_bar_arrive(GW_BAR_TURN + 1 - cwg, 256);
-        first = false;
-        /* the previous tile's stores, under this block's wgmmas: pass 0 after block 0, pass 1
-         * after block 1 (what a tile with fewer blocks leaves follows its last; passes under a
-         * condition on the block count make ptxas serialize the wgmmas: C7520) */
-        if (!OUT_F32 && pending && kb < 2) {
-          if (kb == 0) gw_store_packed<0>(pk, epi, wtid, pmap, pcol, p.wk, prow, 2 + cwg);
-          else gw_store_packed<1>(pk, epi, wtid, pmap, pcol, p.wk, prow, 2 + cwg);
-        }
-        wgmma_wait<1>();
-        if (prev >= 0) gg_release<1>(empty0 + 8 * prev, lane);
-        prev = stage;
-        if (++stage == GW_STAGES) { stage = 0; phase ^= 1; }
-      }
-      wgmma_wait<0>();
-      reg_fence(acc, 128);
-      if (prev >= 0) gg_release<1>(empty0 + 8 * prev, lane);
+        wgmma_wait<0>();
+        reg_fence(acc, 128);
+        if (prev_d >= 0) gg_release<1>(d_empty0 + 8 * prev_d, lane);
+        if (prev_a >= 0) gg_release<1>(a_empty0 + 8 * prev_a, lane);
 
-      /* ------------------------------ epilogue ------------------------------ */
-      const int r0 = t.m_tile * GW_BM + cwg * 64; /* this warpgroup's first dW row */
-      if (!OUT_F32) {
-        /* the passes of the previous tile's slice this tile's blocks did not cover */
-        if (pending && nkb < 1) gw_store_packed<0>(pk, epi, wtid, pmap, pcol, p.wk, prow, 2 + cwg);
-        if (pending && nkb < 2) gw_store_packed<1>(pk, epi, wtid, pmap, pcol, p.wk, prow, 2 + cwg);
+        /* ------------------------------ epilogue ------------------------------ */
+        const int r0 = (t.m_tile + i) * GW_BM + cwg * 64; /* this warpgroup's first dW row */
+        if (!OUT_F32) {
+          /* the passes of the previous tile's slice this tile's blocks did not cover */
+          if (pending && nkb < 1) gw_store_packed<0>(pk, epi, wtid, pmap, pcol, p.wk, prow, 2 + cwg);
+          if (pending && nkb < 2) gw_store_packed<1>(pk, epi, wtid, pmap, pcol, p.wk, prow, 2 + cwg);
 #pragma unroll
-        for (int i = 0; i < 64; ++i) pk[i] = pack_bf16x2(acc[2 * i], acc[2 * i + 1]);
-        pending = true;
-        /* a 64-row block past wn, if any, is staged but not stored (a branch around the passes
-         * would make ptxas serialize the wgmmas: C7520) */
-        pmap = r0 < p.wn ? &tm_dw : NULL;
-        pcol = t.n_tile * GW_BN;
-        prow = (p.expert_base + t.expert) * p.wn + r0;
-      } else if (!(p.accumulate && cnt == 0)) { /* (nothing to add) */
-        /* fp32: direct stores; 4 lanes cover 32 contiguous bytes */
-        const int rbase = r0 + warp * 16 + (lane >> 2);
-        const size_t ebase = (size_t)t.expert * p.wn * p.wk;
+          for (int j = 0; j < 64; ++j) pk[j] = pack_bf16x2(acc[2 * j], acc[2 * j + 1]);
+          pending = true;
+          /* a 64-row block past wn, if any, is staged but not stored (a branch around the passes
+           * would make ptxas serialize the wgmmas: C7520) */
+          pmap = r0 < p.wn ? &tm_dw : NULL;
+          pcol = t.n_tile * GW_BN;
+          prow = (p.expert_base + t.expert) * p.wn + r0;
+        } else if (!(p.accumulate && cnt == 0)) { /* (nothing to add) */
+          /* fp32: direct stores; 4 lanes cover 32 contiguous bytes */
+          const int rbase = r0 + warp * 16 + (lane >> 2);
+          const size_t ebase = (size_t)t.expert * p.wn * p.wk;
 #pragma unroll
-        for (int n8 = 0; n8 < 32; ++n8) {
-          const int col = t.n_tile * GW_BN + n8 * 8 + (lane & 3) * 2;
+          for (int n8 = 0; n8 < 32; ++n8) {
+            const int col = t.n_tile * GW_BN + n8 * 8 + (lane & 3) * 2;
 #pragma unroll
-          for (int h = 0; h < 2; ++h) {
-            const int row = rbase + 8 * h;
-            if (row < p.wn && col < p.wk) {
-              float2 *dst = (float2 *)((float *)p.dw + ebase + (size_t)row * p.wk + col);
-              float v0 = acc[n8 * 4 + 2 * h], v1 = acc[n8 * 4 + 2 * h + 1];
-              if (p.accumulate) {
-                const float2 o = *dst;
-                v0 += o.x;
-                v1 += o.y;
+            for (int h = 0; h < 2; ++h) {
+              const int row = rbase + 8 * h;
+              if (row < p.wn && col < p.wk) {
+                float2 *dst = (float2 *)((float *)p.dw + ebase + (size_t)row * p.wk + col);
+                float v0 = acc[n8 * 4 + 2 * h], v1 = acc[n8 * 4 + 2 * h + 1];
+                if (p.accumulate) {
+                  const float2 o = *dst;
+                  v0 += o.x;
+                  v1 += o.y;
+                }
+                *dst = make_float2(v0, v1);
               }
-              *dst = make_float2(v0, v1);
             }
           }
         }
@@ -305,7 +364,6 @@ extern "C" mok_status mok_gg_bf16_wgrad_ld(const void *dc, int64_t ld_dc, const 
   gw_params p = {};
   p.m_tiles = (int)((n + GW_BM - 1) / GW_BM);
   p.n_tiles = (int)((k + GW_BN - 1) / GW_BN);
-  p.group_m = 16;
   p.wn = (int)n;
   p.wk = (int)k;
   p.accumulate = accumulate != 0;
@@ -316,7 +374,7 @@ extern "C" mok_status mok_gg_bf16_wgrad_ld(const void *dc, int64_t ld_dc, const 
     p.offset = expert_offset + e0;
     p.count = expert_count + e0;
     p.dw = (uint8_t *)dw + (size_t)e0 * n * k * esz;
-    const int64_t units = (int64_t)p.num_experts * p.m_tiles * p.n_tiles;
+    const int64_t units = (int64_t)p.num_experts * p.m_tiles * p.n_tiles; /* at most */
     const int grid = (int)(units < cap ? units : cap);
     if (out_fp32) gg_bf16_wgrad_kernel<true><<<grid, GW_THREADS, GW_SMEM, stream>>>(tdc, ta, tdw, p);
     else gg_bf16_wgrad_kernel<false><<<grid, GW_THREADS, GW_SMEM, stream>>>(tdc, ta, tdw, p);

@@ -11,8 +11,9 @@
  * of activation row tiles.
  * In cluster pairs (gg_decode_pair) a unit is two row tiles of one expert sharing the weight tile,
  * or two experts' leftover last row tiles.
- * K-grouped problems (weight gradients): every expert has the same m_tiles x n_tiles output tiles,
- * rasterized the same way; the reduction length (the expert's row count) varies. */
+ * K-grouped problems (weight gradients): every expert has the same m_tiles x n_tiles output tiles;
+ * the reduction length (the expert's row count) varies. The weight gradient takes them in chunks
+ * of row tiles of one column tile (gg_decode_k_chunk_from). */
 #ifndef MOK_GEMM_TILE_SCHEDULER_H
 #define MOK_GEMM_TILE_SCHEDULER_H
 
@@ -171,6 +172,38 @@ MOK_SCHED_HD gg_tile gg_decode_k_grouped(int32_t idx, int32_t m_tiles, int32_t n
   int32_t per = m_tiles * n_tiles;
   t.expert = idx / per;
   gg_raster(idx - t.expert * per, m_tiles, n_tiles, group_m, &t.m_tile, &t.n_tile);
+  return t;
+}
+
+/* K-grouped in chunks (the weight gradient keeping its activation tile in shared memory): where
+ * an expert's rows are few (count <= max_rows), a unit is one column tile of its dW and up to
+ * `chunk` consecutive row tiles, which all reduce over the same activation columns; an expert
+ * with more rows has one unit per tile (finer units balance the SMs better where the activation
+ * tile cannot stay); one at count -1 (outside a ring view's macrobatch) has none. Units are
+ * chunk-major inside an expert. gg_k_chunk_units: an expert's units; prefix[l]: the units of
+ * experts before l. */
+MOK_SCHED_HD int32_t gg_k_chunk_units(int32_t count, int32_t max_rows, int32_t m_tiles,
+                                      int32_t n_tiles, int32_t chunk) {
+  if (count < 0) return 0;
+  return (count <= max_rows ? gg_ceil_div(m_tiles, chunk) : m_tiles) * n_tiles;
+}
+
+/* Unit u -> its first tile (expert, m tile, n tile) and *tiles, its row tiles; the chunk size is
+ * read back from the expert's unit count. *cursor as in gg_decode_m_grouped_from (u never
+ * decreasing for one caller). */
+MOK_SCHED_HD gg_tile gg_decode_k_chunk_from(int32_t u, const int32_t *prefix, int32_t num_experts,
+                                            int32_t m_tiles, int32_t n_tiles, int32_t chunk,
+                                            int32_t *cursor, int32_t *tiles) {
+  int32_t l = *cursor;
+  while (l < num_experts - 1 && prefix[l + 1] <= u) ++l;
+  *cursor = l;
+  const int32_t ch = (prefix[l + 1] - prefix[l]) / n_tiles == m_tiles ? 1 : chunk;
+  const int32_t i = u - prefix[l], c = i / n_tiles;
+  gg_tile t;
+  t.expert = l;
+  t.n_tile = i - c * n_tiles;
+  t.m_tile = c * ch;
+  *tiles = m_tiles - t.m_tile < ch ? m_tiles - t.m_tile : ch;
   return t;
 }
 

@@ -1589,6 +1589,13 @@ static void test_gg_wgrad_skip(void) {
   run_wgrad(7, 300, 256, 256, 0, 0, 0, 1);
   run_wgrad(7, 300, 128, 320, 1, 1, 0, 1);
 }
+/* dW rows past one unit's chunk of row tiles (10 and 9.5 tiles: a second, short chunk, its last
+ * tile half past wn), experts of at most four blocks (the activation tile kept for the chunk)
+ * beside experts of more (single tiles), bf16 and fp32 accumulation, some at count -1 */
+static void test_gg_wgrad_chunks(void) {
+  run_wgrad(6, 420, 1216, 320, 0, 0, 0, 0, &k_single7);
+  run_wgrad(5, 420, 1280, 256, 1, 1, 0, 1);
+}
 static void test_gg_dgrad_pair(void) { run_dgrad(6, 300, 512, 384, 1000, 1); }
 static void test_gg_dgrad_pair_many(void) { run_dgrad(7, 1200, 768, 1024, 24, 1); }
 
@@ -1632,6 +1639,7 @@ extern "C" const test_case gg_test_cases[] = {
     {"gg_wgrad_bf16_strided", test_gg_wgrad_bf16_strided},
     {"gg_wgrad_bf16_many_experts", test_gg_wgrad_bf16_many_experts},
     {"gg_wgrad_skip", test_gg_wgrad_skip},
+    {"gg_wgrad_chunks", test_gg_wgrad_chunks},
     {"gg_dgrad_pair", test_gg_dgrad_pair},
     {"gg_dgrad_pair_many", test_gg_dgrad_pair_many},
 };
