@@ -165,16 +165,6 @@ MOK_SCHED_HD gg_tile gg_decode_pair(int32_t u, int32_t rank, const int32_t *pre_
   return t;
 }
 
-/* K-grouped: every expert has m_tiles x n_tiles tiles; idx in [0, E * m_tiles * n_tiles). */
-MOK_SCHED_HD gg_tile gg_decode_k_grouped(int32_t idx, int32_t m_tiles, int32_t n_tiles,
-                                         int32_t group_m) {
-  gg_tile t;
-  int32_t per = m_tiles * n_tiles;
-  t.expert = idx / per;
-  gg_raster(idx - t.expert * per, m_tiles, n_tiles, group_m, &t.m_tile, &t.n_tile);
-  return t;
-}
-
 /* K-grouped in chunks (the weight gradient keeping its activation tile in shared memory): where
  * an expert's rows are few (count <= max_rows), a unit is one column tile of its dW and up to
  * `chunk` consecutive row tiles, which all reduce over the same activation columns; an expert
