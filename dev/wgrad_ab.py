@@ -1,8 +1,9 @@
 """wgrad_ab.py — A/B of BF16 weight-gradient kernels built into separate libraries (argv: name=path
 or name=path@cluster, the launch's cluster size, 0 the library's default; a shape whose dW rows do
-not pair up runs a cluster-2 entry at the default), interleaved in one process: on each shape every library's dW must equal the first's bitwise
-(bf16 and fp32 out, and fp32 accumulate), and be close to torch's fp32 product; then rounds x
-(each library) x iterations, the median per round, the median of rounds. Prints a table.
+not pair up runs a cluster-2 entry at the default), interleaved in one process: on each shape every
+library's dW (bf16 and fp32 out, and fp32 accumulate) must equal the first's bitwise (the table's
+"bitwise" column names those that do not), and the first's be close to torch's fp32 product; then
+rounds x (each library) x iterations, the median per round, the median of rounds. Prints a table.
 A library from one tree (the weight gradient and what it links):
     nvcc -O3 -std=c++17 -gencode arch=compute_90a,code=sm_90a -Xcompiler -fPIC -Iinclude -I. \
         -shared -o wgrad.so kernels/gemm/bf16_wgrad.cu kernels/gemm/tmap.cu \
@@ -93,12 +94,13 @@ def main():
             s, c = off[ex], cnt[ex]
             r = dc[s:s + c].float().t() @ a[s:s + c].float()
             err = max(err, ((ref[1][ex] - r).abs().max() / (r.abs().max() + 1e-6)).item())
-        same = True
+        differ = []  # the libraries whose outputs are not bitwise the first's
         for lname, lib in libs[1:]:
             o = outputs(lib, lname)
-            same = same and torch.equal(o[0].view(torch.int16), ref[0].view(torch.int16)) and \
-                torch.equal(o[1].view(torch.int32), ref[1].view(torch.int32)) and \
-                torch.equal(o[2].view(torch.int32), ref[2].view(torch.int32))
+            if not (torch.equal(o[0].view(torch.int16), ref[0].view(torch.int16)) and
+                    torch.equal(o[1].view(torch.int32), ref[1].view(torch.int32)) and
+                    torch.equal(o[2].view(torch.int32), ref[2].view(torch.int32))):
+                differ.append(lname)
             del o
         d16 = ref[0]
         del ref
@@ -107,7 +109,7 @@ def main():
             for lname, lib in libs:
                 times[lname].append(median_ms(lambda: call(lib, d16, 0, 0, lname), iters))
         flop = 2.0 * m * n * k
-        row = [name, "yes" if same else "NO", f"{err:.1e}"]
+        row = [name, "NO: " + ",".join(differ) if differ else "yes", f"{err:.1e}"]
         for lname, _ in libs:
             t = statistics.median(times[lname])
             row.append(f"{t:.3f} ms {flop / t / 1e9:.0f}")
