@@ -45,6 +45,7 @@
 #define GW_A_SLOTS 4
 #define GW_DC_STAGES 4
 #define GW_CHUNK 8 /* dW row tiles of a unit */
+#define GW_RESIDENT_ROWS (GW_A_SLOTS * GW_BK) /* an expert's rows whose A blocks all stay */
 #define GW_DC_OFF (GW_A_SLOTS * GW_A_BYTES)
 #define GW_EPI_OFF (GW_DC_OFF + GW_DC_STAGES * GW_DC_BYTES)
 #define GW_EPI_BYTES 16384 /* a consumer warpgroup's staging: half its 64 x 256 bf16 slice */
@@ -134,25 +135,9 @@ __global__ void __launch_bounds__(GW_THREADS, 1)
     tma_prefetch_desc(&tm_a);
     if (!OUT_F32) tma_prefetch_desc(&tm_dw);
   }
-  if (tid >= 64 && tid < 96) { /* one warp: the units' prefix, a warp scan per 32 experts */
-    const int lane = tid & 31;
-    int run = 0;
-    for (int base = 0; base < E; base += 32) {
-      const int l = base + lane;
-      const int c = l < E ? gg_k_chunk_units(p.count[l], GW_A_SLOTS * GW_BK, p.m_tiles,
-                                             p.n_tiles, GW_CHUNK)
-                          : 0;
-      int incl = c;
-#pragma unroll
-      for (int o = 1; o < 32; o <<= 1) {
-        const int y = __shfl_up_sync(0xffffffffu, incl, o);
-        if (lane >= o) incl += y;
-      }
-      if (l < E) prefix[l] = run + incl - c;
-      run += __shfl_sync(0xffffffffu, incl, 31);
-    }
-    if (lane == 0) prefix[E] = run;
-  }
+  if (tid >= 64 && tid < 96)
+    gg_unit_prefix_k_chunks(p.count, E, GW_RESIDENT_ROWS, p.m_tiles, p.n_tiles, GW_CHUNK, prefix,
+                            tid & 31);
   __syncthreads();
   const int total = prefix[E];
 
@@ -166,8 +151,8 @@ __global__ void __launch_bounds__(GW_THREADS, 1)
         int tiles;
         const gg_tile t = gg_decode_k_chunk_from(u, prefix, E, p.m_tiles, p.n_tiles, GW_CHUNK,
                                                  &cursor, &tiles);
-        const int nkb = gg_ceil_div(max(p.count[t.expert], 0), GW_BK);
-        const bool resident = nkb <= GW_A_SLOTS;
+        const int cnt = max(p.count[t.expert], 0), nkb = gg_ceil_div(cnt, GW_BK);
+        const bool resident = cnt <= GW_RESIDENT_ROWS;
         const int row_base = p.offset[t.expert], n0 = t.n_tile * GW_BN;
         for (int i = 0; i < tiles; ++i) {
           const int m0 = (t.m_tile + i) * GW_BM;
@@ -217,7 +202,7 @@ __global__ void __launch_bounds__(GW_THREADS, 1)
                                                &cursor, &tiles);
       const int cnt = max(p.count[t.expert], 0);
       const int nkb = gg_ceil_div(cnt, GW_BK);
-      const bool resident = nkb <= GW_A_SLOTS;
+      const bool resident = cnt <= GW_RESIDENT_ROWS;
       const gw_ring ua = ra; /* the unit's first A slot */
       for (int i = 0; i < tiles; ++i) {
         if (resident) ra = ua; /* every tile reads the unit's slots */

@@ -19,10 +19,25 @@
 #include "kernels/gemm/tmap.h"
 #include "schedule/schedule_core.h"
 
+/* One warp's step of a unit prefix over experts [base, base + 32): lane l's expert base + l has
+ * t units; writes its prefix entry (run: the units of the experts before base) and returns run
+ * plus the 32 experts' units. */
+__device__ __forceinline__ int gg_prefix_step(int t, int base, int E, int run, int32_t *prefix,
+                                              int lane) {
+  int incl = t;
+#pragma unroll
+  for (int o = 1; o < 32; o <<= 1) {
+    int y = __shfl_up_sync(0xffffffffu, incl, o);
+    if (lane >= o) incl += y;
+  }
+  if (base + lane < E) prefix[base + lane] = run + incl - t;
+  return run + __shfl_sync(0xffffffffu, incl, 31);
+}
+
 /* One warp: prefix[l] = work units of experts before l, prefix[E] = all units; a warp scan, 32
  * experts at a time. Row-grouped calls (whole 0): ceil(count / unit_rows) row units times n_tiles
- * per expert (negative counts count as 0). The weight gradient (whole > 0): `whole` units (its dW
- * grid) per expert with a count >= 0, none for one at count -1 (outside a ring view's
+ * per expert (negative counts count as 0). The FP8 weight gradient (whole > 0): `whole` units
+ * (its dW grid) per expert with a count >= 0, none for one at count -1 (outside a ring view's
  * macrobatch). */
 __device__ __forceinline__ void gg_unit_prefix(const int32_t *count, int E, int unit_rows,
                                                int n_tiles, int whole, int32_t *prefix, int lane) {
@@ -32,14 +47,21 @@ __device__ __forceinline__ void gg_unit_prefix(const int32_t *count, int E, int 
     const int c = l < E ? count[l] : 0;
     const int t = whole > 0 ? (l < E && c >= 0 ? whole : 0)
                             : gg_ceil_div(c > 0 ? c : 0, unit_rows) * n_tiles;
-    int incl = t;
-#pragma unroll
-    for (int o = 1; o < 32; o <<= 1) {
-      int y = __shfl_up_sync(0xffffffffu, incl, o);
-      if (lane >= o) incl += y;
-    }
-    if (l < E) prefix[l] = run + incl - t;
-    run += __shfl_sync(0xffffffffu, incl, 31);
+    run = gg_prefix_step(t, base, E, run, prefix, lane);
+  }
+  if (lane == 0) prefix[E] = run;
+}
+
+/* One warp: the prefix of the weight gradient's chunked units (tile_scheduler.h,
+ * gg_k_chunk_units), as gg_unit_prefix. */
+__device__ __forceinline__ void gg_unit_prefix_k_chunks(const int32_t *count, int E, int max_rows,
+                                                        int m_tiles, int n_tiles, int chunk,
+                                                        int32_t *prefix, int lane) {
+  int run = 0;
+  for (int base = 0; base < E; base += 32) {
+    const int l = base + lane;
+    const int t = l < E ? gg_k_chunk_units(count[l], max_rows, m_tiles, n_tiles, chunk) : 0;
+    run = gg_prefix_step(t, base, E, run, prefix, lane);
   }
   if (lane == 0) prefix[E] = run;
 }
