@@ -70,6 +70,9 @@ struct mok_workspace {
   int64_t ready_count;
   int32_t *view_offset, *view_count, *view_row_src; /* a ring step's view of a schedule  */
   void *d_out;               /* [rows, H]  backward: rw * dy rows, later dx rows         */
+  int32_t *local_row;        /* [T*k] the row of each slot of this rank's own tokens that
+                                the reduce reads in place, -1 where one is pushed (BF16
+                                grouped path without a ring: mok_move_push_rows)          */
   void *d_a;                 /* [rows, I]                                                */
   void *dgu;                 /* [rows, 2I]                                               */
   void *ys;                  /* [T, H]    shared expert output / its dx                  */

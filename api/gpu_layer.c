@@ -123,6 +123,14 @@ static mok_status stage_x(const mok_schedule *s, const void *x, cudaStream_t str
   return MOK_SUCCESS;
 }
 
+/* Where the rows of this rank's own tokens stay for the reduce instead of being pushed into its
+ * slots (DESIGN.md "Forward"): on the BF16 grouped path without a ring, whose out_rows and d_out
+ * hold every row until the reduce (a ring's regions are reused; the fused and FP8 paths push from
+ * the GEMMs' epilogues). NULL: every row is pushed. */
+static int32_t *local_rows(const mok_workspace *w) {
+  return mok_gpu_fused(w) || mok_gpu_fp8(w) || mok_gpu_ring_on(w) ? NULL : w->local_row;
+}
+
 /* The routed experts of one schedule, or of one ring step's view of it (the rows that move and
  * compute), after x is staged on every rank: pull dispatch (as cp says), expert MLPs, push
  * combine. */
@@ -141,7 +149,7 @@ static mok_status experts_forward_pass(mok_schedule *v, const mok_weights *wt, c
   TRY(after_comm(w, cp, stream));
   TRY(mok_gpu_experts_forward(v, wt, v->recv_x, v->out_rows, stream));
   r.ctas = 0;
-  TRY_CUDA(mok_move_push_rows(&r, v->out_rows, w->off_slots, stream));
+  TRY_CUDA(mok_move_push_rows(&r, v->out_rows, w->off_slots, local_rows(w), stream));
   return MOK_SUCCESS;
 }
 
@@ -191,8 +199,9 @@ static mok_status forward(mok_schedule *s, const mok_weights *wt, const int32_t 
   TRY(st);
   if (!beside) TRY(mok_gpu_shared_forward(s, wt, x, 0, stream));
   TRY(mok_gpu_barrier_last(w, stream));
-  TRY_CUDA(mok_move_combine_reduce(T, (int)k, H, sym + w->off_slots, router_weights,
-                                   Is > 0 ? w->ys : NULL, y, w->err, stream));
+  const mok_move_parts parts = {sym + w->off_slots, local_rows(w), s->out_rows};
+  TRY_CUDA(mok_move_combine_reduce(T, (int)k, H, &parts, router_weights, Is > 0 ? w->ys : NULL,
+                                   y, w->err, stream));
   return MOK_SUCCESS;
 }
 
@@ -294,7 +303,7 @@ static mok_status experts_backward_pass(mok_schedule *v, const mok_weights *wt, 
     return mok_gpu_experts_backward_fp8(v, wt, g, stream);
   TRY(mok_gpu_experts_backward(v, wt, v->recv_x, w->d_out, w->d_out, g, stream));
   r.ctas = 0;
-  TRY_CUDA(mok_move_push_rows(&r, w->d_out, w->off_slots, stream));
+  TRY_CUDA(mok_move_push_rows(&r, w->d_out, w->off_slots, local_rows(w), stream));
   return MOK_SUCCESS;
 }
 
@@ -362,7 +371,8 @@ static mok_status backward(mok_schedule *s, const mok_weights *wt, const void *x
   TRY(st);
   if (!beside) TRY(mok_gpu_shared_backward(s, wt, x, dy, g, 0, stream));
   TRY(mok_gpu_barrier_last(w, stream));
-  TRY_CUDA(mok_move_dx_reduce(T, (int)k, H, sym + w->off_slots, Is > 0 ? w->ys : NULL, g->dx,
+  const mok_move_parts parts = {sym + w->off_slots, local_rows(w), w->d_out};
+  TRY_CUDA(mok_move_dx_reduce(T, (int)k, H, &parts, Is > 0 ? w->ys : NULL, g->dx,
                               (const float *)(sym + w->off_drw), g->d_router_weights, w->err,
                               stream));
   return MOK_SUCCESS;

@@ -41,7 +41,7 @@ static mok_status transfer(mok_schedule *s, const mok_sym_buffer *sym, int64_t b
   TRY(use_buffer(w, sym, bytes, st));
   mok_move_route r = op_route(s);
   TRY(mok_gpu_barrier(w, st));
-  TRY_CUDA(pull ? mok_move_dispatch_pull(&r, 0, rows, st) : mok_move_push_rows(&r, rows, 0, st));
+  TRY_CUDA(pull ? mok_move_dispatch_pull(&r, 0, rows, st) : mok_move_push_rows(&r, rows, 0, NULL, st));
   return mok_gpu_barrier_last(w, st);
 }
 
@@ -96,7 +96,8 @@ mok_status mok_op_combine_reduce(mok_schedule *s, const mok_weights *wt, const v
     return MOK_ERR_MISALIGNED;
   TRY(mok_gpu_check_weights(w, wt));
   TRY(mok_gpu_shared_forward(s, wt, x, 0, st));
-  TRY_CUDA(mok_move_combine_reduce(T, (int)k, H, combine->ptr, rw,
+  const mok_move_parts parts = {combine->ptr, NULL, NULL};
+  TRY_CUDA(mok_move_combine_reduce(T, (int)k, H, &parts, rw,
                                    w->shape.shared_intermediate > 0 ? w->ys : NULL, y, w->err, st));
   return MOK_SUCCESS;
 }
@@ -155,7 +156,8 @@ mok_status mok_op_reverse_dispatch_reduce(mok_schedule *s, const mok_weights *wt
   TRY(mok_gpu_check_weights(w, wt));
   TRY(mok_gpu_check_grads(s, g, 1));
   TRY(mok_gpu_shared_backward(s, wt, x, dy, g, 0, st));
-  TRY_CUDA(mok_move_dx_reduce(T, (int)k, H, dx_parts->ptr,
+  const mok_move_parts parts = {dx_parts->ptr, NULL, NULL};
+  TRY_CUDA(mok_move_dx_reduce(T, (int)k, H, &parts,
                               w->shape.shared_intermediate > 0 ? w->ys : NULL, g->dx,
                               (const float *)((char *)w->sym.ptr + w->off_drw), g->d_router_weights,
                               w->err, st));

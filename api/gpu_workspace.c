@@ -282,7 +282,7 @@ mok_status mok_workspace_create(mok_group *g, const mok_shape *s, const mok_conf
     return st;
   }
   size_t loff = 0;
-  size_t o_err, o_barrier, o_dense, o_ready, o_dout, o_da, o_dgu, o_ys, o_dsa, o_dsgu, o_peer, o_op_peer;
+  size_t o_err, o_barrier, o_dense, o_ready, o_lrow, o_dout, o_da, o_dgu, o_ys, o_dsa, o_dsgu, o_peer, o_op_peer;
   size_t o_vo = 0, o_vc = 0, o_vr = 0;
 #define LOC(var, bytes) do { var = loff; loff = align_up(loff + (size_t)(bytes), 256); } while (0)
   LOC(o_err, 8);
@@ -296,6 +296,7 @@ mok_status mok_workspace_create(mok_group *g, const mok_shape *s, const mok_conf
     LOC(o_vc, (int64_t)w->el * 4);
     LOC(o_vr, rows * 4);
   }
+  LOC(o_lrow, T * k * 4);
   LOC(o_dout, rows * H * 2);
   LOC(o_da, rows * I * 2);
   LOC(o_dgu, rows * 2 * I * 2);
@@ -354,6 +355,7 @@ mok_status mok_workspace_create(mok_group *g, const mok_shape *s, const mok_conf
   w->barrier = (mok_barrier_state *)(L + o_barrier);
   w->peer_base = (char **)(L + o_peer);
   w->op_peer = (char **)(L + o_op_peer);
+  w->local_row = (int32_t *)(L + o_lrow);
   w->d_out = L + o_dout;
   w->d_a = L + o_da;
   w->dgu = L + o_dgu;

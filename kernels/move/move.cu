@@ -88,7 +88,8 @@ __global__ void __launch_bounds__(WARPS_FEW * 32) dispatch_pull_fp8_kernel(mok_m
   }
 }
 
-__global__ void push_rows_kernel(mok_move_route r, const bf16 *rows, size_t dst_off) {
+__global__ void push_rows_kernel(mok_move_route r, const bf16 *rows, size_t dst_off,
+                                 int32_t *local_row) {
   const int lane = threadIdx.x & 31;
   const int64_t row = (int64_t)blockIdx.x * WARPS + (threadIdx.x >> 5);
   if (dev_error(r.err) || row >= route_rows(r)) return;
@@ -96,6 +97,10 @@ __global__ void push_rows_kernel(mok_move_route r, const bf16 *rows, size_t dst_
   if (slot < 0) return;
   const int64_t nv = r.hidden / 8, per_rank = r.tokens * r.top_k;
   const int src = mok_sched_slot_rank(slot, r.tokens, r.top_k);
+  if (local_row && src == r.rank) { /* read in place by the reduce */
+    if (lane == 0) local_row[slot % per_rank] = (int32_t)row;
+    return;
+  }
   uint4 *d = (uint4 *)(r.peer_base[src] + dst_off) + (slot % per_rank) * nv;
   const uint4 *s = (const uint4 *)(rows + row * r.hidden);
 #pragma unroll 4
@@ -205,7 +210,15 @@ __global__ void __launch_bounds__(WARPS_FEW * 32) reverse_combine_fp8_kernel(mok
   }
 }
 
-__global__ void combine_reduce_kernel(int64_t T, int k, int64_t H, const bf16 *slots,
+/* The 16-byte word c of part (t, j) of a reduce (mok_move_parts). */
+__device__ __forceinline__ uint4 part_word(const mok_move_parts &p, int64_t slot, int64_t nv,
+                                           int64_t c) {
+  const int32_t row = p.local_row ? p.local_row[slot] : -1;
+  const uint4 *src = row >= 0 ? (const uint4 *)p.rows + row * nv : (const uint4 *)p.slots + slot * nv;
+  return src[c];
+}
+
+__global__ void combine_reduce_kernel(int64_t T, int k, int64_t H, mok_move_parts parts,
                                       const float *rw, const bf16 *shared_out, bf16 *y,
                                       const int32_t *err) {
   const int64_t nv = H / 8;
@@ -222,7 +235,7 @@ __global__ void combine_reduce_kernel(int64_t T, int k, int64_t H, const bf16 *s
     for (int j = 0; j < k; ++j) {
       const float w = rw[t * k + j];
       float f[8];
-      dev_unpack8(((const uint4 *)slots)[(t * k + j) * nv + c], f);
+      dev_unpack8(part_word(parts, t * k + j, nv, c), f);
 #pragma unroll
       for (int q = 0; q < 8; ++q) acc[q] += w * f[q];
     }
@@ -236,7 +249,7 @@ __global__ void combine_reduce_kernel(int64_t T, int k, int64_t H, const bf16 *s
   ((uint4 *)y)[t * nv + c] = dev_pack8(acc);
 }
 
-__global__ void dx_reduce_kernel(int64_t T, int k, int64_t H, const bf16 *parts,
+__global__ void dx_reduce_kernel(int64_t T, int k, int64_t H, mok_move_parts parts,
                                  const bf16 *shared_dx, bf16 *dx, const float *drw_in,
                                  float *drw_out, const int32_t *err) {
   const int64_t nv = H / 8;
@@ -254,7 +267,7 @@ __global__ void dx_reduce_kernel(int64_t T, int k, int64_t H, const bf16 *parts,
     for (int q = 0; q < 8; ++q) acc[q] = 0.0f;
     for (int j = 0; j < k; ++j) {
       float f[8];
-      dev_unpack8(((const uint4 *)parts)[(t * k + j) * nv + c], f);
+      dev_unpack8(part_word(parts, t * k + j, nv, c), f);
 #pragma unroll
       for (int q = 0; q < 8; ++q) acc[q] += f[q];
     }
@@ -296,9 +309,15 @@ extern "C" cudaError_t mok_move_dispatch_pull_fp8(const mok_move_route *r, size_
 }
 
 extern "C" cudaError_t mok_move_push_rows(const mok_move_route *r, const void *rows, size_t dst_off,
-                                    cudaStream_t stream) {
+                                          int32_t *local_row, cudaStream_t stream) {
+  if (local_row) { /* -1: a slot another rank pushes into (or none does) */
+    const cudaError_t e =
+        cudaMemsetAsync(local_row, 0xFF, (size_t)(r->tokens * r->top_k) * 4, stream);
+    if (e != cudaSuccess) return e;
+  }
   if (r->capacity <= 0) return cudaSuccess;
-  push_rows_kernel<<<row_blocks(r->capacity), WARPS * 32, 0, stream>>>(*r, (const bf16 *)rows, dst_off);
+  push_rows_kernel<<<row_blocks(r->capacity), WARPS * 32, 0, stream>>>(*r, (const bf16 *)rows,
+                                                                       dst_off, local_row);
   return cudaGetLastError();
 }
 
@@ -329,23 +348,25 @@ extern "C" cudaError_t mok_move_weight_rows(const mok_move_route *r, char *const
   return cudaGetLastError();
 }
 
-extern "C" cudaError_t mok_move_combine_reduce(int64_t T, int k, int64_t H, const void *slots,
-                                         const float *rw, const void *shared_out, void *y,
-                                         const int32_t *err, cudaStream_t stream) {
+extern "C" cudaError_t mok_move_combine_reduce(int64_t T, int k, int64_t H,
+                                               const mok_move_parts *parts, const float *rw,
+                                               const void *shared_out, void *y,
+                                               const int32_t *err, cudaStream_t stream) {
   int64_t n = T * (H / 8);
   if (n <= 0) return cudaSuccess;
   combine_reduce_kernel<<<(unsigned)((n + 255) / 256), 256, 0, stream>>>(
-      T, k, H, (const bf16 *)slots, rw, (const bf16 *)shared_out, (bf16 *)y, err);
+      T, k, H, *parts, rw, (const bf16 *)shared_out, (bf16 *)y, err);
   return cudaGetLastError();
 }
 
-extern "C" cudaError_t mok_move_dx_reduce(int64_t T, int k, int64_t H, const void *parts,
-                                    const void *shared_dx, void *dx, const float *drw_in,
-                                    float *drw_out, const int32_t *err, cudaStream_t stream) {
+extern "C" cudaError_t mok_move_dx_reduce(int64_t T, int k, int64_t H,
+                                          const mok_move_parts *parts, const void *shared_dx,
+                                          void *dx, const float *drw_in, float *drw_out,
+                                          const int32_t *err, cudaStream_t stream) {
   int64_t n = T * (H / 8);
   if (T * k > n) n = T * k;
   if (n <= 0) return cudaSuccess;
   dx_reduce_kernel<<<(unsigned)((n + 255) / 256), 256, 0, stream>>>(
-      T, k, H, (const bf16 *)parts, (const bf16 *)shared_dx, (bf16 *)dx, drw_in, drw_out, err);
+      T, k, H, *parts, (const bf16 *)shared_dx, (bf16 *)dx, drw_in, drw_out, err);
   return cudaGetLastError();
 }

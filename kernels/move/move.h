@@ -45,13 +45,26 @@ cudaError_t mok_move_dispatch_pull_fp8(const mok_move_route *r, size_t x8_off, s
                                  float *scales, int64_t m_pad, cudaStream_t stream);
 
 /* Pushes rows[row] ([capacity, H] bf16) to the source rank's symmetric [T*k, H] buffer at dst_off,
- * slot (token * k + j). Used by forward combine and backward reverse-dispatch. */
-cudaError_t mok_move_push_rows(const mok_move_route *r, const void *rows, size_t dst_off, cudaStream_t stream);
+ * slot (token * k + j). Used by forward combine and backward reverse-dispatch. local_row non-NULL
+ * ([T*k] int32, this rank's): the rows of this rank's own tokens stay where they are, and
+ * local_row[token * k + j] = row records where (-1 for every slot another rank pushes into); the
+ * reduces below then read them in place. */
+cudaError_t mok_move_push_rows(const mok_move_route *r, const void *rows, size_t dst_off,
+                               int32_t *local_row, cudaStream_t stream);
 
-/* y[t] = sum_j rw[t, j] * slots[t*k + j] (j order) + shared[t] (if non-NULL); fp32 math, bf16 out. */
-cudaError_t mok_move_combine_reduce(int64_t T, int k, int64_t H, const void *slots, const float *rw,
-                              const void *shared_out, void *y, const int32_t *err,
-                              cudaStream_t stream);
+/* The (token, j) rows a reduce sums: slots[t*k + j] ([T*k, H] bf16), or, where local_row (if
+ * non-NULL) names a row of this rank's own, rows[local_row[t*k + j]] (mok_move_push_rows). The
+ * same bits either way. */
+typedef struct {
+  const void *slots;
+  const int32_t *local_row;
+  const void *rows;
+} mok_move_parts;
+
+/* y[t] = sum_j rw[t, j] * part(t, j) (j order) + shared[t] (if non-NULL); fp32 math, bf16 out. */
+cudaError_t mok_move_combine_reduce(int64_t T, int k, int64_t H, const mok_move_parts *parts,
+                                    const float *rw, const void *shared_out, void *y,
+                                    const int32_t *err, cudaStream_t stream);
 
 /* Backward reverse-combine: for each real row, pulls dy[token] (symmetric, dy_off) and
  * rw[token * k + j] (symmetric fp32, rw_off) from the source rank, writes d_out[row] = rw * dy,
@@ -74,11 +87,11 @@ cudaError_t mok_move_weight_rows(const mok_move_route *r, char *const *rw_base, 
                            const void *dy_rows, const void *out_rows, void *d_out,
                            cudaStream_t stream);
 
-/* dx[t] = sum_j parts[t*k + j] (j order) + shared_dx[t] (if non-NULL), bf16 out;
+/* dx[t] = sum_j part(t, j) (j order) + shared_dx[t] (if non-NULL), bf16 out;
  * drw_out[i] = drw_in[i] for i < T*k. NaN everywhere when the error word is set. */
-cudaError_t mok_move_dx_reduce(int64_t T, int k, int64_t H, const void *parts, const void *shared_dx,
-                         void *dx, const float *drw_in, float *drw_out, const int32_t *err,
-                         cudaStream_t stream);
+cudaError_t mok_move_dx_reduce(int64_t T, int k, int64_t H, const mok_move_parts *parts,
+                               const void *shared_dx, void *dx, const float *drw_in,
+                               float *drw_out, const int32_t *err, cudaStream_t stream);
 
 #ifdef __cplusplus
 }
