@@ -13,8 +13,8 @@ mok_status mok_config_complete(const mok_config *in, mok_config *out);
 mok_status mok_validate_complete(const mok_shape *shape, const mok_config *config, int ep);
 
 /* The device schedule build's chunking of one rank's tokens: *cpr chunks of *ct tokens, small
- * enough for shared memory, with the scan's work (chunks * local experts) balanced against the
- * per-chunk counting. MOK_ERR_INVALID_SHAPE beyond the build's limits (MOK_SCHED_MAX_*). */
+ * enough for shared memory, with the scan's work (chunks * experts) balanced against each chunk's
+ * in-order fill. MOK_ERR_INVALID_SHAPE beyond the build's limits (MOK_SCHED_MAX_*). */
 mok_status mok_sched_chunk_geometry(const mok_shape *shape, int ep, int *cpr, int64_t *ct);
 
 #endif /* MOK_API_CONFIG_H */

@@ -97,15 +97,21 @@ __global__ void push_rows_kernel(mok_move_route r, const bf16 *rows, size_t dst_
   if (slot < 0) return;
   const int64_t nv = r.hidden / 8, per_rank = r.tokens * r.top_k;
   const int src = mok_sched_slot_rank(slot, r.tokens, r.top_k);
-  if (local_row && src == r.rank) { /* read in place by the reduce */
-    if (lane == 0) local_row[slot % per_rank] = (int32_t)row;
-    return;
-  }
+  if (local_row && src == r.rank) return; /* read in place by the reduce (local_rows_kernel) */
   uint4 *d = (uint4 *)(r.peer_base[src] + dst_off) + (slot % per_rank) * nv;
   const uint4 *s = (const uint4 *)(rows + row * r.hidden);
 #pragma unroll 4
   for (int64_t i = lane; i < nv; i += 32) d[i] = s[i];
   __threadfence_system();
+}
+
+/* local_row[token * k + j] = row for each real row of this rank's own tokens, a thread per row. */
+__global__ void local_rows_kernel(mok_move_route r, int32_t *local_row) {
+  const int64_t row = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
+  if (dev_error(r.err) || row >= route_rows(r)) return;
+  const int32_t slot = r.row_src[row];
+  if (slot >= 0 && mok_sched_slot_rank(slot, r.tokens, r.top_k) == r.rank)
+    local_row[slot % (r.tokens * r.top_k)] = (int32_t)row;
 }
 
 /* One warp over a row of nv 16-byte words: dst = w * dy (bf16) and returns dot(dy, o) to every
@@ -314,6 +320,9 @@ extern "C" cudaError_t mok_move_push_rows(const mok_move_route *r, const void *r
     const cudaError_t e =
         cudaMemsetAsync(local_row, 0xFF, (size_t)(r->tokens * r->top_k) * 4, stream);
     if (e != cudaSuccess) return e;
+    if (r->capacity > 0)
+      local_rows_kernel<<<(unsigned)((r->capacity + 255) / 256), 256, 0, stream>>>(*r, local_row);
+    if (r->ep == 1) return cudaGetLastError(); /* every row stays */
   }
   if (r->capacity <= 0) return cudaSuccess;
   push_rows_kernel<<<row_blocks(r->capacity), WARPS * 32, 0, stream>>>(*r, (const bf16 *)rows,
