@@ -100,10 +100,12 @@ mok_status mok_sched_chunk_geometry(const mok_shape *s, int ep, int *cpr_out, in
   if (max_ct < 1) return MOK_ERR_INVALID_SHAPE;
   int64_t cpr = T > 0 ? (T + max_ct - 1) / max_ct : 1;
   /* The fill walks a chunk's T k / cpr ids on one warp in order, a few dependent steps each; the
-   * scan reads cpr counts per expert, independent loads: chunks of sqrt(8 T k / E) put the two
-   * near balance (at T 7168: DeepSeek-V3 42 chunks, Qwen3-30B 60; docs/PERF.md), within what
-   * the scan holds. */
+   * scan's thread of an expert reads the count of every chunk of every rank, independent loads:
+   * chunks of sqrt(8 T k / E) put the two near balance (at T 7168: DeepSeek-V3 42 chunks,
+   * Qwen3-30B 60; docs/PERF.md), at most MOK_SCHED_SCAN_CHUNKS over all ranks and within what
+   * the scan holds. Fewer only where shared memory asks for more. */
   int64_t pref = (int64_t)llround(sqrt(8.0 * (double)T * (double)k / (double)E));
+  if (pref > MOK_SCHED_SCAN_CHUNKS / ep) pref = MOK_SCHED_SCAN_CHUNKS / ep;
   if (pref > MOK_SCHED_MAX_SCAN_ENTRIES / E) pref = MOK_SCHED_MAX_SCAN_ENTRIES / E;
   if (pref > cpr) cpr = pref;
   if (cpr < 1) cpr = 1;

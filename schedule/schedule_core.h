@@ -31,6 +31,8 @@
  * mok_workspace_create through mok_sched_chunk_geometry). */
 #define MOK_SCHED_MAX_CHUNK_IDS 8192     /* top-k ids one chunk stages in shared memory       */
 #define MOK_SCHED_MAX_SCAN_ENTRIES 49152 /* chunks * local experts in the single-block scan     */
+#define MOK_SCHED_SCAN_CHUNKS 128        /* chunks of all ranks the build prefers at most: the
+                                            scan walks them per expert (docs/PERF.md)          */
 #define MOK_SCHED_MAX_LOCAL_EXPERTS 4096 /* E / EP                                             */
 
 #ifdef __CUDACC__

@@ -91,3 +91,38 @@ void test_limits_reference_allocations(void) {
   CHECK(p.n_owned == 0 && p.owned == NULL);
   mok_ref_problem_free(&p); /* safe after a failed make */
 }
+
+/* The schedule build's chunking: sqrt(8 T k / E) chunks per rank at the design shapes, at least
+ * what shared memory requires, at most MOK_SCHED_SCAN_CHUNKS over all ranks, and no more than
+ * the single-block scan holds: a shape past the scan at that count (13 chunks x 4096 experts)
+ * is cut to the scan's 12, not refused. */
+void test_limits_chunk_geometry(void) {
+  const struct {
+    int64_t T, E, k;
+    int ep, cpr;
+    int64_t ct;
+  } cases[] = {
+      {7168, 256, 8, 1, 42, 171},  /* DeepSeek-V3                                         */
+      {7168, 256, 8, 8, 16, 448},  /* the same per rank at EP=8: 128 chunks in the scan  */
+      {7168, 128, 8, 1, 60, 120},  /* Qwen3-30B                                           */
+      {7168, 64, 8, 1, 85, 85},    /* OLMoE-like                                          */
+      {10240, 4096, 8, 1, 12, 854}, /* the scan's limit                                   */
+      {65536, 8, 8, 1, 128, 512},  /* few experts: the scan's 128 chunks                 */
+      {1 << 20, 32, 8, 1, 1024, 1024}, /* more than 128: each chunk's 8192 ids in shared memory */
+      {3, 256, 8, 1, 1, 3},        /* fewer tokens than a chunk                           */
+  };
+  for (size_t i = 0; i < sizeof cases / sizeof cases[0]; ++i) {
+    mok_shape s = {cases[i].T, 256, cases[i].E, 256, cases[i].k, 0};
+    int cpr = 0;
+    int64_t ct = 0;
+    CHECK_STATUS(mok_sched_chunk_geometry(&s, cases[i].ep, &cpr, &ct), MOK_SUCCESS);
+    CHECK(cpr == cases[i].cpr && ct == cases[i].ct);
+    CHECK((int64_t)cpr * ct >= s.tokens && (int64_t)(cpr - 1) * ct < s.tokens);
+    CHECK(ct * s.top_k <= MOK_SCHED_MAX_CHUNK_IDS);
+    CHECK((int64_t)cpr * s.num_experts <= MOK_SCHED_MAX_SCAN_ENTRIES);
+    CHECK((int64_t)cpr * cases[i].ep <= MOK_SCHED_SCAN_CHUNKS || ct * s.top_k == MOK_SCHED_MAX_CHUNK_IDS);
+    if (cpr != cases[i].cpr || ct != cases[i].ct)
+      printf("  T %lld E %lld k %lld: %d chunks of %lld tokens\n", (long long)s.tokens,
+             (long long)s.num_experts, (long long)s.top_k, cpr, (long long)ct);
+  }
+}

@@ -9,6 +9,7 @@ static const test_case cases[] = {
     {"limits_validate", test_limits_validate},
     {"limits_schedule_and_ring", test_limits_schedule_and_ring},
     {"limits_reference_allocations", test_limits_reference_allocations},
+    {"limits_chunk_geometry", test_limits_chunk_geometry},
     {"fuzz_validate", test_fuzz_validate},
     {"fuzz_schedule", test_fuzz_schedule},
     {"fuzz_ring_plan", test_fuzz_ring_plan},

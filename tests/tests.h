@@ -13,6 +13,7 @@ void test_fuzz_barrier_protocol(void);
 void test_barrier_rules(void);
 void test_limits_schedule_and_ring(void);
 void test_limits_reference_allocations(void);
+void test_limits_chunk_geometry(void);
 void test_build_headers_without_cuda(void);
 void test_build_install_and_pkg_config(void);
 void test_bf16_rounding(void);
