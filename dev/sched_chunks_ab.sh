@@ -3,7 +3,7 @@
 # chunks per rank sqrt(8 T k / E)) times each factor in FACTORS (default "0.25 1 2"; clamped to
 # what the single-block scan holds), each a copy of this tree under build/chunks, built in parallel,
 # then ROUNDS x CASES (shape:experts) x factors of `mok run` (BF16, build in the forward)
-# alternated while DEADLINE lasts. Table last: build + forward and backward ms, medians.
+# alternated while DEADLINE lasts. Table last (dev/ab_table.py): build + forward and backward ms.
 set -u
 OUT=${OUT:-/tmp/mok_out}
 mkdir -p "$OUT"
@@ -38,19 +38,8 @@ for round in $(seq ${ROUNDS:-2}); do
       line=$(timeout 60 "$root/x$f/build/mok" run --shape $s --experts $e --tokens 7168 \
         --iters 20 --warmup 3 --seed 7 --build-in-forward 1 2>&1 |
         awk '/build \+ forward/{f=$4} /^  backward/{k=$2} /check/{c=$NF} END{print f, k, c}')
-      echo "$s/E$e x$f $line" >> "$RES"
+      echo "$round $s/E$e x$f $line" >> "$RES"
     done
   done
 done
-python3 - "$RES" <<'PY'
-import collections, statistics, sys
-rows = collections.defaultdict(list)
-for ln in open(sys.argv[1]):
-    w = ln.split()
-    if len(w) >= 4:
-        rows[(w[0], w[1])].append((float(w[2]), float(w[3]), w[4] if len(w) > 4 else "?"))
-print(f"{'case':24} {'chunks':7} {'fwd ms':>8} {'bwd ms':>8} check")
-for (case, f), v in rows.items():
-    med = lambda i: statistics.median(x[i] for x in v)
-    print(f"{case:24} {f:7} {med(0):8.3f} {med(1):8.3f} {','.join(x[2] for x in v)}")
-PY
+python3 dev/ab_table.py "$RES"
