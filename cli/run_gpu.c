@@ -222,6 +222,8 @@ static int launch(const cli_options *o, int n) {
     }
     printf("  %-28s %10.3f   (GB/s: T*k rows of H bf16 per rank, local rows included, barriers included)\n",
            "sum of stages", sum);
+    printf("  (the layer's own step pushes only other ranks' rows on the BF16 grouped path without a "
+           "ring: the reduces read a rank's own rows in place)\n");
   }
   free(stage);
   free(fwd);
