@@ -139,4 +139,13 @@ MOK_HD int64_t mok_sched_slot_token(int32_t slot, int64_t tokens, int k) {
 }
 MOK_HD int mok_sched_slot_j(int32_t slot, int k) { return (int)(slot % k); }
 
+/* Where a row of rank `rank`'s table (row_src entry `slot`) meets the reduce that sums it: the
+ * index token * k + j into that rank's own [T*k] slots when the token is the rank's own (the
+ * reduce reads the row in place, mok_move_push_rows), -1 when it is pushed to another rank or is
+ * padding. */
+MOK_HD int64_t mok_sched_local_slot(int32_t slot, int64_t tokens, int k, int rank) {
+  if (slot < 0 || mok_sched_slot_rank(slot, tokens, k) != rank) return -1;
+  return slot % (tokens * k);
+}
+
 #endif /* MOK_SCHEDULE_CORE_H */

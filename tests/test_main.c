@@ -37,6 +37,7 @@ static const test_case cases[] = {
     {"reference_bad_input", test_reference_bad_input},
     {"reference_token", test_reference_token},
     {"schedule_invariants_random", test_schedule_invariants_random},
+    {"schedule_local_rows", test_schedule_local_rows},
     {"schedule_adversarial", test_schedule_adversarial},
     {"schedule_chunking_equal", test_schedule_chunking_equal},
     {"schedule_errors", test_schedule_errors},

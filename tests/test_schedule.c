@@ -130,6 +130,61 @@ void test_schedule_invariants_random(void) {
   }
 }
 
+/* The reduces' parts (mok_move_push_rows, DESIGN.md "Forward"): on each rank the table of its
+ * own tokens' rows (mok_sched_local_slot) plus the rows the other ranks push name every (token,
+ * j) of its first counts[r] tokens exactly once, each by a row whose row_src is that slot, and
+ * nothing else. Random routings, EP 1 to 4, fewer tokens on some ranks. */
+void test_schedule_local_rows(void) {
+  mok_rng rng = mok_rng_for(test_seed(), 7);
+  for (int trial = 0; trial < 24; ++trial) {
+    const int ep = 1 + mok_rng_below(&rng, 4), el = 1 + mok_rng_below(&rng, 5), E = ep * el;
+    const int k = 1 + mok_rng_below(&rng, E < 6 ? E : 6), tile = (int[]){1, 8, 128}[trial % 3];
+    const int64_t T = 1 + mok_rng_below(&rng, 200);
+    int64_t counts[4];
+    for (int r = 0; r < ep; ++r) counts[r] = trial % 2 ? T : mok_rng_below(&rng, (uint32_t)T + 1);
+    int32_t *topk = topk_all(trial % 4 < 2 ? MOK_ROUTE_ZIPF : MOK_ROUTE_UNIFORM,
+                             mok_rng_next(&rng), ep, T, k, E);
+    CHECK(topk != NULL);
+    if (!topk) continue;
+    const int64_t cap = worst_rows(ep, T, k, E, tile), per_rank = T * k;
+    int32_t *local = malloc(sizeof(int32_t) * (size_t)(ep * per_rank));
+    int *pushed = calloc((size_t)(ep * per_rank), sizeof(int));
+    sched_case c[4];
+    for (int r = 0; r < ep; ++r) { /* rank r's table and its local-row table */
+      case_alloc(&c[r], ep, r, T, k, E, tile, cap);
+      c[r].p.counts = counts;
+      CHECK_STATUS(mok_sched_build_host(&c[r].p, topk, c[r].scratch, c[r].count, c[r].offset,
+                                        c[r].row_src), MOK_SUCCESS);
+      int32_t *lr = local + r * per_rank;
+      for (int64_t i = 0; i < per_rank; ++i) lr[i] = -1;
+      for (int32_t row = 0; row < c[r].offset[el]; ++row) {
+        const int32_t slot = c[r].row_src[row];
+        const int64_t i = mok_sched_local_slot(slot, T, k, r);
+        if (i >= 0) {
+          CHECK(lr[i] == -1); /* one row per slot */
+          lr[i] = row;
+        } else if (slot >= 0) {
+          pushed[slot] += 1; /* to rank slot / (T k) */
+        }
+      }
+    }
+    int right = 1;
+    for (int s = 0; s < ep; ++s)
+      for (int64_t i = 0; i < per_rank; ++i) {
+        const int32_t row = local[s * per_rank + i], slot = (int32_t)(s * per_rank + i);
+        const int in_place = row >= 0 && c[s].row_src[row] == slot;
+        const int wanted = i / k < counts[s];
+        right &= (row < 0 || in_place) && in_place + pushed[slot] == wanted;
+        right &= !in_place || topk[slot] / el == s; /* an expert of the rank itself */
+      }
+    CHECK(right);
+    for (int r = 0; r < ep; ++r) case_free(&c[r]);
+    free(local);
+    free(pushed);
+    free(topk);
+  }
+}
+
 void test_schedule_adversarial(void) {
   uint64_t seed = test_seed();
   struct { mok_route_kind kind; int ep, k, E; int64_t T; } cases[] = {

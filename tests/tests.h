@@ -37,6 +37,7 @@ void test_reference_rounding_close(void);
 void test_reference_bad_input(void);
 void test_reference_token(void);
 void test_schedule_invariants_random(void);
+void test_schedule_local_rows(void);
 void test_schedule_adversarial(void);
 void test_schedule_chunking_equal(void);
 void test_schedule_errors(void);

@@ -109,9 +109,8 @@ __global__ void push_rows_kernel(mok_move_route r, const bf16 *rows, size_t dst_
 __global__ void local_rows_kernel(mok_move_route r, int32_t *local_row) {
   const int64_t row = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
   if (dev_error(r.err) || row >= route_rows(r)) return;
-  const int32_t slot = r.row_src[row];
-  if (slot >= 0 && mok_sched_slot_rank(slot, r.tokens, r.top_k) == r.rank)
-    local_row[slot % (r.tokens * r.top_k)] = (int32_t)row;
+  const int64_t i = mok_sched_local_slot(r.row_src[row], r.tokens, r.top_k, r.rank);
+  if (i >= 0) local_row[i] = (int32_t)row;
 }
 
 /* One warp over a row of nv 16-byte words: dst = w * dy (bf16) and returns dot(dy, o) to every
