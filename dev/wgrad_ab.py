@@ -4,6 +4,7 @@ not pair up runs a cluster-2 entry at the default), interleaved in one process: 
 library's dW (bf16 and fp32 out, and fp32 accumulate) must equal the first's bitwise (the table's
 "bitwise" column names those that do not), and the first's be close to torch's fp32 product; then
 rounds x (each library) x iterations, the median per round, the median of rounds. Prints a table.
+SHAPES (env): a comma-separated list of substrings; only the shapes whose names contain one run.
 A library from one tree (the weight gradient and what it links):
     nvcc -O3 -std=c++17 -gencode arch=compute_90a,code=sm_90a -Xcompiler -fPIC -Iinclude -I. \
         -shared -o wgrad.so kernels/gemm/bf16_wgrad.cu kernels/gemm/tmap.cu \
@@ -55,7 +56,10 @@ def main():
     torch.manual_seed(5)
     rounds, iters = 3, 10
     rows_out = []
+    pick = [w for w in os.environ.get("SHAPES", "").split(",") if w]
     for name, e, rows, n, k, ld, zipf in SHAPES:
+        if pick and not any(w in name for w in pick):
+            continue
         cnt = counts_for(e, rows, zipf)
         off = [0]
         for c in cnt:
