@@ -126,7 +126,8 @@ static mok_status stage_x(const mok_schedule *s, const void *x, cudaStream_t str
 /* Where the rows of this rank's own tokens stay for the reduce instead of being pushed into its
  * slots (DESIGN.md "Forward"): on the BF16 grouped path without a ring, whose out_rows and d_out
  * hold every row until the reduce (a ring's regions are reused; the fused and FP8 paths push from
- * the GEMMs' epilogues). NULL: every row is pushed. */
+ * the GEMMs' epilogues). NULL: every row is pushed. The table is the workspace's, so each push
+ * (forward and backward) writes it anew: another schedule's call may run between the two. */
 static int32_t *local_rows(const mok_workspace *w) {
   return mok_gpu_fused(w) || mok_gpu_fp8(w) || mok_gpu_ring_on(w) ? NULL : w->local_row;
 }

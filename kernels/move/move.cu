@@ -96,8 +96,9 @@ __global__ void push_rows_kernel(mok_move_route r, const bf16 *rows, size_t dst_
   const int32_t slot = r.row_src[row];
   if (slot < 0) return;
   const int64_t nv = r.hidden / 8, per_rank = r.tokens * r.top_k;
+  if (local_row && mok_sched_local_slot(slot, r.tokens, r.top_k, r.rank) >= 0)
+    return; /* read in place by the reduce (local_rows_kernel) */
   const int src = mok_sched_slot_rank(slot, r.tokens, r.top_k);
-  if (local_row && src == r.rank) return; /* read in place by the reduce (local_rows_kernel) */
   uint4 *d = (uint4 *)(r.peer_base[src] + dst_off) + (slot % per_rank) * nv;
   const uint4 *s = (const uint4 *)(rows + row * r.hidden);
 #pragma unroll 4
