@@ -177,6 +177,18 @@ mok_status mok_gpu_failed_at(mok_status st, unsigned records, const char *call, 
 
 /* The token ring (gpu_ring.c). */
 int mok_gpu_ring_on(const mok_workspace *w);
+
+/* Whether the reduces read this rank's own rows where the GEMMs left them instead of from its
+ * combine slots (docs/DESIGN.md "Forward"): the BF16 grouped path without a ring, whose out_rows
+ * and d_out hold every row until the reduce (a ring's regions are reused; the fused and FP8 paths
+ * push from the GEMMs' epilogues). At EP=1 every row is the rank's own, so such a workspace
+ * has no combine slots at all. */
+static inline int mok_gpu_rows_in_place(const mok_workspace *w) {
+  return !mok_gpu_fused(w) && !mok_gpu_fp8(w) && !mok_gpu_ring_on(w);
+}
+static inline int mok_gpu_has_slots(const mok_workspace *w) {
+  return w->ep > 1 || !mok_gpu_rows_in_place(w);
+}
 /* *v = macrobatch b's view of s in ring region `region` (its tables built on stream). */
 mok_status mok_gpu_ring_view(const mok_schedule *s, int64_t b, int32_t region, mok_schedule *v,
                              cudaStream_t stream);

@@ -124,12 +124,16 @@ static mok_status stage_x(const mok_schedule *s, const void *x, cudaStream_t str
 }
 
 /* Where the rows of this rank's own tokens stay for the reduce instead of being pushed into its
- * slots (DESIGN.md "Forward"): on the BF16 grouped path without a ring, whose out_rows and d_out
- * hold every row until the reduce (a ring's regions are reused; the fused and FP8 paths push from
- * the GEMMs' epilogues). NULL: every row is pushed. The table is the workspace's, so each push
- * (forward and backward) writes it anew: another schedule's call may run between the two. */
+ * slots (mok_gpu_rows_in_place). NULL: every row is pushed. The table is the workspace's, so each
+ * push (forward and backward) writes it anew: another schedule's call may run between the two. */
 static int32_t *local_rows(const mok_workspace *w) {
-  return mok_gpu_fused(w) || mok_gpu_fp8(w) || mok_gpu_ring_on(w) ? NULL : w->local_row;
+  return mok_gpu_rows_in_place(w) ? w->local_row : NULL;
+}
+
+/* The reduces' combine slots in the symmetric buffer; NULL where the workspace has none (EP=1
+ * with every row read in place). */
+static const char *slots_of(const mok_workspace *w) {
+  return mok_gpu_has_slots(w) ? (const char *)w->sym.ptr + w->off_slots : NULL;
 }
 
 /* The routed experts of one schedule, or of one ring step's view of it (the rows that move and
@@ -200,7 +204,7 @@ static mok_status forward(mok_schedule *s, const mok_weights *wt, const int32_t 
   TRY(st);
   if (!beside) TRY(mok_gpu_shared_forward(s, wt, x, 0, stream));
   TRY(mok_gpu_barrier_last(w, stream));
-  const mok_move_parts parts = {sym + w->off_slots, local_rows(w), s->out_rows};
+  const mok_move_parts parts = {slots_of(w), local_rows(w), s->out_rows};
   TRY_CUDA(mok_move_combine_reduce(T, (int)k, H, &parts, router_weights, Is > 0 ? w->ys : NULL,
                                    y, w->err, stream));
   return MOK_SUCCESS;
@@ -372,7 +376,7 @@ static mok_status backward(mok_schedule *s, const mok_weights *wt, const void *x
   TRY(st);
   if (!beside) TRY(mok_gpu_shared_backward(s, wt, x, dy, g, 0, stream));
   TRY(mok_gpu_barrier_last(w, stream));
-  const mok_move_parts parts = {sym + w->off_slots, local_rows(w), w->d_out};
+  const mok_move_parts parts = {slots_of(w), local_rows(w), w->d_out};
   TRY_CUDA(mok_move_dx_reduce(T, (int)k, H, &parts, Is > 0 ? w->ys : NULL, g->dx,
                               (const float *)(sym + w->off_drw), g->d_router_weights, w->err,
                               stream));

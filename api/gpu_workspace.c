@@ -269,7 +269,7 @@ mok_status mok_workspace_create(mok_group *g, const mok_shape *s, const mok_conf
 #define SYM(field, bytes) do { w->field = off; off = align_up(off + (size_t)(bytes), 256); } while (0)
   SYM(off_topk, T * k * 4);
   SYM(off_x, T * H * 2);
-  SYM(off_slots, T * k * H * 2);
+  SYM(off_slots, mok_gpu_has_slots(w) ? T * k * H * 2 : 0);
   SYM(off_dy, T * H * 2);
   SYM(off_rw, T * k * 4);
   SYM(off_drw, T * k * 4);

@@ -220,8 +220,9 @@ __global__ void __launch_bounds__(WARPS_FEW * 32) reverse_combine_fp8_kernel(mok
 __device__ __forceinline__ uint4 part_word(const mok_move_parts &p, int64_t slot, int64_t nv,
                                            int64_t c) {
   const int32_t row = p.local_row ? p.local_row[slot] : -1;
-  const uint4 *src = row >= 0 ? (const uint4 *)p.rows + row * nv : (const uint4 *)p.slots + slot * nv;
-  return src[c];
+  if (row >= 0) return ((const uint4 *)p.rows)[row * nv + c];
+  if (!p.slots) return make_uint4(0x7FC07FC0u, 0x7FC07FC0u, 0x7FC07FC0u, 0x7FC07FC0u); /* bf16 NaN */
+  return ((const uint4 *)p.slots)[slot * nv + c];
 }
 
 __global__ void combine_reduce_kernel(int64_t T, int k, int64_t H, mok_move_parts parts,

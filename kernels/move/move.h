@@ -54,7 +54,8 @@ cudaError_t mok_move_push_rows(const mok_move_route *r, const void *rows, size_t
 
 /* The (token, j) rows a reduce sums: slots[t*k + j] ([T*k, H] bf16), or, where local_row (if
  * non-NULL) names a row of this rank's own, rows[local_row[t*k + j]] (mok_move_push_rows). The
- * same bits either way. */
+ * same bits either way. slots NULL: every part is a local row (a workspace without slots, EP=1);
+ * a slot that names none reads as NaN, so a table that missed a row cannot pass unseen. */
 typedef struct {
   const void *slots;
   const int32_t *local_row;

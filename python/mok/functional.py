@@ -10,7 +10,9 @@ Each op builds the schedule from topk_experts on the device (no host sync); a wo
 (collectively, with allocation) the first time a shape is seen: run one step before capturing a CUDA
 graph. A shape's token count is part of it, so steps of varying size make a workspace each, unless
 the Group has max_tokens: then one workspace of that many tokens serves every step of up to as many
-(each rank's own count, mok_schedule_set_tokens).
+(each rank's own count, mok_schedule_set_tokens). The backward builds the schedule again only
+when the slot's last build was not from the very topk tensor it gets, unwritten since (the build
+is a pure function of topk, so the table would be the same).
 
 What forward keeps for backward (pulled tokens, gate / up / SwiGLU rows, expert outputs) lives in a
 mok schedule, so each layer that is in flight between its forward and its backward needs its own:
@@ -21,6 +23,7 @@ the backward). slot None / -1 keeps nothing: the backward re-runs the forward fi
 costs one more forward). slot 0, the ops' default, is one schedule shared by all callers that pass
 it, for single-layer benchmarks that run forward then backward."""
 import ctypes
+import weakref
 from typing import List, Optional
 
 import torch
@@ -32,6 +35,7 @@ _groups = []        # group id -> Group
 _workspaces = {}    # (group id, shape, knobs) -> workspace handle
 _schedules = {}     # (group id, shape, knobs, slot) -> schedule handle
 _sched_tokens = {}  # the same key -> the token count last set on that schedule
+_sched_built = {}   # the same key -> (weakref to the topk tensor, its version) of the last build
 
 
 class Group:
@@ -90,6 +94,7 @@ class Group:
         for key in sorted(k for k in _schedules if k[0] == self.id):
             C.call("mok_schedule_destroy", _schedules.pop(key))
             _sched_tokens.pop(key, None)
+            _sched_built.pop(key, None)
         for key in sorted(k for k in _workspaces if k[0] == self.id):
             C.call("mok_workspace_destroy", _workspaces.pop(key))
         if self.handle:
@@ -158,7 +163,38 @@ def _schedule(group_id, shape, knobs, slot):
     if _sched_tokens[skey] != tokens:  # the next build is for this count; until then its
         C.call("mok_schedule_set_tokens", _schedules[skey], tokens)  # passes are refused
         _sched_tokens[skey] = tokens
+        _sched_built.pop(skey, None)
     return ws, _schedules[skey]
+
+
+def _schedule_key(group_id, shape, knobs, slot):
+    """_schedule's key of the schedule it returns for these arguments."""
+    max_tokens = _groups[group_id].max_tokens
+    if max_tokens is not None:
+        shape = (max_tokens,) + tuple(shape[1:])
+    return (group_id, shape, knobs, max(slot, 0))
+
+
+def _version(t):
+    """t's version counter (bumped by every in-place write), None where it has none (inference
+    tensors)."""
+    try:
+        return t._version
+    except RuntimeError:
+        return None
+
+
+def _note_build(skey, topk):
+    """Records that the schedule skey was just built from topk as it is now."""
+    _sched_built[skey] = (weakref.ref(topk), _version(topk))
+
+
+def _built_from(skey, topk):
+    """Whether the schedule skey's last build was from this very tensor, unwritten since: then a
+    build from it again would give the same table (the build is a pure function of topk)."""
+    seen = _sched_built.get(skey)
+    return (seen is not None and seen[1] is not None and seen[0]() is topk
+            and seen[1] == _version(topk))
 
 
 class _RefuseOnPeers:
@@ -330,6 +366,7 @@ def moe_forward(x: torch.Tensor, topk: torch.Tensor, rw: torch.Tensor, w_gate: t
     y = torch.empty_like(x)
     stream = ctypes.c_void_p(torch.cuda.current_stream(x.device).cuda_stream)
     _build_and_forward(sched, topk, x, rw, weights, y, stream)
+    _note_build(_schedule_key(group_id, shape_of(), _knobs(swiglu_limit), slot), topk)
     return y
 
 
@@ -366,10 +403,13 @@ def moe_backward(dy: torch.Tensor, x: torch.Tensor, topk: torch.Tensor, rw: torc
     g.dx, g.d_router_weights, g.dw_gate, g.dw_up, g.dw_down, g.dws_gate, g.dws_up, g.dws_down = [_ptr(t) for t in out]
     g.grad_fp32, g.accumulate = 0, 0
     stream = ctypes.c_void_p(torch.cuda.current_stream(x.device).cuda_stream)
+    skey = _schedule_key(group_id, shape_of(), _knobs(swiglu_limit), slot)
     if slot < 0:  # nothing kept: recompute what forward keeps (its output is not needed)
         _build_and_forward(sched, topk, x, rw, weights, torch.empty_like(x), stream)
-    else:
+        _note_build(skey, topk)
+    elif not _built_from(skey, topk):  # else the slot's forward built this table already
         C.call("mok_schedule_build", sched, _ptr(topk), stream)
+        _note_build(skey, topk)
     C.call("mok_backward", sched, ctypes.byref(_weights(*weights)), _ptr(x), _ptr(rw), _ptr(dy),
            ctypes.byref(g), stream)
     return out
@@ -575,6 +615,7 @@ def moe_forward_fp8(x, topk, rw, q_gate, s_gate, q_up, s_up, q_down, s_down, ws_
     stream = ctypes.c_void_p(torch.cuda.current_stream(x.device).cuda_stream)
     C.call("mok_build_and_forward", sched, _ptr(topk), ctypes.byref(w), _ptr(x), _ptr(rw), _ptr(y),
            stream)
+    _note_build(_schedule_key(group_id, shape_of(), knobs, slot), topk)
     return y
 
 

@@ -426,6 +426,31 @@ GPU_TEST(workspace_runs_tuned_plan) {
   rmdir(dir);
 }
 
+/* The combine slots by path: at EP=1 a BF16 grouped workspace (every row read in place by the
+ * reduces) holds none, so it is exactly T*k*H bf16 smaller than the fused one (which pushes
+ * from its epilogues); across GPUs both hold them. The layer tests run the slotless workspace
+ * against the reference; this checks the bytes it saves. */
+GPU_TEST(workspace_slots_by_path) {
+  const mok_shape s = {320, 512, 8 * gpu_ctx.size, 128, 4, 0};
+  const char *paths[] = {"path=grouped", "path=fused"};
+  int64_t bytes[2] = {0, 0};
+  for (int i = 0; i < 2; ++i) {
+    mok_config c;
+    mok_config_init(&c);
+    c.plan_cache = "";
+    CHECK_STATUS(mok_plan_parse(paths[i], &c.plan), MOK_SUCCESS);
+    mok_workspace *ws = NULL;
+    CHECK_STATUS(mok_workspace_create(gpu_ctx.group, &s, &c, &ws), MOK_SUCCESS);
+    if (!ws) return;
+    CHECK_STATUS(mok_workspace_bytes(ws, &bytes[i]), MOK_SUCCESS);
+    mok_workspace_destroy(ws);
+  }
+  const int64_t slots = s.tokens * s.top_k * s.hidden * 2;
+  printf("  workspace bytes: grouped %lld, fused %lld (slots %lld)\n", (long long)bytes[0],
+         (long long)bytes[1], (long long)slots);
+  CHECK(bytes[1] - bytes[0] == (gpu_ctx.size == 1 ? slots : 0));
+}
+
 /* The shared expert beside the communication (on the workspace's side stream, its GEMMs on the
  * SMs the dispatch and the reverse combine leave): against the reference, and bitwise equal to the
  * shared expert in line, whatever the comm-SM counts (they move rows, never the arithmetic), and

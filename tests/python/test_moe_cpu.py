@@ -247,6 +247,31 @@ def test_functional_checks_before_c():
         fn._check_dy(torch.zeros(3, H, dtype=torch.bfloat16), x)
 
 
+def test_backward_rebuilds_only_a_changed_table():
+    """The BF16 backward skips the schedule's rebuild only when the slot's last build was from the
+    very topk tensor it gets, unwritten since: a clone, an in-place write, another tensor, a new
+    token count or an inference tensor (no version counter) all rebuild."""
+    from mok import functional as fn
+    key, other = ("test", 0), ("test", 1)
+    topk = torch.randint(0, 8, (16, 4), dtype=torch.int32)
+    assert not fn._built_from(key, topk)              # nothing built yet
+    fn._note_build(key, topk)
+    assert fn._built_from(key, topk)
+    assert not fn._built_from(other, topk)            # another schedule
+    assert not fn._built_from(key, topk.clone())      # equal values, another tensor
+    topk[0, 0] = 3                                    # written in place: its version moves
+    assert not fn._built_from(key, topk)
+    fn._note_build(key, topk)
+    assert fn._built_from(key, topk)
+    fn._sched_built.pop(key)                          # what _schedule does on a new token count
+    assert not fn._built_from(key, topk)
+    with torch.inference_mode():
+        frozen = torch.zeros(16, 4, dtype=torch.int32)
+    fn._note_build(key, frozen)
+    assert not fn._built_from(key, frozen)
+    fn._sched_built.pop(key)
+
+
 @pytest.mark.parametrize("precision", ["fp8", "mxfp8"])
 def test_fp8_module_first_in_a_process(precision):
     """An FP8 mok.MoE made before anything else in a fresh process gets as far as its group (which
