@@ -3,7 +3,7 @@ The same per-expert row counts (the harness's Zipf routing, dev/gg_ab.py harness
 given to the experts in different orders: as drawn (hot experts at random indices), sorted by
 rows descending, ascending, and "zipper" (hottest, coldest, second hottest, ...). Permuting the
 counts relabels the experts (the weights are random), so every order is the same work. Each op
-of libmok (argv[1], default build/libmok.so) is timed interleaved over the orders: rounds x
+of a library of the GEMMs (argv[1]; built as dev/gg_ab.py says, with bf16_wgrad.cu) is timed interleaved over the orders: rounds x
 orders x iterations, median of round medians. A uniform row count is the reference row.
 SHAPES (env): comma list of dsv3_ep1, qwen3 (default both)."""
 import ctypes
@@ -36,7 +36,7 @@ def orders(cnt):
 
 
 def main():
-    lib = ctypes.CDLL(sys.argv[1] if len(sys.argv) > 1 else "build/libmok.so")
+    lib = ctypes.CDLL(sys.argv[1])
     vp, i, i64, f = ctypes.c_void_p, ctypes.c_int, ctypes.c_int64, ctypes.c_float
     lib.mok_gg_bf16_fwd.argtypes = [vp, vp, vp, vp, vp, i, i64, i64, i64, vp, vp]
     lib.mok_gg_bf16_gate_up_swiglu.argtypes = [vp, vp, vp, vp, vp, vp, vp, i, i64, i64, i64, i, f,

@@ -12,7 +12,9 @@ nvcc -O3 -std=c++17 -gencode arch=compute_90a,code=sm_90a -Xcompiler -fPIC -Iinc
 SHAPES=${SHAPES:-dsv3_ep1_down} ncu --clock-control none -k "regex:gg_bf16_wgrad_kernel<false>" -c 1 \
   --set full --import-source no -o "$OUT/wgrad" -f python3 dev/wgrad_ab.py base=build/wg.so \
   > "$OUT/wgrad_ncu_run.log" 2>&1
-echo "ncu rc=$?"
+rc=$?
+echo "ncu rc=$rc"
+[ -f "$OUT/wgrad.ncu-rep" ] || { tail -15 "$OUT/wgrad_ncu_run.log"; exit 1; }
 ncu -i "$OUT/wgrad.ncu-rep" --page details > "$OUT/wgrad_ncu.txt" 2>&1
 grep -E "Duration|SM Frequency|Throughput|Shared|Tensor|Pipe|Stall|Warp Cycles|Eligible|Bank" \
   "$OUT/wgrad_ncu.txt" | head -60
