@@ -20,6 +20,9 @@ import torch
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "bench"))
 from grouped_gemm_baseline import counts_for, median_ms  # noqa: E402
 
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from gg_ab import harness_zipf_counts  # noqa: E402
+
 SHAPES = [  # name, experts, rows per expert, dW rows n, dW cols k, ld of dC, zipf
     ("dsv3_ep1_down", 256, 224, 7168, 2048, 7168, 0),
     ("dsv3_ep1_gate", 256, 224, 2048, 7168, 4096, 0),
@@ -30,6 +33,8 @@ SHAPES = [  # name, experts, rows per expert, dW rows n, dW cols k, ld of dC, zi
     ("dsv3_ep2_gate", 128, 448, 2048, 7168, 4096, 0),
     ("qwen3_down", 128, 448, 2048, 768, 2048, 0),
     ("qwen3_gate", 128, 448, 768, 2048, 1536, 0),
+    ("dsv3_ep1_down_hzipf", 256, 224, 7168, 2048, 7168, 2),  # 2: the harness's Zipf routing
+    ("qwen3_down_hzipf", 128, 448, 2048, 768, 2048, 2),
     ("odd_rows", 8, 300, 192, 320, 192, 1),
 ]
 
@@ -60,7 +65,7 @@ def main():
     for name, e, rows, n, k, ld, zipf in SHAPES:
         if pick and not any(w in name for w in pick):
             continue
-        cnt = counts_for(e, rows, zipf)
+        cnt = harness_zipf_counts(e, rows) if zipf == 2 else counts_for(e, rows, zipf)
         off = [0]
         for c in cnt:
             off.append(off[-1] + c)

@@ -9,7 +9,7 @@ mkdir -p "$OUT" build
 nvcc -O3 -std=c++17 -gencode arch=compute_90a,code=sm_90a -Xcompiler -fPIC -Iinclude -I. -shared \
   -o build/wg.so kernels/gemm/bf16_wgrad.cu kernels/gemm/tmap.cu kernels/common/launch_error.cu \
   > "$OUT/wgrad_ncu_build.log" 2>&1 || { tail -20 "$OUT/wgrad_ncu_build.log"; exit 1; }
-SHAPES=${SHAPES:-dsv3_ep1_down} ncu --clock-control none -k "regex:gg_bf16_wgrad_kernel<false>" -c 1 \
+SHAPES=${SHAPES:-dsv3_ep1_down} ncu --clock-control none -k "regex:gg_bf16_wgrad_kernel" -c 1 \
   --set full --import-source no -o "$OUT/wgrad" -f python3 dev/wgrad_ab.py base=build/wg.so \
   > "$OUT/wgrad_ncu_run.log" 2>&1
 rc=$?

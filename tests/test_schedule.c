@@ -492,6 +492,39 @@ static void test_tile_scheduler_k_chunks(mok_rng *r) {
   }
 }
 
+/* The experts' visiting order on random counts (ties, zeros, -1, one expert, 256): a permutation,
+ * the counts non-increasing along it (-1 as 0), ties in index order; equal counts keep the index
+ * order (uniform routing visits the experts as before). */
+static void test_tile_scheduler_order(mok_rng *r) {
+  for (int trial = 0; trial < 60; ++trial) {
+    const int E = trial == 0 ? 1 : trial == 1 ? 256 : 1 + mok_rng_below(r, 256);
+    const int spread = 1 + mok_rng_below(r, trial % 3 == 0 ? 3 : 600);
+    int32_t count[256], order[256];
+    for (int e = 0; e < E; ++e)
+      count[e] = mok_rng_below(r, 8) == 0 ? -1 : (int32_t)mok_rng_below(r, spread);
+    gg_build_order(count, E, order);
+    char seen[256] = {0};
+    int perm = 1, sorted = 1;
+    for (int i = 0; i < E; ++i) {
+      perm &= order[i] >= 0 && order[i] < E && !seen[order[i]];
+      if (order[i] >= 0 && order[i] < E) seen[order[i]] = 1;
+    }
+    CHECK(perm);
+    if (!perm) continue;
+    for (int i = 1; i < E; ++i) {
+      const int a = count[order[i - 1]] > 0 ? count[order[i - 1]] : 0;
+      const int b = count[order[i]] > 0 ? count[order[i]] : 0;
+      sorted &= a > b || (a == b && order[i - 1] < order[i]);
+    }
+    CHECK(sorted);
+    for (int e = 0; e < E; ++e) count[e] = 37;
+    gg_build_order(count, E, order);
+    int identity = 1;
+    for (int i = 0; i < E; ++i) identity &= order[i] == i;
+    CHECK(identity);
+  }
+}
+
 /* The grouped GEMM's tile scheduler on random tile counts (some experts empty): the M-grouped
  * decode visits every (expert, m tile, n tile) exactly once over [0, prefix[E]), raster groups
  * keep their row tiles together, and the cursor decode, walked as a persistent CTA walks its
@@ -565,4 +598,5 @@ void test_tile_scheduler(void) {
   }
   test_tile_scheduler_pairs(&r);
   test_tile_scheduler_k_chunks(&r);
+  test_tile_scheduler_order(&r);
 }

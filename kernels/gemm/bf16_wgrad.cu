@@ -118,6 +118,7 @@ __global__ void __launch_bounds__(GW_THREADS, 1)
   extern __shared__ __align__(1024) uint8_t smem[];
   __shared__ __align__(8) uint64_t bars[2 * GW_A_SLOTS + 2 * GW_DC_STAGES];
   __shared__ int32_t prefix[GW_MAX_EXPERTS + 1];
+  __shared__ uint8_t order[GW_MAX_EXPERTS]; /* the experts' visiting order (tile_scheduler.h) */
 
   const int tid = threadIdx.x, wg = tid >> 7;
   const uint32_t smem_base = smem_u32(smem);
@@ -135,9 +136,11 @@ __global__ void __launch_bounds__(GW_THREADS, 1)
     tma_prefetch_desc(&tm_a);
     if (!OUT_F32) tma_prefetch_desc(&tm_dw);
   }
+  gg_expert_order(p.count, E, order, tid, GW_THREADS);
+  __syncthreads();
   if (tid >= 64 && tid < 96)
-    gg_unit_prefix_k_chunks(p.count, E, GW_RESIDENT_ROWS, p.m_tiles, p.n_tiles, GW_CHUNK, prefix,
-                            tid & 31);
+    gg_unit_prefix_k_chunks(p.count, order, E, GW_RESIDENT_ROWS, p.m_tiles, p.n_tiles, GW_CHUNK,
+                            prefix, tid & 31);
   __syncthreads();
   const int total = prefix[E];
 
@@ -149,8 +152,9 @@ __global__ void __launch_bounds__(GW_THREADS, 1)
       int32_t cursor = 0;
       for (int u = blockIdx.x; u < total; u += gridDim.x) {
         int tiles;
-        const gg_tile t = gg_decode_k_chunk_from(u, prefix, E, p.m_tiles, p.n_tiles, GW_CHUNK,
-                                                 &cursor, &tiles);
+        gg_tile t = gg_decode_k_chunk_from(u, prefix, E, p.m_tiles, p.n_tiles, GW_CHUNK, &cursor,
+                                           &tiles);
+        t.expert = order[t.expert]; /* position -> expert */
         const int cnt = max(p.count[t.expert], 0), nkb = gg_ceil_div(cnt, GW_BK);
         const bool resident = cnt <= GW_RESIDENT_ROWS;
         const int row_base = p.offset[t.expert], n0 = t.n_tile * GW_BN;
@@ -198,8 +202,9 @@ __global__ void __launch_bounds__(GW_THREADS, 1)
     int pcol = 0, prow = 0;
     for (int u = blockIdx.x; u < total; u += gridDim.x) {
       int tiles;
-      const gg_tile t = gg_decode_k_chunk_from(u, prefix, E, p.m_tiles, p.n_tiles, GW_CHUNK,
-                                               &cursor, &tiles);
+      gg_tile t = gg_decode_k_chunk_from(u, prefix, E, p.m_tiles, p.n_tiles, GW_CHUNK, &cursor,
+                                         &tiles);
+      t.expert = order[t.expert]; /* position -> expert */
       const int cnt = max(p.count[t.expert], 0);
       const int nkb = gg_ceil_div(cnt, GW_BK);
       const bool resident = cnt <= GW_RESIDENT_ROWS;

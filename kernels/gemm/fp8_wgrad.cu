@@ -251,7 +251,7 @@ __global__ void __launch_bounds__(F8G_THREADS, 1)
   }
   /* every expert this call writes (count >= 0) has all m_tiles x n_tiles tiles */
   if (tid >= 64 && tid < 96)
-    gg_unit_prefix(p.count, E, 1, 1, p.m_tiles / CL * p.n_tiles, prefix, tid & 31);
+    gg_unit_prefix(p.count, NULL, E, 1, 1, p.m_tiles / CL * p.n_tiles, prefix, tid & 31);
   for (int e = tid - 128; e >= 0 && e < E; e += 256) {
     counts[e] = max(p.count[e], 0);
     blocks0[e] = p.offset[e] / 128;

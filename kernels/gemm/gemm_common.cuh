@@ -34,17 +34,47 @@ __device__ __forceinline__ int gg_prefix_step(int t, int base, int E, int run, i
   return run + __shfl_sync(0xffffffffu, incl, 31);
 }
 
+/* The experts' visiting order (tile_scheduler.h gg_order_rank), order[position] = expert, by the
+ * CTA's first `threads` threads (whole warps; E <= 256): each lane ranks one expert against the
+ * counts its warp reads 32 at a time and passes around by shuffles. The caller syncs the CTA
+ * before the order is read. Not inlined: inlined, its loops made ptxas spill the weight
+ * gradient's consumer registers. */
+static __device__ __noinline__ void gg_expert_order(const int32_t *count, int E, uint8_t *order,
+                                                int tid, int threads) {
+  const int lane = tid & 31;
+  for (int i0 = tid - lane; i0 < E; i0 += threads) {
+    const int i = i0 + lane;
+    const int ci = i < E ? max(count[i], 0) : -1;
+    int r = 0;
+    for (int b = 0; b < E; b += 32) {
+      const int mine = b + lane < E ? max(count[b + lane], 0) : -1;
+#pragma unroll 8
+      for (int q = 0; q < 32; ++q) {
+        const int cj = __shfl_sync(0xffffffffu, mine, q);
+        r += (cj > ci) | ((cj == ci) & (b + q < i));
+      }
+    }
+    if (i < E) order[r] = (uint8_t)i;
+  }
+}
+
+/* The count of the expert at position l of the visiting order (order NULL: index order). */
+__device__ __forceinline__ int gg_count_at(const int32_t *count, const uint8_t *order, int l) {
+  return count[order ? order[l] : l];
+}
+
 /* One warp: prefix[l] = work units of experts before l, prefix[E] = all units; a warp scan, 32
  * experts at a time. Row-grouped calls (whole 0): ceil(count / unit_rows) row units times n_tiles
  * per expert (negative counts count as 0). The FP8 weight gradient (whole > 0): `whole` units
  * (its dW grid) per expert with a count >= 0, none for one at count -1 (outside a ring view's
  * macrobatch). */
-__device__ __forceinline__ void gg_unit_prefix(const int32_t *count, int E, int unit_rows,
-                                               int n_tiles, int whole, int32_t *prefix, int lane) {
+__device__ __forceinline__ void gg_unit_prefix(const int32_t *count, const uint8_t *order, int E,
+                                               int unit_rows, int n_tiles, int whole,
+                                               int32_t *prefix, int lane) {
   int run = 0;
   for (int base = 0; base < E; base += 32) {
     const int l = base + lane;
-    const int c = l < E ? count[l] : 0;
+    const int c = l < E ? gg_count_at(count, order, l) : 0;
     const int t = whole > 0 ? (l < E && c >= 0 ? whole : 0)
                             : gg_ceil_div(c > 0 ? c : 0, unit_rows) * n_tiles;
     run = gg_prefix_step(t, base, E, run, prefix, lane);
@@ -54,13 +84,16 @@ __device__ __forceinline__ void gg_unit_prefix(const int32_t *count, int E, int 
 
 /* One warp: the prefix of the weight gradient's chunked units (tile_scheduler.h,
  * gg_k_chunk_units), as gg_unit_prefix. */
-__device__ __forceinline__ void gg_unit_prefix_k_chunks(const int32_t *count, int E, int max_rows,
-                                                        int m_tiles, int n_tiles, int chunk,
-                                                        int32_t *prefix, int lane) {
+__device__ __forceinline__ void gg_unit_prefix_k_chunks(const int32_t *count, const uint8_t *order,
+                                                        int E, int max_rows, int m_tiles,
+                                                        int n_tiles, int chunk, int32_t *prefix,
+                                                        int lane) {
   int run = 0;
   for (int base = 0; base < E; base += 32) {
     const int l = base + lane;
-    const int t = l < E ? gg_k_chunk_units(count[l], max_rows, m_tiles, n_tiles, chunk) : 0;
+    const int t = l < E ? gg_k_chunk_units(gg_count_at(count, order, l), max_rows, m_tiles,
+                                           n_tiles, chunk)
+                        : 0;
     run = gg_prefix_step(t, base, E, run, prefix, lane);
   }
   if (lane == 0) prefix[E] = run;
@@ -68,13 +101,14 @@ __device__ __forceinline__ void gg_unit_prefix_k_chunks(const int32_t *count, in
 
 /* One warp: the cluster pairs' prefixes (tile_scheduler.h, gg_build_prefix_pairs), each [E + 1],
  * for a row-grouped call of tile_m-row tiles and n_tiles column tiles. */
-__device__ __forceinline__ void gg_unit_prefix_pairs(const int32_t *count, int E, int tile_m,
-                                                     int n_tiles, int32_t *pre_pair,
-                                                     int32_t *pre_left, int lane) {
+__device__ __forceinline__ void gg_unit_prefix_pairs(const int32_t *count, const uint8_t *order,
+                                                     int E, int tile_m, int n_tiles,
+                                                     int32_t *pre_pair, int32_t *pre_left,
+                                                     int lane) {
   int run_p = 0, run_q = 0;
   for (int base = 0; base < E; base += 32) {
     const int l = base + lane;
-    const int c = l < E ? count[l] : 0;
+    const int c = l < E ? gg_count_at(count, order, l) : 0;
     const int m = gg_ceil_div(c > 0 ? c : 0, tile_m);
     const int tp = m / 2 * n_tiles, tq = m % 2 * n_tiles;
     int ip = tp, iq = tq;
@@ -102,11 +136,11 @@ __device__ __forceinline__ void gg_unit_prefix_pairs(const int32_t *count, int E
  * its cluster and *kind, how its B tile is loaded (GG_PAIR_SHARED by multicast, GG_PAIR_OWN
  * alone, GG_PAIR_NONE loaded and ignored). */
 template <int CL>
-__device__ __forceinline__ void gg_unit_prefix_rows(const int32_t *count, int E, int tile_m,
-                                                    int n_tiles, int32_t *prefix,
-                                                    int32_t *pre_left, int lane) {
-  if (CL == 1) gg_unit_prefix(count, E, tile_m, n_tiles, 0, prefix, lane);
-  else gg_unit_prefix_pairs(count, E, tile_m, n_tiles, prefix, pre_left, lane);
+__device__ __forceinline__ void gg_unit_prefix_rows(const int32_t *count, const uint8_t *order,
+                                                    int E, int tile_m, int n_tiles,
+                                                    int32_t *prefix, int32_t *pre_left, int lane) {
+  if (CL == 1) gg_unit_prefix(count, order, E, tile_m, n_tiles, 0, prefix, lane);
+  else gg_unit_prefix_pairs(count, order, E, tile_m, n_tiles, prefix, pre_left, lane);
 }
 
 template <int CL>
@@ -117,13 +151,17 @@ __device__ __forceinline__ int gg_units_total(const int32_t *prefix, const int32
 
 template <int CL>
 __device__ __forceinline__ gg_tile gg_unit_tile(int u, int rank, const int32_t *prefix,
-                                                const int32_t *pre_left, int E, int n_tiles,
-                                                int group_m, int32_t *kind) {
+                                                const int32_t *pre_left, const uint8_t *order,
+                                                int E, int n_tiles, int group_m, int32_t *kind) {
+  gg_tile t;
   if (CL == 1) {
     *kind = GG_PAIR_OWN;
-    return gg_decode_m_grouped(u, prefix, E, n_tiles, group_m);
+    t = gg_decode_m_grouped(u, prefix, E, n_tiles, group_m);
+  } else {
+    t = gg_decode_pair(u, rank, prefix, pre_left, E, n_tiles, group_m, kind);
   }
-  return gg_decode_pair(u, rank, prefix, pre_left, E, n_tiles, group_m, kind);
+  if (order) t.expert = order[t.expert]; /* position -> expert */
+  return t;
 }
 
 /* Thread 0 of a CTA: the stage ring's barriers, full (one arrival, the producer's expect_tx) and

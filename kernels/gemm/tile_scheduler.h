@@ -13,7 +13,11 @@
  * or two experts' leftover last row tiles.
  * K-grouped problems (weight gradients): every expert has the same m_tiles x n_tiles output tiles;
  * the reduction length (the expert's row count) varies. The weight gradient takes them in chunks
- * of row tiles of one column tile (gg_decode_k_chunk_from). */
+ * of row tiles of one column tile (gg_decode_k_chunk_from).
+ * The experts are visited in an order (gg_order_rank): most rows first, ties by index, so under
+ * skewed routing the heavy experts' units start first and the light ones fill the persistent
+ * grid's tail (longest processing time first); equal counts keep the index order. The prefixes
+ * and decodes run over positions in that order; a kernel maps a decoded position to its expert. */
 #ifndef MOK_GEMM_TILE_SCHEDULER_H
 #define MOK_GEMM_TILE_SCHEDULER_H
 
@@ -32,6 +36,25 @@ typedef struct {
 } gg_tile;
 
 MOK_SCHED_HD int32_t gg_ceil_div(int32_t a, int32_t b) { return (a + b - 1) / b; }
+
+/* Expert i's position in the visiting order: the experts with more rows, and those before it with
+ * as many, come first (negative counts, a ring view's experts outside its macrobatch, count as
+ * 0). A permutation of [0, E) for any counts. */
+MOK_SCHED_HD int32_t gg_order_rank(const int32_t *count, int32_t num_experts, int32_t i) {
+  const int32_t ci = count[i] > 0 ? count[i] : 0;
+  int32_t r = 0;
+  for (int32_t j = 0; j < num_experts; ++j) {
+    const int32_t cj = count[j] > 0 ? count[j] : 0;
+    r += cj > ci || (cj == ci && j < i);
+  }
+  return r;
+}
+
+/* order[position] = expert, on the host (tests, planning); the kernels build the same in
+ * parallel (gemm_common.cuh gg_expert_order). */
+MOK_SCHED_HD void gg_build_order(const int32_t *count, int32_t num_experts, int32_t *order) {
+  for (int32_t i = 0; i < num_experts; ++i) order[gg_order_rank(count, num_experts, i)] = i;
+}
 
 /* Position of tile index idx inside one expert's m_tiles x n_tiles grid, grouped by group_m. */
 MOK_SCHED_HD void gg_raster(int32_t idx, int32_t m_tiles, int32_t n_tiles, int32_t group_m,
