@@ -2,7 +2,8 @@
 # trees_ab.sh — the layer (`mok run`, BF16) of several source trees alternated in one call.
 # TREES: words name=dir[:plan], each dir a source copy (e.g. `git archive <ref> | tar -x -C
 # build/ab/<ref>`), plan an optional `--plan` pin for that entry (entries may share a dir). All
-# built in parallel; then ROUNDS x CASES (shape:experts:routing) x TREES while DEADLINE lasts;
+# built in parallel; then ROUNDS x CASES (shape:experts:routing[:dtype], BF16 unless fp8) x TREES
+# while DEADLINE lasts;
 # then the GPU suite of each tree named in SUITE while it lasts. Table last.
 set -u
 OUT=${OUT:-/tmp/mok_out}
@@ -26,15 +27,15 @@ echo "build $(( $(date +%s) - t0 )) s"
 RES=$OUT/layer_ab.txt; : > "$RES"
 for round in $(seq ${ROUNDS:-2}); do
   for c in ${CASES:-deepseek-v3:256:uniform deepseek-v3:256:zipf qwen3-30b:128:uniform}; do
-    IFS=: read -r s e r <<< "$c"
+    IFS=: read -r s e r d <<< "$c"
     for w in $TREES; do
       [ "$(left)" -lt 30 ] && continue
       name=${w%%=*}; spec=${w#*=}; dir=${spec%%:*}; plan=""
       [ "$spec" != "$dir" ] && plan="--plan ${spec#*:}"
       line=$(timeout 60 "$dir/build/mok" run --shape $s --experts $e --routing $r --tokens 7168 \
-        --iters 20 --warmup 3 --seed 7 --build-in-forward 1 $plan 2>&1 |
+        --iters 20 --warmup 3 --seed 7 --build-in-forward 1 --dtype ${d:-bf16} $plan 2>&1 |
         awk '/build \+ forward/{f=$4} /^  backward/{b=$2} /check/{c=$NF} END{print f, b, c}')
-      echo "$round $s/E$e/$r $name $line" >> "$RES"
+      echo "$round $s/E$e/$r${d:+/$d} $name $line" >> "$RES"
     done
   done
 done

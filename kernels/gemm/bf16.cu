@@ -116,7 +116,6 @@ __global__ void __launch_bounds__(GG_THREADS, 1)
   extern __shared__ __align__(1024) uint8_t smem[];
   __shared__ __align__(8) uint64_t bars[2 * GG_STAGES];
   __shared__ int32_t prefix[GG_MAX_EXPERTS + 1], pre_left[CL > 1 ? GG_MAX_EXPERTS + 1 : 1];
-  __shared__ uint8_t order_s[GG_MAX_EXPERTS];
   __shared__ __align__(8) uint64_t comm_bars[2 * CM_WARPS];
 
   const int tid = threadIdx.x;
@@ -144,15 +143,8 @@ __global__ void __launch_bounds__(GG_THREADS, 1)
     tma_prefetch_desc(&tm_c0);
     if (MODE == GG_SWIGLU && p.has_preact) tma_prefetch_desc(&tm_c1);
   }
-  /* The experts' visiting order (tile_scheduler.h), but in index order where comm CTAs pull the
-   * rows in that order (the fused path) */
-  const uint8_t *order = n_comm > 0 ? NULL : order_s;
-  if (order) {
-    gg_expert_order(p.count, E, order_s, tid, GG_THREADS);
-    __syncthreads();
-  }
   if (tid >= 64 && tid < 96) /* unit prefix over experts */
-    gg_unit_prefix_rows<CL>(p.count, order, E, GG_BM, p.n_tiles, prefix, pre_left, tid & 31);
+    gg_unit_prefix_rows<CL>(p.count, E, GG_BM, p.n_tiles, prefix, pre_left, tid & 31);
   if (CL > 1) cluster_sync(); /* barrier inits visible to the peer before any multicast */
   else __syncthreads();
   const int total = gg_units_total<CL>(prefix, pre_left, E);
@@ -171,7 +163,7 @@ __global__ void __launch_bounds__(GG_THREADS, 1)
       uint32_t phase = 0;
       for (int u = unit0; u < total; u += ustride) {
         int32_t kind;
-        const gg_tile t = gg_unit_tile<CL>(u, rank, prefix, pre_left, order, E, p.n_tiles, p.group_m, &kind);
+        const gg_tile t = gg_unit_tile<CL>(u, rank, prefix, pre_left, E, p.n_tiles, p.group_m, &kind);
         const int m_tile = t.m_tile;
         const int row_base = p.offset[t.expert];
         const int nkb = p.k_blocks;
@@ -218,7 +210,7 @@ __global__ void __launch_bounds__(GG_THREADS, 1)
     float acc[128];
     for (int u = unit0; u < total; u += ustride) {
       int32_t kind;
-      const gg_tile t = gg_unit_tile<CL>(u, rank, prefix, pre_left, order, E, p.n_tiles, p.group_m, &kind);
+      const gg_tile t = gg_unit_tile<CL>(u, rank, prefix, pre_left, E, p.n_tiles, p.group_m, &kind);
       const int m_tile = t.m_tile;
       const int nkb = p.k_blocks, cnt = max(p.count[t.expert], 0);
       /* This warpgroup's 64 rows hold real rows? If not (the upper half of an expert's last

@@ -155,7 +155,6 @@ __global__ void __launch_bounds__(SW_THREADS, 1)
   extern __shared__ __align__(1024) uint8_t smem[];
   __shared__ __align__(8) uint64_t bars[2 * SW_STAGES];
   __shared__ int32_t prefix[SW_MAX_EXPERTS + 1], pre_left[CL > 1 ? SW_MAX_EXPERTS + 1 : 1];
-  __shared__ uint8_t order[SW_MAX_EXPERTS]; /* the experts' visiting order (tile_scheduler.h) */
   const int tid = threadIdx.x, wg = tid >> 7;
   const uint32_t smem_base = smem_u32(smem);
   const uint32_t full0 = smem_u32(&bars[0]), empty0 = smem_u32(&bars[SW_STAGES]);
@@ -173,10 +172,8 @@ __global__ void __launch_bounds__(SW_THREADS, 1)
     tma_prefetch_desc(&tm_c);
     if (p.has_preact) tma_prefetch_desc(&tm_p);
   }
-  gg_expert_order(p.count, E, order, tid, SW_THREADS);
-  __syncthreads();
   if (tid >= 64 && tid < 96)
-    gg_unit_prefix_rows<CL>(p.count, order, E, SW_BT, p.n_tiles, prefix, pre_left, tid & 31);
+    gg_unit_prefix_rows<CL>(p.count, E, SW_BT, p.n_tiles, prefix, pre_left, tid & 31);
   if (CL > 1) cluster_sync();
   else __syncthreads();
   const int total = gg_units_total<CL>(prefix, pre_left, E);
@@ -188,7 +185,7 @@ __global__ void __launch_bounds__(SW_THREADS, 1)
       uint32_t phase = 0;
       for (int u = unit0; u < total; u += ustride) {
         int32_t kind;
-        const gg_tile t = gg_unit_tile<CL>(u, rank, prefix, pre_left, order, E, p.n_tiles, p.group_m, &kind);
+        const gg_tile t = gg_unit_tile<CL>(u, rank, prefix, pre_left, E, p.n_tiles, p.group_m, &kind);
         const int row_base = p.offset[t.expert];
         const int x_row = row_base + t.m_tile * SW_BT; /* rows of its expert, always */
         /* the two boxes' first weight rows: the same features of W_gate and W_up */
@@ -227,7 +224,7 @@ __global__ void __launch_bounds__(SW_THREADS, 1)
     float acc_a[64], acc_b[64];
     for (int u = unit0; u < total; u += ustride) {
       int32_t kind;
-      const gg_tile t = gg_unit_tile<CL>(u, rank, prefix, pre_left, order, E, p.n_tiles, p.group_m, &kind);
+      const gg_tile t = gg_unit_tile<CL>(u, rank, prefix, pre_left, E, p.n_tiles, p.group_m, &kind);
       const int cnt = max(p.count[t.expert], 0);
       const int n_real = kind == GG_PAIR_NONE ? 0 : min(SW_BT, cnt - t.m_tile * SW_BT);
       const int widths = n_real > 0 ? (n_real + 31) / 32 : 0;

@@ -3,9 +3,10 @@
  * place (no padding, no transposed copy).
  *
  * One persistent kernel, one CTA per SM, 384 threads. Its units (tile_scheduler.h,
- * gg_decode_k_chunk_from) are, for an expert of at most four 64-row blocks, one 256-column dW
- * tile of it and up to GW_CHUNK of its 128-row dW tiles, which all reduce over the same
- * activation columns A[rows of e, 256 columns]; for an expert with more rows, single tiles:
+ * gg_decode_k_chunk_from; the experts visited by rows, most first) are, for an expert of at most
+ * four 64-row blocks, one 256-column dW tile of it and up to GW_CHUNK of its 128-row dW tiles,
+ * which all reduce over the same activation columns A[rows of e, 256 columns]; for an expert
+ * with more rows, single tiles:
  *   warpgroup 0: producer; one thread loads 64-row blocks of A (32 KB) into four A slots and of
  *                dC (128 dW rows, 16 KB) into a 4-stage ring, completed on mbarriers. Where the
  *                expert has at most four blocks, A is loaded once for the unit's first tile and

@@ -58,23 +58,19 @@ static __device__ __noinline__ void gg_expert_order(const int32_t *count, int E,
   }
 }
 
-/* The count of the expert at position l of the visiting order (order NULL: index order). */
-__device__ __forceinline__ int gg_count_at(const int32_t *count, const uint8_t *order, int l) {
-  return count[order ? order[l] : l];
-}
-
 /* One warp: prefix[l] = work units of experts before l, prefix[E] = all units; a warp scan, 32
  * experts at a time. Row-grouped calls (whole 0): ceil(count / unit_rows) row units times n_tiles
  * per expert (negative counts count as 0). The FP8 weight gradient (whole > 0): `whole` units
  * (its dW grid) per expert with a count >= 0, none for one at count -1 (outside a ring view's
- * macrobatch). */
+ * macrobatch), over the experts in the visiting order (order[position] = expert; NULL: index
+ * order). */
 __device__ __forceinline__ void gg_unit_prefix(const int32_t *count, const uint8_t *order, int E,
                                                int unit_rows, int n_tiles, int whole,
                                                int32_t *prefix, int lane) {
   int run = 0;
   for (int base = 0; base < E; base += 32) {
     const int l = base + lane;
-    const int c = l < E ? gg_count_at(count, order, l) : 0;
+    const int c = l < E ? count[order ? order[l] : l] : 0;
     const int t = whole > 0 ? (l < E && c >= 0 ? whole : 0)
                             : gg_ceil_div(c > 0 ? c : 0, unit_rows) * n_tiles;
     run = gg_prefix_step(t, base, E, run, prefix, lane);
@@ -83,7 +79,8 @@ __device__ __forceinline__ void gg_unit_prefix(const int32_t *count, const uint8
 }
 
 /* One warp: the prefix of the weight gradient's chunked units (tile_scheduler.h,
- * gg_k_chunk_units), as gg_unit_prefix. */
+ * gg_k_chunk_units), as gg_unit_prefix, over the experts in the visiting order (order[position]
+ * = expert, gg_expert_order). */
 __device__ __forceinline__ void gg_unit_prefix_k_chunks(const int32_t *count, const uint8_t *order,
                                                         int E, int max_rows, int m_tiles,
                                                         int n_tiles, int chunk, int32_t *prefix,
@@ -91,9 +88,8 @@ __device__ __forceinline__ void gg_unit_prefix_k_chunks(const int32_t *count, co
   int run = 0;
   for (int base = 0; base < E; base += 32) {
     const int l = base + lane;
-    const int t = l < E ? gg_k_chunk_units(gg_count_at(count, order, l), max_rows, m_tiles,
-                                           n_tiles, chunk)
-                        : 0;
+    const int t =
+        l < E ? gg_k_chunk_units(count[order[l]], max_rows, m_tiles, n_tiles, chunk) : 0;
     run = gg_prefix_step(t, base, E, run, prefix, lane);
   }
   if (lane == 0) prefix[E] = run;
@@ -101,14 +97,13 @@ __device__ __forceinline__ void gg_unit_prefix_k_chunks(const int32_t *count, co
 
 /* One warp: the cluster pairs' prefixes (tile_scheduler.h, gg_build_prefix_pairs), each [E + 1],
  * for a row-grouped call of tile_m-row tiles and n_tiles column tiles. */
-__device__ __forceinline__ void gg_unit_prefix_pairs(const int32_t *count, const uint8_t *order,
-                                                     int E, int tile_m, int n_tiles,
-                                                     int32_t *pre_pair, int32_t *pre_left,
-                                                     int lane) {
+__device__ __forceinline__ void gg_unit_prefix_pairs(const int32_t *count, int E, int tile_m,
+                                                     int n_tiles, int32_t *pre_pair,
+                                                     int32_t *pre_left, int lane) {
   int run_p = 0, run_q = 0;
   for (int base = 0; base < E; base += 32) {
     const int l = base + lane;
-    const int c = l < E ? gg_count_at(count, order, l) : 0;
+    const int c = l < E ? count[l] : 0;
     const int m = gg_ceil_div(c > 0 ? c : 0, tile_m);
     const int tp = m / 2 * n_tiles, tq = m % 2 * n_tiles;
     int ip = tp, iq = tq;
@@ -136,11 +131,11 @@ __device__ __forceinline__ void gg_unit_prefix_pairs(const int32_t *count, const
  * its cluster and *kind, how its B tile is loaded (GG_PAIR_SHARED by multicast, GG_PAIR_OWN
  * alone, GG_PAIR_NONE loaded and ignored). */
 template <int CL>
-__device__ __forceinline__ void gg_unit_prefix_rows(const int32_t *count, const uint8_t *order,
-                                                    int E, int tile_m, int n_tiles,
-                                                    int32_t *prefix, int32_t *pre_left, int lane) {
-  if (CL == 1) gg_unit_prefix(count, order, E, tile_m, n_tiles, 0, prefix, lane);
-  else gg_unit_prefix_pairs(count, order, E, tile_m, n_tiles, prefix, pre_left, lane);
+__device__ __forceinline__ void gg_unit_prefix_rows(const int32_t *count, int E, int tile_m,
+                                                    int n_tiles, int32_t *prefix,
+                                                    int32_t *pre_left, int lane) {
+  if (CL == 1) gg_unit_prefix(count, NULL, E, tile_m, n_tiles, 0, prefix, lane);
+  else gg_unit_prefix_pairs(count, E, tile_m, n_tiles, prefix, pre_left, lane);
 }
 
 template <int CL>
@@ -151,17 +146,13 @@ __device__ __forceinline__ int gg_units_total(const int32_t *prefix, const int32
 
 template <int CL>
 __device__ __forceinline__ gg_tile gg_unit_tile(int u, int rank, const int32_t *prefix,
-                                                const int32_t *pre_left, const uint8_t *order,
-                                                int E, int n_tiles, int group_m, int32_t *kind) {
-  gg_tile t;
+                                                const int32_t *pre_left, int E, int n_tiles,
+                                                int group_m, int32_t *kind) {
   if (CL == 1) {
     *kind = GG_PAIR_OWN;
-    t = gg_decode_m_grouped(u, prefix, E, n_tiles, group_m);
-  } else {
-    t = gg_decode_pair(u, rank, prefix, pre_left, E, n_tiles, group_m, kind);
+    return gg_decode_m_grouped(u, prefix, E, n_tiles, group_m);
   }
-  if (order) t.expert = order[t.expert]; /* position -> expert */
-  return t;
+  return gg_decode_pair(u, rank, prefix, pre_left, E, n_tiles, group_m, kind);
 }
 
 /* Thread 0 of a CTA: the stage ring's barriers, full (one arrival, the producer's expect_tx) and
