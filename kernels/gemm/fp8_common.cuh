@@ -84,7 +84,8 @@ __device__ __forceinline__ int f8_cta_start(uint32_t smem_base, uint32_t full0, 
     if (MODE == F8_SWIGLU) tma_prefetch_desc(b1);
     if (c0) tma_prefetch_desc(c0);
   }
-  if (tid >= 64 && tid < 96) gg_unit_prefix(count, E, unit_rows, n_tiles, 0, prefix, tid & 31);
+  if (tid >= 64 && tid < 96)
+    gg_unit_prefix(count, NULL, E, unit_rows, n_tiles, 0, prefix, tid & 31);
   __syncthreads();
   return prefix[E];
 }

@@ -186,8 +186,10 @@ __global__ void __launch_bounds__(F8W_THREADS, 1)
     const CUtensorMap *maps[8] = {&tm_x, &tm_wg, &tm_wu, &tm_pre, &tm_q, &tm_qa, &tm_wd, &tm_c};
     for (int i = 0; i < 8; ++i) tma_prefetch_desc(maps[i]);
   }
-  if (tid >= 64 && tid < 96) gg_unit_prefix(pg.count, E, F8W_BM, pg.n_tiles, 0, pre_g, tid & 31);
-  if (tid >= 96 && tid < 128) gg_unit_prefix(pd.count, E, F8W_BM, pd.n_tiles, 0, pre_d, tid & 31);
+  if (tid >= 64 && tid < 96)
+    gg_unit_prefix(pg.count, NULL, E, F8W_BM, pg.n_tiles, 0, pre_g, tid & 31);
+  if (tid >= 96 && tid < 128)
+    gg_unit_prefix(pd.count, NULL, E, F8W_BM, pd.n_tiles, 0, pre_d, tid & 31);
   __syncthreads();
 
   if (wg == 0) {

@@ -229,7 +229,10 @@ __global__ void __launch_bounds__(F8G_THREADS, 1)
   extern __shared__ __align__(1024) uint8_t smem[];
   __shared__ __align__(8) uint64_t bars[2 * F8G_STAGES];
   __shared__ int32_t prefix[F8_MAX_EXPERTS + 1];
-  __shared__ int32_t counts[F8_MAX_EXPERTS], blocks0[F8_MAX_EXPERTS]; /* rows, first block */
+  /* the experts' visiting order (tile_scheduler.h: most rows first), and by position in it
+   * each expert's rows and first 128-row block */
+  __shared__ uint8_t order[F8_MAX_EXPERTS];
+  __shared__ int32_t counts[F8_MAX_EXPERTS], blocks0[F8_MAX_EXPERTS];
   const int tid = threadIdx.x, wg = tid >> 7;
   const uint32_t smem_base = smem_u32(smem);
   const uint32_t full0 = smem_u32(&bars[0]), empty0 = smem_u32(&bars[F8G_STAGES]);
@@ -249,12 +252,14 @@ __global__ void __launch_bounds__(F8G_THREADS, 1)
     tma_prefetch_desc(&tm_b);
     if (!p.out_fp32) tma_prefetch_desc(&tm_c);
   }
+  gg_expert_order(p.count, E, order, tid, F8G_THREADS);
+  __syncthreads();
   /* every expert this call writes (count >= 0) has all m_tiles x n_tiles tiles */
   if (tid >= 64 && tid < 96)
-    gg_unit_prefix(p.count, E, 1, 1, p.m_tiles / CL * p.n_tiles, prefix, tid & 31);
-  for (int e = tid - 128; e >= 0 && e < E; e += 256) {
-    counts[e] = max(p.count[e], 0);
-    blocks0[e] = p.offset[e] / 128;
+    gg_unit_prefix(p.count, order, E, 1, 1, p.m_tiles / CL * p.n_tiles, prefix, tid & 31);
+  for (int i = tid - 128; i >= 0 && i < E; i += 256) {
+    counts[i] = max(p.count[order[i]], 0);
+    blocks0[i] = p.offset[order[i]] / 128;
   }
   if (CL > 1) cluster_sync(); /* barrier inits visible to the peer before any multicast */
   else __syncthreads();
@@ -365,14 +370,14 @@ __global__ void __launch_bounds__(F8G_THREADS, 1)
       if (!p.out_fp32) {
         /* bf16: two 128-column passes into this warpgroup's staging slice (one wait, for the
          * previous tile's stores), TMA-stored while the next tile's main loop runs */
-        const int row0 = p.dw_row0 + cwg * 64 + t.expert * p.m + m_tile * F8G_BM;
+        const int row0 = p.dw_row0 + cwg * 64 + order[t.expert] * p.m + m_tile * F8G_BM;
         gg_store_pass<0, 2>(acc, epi, wtid, &tm_c, n0, p.n, row0, 2 + cwg);
         gg_store_pass<16, 2>(acc, epi + 16384, wtid, &tm_c, n0 + 128, p.n, row0, 2 + cwg, false,
                              mok_clamp_round{}, false);
         continue;
       }
       if (p.accumulate && cnt == 0) continue; /* nothing to add */
-      const size_t ebase = (size_t)t.expert * p.m * p.n;
+      const size_t ebase = (size_t)order[t.expert] * p.m * p.n;
       const int row_a = m_tile * F8G_BM + r0;
 #pragma unroll
       for (int n8 = 0; n8 < 32; ++n8) {

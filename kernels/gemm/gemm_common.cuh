@@ -62,13 +62,15 @@ static __device__ __noinline__ void gg_expert_order(const int32_t *count, int E,
  * experts at a time. Row-grouped calls (whole 0): ceil(count / unit_rows) row units times n_tiles
  * per expert (negative counts count as 0). The FP8 weight gradient (whole > 0): `whole` units
  * (its dW grid) per expert with a count >= 0, none for one at count -1 (outside a ring view's
- * macrobatch). */
-__device__ __forceinline__ void gg_unit_prefix(const int32_t *count, int E, int unit_rows,
-                                               int n_tiles, int whole, int32_t *prefix, int lane) {
+ * macrobatch), over the experts in the visiting order (order[position] = expert; NULL: index
+ * order). */
+__device__ __forceinline__ void gg_unit_prefix(const int32_t *count, const uint8_t *order, int E,
+                                               int unit_rows, int n_tiles, int whole,
+                                               int32_t *prefix, int lane) {
   int run = 0;
   for (int base = 0; base < E; base += 32) {
     const int l = base + lane;
-    const int c = l < E ? count[l] : 0;
+    const int c = l < E ? count[order ? order[l] : l] : 0;
     const int t = whole > 0 ? (l < E && c >= 0 ? whole : 0)
                             : gg_ceil_div(c > 0 ? c : 0, unit_rows) * n_tiles;
     run = gg_prefix_step(t, base, E, run, prefix, lane);
@@ -132,7 +134,7 @@ template <int CL>
 __device__ __forceinline__ void gg_unit_prefix_rows(const int32_t *count, int E, int tile_m,
                                                     int n_tiles, int32_t *prefix,
                                                     int32_t *pre_left, int lane) {
-  if (CL == 1) gg_unit_prefix(count, E, tile_m, n_tiles, 0, prefix, lane);
+  if (CL == 1) gg_unit_prefix(count, NULL, E, tile_m, n_tiles, 0, prefix, lane);
   else gg_unit_prefix_pairs(count, E, tile_m, n_tiles, prefix, pre_left, lane);
 }
 

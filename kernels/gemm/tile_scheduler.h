@@ -14,13 +14,12 @@
  * K-grouped problems (weight gradients): every expert has the same m_tiles x n_tiles output tiles;
  * the reduction length (the expert's row count) varies. The weight gradient takes them in chunks
  * of row tiles of one column tile (gg_decode_k_chunk_from).
- * A unit's time grows with its expert's rows, so the BF16 weight gradient visits the experts in an
+ * A unit's time grows with its expert's rows, so the weight gradient visits the experts in an
  * order (gg_order_rank): most rows first, ties by index, so that under skewed routing the heavy
  * experts' units start first and the light ones fill the persistent grid's tail (longest
  * processing time first); equal counts keep the index order. Its prefix and decode run over
  * positions in that order; the kernel maps a decoded position to its expert. (The row-grouped
- * problems' units all cost alike, and the FP8 weight gradient's one unit per dW tile spans all of
- * an expert's rows: in both the order measured a tie, docs/PERF.md.) */
+ * problems' units all cost alike: there the order measured a tie, docs/PERF.md.) */
 #ifndef MOK_GEMM_TILE_SCHEDULER_H
 #define MOK_GEMM_TILE_SCHEDULER_H
 
