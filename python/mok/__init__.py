@@ -8,8 +8,8 @@ backward, across the GPUs of an expert-parallel group. This package's public Pyt
     mok.RouterStats, mok.router_losses   tokens per expert, load-balancing and z losses
     mok.sync_gradients, mok.ddp_ignored_names   data parallelism with sharded experts
     mok.FP8WeightCache       FP8 codes of a layer's routed weights, made once per weight update
-    mok.functional.moe       the functional layer (torch custom ops with autograd; also
-                             mok.functional_moe)
+    mok.functional.moe       the functional layer (torch custom ops with autograd, a plain
+                             autograd.Function in eager mode; also mok.functional_moe)
     mok.moe_reference        the same math in plain PyTorch (mok.reference), mok.route (routing)
     mok.load_hf_moe_state_dict, mok.export_hf_moe_state_dict, mok.moe_kwargs_from_hf_config
                              Hugging Face DeepSeek-V3 / Qwen3-MoE checkpoints (mok.hf)

@@ -1,7 +1,8 @@
 """functional.py — mok's functional API for PyTorch: expert-parallel groups made from any
 torch.distributed ProcessGroup, workspaces cached per (group, shape, knobs), and the layer's forward
 and backward as torch.library custom ops (with fake implementations, so torch.compile traces them)
-tied together by autograd.
+tied together by autograd; in eager mode moe() runs the same work under a plain
+autograd.Function, whose dispatch costs the host less.
 
     y = mok.functional.moe(x, topk_experts, router_weights, w_gate, w_up, w_down,
                            ws_gate, ws_up, ws_down, group=grp, num_experts=E)
@@ -353,11 +354,9 @@ def _build_and_forward(sched, topk, x, rw, weights, y, stream):
            _ptr(rw), _ptr(y), stream)
 
 
-@torch.library.custom_op("mok::moe_forward", mutates_args=())
-def moe_forward(x: torch.Tensor, topk: torch.Tensor, rw: torch.Tensor, w_gate: torch.Tensor,
-                w_up: torch.Tensor, w_down: torch.Tensor, ws_gate: Optional[torch.Tensor],
-                ws_up: Optional[torch.Tensor], ws_down: Optional[torch.Tensor], group_id: int,
-                num_experts: int, swiglu_limit: float, slot: int = 0) -> torch.Tensor:
+def _forward_body(x, topk, rw, w_gate, w_up, w_down, ws_gate, ws_up, ws_down, group_id,
+                  num_experts, swiglu_limit, slot):
+    """The forward op's work (moe_forward; _MoE's forward runs it without the op's dispatch)."""
     weights = (w_gate, w_up, w_down, ws_gate, ws_up, ws_down)
     shape_of = lambda: _shape(x, topk, num_experts, w_gate, ws_gate)  # noqa: E731
     with _RefuseOnPeers(group_id, _knobs(swiglu_limit), shape_of, x.device):
@@ -368,6 +367,15 @@ def moe_forward(x: torch.Tensor, topk: torch.Tensor, rw: torch.Tensor, w_gate: t
     _build_and_forward(sched, topk, x, rw, weights, y, stream)
     _note_build(_schedule_key(group_id, shape_of(), _knobs(swiglu_limit), slot), topk)
     return y
+
+
+@torch.library.custom_op("mok::moe_forward", mutates_args=())
+def moe_forward(x: torch.Tensor, topk: torch.Tensor, rw: torch.Tensor, w_gate: torch.Tensor,
+                w_up: torch.Tensor, w_down: torch.Tensor, ws_gate: Optional[torch.Tensor],
+                ws_up: Optional[torch.Tensor], ws_down: Optional[torch.Tensor], group_id: int,
+                num_experts: int, swiglu_limit: float, slot: int = 0) -> torch.Tensor:
+    return _forward_body(x, topk, rw, w_gate, w_up, w_down, ws_gate, ws_up, ws_down, group_id,
+                         num_experts, swiglu_limit, slot)
 
 
 @moe_forward.register_fake
@@ -385,12 +393,9 @@ def _grad_buffers(x, rw, w_gate, w_up, w_down, ws_gate, ws_up, ws_down):
                   for t in (ws_gate, ws_up, ws_down)]
 
 
-@torch.library.custom_op("mok::moe_backward", mutates_args=())
-def moe_backward(dy: torch.Tensor, x: torch.Tensor, topk: torch.Tensor, rw: torch.Tensor,
-                 w_gate: torch.Tensor, w_up: torch.Tensor, w_down: torch.Tensor,
-                 ws_gate: Optional[torch.Tensor], ws_up: Optional[torch.Tensor],
-                 ws_down: Optional[torch.Tensor], group_id: int, num_experts: int,
-                 swiglu_limit: float, slot: int = 0) -> List[torch.Tensor]:
+def _backward_body(dy, x, topk, rw, w_gate, w_up, w_down, ws_gate, ws_up, ws_down, group_id,
+                   num_experts, swiglu_limit, slot):
+    """The backward op's work (moe_backward; _MoE's backward runs it without the op's dispatch)."""
     weights = (w_gate, w_up, w_down, ws_gate, ws_up, ws_down)
     shape_of = lambda: _shape(x, topk, num_experts, w_gate, ws_gate)  # noqa: E731
     with _RefuseOnPeers(group_id, _knobs(swiglu_limit), shape_of, x.device):
@@ -415,6 +420,16 @@ def moe_backward(dy: torch.Tensor, x: torch.Tensor, topk: torch.Tensor, rw: torc
     return out
 
 
+@torch.library.custom_op("mok::moe_backward", mutates_args=())
+def moe_backward(dy: torch.Tensor, x: torch.Tensor, topk: torch.Tensor, rw: torch.Tensor,
+                 w_gate: torch.Tensor, w_up: torch.Tensor, w_down: torch.Tensor,
+                 ws_gate: Optional[torch.Tensor], ws_up: Optional[torch.Tensor],
+                 ws_down: Optional[torch.Tensor], group_id: int, num_experts: int,
+                 swiglu_limit: float, slot: int = 0) -> List[torch.Tensor]:
+    return _backward_body(dy, x, topk, rw, w_gate, w_up, w_down, ws_gate, ws_up, ws_down,
+                          group_id, num_experts, swiglu_limit, slot)
+
+
 @moe_backward.register_fake
 def _(dy, x, topk, rw, w_gate, w_up, w_down, ws_gate, ws_up, ws_down, group_id, num_experts, swiglu_limit,
       slot=0):
@@ -428,16 +443,47 @@ def _setup_context(ctx, inputs, output):
     ctx.args = (group_id, num_experts, limit, slot)
 
 
-def _backward(ctx, dy):
-    x, topk, rw, w_gate, w_up, w_down, ws_gate, ws_up, ws_down = ctx.saved_tensors
-    dx, drw, dwg, dwu, dwd, dsg, dsu, dsd = moe_backward(dy, x, topk, rw, w_gate, w_up, w_down, ws_gate,
-                                                         ws_up, ws_down, *ctx.args)
+def _grads_of(grads, ws_gate):
+    """The forward's inputs' gradients from moe_backward's eight outputs (None for the topk, the
+    integers and an absent shared expert)."""
+    dx, drw, dwg, dwu, dwd, dsg, dsu, dsd = grads
     shared = ws_gate is not None and ws_gate.numel() > 0
     return (dx, None, drw, dwg, dwu, dwd, dsg if shared else None, dsu if shared else None,
             dsd if shared else None, None, None, None, None)
 
 
+def _backward(ctx, dy):
+    x, topk, rw, w_gate, w_up, w_down, ws_gate, ws_up, ws_down = ctx.saved_tensors
+    return _grads_of(moe_backward(dy, x, topk, rw, w_gate, w_up, w_down, ws_gate, ws_up, ws_down,
+                                  *ctx.args), ws_gate)
+
+
 torch.library.register_autograd("mok::moe_forward", _backward, setup_context=_setup_context)
+
+
+class _MoE(torch.autograd.Function):
+    """moe() in eager mode: the custom ops' work under a plain autograd.Function, whose dispatch
+    costs the host a fraction of a custom op's with autograd (docs/PERF.md, "Host time"); the
+    same calls, so the same bits. torch.compile, and fake or other tensor subclasses, take the
+    custom ops (traceable, with their fake implementations)."""
+
+    @staticmethod
+    def forward(ctx, x, topk, rw, w_gate, w_up, w_down, ws_gate, ws_up, ws_down, group_id,
+                num_experts, swiglu_limit, slot):
+        inputs = (x, topk, rw, w_gate, w_up, w_down, ws_gate, ws_up, ws_down, group_id,
+                  num_experts, swiglu_limit, slot)
+        y = _forward_body(*inputs)
+        _setup_context(ctx, inputs, y)
+        return y
+
+    @staticmethod
+    def backward(ctx, dy):
+        x, topk, rw, w_gate, w_up, w_down, ws_gate, ws_up, ws_down = ctx.saved_tensors
+        return _grads_of(_backward_body(dy, x, topk, rw, w_gate, w_up, w_down, ws_gate, ws_up,
+                                        ws_down, *ctx.args), ws_gate)
+
+
+_is_compiling = getattr(getattr(torch, "compiler", None), "is_compiling", lambda: False)
 
 
 FP8_BLOCK128, MXFP8 = 1, 2  # mok_dtype MOK_DTYPE_FP8_BLOCK128, MOK_DTYPE_MXFP8
@@ -698,6 +744,8 @@ def moe(x, topk_experts, router_weights, w_gate, w_up, w_down, ws_gate=None, ws_
     call with the same T, unless the group has max_tokens."""
     if slot is not None and slot < 1:
         raise ValueError("mok: slot must be None or >= 1 (slot 0 is the ops' shared default)")
-    return torch.ops.mok.moe_forward(x, topk_experts, router_weights, w_gate, w_up, w_down, ws_gate,
-                                     ws_up, ws_down, group.id, int(num_experts), float(swiglu_limit),
-                                     -1 if slot is None else int(slot))
+    args = (x, topk_experts, router_weights, w_gate, w_up, w_down, ws_gate, ws_up, ws_down,
+            group.id, int(num_experts), float(swiglu_limit), -1 if slot is None else int(slot))
+    if _is_compiling() or type(x) is not torch.Tensor:
+        return torch.ops.mok.moe_forward(*args)
+    return _MoE.apply(*args)
