@@ -461,6 +461,36 @@ def test_mxfp8_module():
     check_no_device_fault()
 
 
+def test_eager_autograd_function_bitwise():
+    """moe() in eager mode runs under mok's autograd.Function (_MoE: no custom-op dispatch on the
+    host's path), the custom op keeps its registered autograd (what torch.compile traces): on the
+    same inputs and the same slot the two give the same bits, forward and every gradient."""
+    seed = shared_seed()
+    a, _ = make_pair(seed, **CASES["qwen3"])
+    g = torch.Generator(device="cuda").manual_seed(seed + dist.get_rank())
+    x = torch.randn(301, H, device="cuda", generator=g).bfloat16()
+    dy = torch.randn(301, H, device="cuda", generator=g).bfloat16()
+    with torch.no_grad():
+        topk, rw = a.route(x, torch.nn.functional.linear(x.float(), a.router.weight.float()))
+    weights = [a.w_gate, a.w_up, a.w_down]
+    runs = []
+    for path in ("eager", "op"):
+        leaves = [t.detach().clone().requires_grad_() for t in [x, rw.contiguous()] + weights]
+        if path == "eager":
+            y = mok.functional.moe(leaves[0], topk, leaves[1], *leaves[2:], group=a._group,
+                                   num_experts=a.num_experts, slot=None)
+        else:
+            y = torch.ops.mok.moe_forward(leaves[0], topk, leaves[1], *leaves[2:], None, None, None,
+                                          a._group.id, a.num_experts, 0.0, -1)
+        runs.append((type(y.grad_fn).__name__, [y.detach()] +
+                     list(torch.autograd.grad(y, leaves, dy))))
+    (fn_eager, got), (fn_op, ref) = runs
+    same = all(torch.equal(u, v) for u, v in zip(got, ref))
+    report("eager_autograd_function", eager=fn_eager, op=fn_op, same_bits=same)
+    assert agree(same and fn_eager == "_MoEBackward" and fn_op != fn_eager), (fn_eager, fn_op)
+    check_no_device_fault()
+
+
 def test_torch_compile_fullgraph():
     seed = shared_seed()
     a, b = make_pair(seed, **CASES["deepseek_v3"])
