@@ -103,6 +103,14 @@ def fp8_weights(w):
     return routed, [w[n] for n in ("ws_gate", "ws_up", "ws_down")]
 
 
+def case_inputs(args, seed):
+    """A single-question script's case once add_shape_args's options are parsed: (rank, group size)
+    from init_ranks, the shape (shape_with) and make_inputs' tensors for uniform routing."""
+    rank, ep = init_ranks()
+    shape = shape_with(args.shape, args.experts)
+    return rank, ep, shape, make_inputs(shape, args.tokens, "uniform", rank, ep, seed)
+
+
 def make_inputs(shape, T, routing, rank, ep, seed, values="normal"):
     """x, top-k, router weights, the weights (a dict) and dy of one rank. values: "normal" (x, dy
     standard normal, weights normal with std fan_in^-0.5) or "uniform" (as `mok run` makes them: x,

@@ -20,7 +20,7 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.join(HERE, "..", "python"))
 sys.path.insert(0, os.path.join(HERE, "..", "bench"))
 import mok.functional as mf  # noqa: E402
-from harness import add_shape_args, init_ranks, make_inputs, shape_with  # noqa: E402
+from harness import add_shape_args, case_inputs  # noqa: E402
 
 
 def main():
@@ -28,10 +28,8 @@ def main():
     add_shape_args(ap)
     ap.add_argument("--calls", type=int, default=60)
     args = ap.parse_args()
-    rank, ep = init_ranks()
-    shape = shape_with(args.shape, args.experts)
+    rank, ep, shape, (x0, topk, rw0, w, dy) = case_inputs(args, 1)
     E = shape[2]
-    x0, topk, rw0, w, dy = make_inputs(shape, args.tokens, "uniform", rank, ep, 1)
     group = mf.Group()
     leaves = {n: (w[n].detach().requires_grad_() if w[n] is not None else None)
               for n in ("w_gate", "w_up", "w_down", "ws_gate", "ws_up", "ws_down")}
