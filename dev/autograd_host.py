@@ -27,6 +27,9 @@ def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     add_shape_args(ap)
     ap.add_argument("--calls", type=int, default=60)
+    ap.add_argument("--profile", type=int, default=0,
+                    help="then that many moe() forward + backward rounds under cProfile: the host's "
+                         "functions by their own time")
     args = ap.parse_args()
     rank, ep, shape, (x0, topk, rw0, w, dy) = case_inputs(args, 1)
     E = shape[2]
@@ -77,6 +80,20 @@ def main():
         for name, (hf, hb, gf, gb) in res.items():
             print(f"  {name:24s} {statistics.median(hf):12.1f} {statistics.median(hb):12.1f} "
                   f"{statistics.median(gf):8.3f} {statistics.median(gb):8.3f}")
+    if args.profile and rank == 0:
+        import cProfile
+        import pstats
+        prof = cProfile.Profile()
+        for _ in range(args.profile):
+            for t in [x, rw] + [v for v in wl if v is not None]:
+                t.grad = None
+            torch.cuda.synchronize()
+            prof.enable()
+            y = via_moe()
+            y.backward(dy)
+            prof.disable()
+        torch.cuda.synchronize()
+        pstats.Stats(prof).sort_stats("tottime").print_stats(22)
     group.destroy()
     torch.distributed.destroy_process_group()
 
