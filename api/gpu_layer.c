@@ -187,7 +187,6 @@ static mok_status forward(mok_schedule *s, const mok_weights *wt, const int32_t 
   mok_workspace *w = s->ws;
   const int64_t T = s->tokens, H = w->shape.hidden, k = w->shape.top_k,
                 Is = w->shape.shared_intermediate;
-  char *sym = (char *)w->sym.ptr;
   TRY(stage_x(s, x, stream));
   const int beside = beside_forward(s);
   mok_status st = MOK_SUCCESS;
