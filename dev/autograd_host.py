@@ -45,6 +45,10 @@ def main():
     def via_moe():  # what moe() runs in eager mode
         return mf.moe(x, topk, rw, *wl, group=group, num_experts=E, slot=1)
 
+    def clear_grads():  # the gradients assigned at the next backward, not accumulated
+        for t in [x, rw] + [v for v in wl if v is not None]:
+            t.grad = None
+
     paths = {"custom op + autograd": via_op, "moe() (eager)": via_moe}
     res = {p: ([], [], [], []) for p in paths}
     for _ in range(3):  # warm-up
@@ -55,8 +59,7 @@ def main():
         for name, fn in paths.items():
             hf, hb, gf, gb = res[name]
             ev = [torch.cuda.Event(enable_timing=True) for _ in range(3)]
-            for t in [x, rw] + [v for v in wl if v is not None]:
-                t.grad = None  # the gradients assigned, not accumulated
+            clear_grads()
             torch.cuda.synchronize()
             ev[0].record()
             t0 = time.perf_counter()
@@ -85,8 +88,7 @@ def main():
         import pstats
         prof = cProfile.Profile()
         for _ in range(args.profile):
-            for t in [x, rw] + [v for v in wl if v is not None]:
-                t.grad = None
+            clear_grads()
             torch.cuda.synchronize()
             prof.enable()
             y = via_moe()

@@ -443,19 +443,16 @@ def _setup_context(ctx, inputs, output):
     ctx.args = (group_id, num_experts, limit, slot)
 
 
-def _grads_of(grads, ws_gate):
-    """The forward's inputs' gradients from moe_backward's eight outputs (None for the topk, the
-    integers and an absent shared expert)."""
-    dx, drw, dwg, dwu, dwd, dsg, dsu, dsd = grads
+def _backward(ctx, dy, body=None):
+    """The forward's inputs' gradients from the saved inputs, through the backward op (the custom
+    op's registered autograd) or body (_MoE: the op's work without its dispatch); None for the
+    topk, the integers and an absent shared expert."""
+    x, topk, rw, w_gate, w_up, w_down, ws_gate, ws_up, ws_down = ctx.saved_tensors
+    dx, drw, dwg, dwu, dwd, dsg, dsu, dsd = (body or moe_backward)(
+        dy, x, topk, rw, w_gate, w_up, w_down, ws_gate, ws_up, ws_down, *ctx.args)
     shared = ws_gate is not None and ws_gate.numel() > 0
     return (dx, None, drw, dwg, dwu, dwd, dsg if shared else None, dsu if shared else None,
             dsd if shared else None, None, None, None, None)
-
-
-def _backward(ctx, dy):
-    x, topk, rw, w_gate, w_up, w_down, ws_gate, ws_up, ws_down = ctx.saved_tensors
-    return _grads_of(moe_backward(dy, x, topk, rw, w_gate, w_up, w_down, ws_gate, ws_up, ws_down,
-                                  *ctx.args), ws_gate)
 
 
 torch.library.register_autograd("mok::moe_forward", _backward, setup_context=_setup_context)
@@ -468,22 +465,14 @@ class _MoE(torch.autograd.Function):
     custom ops (traceable, with their fake implementations)."""
 
     @staticmethod
-    def forward(ctx, x, topk, rw, w_gate, w_up, w_down, ws_gate, ws_up, ws_down, group_id,
-                num_experts, swiglu_limit, slot):
-        inputs = (x, topk, rw, w_gate, w_up, w_down, ws_gate, ws_up, ws_down, group_id,
-                  num_experts, swiglu_limit, slot)
+    def forward(ctx, *inputs):  # moe_forward's arguments
         y = _forward_body(*inputs)
         _setup_context(ctx, inputs, y)
         return y
 
     @staticmethod
     def backward(ctx, dy):
-        x, topk, rw, w_gate, w_up, w_down, ws_gate, ws_up, ws_down = ctx.saved_tensors
-        return _grads_of(_backward_body(dy, x, topk, rw, w_gate, w_up, w_down, ws_gate, ws_up,
-                                        ws_down, *ctx.args), ws_gate)
-
-
-_is_compiling = getattr(getattr(torch, "compiler", None), "is_compiling", lambda: False)
+        return _backward(ctx, dy, _backward_body)
 
 
 FP8_BLOCK128, MXFP8 = 1, 2  # mok_dtype MOK_DTYPE_FP8_BLOCK128, MOK_DTYPE_MXFP8
@@ -746,6 +735,6 @@ def moe(x, topk_experts, router_weights, w_gate, w_up, w_down, ws_gate=None, ws_
         raise ValueError("mok: slot must be None or >= 1 (slot 0 is the ops' shared default)")
     args = (x, topk_experts, router_weights, w_gate, w_up, w_down, ws_gate, ws_up, ws_down,
             group.id, int(num_experts), float(swiglu_limit), -1 if slot is None else int(slot))
-    if _is_compiling() or type(x) is not torch.Tensor:
+    if torch.compiler.is_compiling() or type(x) is not torch.Tensor:
         return torch.ops.mok.moe_forward(*args)
     return _MoE.apply(*args)
