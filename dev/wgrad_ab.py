@@ -23,7 +23,18 @@ from grouped_gemm_baseline import counts_for, median_ms  # noqa: E402
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from gg_ab import harness_zipf_counts  # noqa: E402
 
-SHAPES = [  # name, experts, rows per expert, dW rows n, dW cols k, ld of dC, zipf
+def uniform_counts(e, rows, k=8, seed=23, round16=False):
+    """Rows per expert of the harness's uniform routing (top-k of Gaussian logits), T = e * rows /
+    k tokens; round16: each count rounded down to a multiple of 16 (no partial 16-row slice)."""
+    t = e * rows // k
+    g = torch.Generator().manual_seed(seed * 1000)
+    topk = torch.randn(t, e, generator=g).topk(k, dim=1).indices
+    c = torch.bincount(topk.flatten(), minlength=e).tolist()
+    return [x // 16 * 16 for x in c] if round16 else c
+
+
+SHAPES = [  # name, experts, rows per expert, dW rows n, dW cols k, ld of dC, zipf (0 exact,
+    # 1 Zipf(1.0), 2 the harness's Zipf, 3 the harness's uniform, 4 that rounded down to 16 rows)
     ("dsv3_ep1_down", 256, 224, 7168, 2048, 7168, 0),
     ("dsv3_ep1_gate", 256, 224, 2048, 7168, 4096, 0),
     ("dsv3_ep1_gate_zipf", 256, 224, 2048, 7168, 4096, 1),
@@ -36,6 +47,10 @@ SHAPES = [  # name, experts, rows per expert, dW rows n, dW cols k, ld of dC, zi
     ("dsv3_ep1_down_hzipf", 256, 224, 7168, 2048, 7168, 2),  # 2: the harness's Zipf routing
     ("qwen3_down_hzipf", 128, 448, 2048, 768, 2048, 2),
     ("odd_rows", 8, 300, 192, 320, 192, 1),
+    ("qwen3_gate_hu", 128, 448, 768, 2048, 1536, 3),
+    ("qwen3_gate_hu16", 128, 448, 768, 2048, 1536, 4),
+    ("dsv3_ep1_gate_hu", 256, 224, 2048, 7168, 4096, 3),
+    ("dsv3_ep1_gate_hu16", 256, 224, 2048, 7168, 4096, 4),
 ]
 
 
@@ -65,7 +80,8 @@ def main():
     for name, e, rows, n, k, ld, zipf in SHAPES:
         if pick and not any(w in name for w in pick):
             continue
-        cnt = harness_zipf_counts(e, rows) if zipf == 2 else counts_for(e, rows, zipf)
+        cnt = (harness_zipf_counts(e, rows) if zipf == 2 else
+               uniform_counts(e, rows, round16=zipf == 4) if zipf >= 3 else counts_for(e, rows, zipf))
         off = [0]
         for c in cnt:
             off.append(off[-1] + c)
