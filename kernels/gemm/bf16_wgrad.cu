@@ -17,7 +17,9 @@
  * An expert's rows are few (a few hundred at EP=1 on DeepSeek-V3's shape), so a tile reduces over
  * only a few blocks and what happens between tiles decides the speed:
  *   - an expert's last block issues only the 16-row slices that hold its rows; only the rows of
- *     the last slice past the count (another expert's rows, or anything) are zeroed;
+ *     the last slice past the count (another expert's rows, or anything) are zeroed, each
+ *     warpgroup its own dC rows and warpgroup 0 the A rows, which 1 reads only after its turn
+ *     (so the warpgroups never wait for each other there);
  *   - the two warpgroups issue their blocks in turn (warpgroup 1 block g after warpgroup 0 issued
  *     it, 0 block g + 1 after 1 issued g, across tiles), so their epilogues fall at different
  *     times and one warpgroup's stores run under the other's tensor work.
@@ -53,8 +55,8 @@
 #define GW_SMEM (GW_EPI_OFF + 2 * GW_EPI_BYTES)
 #define GW_MAX_EXPERTS 256 /* experts per launch; more are split over launches */
 #define GW_THREADS 384
-/* Named barriers (0 is __syncthreads): 1 both consumer warpgroups (zeroing a last slice), 2 + cwg
- * one warpgroup's epilogue, GW_BAR_TURN + cwg warpgroup cwg's turn to issue. */
+/* Named barriers (0 is __syncthreads): 2 + cwg one warpgroup's epilogue and its zeroing of a last
+ * slice, GW_BAR_TURN + cwg warpgroup cwg's turn to issue. */
 #define GW_BAR_TURN 4
 static_assert(GW_DC_OFF % 1024 == 0 && GW_EPI_OFF % 1024 == 0, "128B-swizzle atoms");
 
@@ -223,19 +225,22 @@ __global__ void __launch_bounds__(GW_THREADS, 1)
           mbar_wait(a_full0 + 8 * ra.slot, ra.phase);
           if (valid < 16 * ns) {
             /* The last slice's rows past the count are another expert's (or anything): zeroed
-             * before the tensor cores read them, by both consumer warpgroups together, in the
-             * stage's two dC boxes and, freshly loaded, the slot's four A boxes. */
+             * before the tensor cores read them, each warpgroup in its own dC box, warpgroup 0
+             * also in a freshly loaded A slot's four boxes (warpgroup 1 issues this block only
+             * after 0 has: its turn). */
             const int nrow = 16 * ns - valid, per_box = nrow * 8; /* 16-byte chunks */
+            const int nbox = cwg == 0 && a_fresh ? 5 : 1;
             const uint4 z = make_uint4(0, 0, 0, 0);
-            uint8_t *sd = smem + GW_DC_OFF + rd.slot * GW_DC_BYTES, *sa = smem + ra.slot * GW_A_BYTES;
+            uint8_t *sd = smem + GW_DC_OFF + rd.slot * GW_DC_BYTES + cwg * 8192;
+            uint8_t *sa = smem + ra.slot * GW_A_BYTES;
 #pragma unroll 1
-            for (int j = tid - 128; j < (a_fresh ? 6 : 2) * per_box; j += 256) {
+            for (int j = wtid; j < nbox * per_box; j += 128) {
               const int box = j / per_box, rem = j - box * per_box;
-              uint8_t *b = box < 2 ? sd + box * 8192 : sa + (box - 2) * 8192;
+              uint8_t *b = box == 0 ? sd : sa + (box - 1) * 8192;
               *(uint4 *)(b + (valid + rem / 8) * 128 + (rem & 7) * 16) = z;
             }
             fence_proxy_async_smem();
-            named_bar_sync(1, 256);
+            named_bar_sync(2 + cwg, 128); /* the warpgroup's zeros, before it issues */
           }
           const uint64_t da = wgmma_desc_add(da0, rd.slot * GW_DC_BYTES);
           const uint64_t db = wgmma_desc_add(db0, ra.slot * GW_A_BYTES);
