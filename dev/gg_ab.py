@@ -30,6 +30,17 @@ SHAPES = [  # name, experts, rows per expert, H, I, zipf (1: Zipf(1.0) by expert
 ]
 
 
+def harness_uniform_counts(e, rows, k=8, seed=23, round16=False):
+    """Rows per expert drawn as the harness's uniform routing draws them (top-k of Gaussian
+    logits; the same distribution, not the harness's own draw), T = e * rows / k tokens; round16:
+    each count rounded down to a multiple of 16 (no partial 16-row slice)."""
+    t = e * rows // k
+    g = torch.Generator().manual_seed(seed * 1000)
+    topk = torch.randn(t, e, generator=g).topk(k, dim=1).indices
+    c = torch.bincount(topk.flatten(), minlength=e).tolist()
+    return [x // 16 * 16 for x in c] if round16 else c
+
+
 def harness_zipf_counts(e, rows, k=8, seed=23):
     """Rows per expert of the harness's Zipf routing (bench/harness.py: Gumbel top-k over a
     Zipf(1.2) prior, the hot experts at random indices), T = e * rows / k tokens."""

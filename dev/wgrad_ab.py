@@ -21,17 +21,7 @@ sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."
 from grouped_gemm_baseline import counts_for, median_ms  # noqa: E402
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from gg_ab import harness_zipf_counts  # noqa: E402
-
-def uniform_counts(e, rows, k=8, seed=23, round16=False):
-    """Rows per expert of the harness's uniform routing (top-k of Gaussian logits), T = e * rows /
-    k tokens; round16: each count rounded down to a multiple of 16 (no partial 16-row slice)."""
-    t = e * rows // k
-    g = torch.Generator().manual_seed(seed * 1000)
-    topk = torch.randn(t, e, generator=g).topk(k, dim=1).indices
-    c = torch.bincount(topk.flatten(), minlength=e).tolist()
-    return [x // 16 * 16 for x in c] if round16 else c
-
+from gg_ab import harness_uniform_counts, harness_zipf_counts  # noqa: E402
 
 SHAPES = [  # name, experts, rows per expert, dW rows n, dW cols k, ld of dC, zipf (0 exact,
     # 1 Zipf(1.0), 2 the harness's Zipf, 3 the harness's uniform, 4 that rounded down to 16 rows)
@@ -80,8 +70,12 @@ def main():
     for name, e, rows, n, k, ld, zipf in SHAPES:
         if pick and not any(w in name for w in pick):
             continue
-        cnt = (harness_zipf_counts(e, rows) if zipf == 2 else
-               uniform_counts(e, rows, round16=zipf == 4) if zipf >= 3 else counts_for(e, rows, zipf))
+        if zipf == 2:
+            cnt = harness_zipf_counts(e, rows)
+        elif zipf >= 3:
+            cnt = harness_uniform_counts(e, rows, round16=zipf == 4)
+        else:
+            cnt = counts_for(e, rows, zipf)
         off = [0]
         for c in cnt:
             off.append(off[-1] + c)

@@ -80,7 +80,7 @@ static gg_rows make_rows(gg_rng *r, int E, int max_rows, int extra_pad_tiles) {
     else c = 1 + gg_below(r, max_rows);
     if (e == 1) c = 0;                       /* always one empty expert */
     if (e == 2) c = 127 + gg_below(r, 3);  /* around a tile edge     */
-    if (e == 3 && max_rows >= 512) c = 385 + gg_below(r, 128); /* six to eight 64-row blocks */
+    if (e == 3 && max_rows >= 512) c = 385 + gg_below(r, 128); /* seven or eight 64-row blocks */
     g.count[e] = c;
     g.offset[e] = off;
     off += (c + 127) / 128 * 128 + 128 * gg_below(r, extra_pad_tiles + 1);
@@ -1597,9 +1597,9 @@ static void test_gg_wgrad_chunks(void) {
   run_wgrad(6, 420, 1216, 320, 0, 0, 0, 0, &k_single7);
   run_wgrad(5, 420, 1280, 256, 1, 1, 0, 1);
 }
-/* experts of six to eight blocks (make_rows' fourth) beside shorter and longer ones in one launch,
- * 10 column tiles (the last 64 columns wide) and 2.5 row tiles (the last half past wn), bf16 and
- * fp32 accumulation, some at count -1 */
+/* experts of seven or eight blocks (make_rows' fourth) beside shorter and longer ones in one
+ * launch, 10 column tiles (the last 64 columns wide) and 2.5 row tiles (the last half past wn),
+ * bf16 and fp32 accumulation, some at count -1 */
 static void test_gg_wgrad_wide(void) {
   run_wgrad(7, 560, 320, 2368, 0, 0, 0, 0, &k_single7);
   run_wgrad(6, 560, 320, 2368, 1, 1, 1, 1);
