@@ -5,6 +5,8 @@ library's dW (bf16 and fp32 out, and fp32 accumulate) must equal the first's bit
 "bitwise" column names those that do not), and the first's be close to torch's fp32 product; then
 rounds x (each library) x iterations, the median per round, the median of rounds. Prints a table.
 SHAPES (env): a comma-separated list of substrings; only the shapes whose names contain one run.
+The layout is the layer's: every expert's rows padded to 128, its tail (the rows past its count up
+to the next 16) zero, the rest of the padding NaN (never read into a result).
 A library from one tree (the weight gradient and what it links):
     nvcc -O3 -std=c++17 -gencode arch=compute_90a,code=sm_90a -Xcompiler -fPIC -Iinclude -I. \
         -shared -o wgrad.so kernels/gemm/bf16_wgrad.cu kernels/gemm/tmap.cu \
@@ -78,10 +80,14 @@ def main():
             cnt = counts_for(e, rows, zipf)
         off = [0]
         for c in cnt:
-            off.append(off[-1] + c)
+            off.append(off[-1] + (c + 127) // 128 * 128)
         m = off[-1]
         dc_full = torch.randn(m + 64, ld, device="cuda", dtype=torch.bfloat16)
         a = torch.randn(m + 64, k, device="cuda", dtype=torch.bfloat16)
+        for ex in range(e):  # padding NaN but for the tail, zero
+            for t in (dc_full, a):
+                t[off[ex] + cnt[ex]:off[ex + 1]] = float("nan")
+                t[off[ex] + cnt[ex]:off[ex] + (cnt[ex] + 15) // 16 * 16] = 0
         a[m:] = float("nan")  # rows past the last expert's: never read into a result
         dc_full[m:] = float("nan")
         dc = dc_full[:, :n]
@@ -127,7 +133,7 @@ def main():
         for _ in range(rounds):
             for lname, lib in libs:
                 times[lname].append(median_ms(lambda: call(lib, d16, 0, 0, lname), iters))
-        flop = 2.0 * m * n * k
+        flop = 2.0 * sum(cnt) * n * k
         row = [name, "NO: " + ",".join(differ) if differ else "yes", f"{err:.1e}"]
         for lname, _ in libs:
             t = statistics.median(times[lname])

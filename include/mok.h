@@ -575,7 +575,8 @@ mok_status mok_sym_alloc(mok_group *group, size_t bytes, mok_sym_buffer *buffer)
 mok_status mok_sym_free(mok_group *group, mok_sym_buffer *buffer);
 
 /* Forward stages, in order. All enqueued on stream, all collective where they touch peers.
- * recv:     [rows, H] bf16, rows = the schedule's capacity: tokens pulled to this rank's experts.
+ * recv:     [rows, H] bf16, rows = the schedule's capacity: tokens pulled to this rank's experts
+ *           (its padding rows zero; the backward reads them as mok_op_dispatch left them).
  * out_rows: [rows, H] bf16: the experts' outputs, row for row.
  * combine:  symmetric [T*k, H] bf16: expert outputs pushed back to their (token, k) slots. */
 mok_status mok_op_dispatch(mok_schedule *schedule, const mok_sym_buffer *x, void *recv,

@@ -16,10 +16,9 @@
  *                fp32 accumulators.
  * An expert's rows are few (a few hundred at EP=1 on DeepSeek-V3's shape), so a tile reduces over
  * only a few blocks and what happens between tiles decides the speed:
- *   - an expert's last block issues only the 16-row slices that hold its rows; only the rows of
- *     the last slice past the count (another expert's rows, or anything) are zeroed, each
- *     warpgroup its own dC rows and warpgroup 0 the A rows, which 1 reads only after its turn
- *     (so the warpgroups never wait for each other there);
+ *   - an expert's last block issues only the 16-row slices that hold its rows; the rows of the
+ *     last slice past the count are the expert's tail, which the caller keeps zero in both
+ *     operands (gemm.h), so no slice is touched between its load and the tensor cores;
  *   - the two warpgroups issue their blocks in turn (warpgroup 1 block g after warpgroup 0 issued
  *     it, 0 block g + 1 after 1 issued g, across tiles), so their epilogues fall at different
  *     times and one warpgroup's stores run under the other's tensor work.
@@ -55,8 +54,8 @@
 #define GW_SMEM (GW_EPI_OFF + 2 * GW_EPI_BYTES)
 #define GW_MAX_EXPERTS 256 /* experts per launch; more are split over launches */
 #define GW_THREADS 384
-/* Named barriers (0 is __syncthreads): 2 + cwg one warpgroup's epilogue and its zeroing of a last
- * slice, GW_BAR_TURN + cwg warpgroup cwg's turn to issue. */
+/* Named barriers (0 is __syncthreads): 2 + cwg one warpgroup's epilogue, GW_BAR_TURN + cwg
+ * warpgroup cwg's turn to issue. */
 #define GW_BAR_TURN 4
 static_assert(GW_DC_OFF % 1024 == 0 && GW_EPI_OFF % 1024 == 0, "128B-swizzle atoms");
 
@@ -215,33 +214,14 @@ __global__ void __launch_bounds__(GW_THREADS, 1)
       for (int i = 0; i < tiles; ++i) {
         if (resident) ra = ua; /* every tile reads the unit's slots */
         /* the A slots' last reader releases them: each tile, or a resident unit's last */
-        const bool a_last = !resident || i == tiles - 1, a_fresh = !resident || i == 0;
+        const bool a_last = !resident || i == tiles - 1;
 #pragma unroll
         for (int j = 0; j < 128; ++j) acc[j] = 0.0f;
         int prev_d = -1, prev_a = -1;
         for (int kb = 0; kb < nkb; ++kb) {
-          const int valid = cnt - kb * GW_BK, ns = gw_slices(cnt, kb);
+          const int ns = gw_slices(cnt, kb);
           mbar_wait(d_full0 + 8 * rd.slot, rd.phase);
           mbar_wait(a_full0 + 8 * ra.slot, ra.phase);
-          if (valid < 16 * ns) {
-            /* The last slice's rows past the count are another expert's (or anything): zeroed
-             * before the tensor cores read them, each warpgroup in its own dC box, warpgroup 0
-             * also in a freshly loaded A slot's four boxes (warpgroup 1 issues this block only
-             * after 0 has: its turn). */
-            const int nrow = 16 * ns - valid, per_box = nrow * 8; /* 16-byte chunks */
-            const int nbox = cwg == 0 && a_fresh ? 5 : 1;
-            const uint4 z = make_uint4(0, 0, 0, 0);
-            uint8_t *sd = smem + GW_DC_OFF + rd.slot * GW_DC_BYTES + cwg * 8192;
-            uint8_t *sa = smem + ra.slot * GW_A_BYTES;
-#pragma unroll 1
-            for (int j = wtid; j < nbox * per_box; j += 128) {
-              const int box = j / per_box, rem = j - box * per_box;
-              uint8_t *b = box == 0 ? sd : sa + (box - 1) * 8192;
-              *(uint4 *)(b + (valid + rem / 8) * 128 + (rem & 7) * 16) = z;
-            }
-            fence_proxy_async_smem();
-            named_bar_sync(2 + cwg, 128); /* the warpgroup's zeros, before it issues */
-          }
           const uint64_t da = wgmma_desc_add(da0, rd.slot * GW_DC_BYTES);
           const uint64_t db = wgmma_desc_add(db0, ra.slot * GW_A_BYTES);
           if (!(cwg == 0 && first)) named_bar_sync(GW_BAR_TURN + cwg, 256);

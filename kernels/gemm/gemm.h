@@ -111,7 +111,10 @@ mok_status mok_gg_bf16_dgrad_pair(const void *dc, const void *w0, const void *w1
  *   dc: [m_total, n] bf16;  a: [m_total, k] bf16;
  *   dw: [num_experts, n, k], fp32 when out_fp32 != 0, else bf16.
  *   accumulate != 0 (fp32 only): dW[e] += the sum (an expert with no rows leaves dW[e] as is);
- *   otherwise dW[e] = the sum (zero for an expert with no rows). Padding rows are ignored.
+ *   otherwise dW[e] = the sum (zero for an expert with no rows).
+ *   An expert's tail, its rows past its count up to the next multiple of 16, must hold zeros in
+ *   both dc and a, or lie at or past m_total (the last 16-row slice is read whole;
+ *   kernels/pointwise/tail_rows.h zeroes tails); its other padding rows are never read.
  *   expert_count[e] == -1: dW[e] is left as it is (an expert outside a ring view's macrobatch). */
 mok_status mok_gg_bf16_wgrad(const void *dc, const void *a, void *dw, int out_fp32, int accumulate,
                              const int32_t *expert_offset, const int32_t *expert_count,

@@ -5,7 +5,7 @@
  *   - schedule/schedule.h, schedule/schedule_device.h: the host and device schedule builds,
  *     compared table for table;
  *   - kernels/move/move.h, kernels/pointwise/ headers: single kernels compared with the reference or
- *     with each other bit for bit (the FP8 SwiGLU backward, the quantizers);
+ *     with each other bit for bit (the FP8 SwiGLU backward, the quantizers, the tail rows);
  *   - kernels/gemm/gemm.h, gemm_fused.h, gemm_plan.h: the grouped GEMMs alone, every launch choice
  *     against the reference (test_grouped_gemm.cu);
  *   - api/gpu_internal.h: the workspace's and schedule's insides, for the tests that run one
@@ -21,6 +21,7 @@
 #include "kernels/move/move.h"
 #include "kernels/pointwise/fp8_quant.h"
 #include "kernels/pointwise/swiglu.h"
+#include "kernels/pointwise/tail_rows.h"
 #include "reference/ref_inputs.h"
 #include "schedule/pipeline.h"
 #include "schedule/schedule.h"

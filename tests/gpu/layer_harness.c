@@ -370,6 +370,18 @@ mok_status lh_env_open(mok_group *g, lh_env *e, const lh_host *h, int nsched) {
   if (nsched > 0) st = mok_schedule_create(e->ws, &e->s);
   if (st == MOK_SUCCESS && e->s && shape.tokens != h->shape.tokens)
     st = mok_schedule_set_tokens(e->s, h->shape.tokens);
+  if (st == MOK_SUCCESS && e->s && !mok_gpu_fp8(e->ws)) {
+    /* BF16: the per-row buffers start as NaN (what a freed allocation may hold), so that a row
+     * the layer reads before writing it, a padding or tail row (tail_rows.h) above all, cannot
+     * pass unseen: the schedule's rows (received, pre-activations, activations, outputs) and the
+     * workspace's backward rows (d_out, d_act, dgu) */
+    const mok_schedule *s = e->s;
+    const mok_workspace *w = e->ws;
+    if (cudaMemset(s->recv_x, 0xFF, (size_t)((char *)s->sg - (char *)s->recv_x)) != cudaSuccess ||
+        cudaMemset(w->d_out, 0xFF, (size_t)((char *)w->ys - (char *)w->d_out)) != cudaSuccess ||
+        cudaDeviceSynchronize() != cudaSuccess)
+      st = MOK_ERR_CUDA;
+  }
   cudaStreamCreateWithFlags(&e->stream, cudaStreamNonBlocking);
   return st;
 }

@@ -104,6 +104,16 @@ static void nan_padding(const gg_rows &g, std::vector<uint16_t> &v, int64_t cols
       for (int64_t c = 0; c < cols; ++c) v[row * cols + c] = BF16_NAN;
 }
 
+/* Zero each expert's tail (its rows past the count up to the next 16, below m_total) of a
+ * [m_total, cols] tensor: the weight gradient reads them as the layer leaves them (tail_rows.h);
+ * the other padding rows keep their NaN. */
+static void zero_tails(const gg_rows &g, std::vector<uint16_t> &v, int64_t cols) {
+  for (int e = 0; e < g.E; ++e)
+    for (int64_t row = g.offset[e] + g.count[e];
+         row < g.offset[e] + (g.count[e] + 15) / 16 * 16 && row < g.m_total; ++row)
+      for (int64_t c = 0; c < cols; ++c) v[row * cols + c] = 0;
+}
+
 template <typename T> static T *to_dev(const std::vector<T> &h) {
   T *d = NULL;
   if (cudaMalloc(&d, h.size() * sizeof(T) + 16) != cudaSuccess) return NULL;
@@ -312,7 +322,8 @@ static void run_dgrad(int E, int max_rows, int64_t n, int64_t k, int max_checked
 }
 
 /* ---- wgrad: dW[e] = dC_e^T A_e ---------------------------------------------------------- */
-/* strided != 0: dC is the right half of a [m_total, 2n] matrix and A has 64 columns of slack per
+/* Padding rows hold NaN that must not be read, but for each expert's tail, zero (gemm.h).
+ * strided != 0: dC is the right half of a [m_total, 2n] matrix and A has 64 columns of slack per
  * row (mok_gg_bf16_wgrad_ld), both bordered with NaN that must not be read. The second run (the
  * determinism check) takes the launch second (a grid cap): its bits must equal the first's. */
 static void run_wgrad(int E, int max_rows, int64_t n, int64_t k, int out_fp32, int accumulate,
@@ -324,6 +335,8 @@ static void run_wgrad(int E, int max_rows, int64_t n, int64_t k, int out_fp32, i
   fill_bf16(&r, a, 1.0f);
   nan_padding(g, dcv, n);
   nan_padding(g, a, k);
+  zero_tails(g, dcv, n);
+  zero_tails(g, a, k);
   const int64_t ld_dc = strided ? 2 * n : n, ld_a = strided ? k + 64 : k;
   std::vector<uint16_t> dc_wide(g.m_total * ld_dc, BF16_NAN), a_wide(g.m_total * ld_a, BF16_NAN);
   for (int64_t row = 0; row < g.m_total; ++row) {
@@ -1604,6 +1617,52 @@ static void test_gg_wgrad_wide(void) {
   run_wgrad(7, 560, 320, 2368, 0, 0, 0, 0, &k_single7);
   run_wgrad(6, 560, 320, 2368, 1, 1, 1, 1);
 }
+/* mok_zero_tail_rows: exactly each expert's tail rows (below m_total; none for count -1) become
+ * zero in every buffer, each with its own ld and cols; every other element keeps its bits. */
+static void test_gg_zero_tail_rows(void) {
+  gg_rng r = {test_seed() ^ 0x7a11};
+  gg_rows g = make_rows(&r, 9, 300, 1);
+  g.count[4] = -1;                                       /* a ring view's other expert */
+  g.count[8] = 5;                                       /* the last expert's tail ... */
+  g.m_total = g.offset[8] + 12;                         /* ... cut by m_total          */
+  const int64_t ld[2] = {200, 64}, cols[2] = {192, 48};
+  std::vector<uint16_t> h[2];
+  uint16_t *d[2];
+  mok_tail_buf b[2];
+  for (int i = 0; i < 2; ++i) {
+    h[i].resize(g.m_total * ld[i]);
+    fill_bf16(&r, h[i], 1.0f);
+    d[i] = to_dev(h[i]);
+    CHECK(d[i] != NULL);
+    if (!d[i]) return;
+    b[i] = mok_tail_buf{d[i], ld[i], cols[i]};
+  }
+  int32_t *doff = to_dev(g.offset), *dcnt = to_dev(g.count);
+  CUDA_OK(mok_zero_tail_rows(doff, dcnt, g.E, g.m_total, b, 2, 0));
+  CUDA_OK(cudaDeviceSynchronize());
+  long wrong = 0, zeroed = 0;
+  for (int i = 0; i < 2; ++i) {
+    std::vector<uint16_t> got = from_dev(d[i], h[i].size());
+    for (int64_t row = 0; row < g.m_total; ++row) {
+      int tail = 0;
+      for (int e = 0; e < g.E; ++e)
+        tail |= g.count[e] >= 0 && row >= g.offset[e] + g.count[e] &&
+                row < g.offset[e] + (g.count[e] + 15) / 16 * 16;
+      for (int64_t c = 0; c < ld[i]; ++c) {
+        const uint16_t want = tail && c < cols[i] ? 0 : h[i][row * ld[i] + c];
+        wrong += got[row * ld[i] + c] != want;
+        zeroed += tail && c < cols[i];
+      }
+    }
+    cudaFree(d[i]);
+  }
+  printf("    %ld elements zeroed, %ld wrong\n", zeroed, wrong);
+  CHECK(wrong == 0 && zeroed > 0);
+  mok_tail_buf odd = {d[0], 200, 100}; /* cols not a multiple of 8 */
+  CHECK(mok_zero_tail_rows(doff, dcnt, g.E, g.m_total, &odd, 1, 0) == cudaErrorInvalidValue);
+  cudaGetLastError();
+  cudaFree(doff); cudaFree(dcnt);
+}
 static void test_gg_dgrad_pair(void) { run_dgrad(6, 300, 512, 384, 1000, 1); }
 static void test_gg_dgrad_pair_many(void) { run_dgrad(7, 1200, 768, 1024, 24, 1); }
 
@@ -1649,6 +1708,7 @@ extern "C" const test_case gg_test_cases[] = {
     {"gg_wgrad_skip", test_gg_wgrad_skip},
     {"gg_wgrad_chunks", test_gg_wgrad_chunks},
     {"gg_wgrad_wide", test_gg_wgrad_wide},
+    {"gg_zero_tail_rows", test_gg_zero_tail_rows},
     {"gg_dgrad_pair", test_gg_dgrad_pair},
     {"gg_dgrad_pair_many", test_gg_dgrad_pair_many},
 };
