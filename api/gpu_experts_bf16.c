@@ -24,26 +24,15 @@ mok_status mok_gpu_experts_forward(mok_schedule *s, const mok_weights *wt, const
                               s->g, s->a, out_rows, I, stream);
 }
 
-/* The tails the BF16 weight gradients read (kernels/pointwise/tail_rows.h) zeroed in the rows they
- * reduce over and in what those come from: the pre-activations (the SwiGLU backward's dgu rows are
- * zero where they and d_act are), the activations, d_out and the received rows x. x is zeroed only
- * where it is the schedule's own; the ops layer's caller passes the rows mok_op_dispatch wrote,
- * whose padding rows the pull zeroed. */
-static mok_status zero_tails(const mok_schedule *s, void *x, void *d_out, cudaStream_t stream) {
-  const mok_workspace *w = s->ws;
-  const int64_t H = w->shape.hidden, I = w->shape.intermediate;
-  const mok_tail_buf b[4] = {{s->g, 2 * I, 2 * I}, {s->a, I, I}, {d_out, H, H}, {x, H, H}};
-  TRY_CUDA(mok_zero_tail_rows(s->expert_offset, s->expert_count, w->el, s->rows, b, 4, stream));
-  return MOK_SUCCESS;
-}
-
 mok_status mok_gpu_experts_backward(mok_schedule *s, const mok_weights *wt, const void *recv,
                                     void *d_out, void *dx_rows, const mok_grads *g,
                                     cudaStream_t stream) {
   mok_workspace *w = s->ws;
   if (!mok_gpu_grouped_gemms(w))
     return mok_v1_routed_backward(s, wt, recv, d_out, dx_rows, g, stream);
-  TRY(zero_tails(s, recv == s->recv_x ? s->recv_x : NULL, d_out, stream));
+  /* The tails the weight gradients read (kernels/pointwise/tail_rows.h) are zero already: the
+   * pull (or mok_op_dispatch) zeroed recv's padding rows, gate+up made zeros of them, and the
+   * reverse combine zeroed d_out's. */
   const mok_gg_launch l = mok_routed_launch(w);
   return mok_bf16_mlp_backward(w, mok_routed_rows(s), &l, recv, wt->w_gate, wt->w_up, wt->w_down,
                                s->g, s->a, d_out, w->d_a, w->dgu, dx_rows, g->dw_gate, g->dw_up,
@@ -72,7 +61,13 @@ mok_status mok_gpu_experts_forward_fused(mok_schedule *s, const mok_weights *wt,
 mok_status mok_gpu_experts_backward_fused(mok_schedule *s, const mok_weights *wt,
                                           const mok_grads *g, cudaStream_t stream) {
   mok_workspace *w = s->ws;
-  TRY(zero_tails(s, s->recv_x, w->d_out, stream)); /* the pull moved no padding row */
+  /* The tails the weight gradients read (kernels/pointwise/tail_rows.h): this path's pull moves no
+   * padding row, so x's tails, and the pre-activations and activations gate+up made from them,
+   * hold whatever was there; zeroed here (d_out's the reverse combine zeroed, and the SwiGLU
+   * backward's dgu tails are zero where d_act's and the pre-activations' are). */
+  const int64_t H = w->shape.hidden, I = w->shape.intermediate;
+  const mok_tail_buf tails[3] = {{s->recv_x, H, H}, {s->g, 2 * I, 2 * I}, {s->a, I, I}};
+  TRY_CUDA(mok_zero_tail_rows(s->expert_offset, s->expert_count, w->el, s->rows, tails, 3, stream));
   const mok_gg_launch l = mok_routed_launch(w);
   const mok_gg_move push = mok_fused_move(s, 1, 0);
   return mok_bf16_mlp_backward(w, mok_routed_rows(s), &l, s->recv_x, wt->w_gate, wt->w_up,
