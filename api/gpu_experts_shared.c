@@ -33,25 +33,20 @@ static s8_layout shared_fp8_layout(const mok_workspace *w) {
   return l;
 }
 
-/* The shared weights quantized into the layout; transposed: also the backward's copies. */
+/* The shared weights quantized into the layout; transposed: also the backward's copies, from
+ * the same read of each weight. */
 static mok_status shared_weights_fp8(const mok_workspace *w, const mok_weights *wt, int transposed,
                                      cudaStream_t stream) {
   const int64_t H = w->shape.hidden, Is = w->shape.shared_intermediate;
   const s8_layout l = shared_fp8_layout(w);
-  TRY(mok_fp8_quant_weight(wt->ws_gate, l.gate, l.gate_s, 1, Is, H, stream));
-  TRY(mok_fp8_quant_weight(wt->ws_up, l.up, l.up_s, 1, Is, H, stream));
-  TRY(mok_fp8_quant_weight(wt->ws_down, l.down, l.down_s, 1, H, Is, stream));
-  if (!transposed) return MOK_SUCCESS;
-  mok_weights q8;
-  memset(&q8, 0, sizeof q8);
-  q8.w_gate = l.gate;
-  q8.w_up = l.up;
-  q8.w_down = l.down;
-  q8.w_gate_scale = l.gate_s;
-  q8.w_up_scale = l.up_s;
-  q8.w_down_scale = l.down_s;
-  return mok_fp8_transpose_weights(MOK_DTYPE_FP8_BLOCK128, &q8, 1, Is, H, l.gate_up_t,
-                                   l.gate_up_t_s, l.down_t, l.down_t_s, stream);
+  TRY(mok_fp8_quant_weight_t(wt->ws_gate, l.gate, l.gate_s, 1, Is, H,
+                             transposed ? l.gate_up_t : NULL, transposed ? l.gate_up_t_s : NULL,
+                             2 * Is, 0, stream));
+  TRY(mok_fp8_quant_weight_t(wt->ws_up, l.up, l.up_s, 1, Is, H, transposed ? l.gate_up_t : NULL,
+                             transposed ? l.gate_up_t_s : NULL, 2 * Is, Is, stream));
+  return mok_fp8_quant_weight_t(wt->ws_down, l.down, l.down_s, 1, H, Is,
+                                transposed ? l.down_t : NULL, transposed ? l.down_t_s : NULL, H, 0,
+                                stream);
 }
 
 static mok_status shared_forward_fp8(mok_schedule *s, const mok_weights *wt, const void *x,

@@ -2,7 +2,8 @@
  * Hopper-native 128x128-block recipe or in MXFP8 (1x32 blocks, E8M0 scales);
  * mok_mxfp8_to_block128: MXFP8 weights converted once to the block-128 recipe the layer runs
  * (mok_quantize_weight_mxfp8_block128: both in one pass from bf16);
- * mok_fp8_transpose_weights: the FP8 backward's transposed copies of the block-128 weights. */
+ * mok_fp8_transpose_weights: the FP8 backward's transposed copies of the block-128 weights
+ * (mok_quantize_weight_transposed: codes and copy from one read of the bf16 weight). */
 #include <stdint.h>
 #include "kernels/pointwise/fp8_quant.h"
 #include "mok.h"
@@ -85,4 +86,21 @@ mok_status mok_quantize_weight_mxfp8_block128(const void *w, int64_t experts, in
   if (st != MOK_SUCCESS) return st;
   if (experts == 0 || rows == 0 || cols == 0) return MOK_SUCCESS;
   return mok_mxfp8_quant_weight_block128(w, data, scales, experts, rows, cols, stream);
+}
+
+mok_status mok_quantize_weight_transposed(mok_dtype dtype, const void *w, int64_t experts,
+                                          int64_t rows, int64_t cols, void *data, void *scales,
+                                          void *data_t, void *scales_t, int64_t ld_t,
+                                          int64_t col_off, cudaStream_t stream) {
+  if (!w || !data || !scales || !data_t || !scales_t) return MOK_ERR_INVALID_ARGUMENT;
+  if (dtype != MOK_DTYPE_FP8_BLOCK128) {
+    if (dtype == MOK_DTYPE_BF16 || dtype == MOK_DTYPE_MXFP8) return MOK_ERR_NOT_SUPPORTED;
+    return MOK_ERR_INVALID_ARGUMENT;
+  }
+  if (experts < 0 || rows < 0 || cols < 0 || col_off < 0 || ld_t < col_off + rows)
+    return MOK_ERR_INVALID_SHAPE;
+  if (rows % 128 || cols % 128 || ld_t % 128 || col_off % 128) return MOK_ERR_MISALIGNED;
+  if (experts == 0 || rows == 0 || cols == 0) return MOK_SUCCESS;
+  return mok_fp8_quant_weight_t(w, data, (float *)scales, experts, rows, cols, data_t,
+                                (float *)scales_t, ld_t, col_off, stream);
 }

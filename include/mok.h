@@ -559,6 +559,20 @@ mok_status mok_fp8_transpose_weights(mok_dtype dtype, const mok_weights *w, int6
                                      void *gate_up_t_scales, void *down_t, void *down_t_scales,
                                      cudaStream_t stream);
 
+/* Enqueued on stream. mok_quantize_weight(MOK_DTYPE_FP8_BLOCK128, w, ...) and, from the same read
+ * of w, its codes' transposed copy as mok_fp8_transpose_weights lays it out: data_t [experts,
+ * cols, ld_t] e4m3 with code (e, r, c) at data_t[e][c][col_off + r], and scales_t [experts,
+ * cols/128, ld_t/128] fp32 with block (e, rb, cb)'s scale at column col_off/128 + rb. Bit for bit
+ * those two calls, with one read of the bf16 weight instead of a second pass over the codes (how
+ * training makes the step's FP8 weights when its backward follows): w_gate with ld_t 2 inter and
+ * col_off 0, w_up with 2 inter and inter, w_down with hidden and 0 give the backward's gate_up_t
+ * and down_t. Only MOK_DTYPE_FP8_BLOCK128 (MOK_ERR_NOT_SUPPORTED otherwise); rows, cols, ld_t and
+ * col_off multiples of 128, col_off + rows <= ld_t; w, data and data_t 16-byte aligned. */
+mok_status mok_quantize_weight_transposed(mok_dtype dtype, const void *w, int64_t experts,
+                                          int64_t rows, int64_t cols, void *data, void *scales,
+                                          void *data_t, void *scales_t, int64_t ld_t,
+                                          int64_t col_off, cudaStream_t stream);
+
 /* ---------------------------------------------------------------------------------------------
  * Ops layer: the stages one by one, on buffers the caller manages
  * ------------------------------------------------------------------------------------------- */

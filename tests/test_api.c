@@ -175,6 +175,31 @@ void test_api_config(void) {
   q.w_up_scale = NULL;
   CHECK_STATUS(mok_fp8_transpose_weights(MOK_DTYPE_FP8_BLOCK128, &q, 2, 256, 512, o, o, o, o, 0),
                MOK_ERR_INVALID_ARGUMENT);
+
+  /* mok_quantize_weight_transposed, likewise: w_up of inter 256, hidden 512 beside w_gate */
+  const mok_dtype f8 = MOK_DTYPE_FP8_BLOCK128;
+  CHECK_STATUS(mok_quantize_weight_transposed(MOK_DTYPE_BF16, o, 2, 256, 512, o, o, o, o, 512, 256, 0),
+               MOK_ERR_NOT_SUPPORTED);
+  CHECK_STATUS(mok_quantize_weight_transposed(MOK_DTYPE_MXFP8, o, 2, 256, 512, o, o, o, o, 512, 256, 0),
+               MOK_ERR_NOT_SUPPORTED);
+  CHECK_STATUS(mok_quantize_weight_transposed((mok_dtype)7, o, 2, 256, 512, o, o, o, o, 512, 256, 0),
+               MOK_ERR_INVALID_ARGUMENT);
+  CHECK_STATUS(mok_quantize_weight_transposed(f8, NULL, 2, 256, 512, o, o, o, o, 512, 256, 0),
+               MOK_ERR_INVALID_ARGUMENT);
+  CHECK_STATUS(mok_quantize_weight_transposed(f8, o, 2, 256, 512, o, o, o, NULL, 512, 256, 0),
+               MOK_ERR_INVALID_ARGUMENT);
+  CHECK_STATUS(mok_quantize_weight_transposed(f8, o, 2, 256, 512, o, o, o, o, 512, 384, 0),
+               MOK_ERR_INVALID_SHAPE); /* the copy's columns run past ld_t */
+  CHECK_STATUS(mok_quantize_weight_transposed(f8, o, 2, 256, 512, o, o, o, o, 512, -128, 0),
+               MOK_ERR_INVALID_SHAPE);
+  CHECK_STATUS(mok_quantize_weight_transposed(f8, o, -1, 256, 512, o, o, o, o, 512, 256, 0),
+               MOK_ERR_INVALID_SHAPE);
+  CHECK_STATUS(mok_quantize_weight_transposed(f8, o, 2, 256, 500, o, o, o, o, 512, 256, 0),
+               MOK_ERR_MISALIGNED);
+  CHECK_STATUS(mok_quantize_weight_transposed(f8, o, 2, 256, 512, o, o, o, o, 640, 64, 0),
+               MOK_ERR_MISALIGNED);
+  CHECK_STATUS(mok_quantize_weight_transposed(f8, o, 0, 256, 512, o, o, o, o, 512, 256, 0),
+               MOK_SUCCESS); /* nothing to quantize */
 }
 
 /* NULL handles and pointers get MOK_ERR_INVALID_ARGUMENT from every GPU entry point, with or

@@ -4,37 +4,30 @@
 #include <cuda_runtime.h>
 #include <stdint.h>
 #include "kernels/pointwise/fp8_quant.h"
+#include "kernels/pointwise/fp8_block_t.cuh"
 #include "kernels/common/fp8.cuh"
 #include "kernels/common/launch_error.h"
 #include "kernels/common/ptx.cuh"
 
-/* One CTA (256 threads) per 128x128 block of q [E, n, k]: the block through shared memory, out
- * transposed at q_t[e][kk][col_off + nn] (row length ld_t); thread 0 moves the block's scale. */
-__global__ void fp8_transpose_kernel(const uint8_t *q, const float *scales, uint8_t *q_t,
-                                     float *scales_t, int64_t n, int64_t k, int64_t ld_t,
-                                     int64_t col_off) {
-  __shared__ uint32_t tile[128][33]; /* 128 rows of 128 bytes; +1 word against bank conflicts */
+/* One CTA (256 threads) per 128x128 block of q [E, n, k]: the block into shared memory by
+ * 16-byte loads (thread t: the 16-byte piece t % 8 of rows t / 8 + 32 i), out transposed at
+ * q_t[e][kk][col_off + nn] (row length ld_t) by fp8_block_t.cuh; thread 0 moves the scale. */
+__global__ void __launch_bounds__(F8B_THREADS) fp8_transpose_kernel(
+    const uint8_t *q, const float *scales, uint8_t *q_t, float *scales_t, int64_t n, int64_t k,
+    int64_t ld_t, int64_t col_off) {
+  __shared__ __align__(16) uint32_t tile[F8B_WORDS];
   const int64_t nb = n / 128, kbs = k / 128;
   const int64_t blk = blockIdx.x; /* (expert, row block, col block) */
   const int64_t e = blk / (nb * kbs), rb = (blk / kbs) % nb, cb = blk % kbs;
   const uint8_t *src = q + (e * n + rb * 128) * k + cb * 128;
-  for (int i = threadIdx.x; i < 128 * 32; i += 256) { /* word i%32 of row i/32 */
-    const int r = i >> 5, w = i & 31;
-    tile[r][w] = *(const uint32_t *)(src + (int64_t)r * k + 4 * w);
-  }
-  __syncthreads();
-  /* output row c (a column of the block) gathers byte c of each of the 128 rows */
-  uint8_t *dst = q_t + (e * k + cb * 128) * ld_t + col_off + rb * 128;
-  for (int i = threadIdx.x; i < 128 * 32; i += 256) {
-    const int c = i >> 5, w = i & 31; /* output row c, bytes 4w .. 4w + 3 (input rows) */
-    uint32_t out = 0;
+  const int piece = threadIdx.x & 7, row0 = threadIdx.x >> 3;
+  uint4 v[4];
 #pragma unroll
-    for (int b = 0; b < 4; ++b) {
-      const uint32_t word = tile[4 * w + b][c >> 2];
-      out |= ((word >> (8 * (c & 3))) & 0xffu) << (8 * b);
-    }
-    *(uint32_t *)(dst + (int64_t)c * ld_t + 4 * w) = out;
-  }
+  for (int i = 0; i < 4; ++i) v[i] = __ldcs((const uint4 *)(src + (row0 + 32 * i) * k + 16 * piece));
+#pragma unroll
+  for (int i = 0; i < 4; ++i) *(uint4 *)&tile[f8b_word(row0 + 32 * i, 4 * piece)] = v[i];
+  __syncthreads();
+  f8b_store_transposed(tile, q_t + (e * k + cb * 128) * ld_t + col_off + rb * 128, ld_t);
   if (threadIdx.x == 0)
     scales_t[(e * kbs + cb) * (ld_t / 128) + col_off / 128 + rb] = scales[blk];
 }
@@ -67,7 +60,8 @@ extern "C" mok_status mok_fp8_transpose_block128(const void *q, const float *sca
       ((uintptr_t)q_t & 15))
     return MOK_ERR_MISALIGNED;
   const int64_t blocks = experts * (n / 128) * (k / 128);
-  fp8_transpose_kernel<<<(unsigned)blocks, 256, 0, stream>>>(
+  if (blocks > INT32_MAX) return MOK_ERR_INVALID_SHAPE; /* one CTA per block */
+  fp8_transpose_kernel<<<(unsigned)blocks, F8B_THREADS, 0, stream>>>(
       (const uint8_t *)q, scales, (uint8_t *)q_t, scales_t, n, k, ld_t, col_off);
   MOK_KLAUNCHED();
   return MOK_SUCCESS;

@@ -5,6 +5,7 @@
 #include <cuda_runtime.h>
 #include <stdint.h>
 #include "kernels/pointwise/fp8_quant.h"
+#include "kernels/pointwise/fp8_block_t.cuh"
 #include "kernels/common/fp8.cuh"
 #include "kernels/common/launch_error.h"
 
@@ -40,10 +41,14 @@ __global__ void fp8_quant_act_kernel(const uint16_t *x, uint8_t *q, float *scale
  * t / 16 + 16 i (i < 8): all eight loads are issued before any is used (32 KB in flight per CTA),
  * the block's amax comes from the registers (a max: exact in any order), and the codes from the
  * same registers, so every value is read once. Each row's 256 bytes are read, and its 128 codes
- * written, by 16 consecutive threads. */
-__global__ void __launch_bounds__(256) fp8_quant_weight_kernel(const uint16_t *w, uint8_t *q,
-                                                               float *scales, int64_t n,
-                                                               int64_t k) {
+ * written, by 16 consecutive threads. TRANSPOSED: the codes also go into a shared-memory tile and
+ * out transposed at q_t[e][kk][col_off + nn] (fp8_block_t.cuh, the layout fp8_layout.cu's
+ * transposer writes), the scale beside them: the backward's copy from the same read of w. */
+template <bool TRANSPOSED>
+__global__ void __launch_bounds__(F8B_THREADS) fp8_quant_weight_kernel(
+    const uint16_t *w, uint8_t *q, float *scales, int64_t n, int64_t k, uint8_t *q_t,
+    float *scales_t, int64_t ld_t, int64_t col_off) {
+  __shared__ __align__(16) uint32_t tile[TRANSPOSED ? F8B_WORDS : 1];
   const int64_t nb = n / 128, kbs = k / 128;
   const int64_t blk = blockIdx.x; /* (expert, row block, col block) */
   const int64_t e = blk / (nb * kbs), rb = (blk / kbs) % nb, cb = blk % kbs;
@@ -80,8 +85,14 @@ __global__ void __launch_bounds__(256) fp8_quant_weight_kernel(const uint16_t *w
                                  bf16_to_f(u[2 * j + 1] >> 16) * inv)
               << 16);
     *(uint2 *)(q + base + 16 * i * k) = make_uint2(o[0], o[1]);
+    if (TRANSPOSED) *(uint2 *)&tile[f8b_word(row0 + 16 * i, 2 * piece)] = make_uint2(o[0], o[1]);
   }
   if (threadIdx.x == 0) scales[blk] = scale;
+  if (TRANSPOSED) {
+    __syncthreads();
+    f8b_store_transposed(tile, q_t + (e * k + cb * 128) * ld_t + col_off + rb * 128, ld_t);
+    if (threadIdx.x == 0) scales_t[(e * kbs + cb) * (ld_t / 128) + col_off / 128 + rb] = scale;
+  }
 }
 
 /* ---- host side ------------------------------------------------------------------------------ */
@@ -121,13 +132,27 @@ extern "C" mok_status mok_fp8_quant_act_rows(const void *x, void *q, float *scal
 
 extern "C" mok_status mok_fp8_quant_weight(const void *w, void *q, float *scales, int64_t experts,
                                            int64_t n, int64_t k, cudaStream_t stream) {
-  if (!w || !q || !scales) return MOK_ERR_INVALID_ARGUMENT;
+  return mok_fp8_quant_weight_t(w, q, scales, experts, n, k, NULL, NULL, 0, 0, stream);
+}
+
+extern "C" mok_status mok_fp8_quant_weight_t(const void *w, void *q, float *scales, int64_t experts,
+                                             int64_t n, int64_t k, void *q_t, float *scales_t,
+                                             int64_t ld_t, int64_t col_off, cudaStream_t stream) {
+  if (!w || !q || !scales || (!q_t) != (!scales_t)) return MOK_ERR_INVALID_ARGUMENT;
   if (experts <= 0 || n <= 0 || k <= 0) return MOK_ERR_INVALID_SHAPE;
   if (n % 128 || k % 128 || ((uintptr_t)w & 15) || ((uintptr_t)q & 15)) return MOK_ERR_MISALIGNED;
+  if (q_t) {
+    if (col_off < 0 || ld_t < col_off + n) return MOK_ERR_INVALID_SHAPE;
+    if (ld_t % 128 || col_off % 128 || ((uintptr_t)q_t & 15)) return MOK_ERR_MISALIGNED;
+  }
   const int64_t blocks = experts * (n / 128) * (k / 128);
   if (blocks > INT32_MAX) return MOK_ERR_INVALID_SHAPE; /* one CTA per block */
-  fp8_quant_weight_kernel<<<(unsigned)blocks, 256, 0, stream>>>((const uint16_t *)w, (uint8_t *)q,
-                                                                scales, n, k);
+  if (q_t)
+    fp8_quant_weight_kernel<true><<<(unsigned)blocks, F8B_THREADS, 0, stream>>>(
+        (const uint16_t *)w, (uint8_t *)q, scales, n, k, (uint8_t *)q_t, scales_t, ld_t, col_off);
+  else
+    fp8_quant_weight_kernel<false><<<(unsigned)blocks, F8B_THREADS, 0, stream>>>(
+        (const uint16_t *)w, (uint8_t *)q, scales, n, k, NULL, NULL, 0, 0);
   MOK_KLAUNCHED();
   return MOK_SUCCESS;
 }

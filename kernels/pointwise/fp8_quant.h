@@ -41,6 +41,13 @@ mok_status mok_fp8_quant_act_rows(const void *x, void *q, float *scales, int64_t
 mok_status mok_fp8_quant_weight(const void *w, void *q, float *scales, int64_t experts, int64_t n,
                                 int64_t k, cudaStream_t stream);
 
+/* mok_fp8_quant_weight and, from the same read of w, the codes transposed as
+ * mok_fp8_transpose_block128 writes them (q_t, scales_t, ld_t, col_off as there): bit for bit
+ * the two calls. q_t and scales_t NULL: mok_fp8_quant_weight alone. */
+mok_status mok_fp8_quant_weight_t(const void *w, void *q, float *scales, int64_t experts,
+                                  int64_t n, int64_t k, void *q_t, float *scales_t, int64_t ld_t,
+                                  int64_t col_off, cudaStream_t stream);
+
 /* ---- layout conversions (fp8_layout.cu) --------------------------------------------------- */
 
 /* The FP8 backward's weights: q [experts, n, k] e4m3 with scales [experts, n / 128, k / 128] (as

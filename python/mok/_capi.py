@@ -125,6 +125,7 @@ _SIGNATURES = {
     "mok_mxfp8_to_block128": (ctypes.c_int, [_P, _P, ctypes.c_int64, ctypes.c_int64, ctypes.c_int64, _P, _P, _P]),
     "mok_quantize_weight_mxfp8_block128": (ctypes.c_int, [_P, ctypes.c_int64, ctypes.c_int64, ctypes.c_int64, _P, _P, _P]),
     "mok_fp8_transpose_weights": (ctypes.c_int, [ctypes.c_int, _P, ctypes.c_int64, ctypes.c_int64, ctypes.c_int64, _P, _P, _P, _P, _P]),
+    "mok_quantize_weight_transposed": (ctypes.c_int, [ctypes.c_int, _P, ctypes.c_int64, ctypes.c_int64, ctypes.c_int64, _P, _P, _P, _P, ctypes.c_int64, ctypes.c_int64, _P]),
 }
 for _name, (_res, _args) in _SIGNATURES.items():
     _fn = getattr(lib, _name)

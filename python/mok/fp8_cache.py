@@ -1,7 +1,9 @@
 """fp8_cache.py — the routed experts' FP8 codes made once per weight update, not at every forward.
 
 FP8 training keeps the weights in bf16 and quantizes them for the layer: the forward's codes and
-scales (mok_quantize_weight) and the backward's transposed copies (mok_fp8_transpose_weights).
+scales (mok_quantize_weight) and the backward's transposed copies (mok_fp8_transpose_weights; for
+a forward that a backward follows, both from one read of the bf16 weights,
+mok_quantize_weight_transposed).
 Both depend only on the weights, so a step of several micro-batches (gradient accumulation), a
 recomputed forward, or an evaluation pass can reuse them. An FP8WeightCache holds one set and
 hands it out while the weights it was made from are provably unchanged:
@@ -45,18 +47,26 @@ class FP8WeightCache:
     """One layer's FP8 weights (codes, scales and the backward's transposed copies), made from its
     bf16 routed weights and reused until they change (module docstring). `quantize(w)` and
     `transpose(*codes)` make them (by default mok.functional's quantize_weight_format in
-    weight_format, "block128" or "mxfp8", and transpose_weights_fp8). Counters: quantizations
-    and transpositions made so far."""
+    weight_format, "block128" or "mxfp8", and transpose_weights_fp8);
+    `quantize_transposed(w_gate, w_up, w_down)` makes both at once, returning (codes, transposed)
+    (by default, for "block128", quantize_weights_fp8_transposed: one read of the bf16 weights
+    instead of two passes). Counters: quantizations and transpositions made so far."""
 
-    def __init__(self, quantize=None, transpose=None, weight_format="block128"):
+    def __init__(self, quantize=None, transpose=None, weight_format="block128",
+                 quantize_transposed=None):
         if weight_format not in ("block128", "mxfp8"):
             raise ValueError(f"weight_format must be 'block128' or 'mxfp8', got {weight_format!r}")
         self.weight_format = weight_format
-        if quantize is None or transpose is None:
+        if quantize is None and transpose is None and quantize_transposed is None:
             from . import functional as _f
-            quantize = quantize or (lambda w: _f.quantize_weight_format(w, weight_format))
-            transpose = transpose or _f.transpose_weights_fp8
+            quantize = lambda w: _f.quantize_weight_format(w, weight_format)  # noqa: E731
+            transpose = _f.transpose_weights_fp8
+            if weight_format == "block128":
+                quantize_transposed = _f.quantize_weights_fp8_transposed
+        elif quantize is None or transpose is None:
+            raise ValueError("FP8WeightCache: give quantize and transpose together, or neither")
         self._quantize, self._transpose = quantize, transpose
+        self._quantize_transposed = quantize_transposed
         self.quantizations = 0
         self.transpositions = 0
         self.invalidate()
@@ -76,20 +86,27 @@ class FP8WeightCache:
             return False
         return self._key == (_steps[0],) + tuple(_fingerprint(w) for w in weights)
 
-    def codes(self, w_gate, w_up, w_down):
+    def codes(self, w_gate, w_up, w_down, transposed=False):
         """The forward's codes and scales of the three routed weights, flat: (q_gate, s_gate,
-        q_up, s_up, q_down, s_down); made now unless the weights are those of the last call."""
+        q_up, s_up, q_down, s_down); made now unless the weights are those of the last call.
+        transposed: a backward will follow, so codes made now come with their transposed copies
+        from the same read of the weights (quantize_transposed, where the format has one)."""
         weights = (w_gate, w_up, w_down)
         if self._valid_for(weights):
             return self._codes
-        codes = tuple(t for w in weights for t in self._quantize(w.detach()))
+        t = None
+        if transposed and self._quantize_transposed is not None:
+            codes, t = self._quantize_transposed(*(w.detach() for w in weights))
+            self.transpositions += 1
+        else:
+            codes = tuple(v for w in weights for v in self._quantize(w.detach()))
         self.quantizations += 1
         if any(w.is_inference() for w in weights):
             self.invalidate()  # no version counter to key on
             return codes
         self._refs = tuple(weakref.ref(w) for w in weights)
         self._key = (_steps[0],) + tuple(_fingerprint(w) for w in weights)
-        self._codes, self._t = codes, None
+        self._codes, self._t = codes, t
         return codes
 
     def transposed(self, codes):

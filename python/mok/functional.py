@@ -584,6 +584,38 @@ def transpose_weights_fp8(q_gate, s_gate, q_up, s_up, q_down, s_down):
     return gu_t, gu_s, d_t, d_s
 
 
+def quantize_weights_fp8_transposed(w_gate, w_up, w_down):
+    """quantize_weight of the three routed bf16 weights and transpose_weights_fp8 of their codes,
+    bit for bit, from one read of each weight (mok_quantize_weight_transposed): returns (codes,
+    t), codes the six tensors (q_gate, s_gate, q_up, s_up, q_down, s_down), t the four of
+    transpose_weights_fp8. How a training step makes its FP8 weights when a backward follows."""
+    for w in (w_gate, w_up, w_down):
+        if (w.dtype != torch.bfloat16 or w.dim() != 3 or not w.is_contiguous()
+                or w.device.type != "cuda"):
+            raise TypeError("mok: quantize_weights_fp8_transposed needs contiguous bfloat16 "
+                            "[E, rows, cols] CUDA tensors")
+    E, inter, hidden = w_gate.shape
+    if (tuple(w_up.shape) != (E, inter, hidden) or tuple(w_down.shape) != (E, hidden, inter)
+            or w_up.device != w_gate.device or w_down.device != w_gate.device):
+        raise ValueError("mok: want w_gate, w_up [E, I, H] and w_down [E, H, I] on one device")
+    dev = w_gate.device
+    u8 = lambda *s: torch.empty(*s, dtype=torch.uint8, device=dev)  # noqa: E731
+    f32 = lambda *s: torch.empty(*s, dtype=torch.float32, device=dev)  # noqa: E731
+    gu_t, gu_s = u8(E, hidden, 2 * inter), f32(E, hidden // 128, 2 * inter // 128)
+    d_t, d_s = u8(E, inter, hidden), f32(E, inter // 128, hidden // 128)
+    stream = ctypes.c_void_p(torch.cuda.current_stream(dev).cuda_stream)
+    codes = []
+    for w, q_t, s_t, ld, off in ((w_gate, gu_t, gu_s, 2 * inter, 0),
+                                 (w_up, gu_t, gu_s, 2 * inter, inter),
+                                 (w_down, d_t, d_s, hidden, 0)):
+        _, rows, cols = w.shape
+        q, sc = u8(*w.shape), f32(E, rows // 128, cols // 128)
+        C.call("mok_quantize_weight_transposed", FP8_BLOCK128, _ptr(w), E, rows, cols, _ptr(q),
+               _ptr(sc), _ptr(q_t), _ptr(s_t), ld, off, stream)
+        codes += [q, sc]
+    return tuple(codes), (gu_t, gu_s, d_t, d_s)
+
+
 def _check_fp8(x, topk, rw, q_gate, s_gate, q_up, s_up, q_down, s_down, ws_gate, ws_up, ws_down,
                group_id, num_experts):
     """_check for the FP8 ops, and the routed weights' scales: those quantize_weight makes for
@@ -664,16 +696,21 @@ class _MoEFP8(torch.autograd.Function):
 
     @staticmethod
     def forward(ctx, x, topk, rw, w_gate, w_up, w_down, ws_gate, ws_up, ws_down, group_id,
-                num_experts, swiglu_limit, slot, cache, weight_format):
+                num_experts, swiglu_limit, slot, cache, weight_format, backward):
+        # backward: one will follow (grad mode on, an input needs a gradient), so its transposed
+        # weights come from the same read of the bf16 weights as the codes
+        t = None
         if cache is not None:
-            codes = cache.codes(w_gate, w_up, w_down)
+            codes = cache.codes(w_gate, w_up, w_down, transposed=backward)
+        elif backward and weight_format == "block128":
+            codes, t = quantize_weights_fp8_transposed(w_gate, w_up, w_down)
         else:
-            codes = tuple(t for w in (w_gate, w_up, w_down)
-                          for t in quantize_weight_format(w, weight_format))
+            codes = tuple(v for w in (w_gate, w_up, w_down)
+                          for v in quantize_weight_format(w, weight_format))
         y = moe_forward_fp8(x, topk, rw, *codes, ws_gate, ws_up, ws_down, group_id, num_experts,
                             swiglu_limit, max(slot, -1))
         ctx.save_for_backward(x, topk, rw, ws_gate, ws_up, ws_down)
-        ctx.codes, ctx.cache = codes, cache  # not inputs or outputs: kept as attributes
+        ctx.codes, ctx.cache, ctx.t = codes, cache, t  # not inputs or outputs: attributes
         ctx.args = (group_id, num_experts, swiglu_limit, max(slot, -1))
         return y
 
@@ -685,14 +722,16 @@ class _MoEFP8(torch.autograd.Function):
         if slot < 0:  # nothing kept: the forward again, on the same schedule
             moe_forward_fp8(x, topk, rw, *codes, ws_gate, ws_up, ws_down, group_id, num_experts,
                             limit, slot)
-        t = cache.transposed(codes) if cache is not None else transpose_weights_fp8(*codes)
+        t = ctx.t
+        if t is None:
+            t = cache.transposed(codes) if cache is not None else transpose_weights_fp8(*codes)
         dx, drw, dwg, dwu, dwd, dsg, dsu, dsd = moe_backward_fp8(
             dy.contiguous(), x, topk, rw, *codes, t, ws_gate, ws_up, ws_down, group_id,
             num_experts, limit, slot)
-        ctx.codes = ctx.cache = None
+        ctx.codes = ctx.cache = ctx.t = None
         shared = ws_gate is not None and ws_gate.numel() > 0
         return (dx, None, drw, dwg, dwu, dwd, dsg if shared else None, dsu if shared else None,
-                dsd if shared else None, None, None, None, None, None, None)
+                dsd if shared else None, None, None, None, None, None, None, None)
 
 
 def moe_fp8(x, topk_experts, router_weights, w_gate, w_up, w_down, ws_gate=None, ws_up=None,
@@ -707,7 +746,10 @@ def moe_fp8(x, topk_experts, router_weights, w_gate, w_up, w_down, ws_gate=None,
     "grouped". Not traceable by torch.compile (a plain autograd.Function of ctypes calls: it
     graph-breaks). weight_format "mxfp8": the routed weights go through MXFP8 (1x32 blocks, E8M0
     scales: the values an MX recipe trains on) and are converted to block-128 for the layer
-    (quantize_weight_format); weight_cache must then be made with the same format."""
+    (quantize_weight_format); weight_cache must then be made with the same format. Where a
+    backward will follow (grad mode on and an input that needs a gradient), block-128 codes made
+    at this call come with the backward's transposed copies from the same read of the weights
+    (quantize_weights_fp8_transposed), which the call keeps until its backward."""
     if slot is not None and slot < 1:
         raise ValueError("mok: slot must be None or >= 1 (slot 0 is the ops' shared default)")
     if weight_format not in WEIGHT_FORMATS:
@@ -716,9 +758,12 @@ def moe_fp8(x, topk_experts, router_weights, w_gate, w_up, w_down, ws_gate=None,
     if weight_cache is not None and cache_format != weight_format:
         raise ValueError(f"mok: weight_cache makes {cache_format!r} codes, the call asks for "
                          f"{weight_format!r}")
+    backward = torch.is_grad_enabled() and any(
+        t is not None and t.requires_grad
+        for t in (x, router_weights, w_gate, w_up, w_down, ws_gate, ws_up, ws_down))
     return _MoEFP8.apply(x, topk_experts, router_weights, w_gate, w_up, w_down, ws_gate, ws_up,
                          ws_down, group.id, int(num_experts), float(swiglu_limit),
-                         -1 if slot is None else int(slot), weight_cache, weight_format)
+                         -1 if slot is None else int(slot), weight_cache, weight_format, backward)
 
 
 def moe(x, topk_experts, router_weights, w_gate, w_up, w_down, ws_gate=None, ws_up=None, ws_down=None,

@@ -993,7 +993,8 @@ static void test_gg_fp8_quantize_rows(void) {
 
 /* The FP8 backward's layout conversions: two weights transposed side by side into [E, k, 2n]
  * (mok_fp8_transpose_block128 with col_off 0 and n) equal the host's transposition of their
- * codes and scales byte for byte; dequantized rows (mok_fp8_dequant_act) equal e4m3 * scale
+ * codes and scales byte for byte, and so do the codes and copies mok_fp8_quant_weight_t makes
+ * from the bf16 weights in one pass; dequantized rows (mok_fp8_dequant_act) equal e4m3 * scale
  * rounded to bf16 on the host, bit for bit; bad arguments are refused. */
 static void test_gg_fp8_layout(void) {
   gg_rng r = {test_seed() ^ 0xf8b1};
@@ -1034,6 +1035,46 @@ static void test_gg_fp8_layout(void) {
     }
   printf("    transpose: %lld codes or scales differ\n", (long long)bad);
   CHECK(bad == 0);
+
+  /* codes and transposed copy from one read of the bf16 weights (mok_fp8_quant_weight_t) equal
+   * the two passes' byte for byte, every output poisoned first */
+  {
+    uint16_t *dw[2] = {to_dev(w0), to_dev(w1)};
+    uint8_t *fq = NULL, *fqt = NULL;
+    float *fs = NULL, *fst = NULL;
+    cudaMalloc((void **)&fq, 2 * E * n * k);
+    cudaMalloc((void **)&fs, 2 * E * nb * kbs * 4);
+    cudaMalloc((void **)&fqt, E * k * ld);
+    cudaMalloc((void **)&fst, E * kbs * (ld / 128) * 4);
+    cudaMemset(fq, 0x7f, 2 * E * n * k);
+    cudaMemset(fs, 0xff, 2 * E * nb * kbs * 4);
+    cudaMemset(fqt, 0x7e, E * k * ld);
+    cudaMemset(fst, 0xfe, E * kbs * (ld / 128) * 4);
+    for (int h = 0; h < 2; ++h)
+      CHECK_STATUS(mok_fp8_quant_weight_t(dw[h], fq + h * E * n * k, fs + h * E * nb * kbs, E, n,
+                                          k, fqt, fst, ld, h * n, 0),
+                   MOK_SUCCESS);
+    CHECK_STATUS(mok_fp8_quant_weight_t(dw[0], fq, fs, E, n, k, fqt, NULL, ld, 0, 0),
+                 MOK_ERR_INVALID_ARGUMENT);
+    CHECK_STATUS(mok_fp8_quant_weight_t(dw[0], fq, fs, E, n, k, fqt, fst, ld, n + 128, 0),
+                 MOK_ERR_INVALID_SHAPE);
+    CUDA_OK(cudaDeviceSynchronize());
+    int64_t fbad = 0;
+    for (int h = 0; h < 2; ++h) {
+      std::vector<uint8_t> fc = from_dev(fq + h * E * n * k, E * n * k);
+      std::vector<float> fsc = from_dev(fs + h * E * nb * kbs, E * nb * kbs);
+      fbad += memcmp(fc.data(), c[h].data(), fc.size()) != 0;
+      fbad += memcmp(fsc.data(), sc[h].data(), fsc.size() * 4) != 0;
+    }
+    std::vector<uint8_t> fct = from_dev(fqt, E * k * ld);
+    std::vector<float> fsct = from_dev(fst, E * kbs * (ld / 128));
+    for (size_t i = 0; i < fct.size(); ++i) fbad += fct[i] != ct[i];
+    for (size_t i = 0; i < fsct.size(); ++i) fbad += memcmp(&fsct[i], &sct[i], 4) != 0;
+    printf("    quantized and transposed in one pass: %lld differences from the two passes\n",
+           (long long)fbad);
+    CHECK(fbad == 0);
+    cudaFree(dw[0]); cudaFree(dw[1]); cudaFree(fq); cudaFree(fs); cudaFree(fqt); cudaFree(fst);
+  }
 
   gg_rows g = make_rows(&r, 4, 300, 1);
   const int64_t m = g.m_total, ka = 640, kba = ka / 128, mp = MOK_FP8_SCALE_ROWS(m);

@@ -139,3 +139,32 @@ def test_released_weights_are_not_matched():
     w = weights()
     c.codes(*w)
     assert c.quantizations == 2
+
+
+def test_codes_for_a_backward_come_with_their_transposed_copies():
+    """transposed=True: codes made now come from quantize_transposed with their copies, which
+    transposed() then hands out without a second pass; codes already held are reused as they
+    are (their copies made once, on demand); transposed=False never calls it."""
+    calls = []
+
+    def fake_quantize_transposed(*ws):
+        calls.append(len(ws))
+        codes = tuple(v for w in ws for v in fake_quantize(w))
+        return codes, fake_transpose(*codes)
+
+    c = FP8WeightCache(fake_quantize, fake_transpose, quantize_transposed=fake_quantize_transposed)
+    w = weights()
+    a = c.codes(*w, transposed=True)
+    assert calls == [3] and c.quantizations == 1 and c.transpositions == 1
+    t = c.transposed(a)
+    assert c.transpositions == 1 and torch.equal(t[1], w[1].detach())
+    assert c.codes(*w, transposed=True) is a and calls == [3]
+    with torch.no_grad():
+        w[0].mul_(3)
+    b = c.codes(*w)  # no backward: codes alone
+    assert calls == [3] and c.quantizations == 2 and c.transpositions == 1
+    c.codes(*w, transposed=True)  # held: reused, its copies made on demand
+    assert calls == [3] and torch.equal(c.transposed(b)[0], w[0].detach())
+    assert c.transpositions == 2
+    with pytest.raises(ValueError):
+        FP8WeightCache(fake_quantize)

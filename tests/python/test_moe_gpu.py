@@ -278,8 +278,8 @@ def test_fused_path_matches_default():
 
 
 def test_fp8_functional():
-    """FP8 (block-128) routed experts from PyTorch: quantize_weight, transpose_weights_fp8,
-    moe_forward_fp8 and moe_backward_fp8 against the BF16 functional path on the weights the FP8
+    """FP8 (block-128) routed experts from PyTorch: quantize_weight, transpose_weights_fp8 (and
+    quantize_weights_fp8_transposed, bitwise the two), moe_forward_fp8 and moe_backward_fp8 against the BF16 functional path on the weights the FP8
     path sees (dequantized), within E4M3's precision (the inputs, activations and gradients are
     quantized too); a second backward is bitwise the first."""
     import mok.functional as mf
@@ -289,6 +289,9 @@ def test_fp8_functional():
     x, dy, topk, rw, w = functional_inputs(seed + rank, T, E, k, ep, Hf, If)
     q = [mf.quantize_weight(t) for t in w[:3]]
     t8 = mf.transpose_weights_fp8(*q[0], *q[1], *q[2])
+    codes1, t1 = mf.quantize_weights_fp8_transposed(*w[:3])  # the one-pass form: the same bits
+    one_pass = all(torch.equal(a, b) for a, b in zip(codes1, (v for p in q for v in p))) and all(
+        torch.equal(a, b) for a, b in zip(t1, t8))
 
     def dequant(codes, scales):
         blocks = scales.repeat_interleave(128, dim=1).repeat_interleave(128, dim=2)
@@ -306,8 +309,9 @@ def test_fp8_functional():
     errs = {"y": rel(y8, yb)}
     errs.update({n: rel(a, b) for n, a, b in zip(names, g8, gb)})
     same = all(torch.equal(a, b) for a, b in zip(g8, g8b))
-    report("fp8_functional", bitwise_second_backward=same, worst=max(errs.values()), **errs)
-    assert agree(same and finite(y8, *g8) and max(errs.values()) < 0.15), errs
+    report("fp8_functional", bitwise_second_backward=same, one_pass_weights_bitwise=one_pass,
+           worst=max(errs.values()), **errs)
+    assert agree(same and one_pass and finite(y8, *g8) and max(errs.values()) < 0.15), errs
     grp.destroy()
     check_no_device_fault()
 
