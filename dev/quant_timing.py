@@ -53,6 +53,7 @@ def main():
     ap.add_argument("--iters", type=int, default=7)
     ap.add_argument("--rounds", type=int, default=2)
     ap.add_argument("--old-lib", default="")
+    ap.add_argument("--fwd-iters", type=int, default=30)
     args = ap.parse_args()
     rank, ep = init_ranks()
     H, I, E, k, Is = shape_with(args.shape, args.experts)
@@ -85,9 +86,9 @@ def main():
     def layer():
         mf.moe_forward_fp8(x, topk, rw, *codes, *shared, m._group.id, E)
 
-    def op_fwd():
+    def op_fwd():  # the module's slot, as its forward passes it
         mf.moe_fp8(x, topk, rw, *w3, *shared, group=m._group, num_experts=E,
-                   weight_cache=cache)
+                   weight_cache=cache, slot=m._slot)
 
     def module_fwd():
         m(x)
@@ -137,9 +138,9 @@ def main():
         old_cases = (("old two passes", old_two_passes), ("old transpose", old_transpose_only))
 
     cases = old_cases + (("two passes", two_passes), ("one pass", one_pass), ("quantize x3", quant),
-             ("transpose", transpose), ("layer fwd", layer), ("op fwd", op_fwd),
-             ("module fwd", module_fwd))
-    for _, f in cases:
+             ("transpose", transpose))
+    fwds = (("layer fwd", layer), ("op fwd", op_fwd), ("module fwd", module_fwd))
+    for _, f in cases + fwds:
         f()
     torch.cuda.synchronize()
     q0 = cache.quantizations
@@ -147,11 +148,21 @@ def main():
     for _ in range(args.rounds):
         for name, f in cases:
             rows[name].append(timed(f, args.iters))
+    # the forwards alternate call by call (a warm card's clock moves by more than their gap)
+    fwd_ms = {name: [] for name, _ in fwds}
+    for _ in range(args.fwd_iters):
+        for name, f in fwds:
+            fwd_ms[name].append(timed(f, 1))
     if rank == 0:
         print(f"shape {args.shape} E {E} T {args.tokens}: routed bf16 weights {gb:.2f} GB; "
               f"cache quantizations during the timed forwards: {cache.quantizations - q0}")
         for name, ms in rows.items():
             print(f"  {name:12s} " + " ".join(f"{v:8.3f}" for v in ms) + " ms")
+        base = statistics.median(fwd_ms["layer fwd"])
+        for name, ms in fwd_ms.items():
+            med = statistics.median(ms)
+            print(f"  {name:12s} {med:8.3f} ms (median of {len(ms)}, alternated), "
+                  f"{100 * (med / base - 1):+.1f}% against the layer call")
     dist.destroy_process_group()
 
 
