@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # tune_rows.sh — one call: build, then `mok tune` (nothing stored) on the harness's shapes at
 # T 7168 that fit the card, BF16 and FP8, uniform and Zipf, each candidate's time against the
-# default's: the check that no default is slower than a candidate by more than 3%. Logs under
-# $OUT; one line per case last (the best candidate's margin over the default).
+# default's: the check that no default is slower than a candidate by more than 3%. The tune
+# tables go to $OUT/tune_all.txt; one line per case last (the best candidate's margin over the
+# default).
 set -u
 OUT=${OUT:-/tmp/mok_out}
 mkdir -p "$OUT"
@@ -15,10 +16,11 @@ CASES=${CASES:-"qwen3-30b:0:bf16:uniform qwen3-235b:0:bf16:uniform glm-4.5:0:bf1
   qwen3-30b:0:fp8:uniform qwen3-235b:0:fp8:uniform glm-4.5:0:fp8:uniform deepseek-v3:128:fp8:uniform
   qwen3-30b:0:bf16:zipf deepseek-v3:128:bf16:zipf deepseek-v3:0:bf16:uniform deepseek-v3:0:fp8:uniform"}
 summary=()
+LOGS=$(mktemp -d)
 for c in $CASES; do
   IFS=: read -r shape experts dtype routing <<<"$c"
   ex=(); [ "$experts" != 0 ] && ex=(--experts "$experts")
-  log="$OUT/tune_${shape}_${experts}_${dtype}_${routing}.txt"
+  log="$LOGS/tune_${shape}_${experts}_${dtype}_${routing}.txt"
   timeout 120 ./build/mok tune --shape "$shape" "${ex[@]}" --tokens 7168 --dtype "$dtype" \
     --routing "$routing" --iters 9 --warmup 3 --save 0 >"$log" 2>&1
   rc=$?
@@ -26,6 +28,7 @@ for c in $CASES; do
               END {if (n) printf "%+.1f%% %s (%d candidates)", b, p, n}' "$log")
   summary+=("$(printf '%-34s rc=%-3s best vs default: %s' "$c" "$rc" "$best")")
   echo "${summary[-1]}  ($(( $(date +%s) - t0 )) s)"
+  { echo "=== $c"; cat "$log"; } >>"$OUT/tune_all.txt"
 done
 echo "=== all $(( $(date +%s) - t0 )) s"
 printf '%s\n' "${summary[@]}"
