@@ -10,7 +10,6 @@
  * epilogue and down; backward d_act and dx from dy and [dg, du] quantized 1x128 and the
  * transposed weights; its weight gradients in bf16 from what the FP8 GEMMs saw (the activations
  * and x dequantized), as config fp8_weight_grads = 0 does for the routed experts. */
-#include <string.h>
 #include <cuda_runtime_api.h>
 #include "api/gpu_experts.h"
 #include "kernels/pointwise/fp8_quant.h"

@@ -102,19 +102,14 @@ def main():
 
         def old_quantize(w):
             E_, rows, cols = w.shape
-            q = torch.empty(w.shape, dtype=torch.uint8, device=w.device)
-            sc = torch.empty(E_, rows // 128, cols // 128, dtype=torch.float32, device=w.device)
+            q, sc = mf._codes_buffers(w)
             assert old.mok_quantize_weight(mf.FP8_BLOCK128, ptr(w), i64(E_), i64(rows), i64(cols),
                                            ptr(q), ptr(sc), stream()) == 0
             return q, sc
 
         def old_transpose(*c):
             E_, inter, hidden = c[0].shape
-            dev = c[0].device
-            gu_t = torch.empty(E_, hidden, 2 * inter, dtype=torch.uint8, device=dev)
-            gu_s = torch.empty(E_, hidden // 128, 2 * inter // 128, dtype=torch.float32, device=dev)
-            d_t = torch.empty(E_, inter, hidden, dtype=torch.uint8, device=dev)
-            d_s = torch.empty(E_, inter // 128, hidden // 128, dtype=torch.float32, device=dev)
+            gu_t, gu_s, d_t, d_s = mf._transposed_buffers(E_, inter, hidden, c[0].device)
             wt = mf._fp8_weights(*c, None, None, None)
             assert old.mok_fp8_transpose_weights(mf.FP8_BLOCK128, ctypes.byref(wt), i64(E_),
                                                  i64(inter), i64(hidden), ptr(gu_t), ptr(gu_s),

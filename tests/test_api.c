@@ -178,28 +178,29 @@ void test_api_config(void) {
 
   /* mok_quantize_weight_transposed, likewise: w_up of inter 256, hidden 512 beside w_gate */
   const mok_dtype f8 = MOK_DTYPE_FP8_BLOCK128;
-  CHECK_STATUS(mok_quantize_weight_transposed(MOK_DTYPE_BF16, o, 2, 256, 512, o, o, o, o, 512, 256, 0),
-               MOK_ERR_NOT_SUPPORTED);
-  CHECK_STATUS(mok_quantize_weight_transposed(MOK_DTYPE_MXFP8, o, 2, 256, 512, o, o, o, o, 512, 256, 0),
-               MOK_ERR_NOT_SUPPORTED);
-  CHECK_STATUS(mok_quantize_weight_transposed((mok_dtype)7, o, 2, 256, 512, o, o, o, o, 512, 256, 0),
-               MOK_ERR_INVALID_ARGUMENT);
-  CHECK_STATUS(mok_quantize_weight_transposed(f8, NULL, 2, 256, 512, o, o, o, o, 512, 256, 0),
-               MOK_ERR_INVALID_ARGUMENT);
-  CHECK_STATUS(mok_quantize_weight_transposed(f8, o, 2, 256, 512, o, o, o, NULL, 512, 256, 0),
-               MOK_ERR_INVALID_ARGUMENT);
-  CHECK_STATUS(mok_quantize_weight_transposed(f8, o, 2, 256, 512, o, o, o, o, 512, 384, 0),
-               MOK_ERR_INVALID_SHAPE); /* the copy's columns run past ld_t */
-  CHECK_STATUS(mok_quantize_weight_transposed(f8, o, 2, 256, 512, o, o, o, o, 512, -128, 0),
-               MOK_ERR_INVALID_SHAPE);
-  CHECK_STATUS(mok_quantize_weight_transposed(f8, o, -1, 256, 512, o, o, o, o, 512, 256, 0),
-               MOK_ERR_INVALID_SHAPE);
-  CHECK_STATUS(mok_quantize_weight_transposed(f8, o, 2, 256, 500, o, o, o, o, 512, 256, 0),
-               MOK_ERR_MISALIGNED);
-  CHECK_STATUS(mok_quantize_weight_transposed(f8, o, 2, 256, 512, o, o, o, o, 640, 64, 0),
-               MOK_ERR_MISALIGNED);
-  CHECK_STATUS(mok_quantize_weight_transposed(f8, o, 0, 256, 512, o, o, o, o, 512, 256, 0),
-               MOK_SUCCESS); /* nothing to quantize */
+  const struct {
+    mok_dtype dtype;
+    void *w, *scales_t;
+    int64_t experts, cols, ld_t, col_off;
+    mok_status want;
+  } qt[] = {
+      {MOK_DTYPE_BF16, o, o, 2, 512, 512, 256, MOK_ERR_NOT_SUPPORTED},
+      {MOK_DTYPE_MXFP8, o, o, 2, 512, 512, 256, MOK_ERR_NOT_SUPPORTED},
+      {(mok_dtype)7, o, o, 2, 512, 512, 256, MOK_ERR_INVALID_ARGUMENT},
+      {f8, NULL, o, 2, 512, 512, 256, MOK_ERR_INVALID_ARGUMENT},
+      {f8, o, NULL, 2, 512, 512, 256, MOK_ERR_INVALID_ARGUMENT},
+      {f8, o, o, 2, 512, 512, 384, MOK_ERR_INVALID_SHAPE}, /* the copy's columns past ld_t */
+      {f8, o, o, 2, 512, 512, -128, MOK_ERR_INVALID_SHAPE},
+      {f8, o, o, -1, 512, 512, 256, MOK_ERR_INVALID_SHAPE},
+      {f8, o, o, 2, 500, 512, 256, MOK_ERR_MISALIGNED},
+      {f8, o, o, 2, 512, 640, 64, MOK_ERR_MISALIGNED},
+      {f8, o, o, 0, 512, 512, 256, MOK_SUCCESS}, /* nothing to quantize */
+  };
+  for (size_t i = 0; i < sizeof qt / sizeof qt[0]; ++i)
+    CHECK_STATUS(mok_quantize_weight_transposed(qt[i].dtype, qt[i].w, qt[i].experts, 256,
+                                                qt[i].cols, o, o, o, qt[i].scales_t, qt[i].ld_t,
+                                                qt[i].col_off, 0),
+                 qt[i].want);
 }
 
 /* NULL handles and pointers get MOK_ERR_INVALID_ARGUMENT from every GPU entry point, with or

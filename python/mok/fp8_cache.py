@@ -57,14 +57,13 @@ class FP8WeightCache:
         if weight_format not in ("block128", "mxfp8"):
             raise ValueError(f"weight_format must be 'block128' or 'mxfp8', got {weight_format!r}")
         self.weight_format = weight_format
-        if quantize is None and transpose is None and quantize_transposed is None:
+        if quantize is None or transpose is None:
             from . import functional as _f
-            quantize = lambda w: _f.quantize_weight_format(w, weight_format)  # noqa: E731
-            transpose = _f.transpose_weights_fp8
-            if weight_format == "block128":
-                quantize_transposed = _f.quantize_weights_fp8_transposed
-        elif quantize is None or transpose is None:
-            raise ValueError("FP8WeightCache: give quantize and transpose together, or neither")
+            # the library's one-pass form makes its own codes and copies: only with both its own
+            if quantize is None and transpose is None and weight_format == "block128":
+                quantize_transposed = quantize_transposed or _f.quantize_weights_fp8_transposed
+            quantize = quantize or (lambda w: _f.quantize_weight_format(w, weight_format))
+            transpose = transpose or _f.transpose_weights_fp8
         self._quantize, self._transpose = quantize, transpose
         self._quantize_transposed = quantize_transposed
         self.quantizations = 0

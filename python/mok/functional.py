@@ -486,11 +486,26 @@ def quantize_weight(w):
     if w.dtype != torch.bfloat16 or w.dim() != 3 or not w.is_contiguous() or w.device.type != "cuda":
         raise TypeError("mok: quantize_weight needs a contiguous bfloat16 [E, rows, cols] CUDA tensor")
     E, rows, cols = w.shape
-    q = torch.empty(w.shape, dtype=torch.uint8, device=w.device)
-    scales = torch.empty(E, rows // 128, cols // 128, dtype=torch.float32, device=w.device)
+    q, scales = _codes_buffers(w)
     stream = ctypes.c_void_p(torch.cuda.current_stream(w.device).cuda_stream)
     C.call("mok_quantize_weight", FP8_BLOCK128, _ptr(w), E, rows, cols, _ptr(q), _ptr(scales), stream)
     return q, scales
+
+
+def _codes_buffers(w):
+    """Block-128 codes and scales for a weight [E, rows, cols] on its device, uninitialized."""
+    E, rows, cols = w.shape
+    return (torch.empty(w.shape, dtype=torch.uint8, device=w.device),
+            torch.empty(E, rows // 128, cols // 128, dtype=torch.float32, device=w.device))
+
+
+def _transposed_buffers(E, inter, hidden, dev):
+    """transpose_weights_fp8's four tensors, uninitialized: gate | up [E, H, 2I] codes and scales
+    [E, H/128, 2I/128], down [E, I, H] codes and scales [E, I/128, H/128]."""
+    u8 = lambda *s: torch.empty(*s, dtype=torch.uint8, device=dev)  # noqa: E731
+    f32 = lambda *s: torch.empty(*s, dtype=torch.float32, device=dev)  # noqa: E731
+    return (u8(E, hidden, 2 * inter), f32(E, hidden // 128, 2 * inter // 128),
+            u8(E, inter, hidden), f32(E, inter // 128, hidden // 128))
 
 
 def quantize_weight_mxfp8(w):
@@ -573,10 +588,7 @@ def transpose_weights_fp8(q_gate, s_gate, q_up, s_up, q_down, s_down):
     _check_fp8_codes(q_gate, s_gate, q_up, s_up, q_down, s_down)
     E, inter, hidden = q_gate.shape
     dev = q_gate.device
-    gu_t = torch.empty(E, hidden, 2 * inter, dtype=torch.uint8, device=dev)
-    gu_s = torch.empty(E, hidden // 128, 2 * inter // 128, dtype=torch.float32, device=dev)
-    d_t = torch.empty(E, inter, hidden, dtype=torch.uint8, device=dev)
-    d_s = torch.empty(E, inter // 128, hidden // 128, dtype=torch.float32, device=dev)
+    gu_t, gu_s, d_t, d_s = _transposed_buffers(E, inter, hidden, dev)
     w = _fp8_weights(q_gate, s_gate, q_up, s_up, q_down, s_down, None, None, None)
     stream = ctypes.c_void_p(torch.cuda.current_stream(dev).cuda_stream)
     C.call("mok_fp8_transpose_weights", FP8_BLOCK128, ctypes.byref(w), E, inter, hidden, _ptr(gu_t),
@@ -599,17 +611,14 @@ def quantize_weights_fp8_transposed(w_gate, w_up, w_down):
             or w_up.device != w_gate.device or w_down.device != w_gate.device):
         raise ValueError("mok: want w_gate, w_up [E, I, H] and w_down [E, H, I] on one device")
     dev = w_gate.device
-    u8 = lambda *s: torch.empty(*s, dtype=torch.uint8, device=dev)  # noqa: E731
-    f32 = lambda *s: torch.empty(*s, dtype=torch.float32, device=dev)  # noqa: E731
-    gu_t, gu_s = u8(E, hidden, 2 * inter), f32(E, hidden // 128, 2 * inter // 128)
-    d_t, d_s = u8(E, inter, hidden), f32(E, inter // 128, hidden // 128)
+    gu_t, gu_s, d_t, d_s = _transposed_buffers(E, inter, hidden, dev)
     stream = ctypes.c_void_p(torch.cuda.current_stream(dev).cuda_stream)
     codes = []
     for w, q_t, s_t, ld, off in ((w_gate, gu_t, gu_s, 2 * inter, 0),
                                  (w_up, gu_t, gu_s, 2 * inter, inter),
                                  (w_down, d_t, d_s, hidden, 0)):
         _, rows, cols = w.shape
-        q, sc = u8(*w.shape), f32(E, rows // 128, cols // 128)
+        q, sc = _codes_buffers(w)
         C.call("mok_quantize_weight_transposed", FP8_BLOCK128, _ptr(w), E, rows, cols, _ptr(q),
                _ptr(sc), _ptr(q_t), _ptr(s_t), ld, off, stream)
         codes += [q, sc]

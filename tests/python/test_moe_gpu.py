@@ -279,9 +279,10 @@ def test_fused_path_matches_default():
 
 def test_fp8_functional():
     """FP8 (block-128) routed experts from PyTorch: quantize_weight, transpose_weights_fp8 (and
-    quantize_weights_fp8_transposed, bitwise the two), moe_forward_fp8 and moe_backward_fp8 against the BF16 functional path on the weights the FP8
-    path sees (dequantized), within E4M3's precision (the inputs, activations and gradients are
-    quantized too); a second backward is bitwise the first."""
+    quantize_weights_fp8_transposed, bitwise the two), moe_forward_fp8 and moe_backward_fp8
+    against the BF16 functional path on the weights the FP8 path sees (dequantized), within
+    E4M3's precision (the inputs, activations and gradients are quantized too); a second backward
+    is bitwise the first."""
     import mok.functional as mf
     seed = shared_seed()
     ep, rank = dist.get_world_size(), dist.get_rank()
