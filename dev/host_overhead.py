@@ -89,9 +89,10 @@ def main():
         check = ("argument checks (_check)", lambda: mf._check(x, topk, rw, wl, group.id, E))
         key_of = lambda: mf._shape(x, topk, E, wl[0], wl[3])  # noqa: E731
         weights = lambda: mf._weights(*wl)  # noqa: E731
-        raw = getattr(mf.moe_forward, "_init_fn", None)  # the op's Python body, no dispatch
-        direct = [("the op's body without the dispatcher",
-                   host_us(lambda: raw(x, topk, rw, *wl, group.id, E, 0.0), n, sync=True))] if raw else []
+        # mf.moe_forward / moe_backward run the ops' work directly in plain eager mode: the
+        # custom ops' own dispatch, for comparison
+        op_fwd = lambda: torch.ops.mok.moe_forward(x, topk, rw, *wl, group.id, E, 0.0)  # noqa: E731
+        op_bwd = lambda: torch.ops.mok.moe_backward(dy, x, topk, rw, *wl, group.id, E, 0.0)  # noqa: E731
     else:
         codes, shared = fp8_weights(w)
         knobs = (("dtype", mf.FP8_BLOCK128),)
@@ -108,7 +109,7 @@ def main():
                  lambda: mf._check_fp8(x, topk, rw, *codes, *shared, group.id, E))
         key_of = lambda: mf._shape(x, topk, E, codes[0], shared[0])  # noqa: E731
         weights = lambda: mf._fp8_weights(*codes, *shared)  # noqa: E731
-        direct = []
+        op_fwd = op_bwd = None
 
     call()
     _, sched = mf._schedule(group.id, key_of(), knobs, 0)
@@ -126,12 +127,18 @@ def main():
                            mf._ptr(x), mf._ptr(rw), mf._ptr(y), stream), n, sync=True)),
         ("whole forward call", host_us(call, n, sync=True)),
         ("forward: Python before its C call", prelude_us(call, n)),
-    ] + direct
+    ]
+    if op_fwd:
+        parts += [("whole forward, through the custom op", host_us(op_fwd, n, sync=True)),
+                  ("  Python before its C call", prelude_us(op_fwd, n))]
     if not args.bf16:
         t8 = mf.transpose_weights_fp8(*codes)
     bwd()
     parts.append(("whole backward call", host_us(bwd, n // 4, sync=True)))
     parts.append(("backward: Python before its C call", prelude_us(bwd, n // 4)))
+    if op_bwd:
+        parts += [("whole backward, through the custom op", host_us(op_bwd, n // 4, sync=True)),
+                  ("  Python before its C call", prelude_us(op_bwd, n // 4))]
     eager = slowest_median(timed(call, 50, 5))
     graph = slowest_median(timed(graphed(call), 50, 5))
     eager_b = slowest_median(timed(bwd, 30, 3))

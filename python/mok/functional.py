@@ -2,7 +2,9 @@
 torch.distributed ProcessGroup, workspaces cached per (group, shape, knobs), and the layer's forward
 and backward as torch.library custom ops (with fake implementations, so torch.compile traces them)
 tied together by autograd; in eager mode moe() runs the same work under a plain
-autograd.Function, whose dispatch costs the host less.
+autograd.Function, and moe_forward / moe_backward, where nothing must see the op (no gradient to
+record, no tracing or dispatch mode, plain tensors), call its work directly: the same C calls and
+bits, with less host time before the GPU has work.
 
     y = mok.functional.moe(x, topk_experts, router_weights, w_gate, w_up, w_down,
                            ws_gate, ws_up, ws_down, group=grp, num_experts=E)
@@ -28,6 +30,7 @@ import weakref
 from typing import List, Optional
 
 import torch
+from torch.utils._python_dispatch import _get_current_dispatch_mode as _current_dispatch_mode
 
 from . import _capi as C
 from .fp8_cache import FP8WeightCache  # noqa: F401  (mok.FP8WeightCache; moe_fp8's weight_cache)
@@ -370,15 +373,40 @@ def _forward_body(x, topk, rw, w_gate, w_up, w_down, ws_gate, ws_up, ws_down, gr
 
 
 @torch.library.custom_op("mok::moe_forward", mutates_args=())
-def moe_forward(x: torch.Tensor, topk: torch.Tensor, rw: torch.Tensor, w_gate: torch.Tensor,
-                w_up: torch.Tensor, w_down: torch.Tensor, ws_gate: Optional[torch.Tensor],
-                ws_up: Optional[torch.Tensor], ws_down: Optional[torch.Tensor], group_id: int,
-                num_experts: int, swiglu_limit: float, slot: int = 0) -> torch.Tensor:
+def _moe_forward_op(x: torch.Tensor, topk: torch.Tensor, rw: torch.Tensor, w_gate: torch.Tensor,
+                    w_up: torch.Tensor, w_down: torch.Tensor, ws_gate: Optional[torch.Tensor],
+                    ws_up: Optional[torch.Tensor], ws_down: Optional[torch.Tensor], group_id: int,
+                    num_experts: int, swiglu_limit: float, slot: int = 0) -> torch.Tensor:
     return _forward_body(x, topk, rw, w_gate, w_up, w_down, ws_gate, ws_up, ws_down, group_id,
                          num_experts, swiglu_limit, slot)
 
 
-@moe_forward.register_fake
+def _plain_eager(tensors):
+    """Whether a call on these tensors (None allowed) may run an op's work directly, without the
+    custom op's dispatch: eager mode, plain tensors, no dispatch or function mode active (those
+    must see the op: tracing, fake tensors, flop counters)."""
+    if (torch.compiler.is_compiling() or _current_dispatch_mode() is not None
+            or torch._C._is_torch_function_mode_enabled()):
+        return False
+    return all(t is None or type(t) is torch.Tensor for t in tensors)
+
+
+def moe_forward(x, topk, rw, w_gate, w_up, w_down, ws_gate, ws_up, ws_down, group_id, num_experts,
+                swiglu_limit, slot=0):
+    """The layer's forward, the custom op torch.ops.mok.moe_forward (differentiable through
+    moe_backward, traceable by torch.compile). Where no graph records it (grad mode off, or no
+    input that needs a gradient) and nothing traces it (_plain_eager), the op's work runs
+    without the op's dispatch: the same C call, the same bits, less host time."""
+    tensors = (x, topk, rw, w_gate, w_up, w_down, ws_gate, ws_up, ws_down)
+    if _plain_eager(tensors) and not (torch.is_grad_enabled() and any(
+            t is not None and t.requires_grad for t in tensors)):
+        return _forward_body(x, topk, rw, w_gate, w_up, w_down, ws_gate, ws_up, ws_down,
+                             group_id, num_experts, swiglu_limit, slot)
+    return torch.ops.mok.moe_forward(x, topk, rw, w_gate, w_up, w_down, ws_gate, ws_up, ws_down,
+                                     group_id, num_experts, swiglu_limit, slot)
+
+
+@_moe_forward_op.register_fake
 def _(x, topk, rw, w_gate, w_up, w_down, ws_gate, ws_up, ws_down, group_id, num_experts, swiglu_limit,
       slot=0):
     return torch.empty_like(x)
@@ -421,16 +449,28 @@ def _backward_body(dy, x, topk, rw, w_gate, w_up, w_down, ws_gate, ws_up, ws_dow
 
 
 @torch.library.custom_op("mok::moe_backward", mutates_args=())
-def moe_backward(dy: torch.Tensor, x: torch.Tensor, topk: torch.Tensor, rw: torch.Tensor,
-                 w_gate: torch.Tensor, w_up: torch.Tensor, w_down: torch.Tensor,
-                 ws_gate: Optional[torch.Tensor], ws_up: Optional[torch.Tensor],
-                 ws_down: Optional[torch.Tensor], group_id: int, num_experts: int,
-                 swiglu_limit: float, slot: int = 0) -> List[torch.Tensor]:
+def _moe_backward_op(dy: torch.Tensor, x: torch.Tensor, topk: torch.Tensor, rw: torch.Tensor,
+                     w_gate: torch.Tensor, w_up: torch.Tensor, w_down: torch.Tensor,
+                     ws_gate: Optional[torch.Tensor], ws_up: Optional[torch.Tensor],
+                     ws_down: Optional[torch.Tensor], group_id: int, num_experts: int,
+                     swiglu_limit: float, slot: int = 0) -> List[torch.Tensor]:
     return _backward_body(dy, x, topk, rw, w_gate, w_up, w_down, ws_gate, ws_up, ws_down,
                           group_id, num_experts, swiglu_limit, slot)
 
 
-@moe_backward.register_fake
+def moe_backward(dy, x, topk, rw, w_gate, w_up, w_down, ws_gate, ws_up, ws_down, group_id,
+                 num_experts, swiglu_limit, slot=0):
+    """The layer's backward, the custom op torch.ops.mok.moe_backward: dx, d_router_weights and
+    the six weight gradients (empty ones for an absent shared expert). Called in plain eager mode
+    (_plain_eager), the op's work runs without its dispatch (it records no graph either way)."""
+    if _plain_eager((dy, x, topk, rw, w_gate, w_up, w_down, ws_gate, ws_up, ws_down)):
+        return _backward_body(dy, x, topk, rw, w_gate, w_up, w_down, ws_gate, ws_up, ws_down,
+                              group_id, num_experts, swiglu_limit, slot)
+    return torch.ops.mok.moe_backward(dy, x, topk, rw, w_gate, w_up, w_down, ws_gate, ws_up,
+                                      ws_down, group_id, num_experts, swiglu_limit, slot)
+
+
+@_moe_backward_op.register_fake
 def _(dy, x, topk, rw, w_gate, w_up, w_down, ws_gate, ws_up, ws_down, group_id, num_experts, swiglu_limit,
       slot=0):
     return _grad_buffers(x, rw, w_gate, w_up, w_down, ws_gate, ws_up, ws_down)
@@ -448,7 +488,7 @@ def _backward(ctx, dy, body=None):
     op's registered autograd) or body (_MoE: the op's work without its dispatch); None for the
     topk, the integers and an absent shared expert."""
     x, topk, rw, w_gate, w_up, w_down, ws_gate, ws_up, ws_down = ctx.saved_tensors
-    dx, drw, dwg, dwu, dwd, dsg, dsu, dsd = (body or moe_backward)(
+    dx, drw, dwg, dwu, dwd, dsg, dsu, dsd = (body or torch.ops.mok.moe_backward)(
         dy, x, topk, rw, w_gate, w_up, w_down, ws_gate, ws_up, ws_down, *ctx.args)
     shared = ws_gate is not None and ws_gate.numel() > 0
     return (dx, None, drw, dwg, dwu, dwd, dsg if shared else None, dsu if shared else None,

@@ -247,6 +247,46 @@ def test_functional_checks_before_c():
         fn._check_dy(torch.zeros(3, H, dtype=torch.bfloat16), x)
 
 
+def test_ops_skip_their_dispatch_only_in_plain_eager():
+    """moe_forward / moe_backward run the ops' work directly only where nothing must see the op:
+    not under a dispatch mode (flop counters, fake tensors, tracing), a function mode, or with a
+    tensor subclass; the forward also not where autograd must record it (a test that the direct
+    path is bitwise the op is in the GPU suite)."""
+    from torch.utils.flop_counter import FlopCounterMode
+    from torch.overrides import TorchFunctionMode
+    from mok import functional as fn
+    ts = (torch.zeros(2), None)
+    assert fn._plain_eager(ts)
+    with FlopCounterMode(display=False):
+        assert not fn._plain_eager(ts)
+    with TorchFunctionMode():
+        assert not fn._plain_eager(ts)
+    assert not fn._plain_eager((torch.nn.Parameter(torch.zeros(2)),))  # a subclass
+    import inspect
+    seen = []
+    orig = fn._forward_body
+
+    def body(*a):  # the op's work: reached directly, or by the custom op's dispatch
+        via_op = any("torch/_library" in f.filename.replace("\\", "/") for f in inspect.stack())
+        seen.append("op" if via_op else "direct")
+        return a[0].clone()
+    fn._forward_body = body
+    try:
+        x = torch.zeros(2, 2)
+        w = torch.zeros(1, 2, 2, requires_grad=True)
+        args = (x, x, x, w.detach(), w.detach(), w.detach(), None, None, None, 0, 1, 0.0)
+        fn.moe_forward(*args)
+        with torch.no_grad():
+            fn.moe_forward(*args[:3], w, w, w, *args[6:])
+        assert seen == ["direct", "direct"]
+        fn.moe_forward(*args[:3], w, w, w, *args[6:])  # a gradient to record: the op
+        with FlopCounterMode(display=False):
+            fn.moe_forward(*args)
+        assert seen == ["direct", "direct", "op", "op"], seen
+    finally:
+        fn._forward_body = orig
+
+
 def test_backward_rebuilds_only_a_changed_table():
     """The BF16 backward skips the schedule's rebuild only when the slot's last build was from the
     very topk tensor it gets, unwritten since: a clone, an in-place write, another tensor, a new

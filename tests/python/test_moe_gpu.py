@@ -491,8 +491,22 @@ def test_eager_autograd_function_bitwise():
                      list(torch.autograd.grad(y, leaves, dy))))
     (fn_eager, got), (fn_op, ref) = runs
     same = all(torch.equal(u, v) for u, v in zip(got, ref))
-    report("eager_autograd_function", eager=fn_eager, op=fn_op, same_bits=same)
-    assert agree(same and fn_eager == "_MoEBackward" and fn_op != fn_eager), (fn_eager, fn_op)
+    # mf.moe_forward / moe_backward with nothing to record run the ops' work without their
+    # dispatch: the same bits as the custom ops (outputs poisoned first by fresh NaN allocations)
+    args = (x, topk, rw.contiguous(), *[w.detach() for w in weights], None, None, None,
+            a._group.id, a.num_experts, 0.0, 0)
+    direct = []
+    for fwd, bwd in ((mok.functional.moe_forward, mok.functional.moe_backward),
+                     (torch.ops.mok.moe_forward, torch.ops.mok.moe_backward)):
+        with torch.no_grad():
+            torch.empty(1 << 24, device="cuda").fill_(float("nan"))  # the allocator's next blocks
+            direct.append([fwd(*args)] + [t for t in bwd(dy, *args) if t.numel() > 0])
+    same_direct = all(torch.equal(u, v) for u, v in zip(*direct)) and \
+        len(direct[0]) == len(got) and all(torch.equal(u, v) for u, v in zip(direct[0], got))
+    report("eager_autograd_function", eager=fn_eager, op=fn_op, same_bits=same,
+           direct_ops_same_bits=same_direct)
+    assert agree(same and same_direct and fn_eager == "_MoEBackward" and fn_op != fn_eager), \
+        (fn_eager, fn_op, same_direct)
     check_no_device_fault()
 
 
