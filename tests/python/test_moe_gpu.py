@@ -492,7 +492,8 @@ def test_eager_autograd_function_bitwise():
     (fn_eager, got), (fn_op, ref) = runs
     same = all(torch.equal(u, v) for u, v in zip(got, ref))
     # mf.moe_forward / moe_backward with nothing to record run the ops' work without their
-    # dispatch: the same bits as the custom ops (outputs poisoned first by fresh NaN allocations)
+    # dispatch: the same bits as the custom ops (NaN written into memory the allocator is likely
+    # to hand out next, so that an output left unwritten would differ)
     args = (x, topk, rw.contiguous(), *[w.detach() for w in weights], None, None, None,
             a._group.id, a.num_experts, 0.0, 0)
     direct = []
