@@ -18,3 +18,7 @@ echo "ncu rc=$rc"
 ncu -i "$OUT/wgrad.ncu-rep" --page details > "$OUT/wgrad_ncu.txt" 2>&1
 grep -E "Duration|SM Frequency|Throughput|Shared|Tensor|Pipe|Stall|Warp Cycles|Eligible|Bank" \
   "$OUT/wgrad_ncu.txt" | head -60
+# the warps' stall reasons: each reason's share of the warps' cycles (per-warp average, percent)
+ncu -i "$OUT/wgrad.ncu-rep" --page raw > "$OUT/wgrad_ncu_raw.txt" 2>&1
+grep -E "smsp__average_warps_issue_stalled_[a-z_]+_per_issue_active\.ratio|smsp__warps_issue_stalled_[a-z_]+_per_warp_active\.pct" \
+  "$OUT/wgrad_ncu_raw.txt" | awk '{print $NF, $1}' | sort -g -r | head -24
