@@ -173,7 +173,8 @@ void test_fuzz_schedule(void) {
       if (f == 1 && k > 1) ids[1 + below(k - 1)] = ids[0];
     }
     const int tile = 1 + (int)below(8);
-    const int64_t cap = below(4) ? MAXR : below(ep * T * k + el * tile + 1);
+    int64_t cap = below(4) ? MAXR : below(ep * T * k + el * tile + 1);
+    if (cap > MAXR) cap = MAXR; /* rows[] holds MAXR + 1 (ep T k + el tile reaches 4128) */
     for (int rank = 0; rank < ep; ++rank, ++builds) {
       mok_sched_params p = {ep, rank, T, k, E, tile, cap, counts};
       for (int64_t r = 0; r <= cap; ++r) rows[r] = -7;
