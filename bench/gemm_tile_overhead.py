@@ -141,6 +141,26 @@ def parse_samples(path):
     return out
 
 
+def back_to_back(fn, seconds, batch):
+    """fn() three times, then in batches of `batch` calls until `seconds` have passed: (calls,
+    their GPU milliseconds, and the host's start and end times, to match the clock samples)."""
+    for _ in range(3):
+        fn()
+    torch.cuda.synchronize()
+    t0, n = time.time(), 0
+    ev0 = torch.cuda.Event(enable_timing=True)
+    ev1 = torch.cuda.Event(enable_timing=True)
+    ev0.record()
+    while time.time() - t0 < seconds:
+        for _ in range(batch):
+            fn()
+        n += batch
+        torch.cuda.synchronize()
+    ev1.record()
+    torch.cuda.synchronize()
+    return n, ev0.elapsed_time(ev1), t0, time.time()
+
+
 def clocks(lib, seconds, variants):
     """Sustained phases: (label, fn) pairs run back to back, the clock sampled meanwhile."""
     fns, flop, keep = make(lib, 7168)
@@ -159,22 +179,8 @@ def clocks(lib, seconds, variants):
     time.sleep(1.0)
     done = []
     for label, fn in phases:
-        for _ in range(3):
-            fn()
-        torch.cuda.synchronize()
-        t0, n = time.time(), 0
-        ev0 = torch.cuda.Event(enable_timing=True)
-        ev1 = torch.cuda.Event(enable_timing=True)
-        ev0.record()
-        while time.time() - t0 < seconds:
-            for _ in range(8):
-                fn()
-            n += 8
-            torch.cuda.synchronize()
-        ev1.record()
-        torch.cuda.synchronize()
-        t1 = time.time()
-        done.append((label, t0, t1, flop * n / (ev0.elapsed_time(ev1) * 1e-3) * 1e-12))
+        n, ms, t0, t1 = back_to_back(fn, seconds, 8)
+        done.append((label, t0, t1, flop * n / (ms * 1e-3) * 1e-12))
         time.sleep(0.5)
     time.sleep(0.3)
     smi.terminate()

@@ -28,7 +28,7 @@ wait
 echo "build $(( $(date +%s) - t0 )) s"
 OUT=$LOG python3 dev/wgrad_power.py base=build/wg.so $plibs ${SECONDS_PER:-3} > "$OUT/power.txt" 2>&1
 tail -14 "$OUT/power.txt"
-for c in ${LAYER_CASES-deepseek-v3:uniform:bf16 deepseek-v3:zipf:bf16 qwen3-30b:uniform:bf16}; do
+for c in ${LAYER_CASES-deepseek-v3:uniform:bf16 deepseek-v3:zipf:bf16 qwen3-30b:uniform:bf16 deepseek-v3:uniform:fp8}; do
   IFS=: read -r s r d <<< "$c"
   nvidia-smi --query-gpu=timestamp,clocks.sm,power.draw --format=csv,noheader,nounits -lms 50 \
     -f "$LOG/smi_${s}_${r}_${d}.csv" & smi=$!

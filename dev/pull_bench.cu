@@ -9,7 +9,8 @@
  *        -o build/pull_bench dev/pull_bench.cu kernels/move/move.cu
  *   build/pull_bench [H E]        (default Qwen3-30B: H 2048, E 128; T 7168, k 8)
  *
- * Every variant's recv is compared bytewise with the library pull's. */
+ * PULL2's and PIPE's recv are compared bytewise with the library pull's (the exit status says
+ * whether they matched). */
 #include <cuda_runtime.h>
 #include <stdint.h>
 #include <stdio.h>

@@ -2,7 +2,8 @@
 latency? Each phase runs back to back for SECONDS while nvidia-smi samples the SM clock and the
 board power (bench/gemm_tile_overhead.py's sampler): the weight gradient of DeepSeek-V3's EP=1
 down and gate shapes (dev/wgrad_ab.py's layout, a library built from kernels/gemm/bf16_wgrad.cu),
-a dense bf16 torch.mm as the tensor-bound reference, and a 7.5 GB fill as the write-bound one.
+a dense bf16 torch.mm as the tensor-bound reference, and a 7.5 GB fill, copy and sum as the
+memory-bound ones.
 Prints per phase: TFLOP/s or TB/s, median MHz, median W, and FLOPs per clock and SM.
 
 Then a least-squares fit of power = P0 + a TFLOP/s + b TB/s (HBM bytes each phase must move, from
@@ -21,7 +22,7 @@ import torch
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.join(HERE, "..", "bench"))
 sys.path.insert(0, HERE)
-from gemm_tile_overhead import nvsmi_start, parse_samples  # noqa: E402
+from gemm_tile_overhead import back_to_back, nvsmi_start, parse_samples  # noqa: E402
 from wgrad_ab import Launch, load  # noqa: E402
 
 
@@ -45,29 +46,17 @@ def wgrad_fn(lib, e, rows, n, k, ld):
 
 
 def sustained(fn, seconds, tmp):
-    for _ in range(3):
-        fn()
-    torch.cuda.synchronize()
+    """fn back to back for `seconds`, nvidia-smi sampling meanwhile: (ms per call, median MHz,
+    median W over the samples from 0.5 s in)."""
     proc = nvsmi_start(tmp)
     time.sleep(0.3)
-    t0 = time.time()
-    calls = 0
-    start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-    start.record()
-    while time.time() - t0 < seconds:
-        for _ in range(5):
-            fn()
-        calls += 5
-        torch.cuda.synchronize()
-    end.record()
-    end.synchronize()
-    t_end = time.time()
+    calls, ms, t0, t_end = back_to_back(fn, seconds, 5)
     proc.terminate()
     proc.wait()
     s = [x for x in parse_samples(tmp) if t0 + 0.5 <= x[0] <= t_end]
     mhz = statistics.median(x[1] for x in s) if s else float("nan")
     watts = statistics.median(x[2] for x in s) if s else float("nan")
-    return start.elapsed_time(end) / calls, mhz, watts
+    return ms / calls, mhz, watts
 
 
 def main():
