@@ -155,9 +155,10 @@ install: $(LIB) $(BUILD)/mok
 #   make gg-test     build and run the grouped GEMM GPU tests (needs an sm_90 GPU)
 #   make gg-bench    build and run the grouped GEMM benchmark (needs an sm_90 GPU)
 #   make gg-lib      build/libmok_gg.so: the grouped GEMMs alone, for the torch comparison
-# the GEMMs, the FP8 quantizers that make their operands, and kernels/common's launch errors
+# the GEMMs, the FP8 quantizers that make their operands, the zeroing of the weight gradient's
+# tail rows (its operands' contract), and kernels/common's launch errors
 GG_SRC := $(wildcard kernels/gemm/*.cu kernels/pointwise/fp8_*.cu kernels/pointwise/mxfp8.cu \
-                     kernels/common/*.cu)
+                     kernels/pointwise/tail_rows.cu kernels/common/*.cu)
 GG_DEPS := $(GG_SRC) $(wildcard $(addsuffix /*.h,$(KERNEL_DIRS)) $(addsuffix /*.cuh,$(KERNEL_DIRS))) include/mok.h
 .PHONY: gg-test gg-bench gg-lib
 $(BUILD)/gg_test: tests/gpu/test_grouped_gemm.cu $(BUILD)/tests/test_runner.o $(GG_DEPS)
