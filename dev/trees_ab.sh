@@ -4,7 +4,8 @@
 # build/ab/<ref>`), plan an optional `--plan` pin for that entry (entries may share a dir). All
 # built in parallel; then ROUNDS x CASES (shape:experts:routing[:dtype], BF16 unless fp8) x TREES
 # while DEADLINE lasts;
-# then the GPU suite of each tree named in SUITE while it lasts. Table last.
+# then the GPU suite of each tree named in SUITE while it lasts. Table last. TARGETS: what each
+# tree builds (default the library, the CLI and the GPU suite).
 set -u
 OUT=${OUT:-/tmp/mok_out}
 mkdir -p "$OUT"
@@ -16,7 +17,7 @@ for w in ${TREES:?TREES=name=dir[:plan] ...}; do
   spec=${w#*=}; dir=${spec%%:*}
   [ -n "${built[$dir]:-}" ] && continue # one build per tree
   built[$dir]=1
-  ( cd "$dir" && make -j16 build/libmok.so build/mok build/mok_gpu_tests ) \
+  ( cd "$dir" && make -j16 ${TARGETS:-build/libmok.so build/mok build/mok_gpu_tests} ) \
     > "$OUT/build_${w%%=*}.log" 2>&1 &
 done
 wait

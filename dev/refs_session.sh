@@ -1,0 +1,62 @@
+#!/usr/bin/env bash
+# refs_session.sh — git refs of this repository measured against each other on one GPU, in two
+# calls on one warm machine. Before the calls, here (no GPU needed):
+#   for ref in $REFS; do mkdir -p build/ab/$ref && git archive $ref | tar -x -C build/ab/$ref; done
+# and carry build/ab. Each tree is build/ab/<ref>.
+#   PART=tests  every tree built in parallel; the grouped GEMM tests, the GPU suite at EP=1 and
+#               the PyTorch GPU tests of the tree named by TEST_REF (default: the last of REFS).
+#   PART=bench  `mok run` of TREES (dev/trees_ab.sh's words: name=build/ab/<ref>[:plan]) alternated
+#               over CASES; the from-idle passes and the host's prelude (dev/host_overhead.py,
+#               Qwen3-30B BF16) of each tree in HOST_REFS, process by process, twice.
+# Logs under $LOG; short tables on stdout.
+set -u
+LOG=${LOG:-/tmp/mok_log}
+mkdir -p "$LOG"
+REFS=${REFS:?REFS="ref ..."}
+BUILD=build
+. bench/device_env.sh
+t0=$(date +%s)
+if [ "${PART:-tests}" = tests ]; then
+  test_ref=${TEST_REF:-${REFS##* }}
+  n=$(echo $REFS | wc -w)
+  for ref in $REFS; do
+    targets="build/libmok.so build/mok"
+    [ "$ref" = "$test_ref" ] && targets="$targets build/mok_gpu_tests build/gg_test"
+    ( cd build/ab/$ref && make -j$(( 16 / n + 1 )) $targets > "$LOG/build_$ref.log" 2>&1 ) &
+  done
+  wait
+  for ref in $REFS; do
+    [ -x build/ab/$ref/build/mok ] || { echo "no build of $ref"; tail -20 "$LOG/build_$ref.log"; exit 1; }
+  done
+  echo "build $(( $(date +%s) - t0 )) s"
+  cd build/ab/$test_ref
+  timeout 200 ./build/gg_test > "$LOG/gg.log" 2>&1
+  echo "gg_test rc=$?: $(tail -1 "$LOG/gg.log") at $(( $(date +%s) - t0 )) s"
+  grep -E "^FAIL|against single CTAs" "$LOG/gg.log" | head -16
+  CUDA_VISIBLE_DEVICES=0 MOK_TEST_SEED=${SEED:-71} MOK_TEST_TIMEOUT=240 timeout 260 \
+    tests/gpu/launch.sh build/mok_gpu_tests > "$LOG/suite.log" 2>&1
+  echo "gpu suite: $(tail -1 "$LOG/suite.log") at $(( $(date +%s) - t0 )) s"
+  grep -E "^FAIL" "$LOG/suite.log" | head -8
+  MOK_LIBRARY=$PWD/build/libmok.so PYTHONPATH=$PWD/python MOK_TEST_TIMEOUT=200 timeout 220 \
+    bash tests/python/run_gpu_tests.sh > "$LOG/py.log" 2>&1
+  echo "python gpu tests rc=$? at $(( $(date +%s) - t0 )) s"; tail -6 "$LOG/py.log"
+  exit 0
+fi
+# PART=bench
+if [ -n "${TREES:-}" ]; then
+  OUT=$LOG ROUNDS=${ROUNDS:-2} DEADLINE=${DEADLINE:-330} TARGETS="build/libmok.so build/mok" \
+    CASES=${CASES:-"qwen3-30b:128:uniform deepseek-v3:256:zipf deepseek-v3:256:uniform"} \
+    bash dev/trees_ab.sh 2>&1 | tail -20
+fi
+RES=$LOG/host_ab.txt; : > "$RES"
+for round in 1 2; do
+  for ref in ${HOST_REFS:-}; do
+    dir=$PWD/build/ab/$ref # its own script: it puts its tree's python first on the path
+    MOK_LIBRARY=$dir/build/libmok.so PYTHONPATH=$dir/python timeout 100 \
+      torchrun --standalone --nproc_per_node=1 $dir/dev/host_overhead.py --shape qwen3-30b --tokens 7168 \
+      --bf16 --calls 100 > "$LOG/host_${ref}_$round.log" 2>&1
+    echo "== $ref round $round" >> "$RES"; tail -14 "$LOG/host_${ref}_$round.log" >> "$RES"
+  done
+done
+[ -n "${HOST_REFS:-}" ] && grep -E "^==|Python before|whole (forward|backward) call|GPU ms" "$RES"
+echo "done at $(( $(date +%s) - t0 )) s"
