@@ -401,6 +401,9 @@ def main():
                          "MXFP8 and converted to block-128, and that quantization against block-128's")
     ap.add_argument("--graph", action="store_true",
                     help="with --fp8: also time mok's FP8 passes replayed from CUDA graphs")
+    ap.add_argument("--plan", default="",
+                    help="plan fields to pin for every case (\"key=value,...\", include/mok.h's mok_plan, "
+                         "e.g. routed_cluster=2); the rest mok chooses (default: all of it)")
     ap.add_argument("--fp8-shared", type=int, choices=(0, 1), default=None,
                     help="with --fp8: the shared expert in FP8 (1) or bf16 (0) "
                          "(config.fp8_shared_expert; default: mok's default)")
@@ -434,7 +437,7 @@ def main():
                 knobs = {"ring_bytes": args.ring_mb << 20}
                 if args.fp8_shared is not None:
                     knobs["fp8_shared_expert"] = args.fp8_shared
-                group = mf.Group(**knobs)
+                group = mf.Group(plan=args.plan or None, **knobs)
                 try:
                     r = run_case(name, shape, T, routing, group, args)
                 except torch.OutOfMemoryError:  # the same shapes on every rank: all of them land here
