@@ -2,8 +2,10 @@
  * writes 3.3 (docs/PERF.md, "Under the 700 W cap"): the library's row kernels (kernels/move/move.cu)
  * on a synthetic EP=1 route, against cudaMemsetAsync and a device copy of the same bytes, and two
  * candidate pulls written here: PULL2 (a warp moves two rows, all 16 of a lane's loads in flight
- * before any store) and PIPE (a persistent warp reads 32 rows' sources at once and issues the
- * next row's loads before the current row's stores). Rounds interleave the variants; medians.
+ * before any store), PIPE (a persistent warp reads 32 rows' sources at once and issues the
+ * next row's loads before the current row's stores) and BULK (persistent warps whose lane 0 moves
+ * each row by a bulk copy into shared memory and a bulk store out, BULK_SLOTS rows in flight a
+ * warp: few threads, no registers in the data's way). Rounds interleave the variants; medians.
  *
  *   nvcc -O3 -std=c++17 -gencode arch=compute_90a,code=sm_90a -Iinclude -I. \
  *        -o build/pull_bench dev/pull_bench.cu kernels/move/move.cu
@@ -16,6 +18,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include "kernels/common/ptx.cuh"
 #include "kernels/move/move.h"
 
 #define CK(x)                                                                   \
@@ -84,6 +87,66 @@ __global__ void __launch_bounds__(256) pipe_kernel(const int32_t *row_src, int64
       }
     }
   }
+}
+
+/* BULK: BULK_WARPS warps a CTA, each with BULK_SLOTS row buffers of shared memory and an mbarrier
+ * each, plus one zero row for the CTA (padding rows are stored from it). Lane 0 of a warp walks
+ * its rows (warp w: w, w + all warps, ...): loads the first BULK_SLOTS, then per row waits its
+ * buffer, stores it, and loads the row BULK_SLOTS - 1 further on into the buffer the previous
+ * row's store has read (bulk wait_group.read 1: the newest store may still be reading). */
+#define BULK_WARPS 4
+#define BULK_SLOTS 3
+static size_t bulk_smem(int64_t nv) { return (size_t)(BULK_WARPS * BULK_SLOTS + 1) * nv * 16; }
+
+__device__ __forceinline__ void bulk_issue(int64_t row, const int32_t *row_src, int k,
+                                           const uint4 *x, int64_t nv, uint32_t buf, uint32_t bar) {
+  const int32_t s = row_src[row];
+  const uint32_t bytes = (uint32_t)(nv * 16);
+  if (s < 0) {
+    mbar_arrive(bar); /* nothing to load: stored from the zero row */
+    return;
+  }
+  mbar_arrive_expect_tx(bar, bytes);
+  bulk_load_1d(buf, x + (int64_t)(s / k) * nv, bytes, bar);
+}
+
+__global__ void __launch_bounds__(BULK_WARPS * 32) bulk_kernel(const int32_t *row_src, int64_t rows,
+                                                               int k, const uint4 *x, int64_t nv,
+                                                               uint4 *recv) {
+  extern __shared__ __align__(128) uint4 bsm[];
+  __shared__ __align__(8) uint64_t bars[BULK_WARPS * BULK_SLOTS];
+  const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
+  const uint32_t bytes = (uint32_t)(nv * 16);
+  uint4 *zero = bsm + (int64_t)BULK_WARPS * BULK_SLOTS * nv;
+  for (int64_t i = threadIdx.x; i < nv; i += blockDim.x) zero[i] = make_uint4(0, 0, 0, 0);
+  const uint32_t buf0 = smem_u32(bsm + (int64_t)warp * BULK_SLOTS * nv);
+  const uint32_t bar0 = smem_u32(&bars[warp * BULK_SLOTS]);
+  if (lane == 0)
+    for (int q = 0; q < BULK_SLOTS; ++q) mbar_init(bar0 + 8 * q, 1);
+  asm volatile("fence.mbarrier_init.release.cluster;\n" ::: "memory");
+  asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory"); /* the zero row, for bulk stores */
+  __syncthreads();
+  if (lane != 0) return;
+  const int64_t warps = (int64_t)gridDim.x * BULK_WARPS, w0 = (int64_t)blockIdx.x * BULK_WARPS + warp;
+  const int64_t n = w0 < rows ? (rows - w0 + warps - 1) / warps : 0; /* this warp's rows */
+  for (int64_t j = 0; j < BULK_SLOTS && j < n; ++j)
+    bulk_issue(w0 + j * warps, row_src, k, x, nv, buf0 + (uint32_t)j * bytes, bar0 + 8 * (uint32_t)j);
+  for (int64_t j = 0; j < n; ++j) {
+    const int q = (int)(j % BULK_SLOTS);
+    const int64_t row = w0 + j * warps;
+    mbar_wait(bar0 + 8 * q, (uint32_t)((j / BULK_SLOTS) & 1));
+    const uint32_t src = row_src[row] < 0 ? smem_u32(zero) : buf0 + (uint32_t)q * bytes;
+    asm volatile("cp.async.bulk.global.shared::cta.bulk_group [%0], [%1], %2;\n"
+                 ::"l"((uint64_t)(recv + row * nv)), "r"(src), "r"(bytes) : "memory");
+    asm volatile("cp.async.bulk.commit_group;\n" ::: "memory");
+    const int64_t next = j - 1 + BULK_SLOTS; /* into the previous row's buffer */
+    if (j >= 1 && next < n) {
+      asm volatile("cp.async.bulk.wait_group.read 1;\n" ::: "memory");
+      const int qp = (int)((j - 1) % BULK_SLOTS);
+      bulk_issue(w0 + next * warps, row_src, k, x, nv, buf0 + (uint32_t)qp * bytes, bar0 + 8 * (uint32_t)qp);
+    }
+  }
+  asm volatile("cp.async.bulk.wait_group 0;\n" ::: "memory");
 }
 
 static float median(float *v, int n) {
@@ -186,13 +249,22 @@ int main(int argc, char **argv) {
   pipe_kernel<<<132 * 8, 256>>>(d_row_src, rows, k, x, nv, out2);
   CK(cudaMemcpy(h_o, out2, bytes, cudaMemcpyDeviceToHost));
   const int okp = memcmp(h_ref, h_o, bytes) == 0;
+  CK(cudaFuncSetAttribute(bulk_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)bulk_smem(nv)));
+  int sms = 0, per_sm = 0;
+  CK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, 0));
+  CK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, bulk_kernel, BULK_WARPS * 32, bulk_smem(nv)));
+  const unsigned bulk_grid = (unsigned)(sms * (per_sm > 0 ? per_sm : 1));
+  CK(cudaMemset(out2, 0xff, bytes));
+  bulk_kernel<<<bulk_grid, BULK_WARPS * 32, bulk_smem(nv)>>>(d_row_src, rows, k, x, nv, out2);
+  CK(cudaMemcpy(h_o, out2, bytes, cudaMemcpyDeviceToHost));
+  const int okb = memcmp(h_ref, h_o, bytes) == 0;
 
-  enum { NV = 9, ITERS = 20, ROUNDS = 3 };
+  enum { NV = 10, ITERS = 20, ROUNDS = 3 };
   const char *names[NV] = {"library pull, a CTA per 8 rows", "library pull, 132 CTAs x 32 warps",
                            "library pull, 264 CTAs x 32 warps", "PULL2 (two rows a warp)",
                            "PIPE (persistent, 1056 CTAs)", "PIPE (persistent, 264 CTAs)",
                            "library reverse combine (weight rows)", "cudaMemsetAsync",
-                           "cudaMemcpyAsync D2D"};
+                           "cudaMemcpyAsync D2D", "BULK (bulk copies through shared memory)"};
   float t[NV][ROUNDS * ITERS];
   cudaEvent_t e0, e1;
   CK(cudaEventCreate(&e0));
@@ -213,19 +285,23 @@ int main(int argc, char **argv) {
                                               recv, dy_out, 0)); break;
           case 7: CK(cudaMemsetAsync(out2, 0, bytes)); break;
           case 8: CK(cudaMemcpyAsync(out2, recv, bytes, cudaMemcpyDeviceToDevice)); break;
+          case 9:
+            bulk_kernel<<<bulk_grid, BULK_WARPS * 32, bulk_smem(nv)>>>(d_row_src, rows, k, x, nv, out2);
+            break;
         }
         CK(cudaEventRecord(e1));
         CK(cudaEventSynchronize(e1));
         if (it >= 0) CK(cudaEventElapsedTime(&t[v][round * ITERS + it], e0, e1));
       }
   CK(cudaGetLastError());
-  printf("H %lld, E %d, T %lld, k %d: %lld rows, %.3f GB a pass; PULL2 %s, PIPE %s the library's bytes\n",
-         (long long)H, E, (long long)T, k, (long long)rows, bytes * 1e-9, ok2 ? "equals" : "DIFFERS from",
-         okp ? "equals" : "DIFFERS from");
+  printf("H %lld, E %d, T %lld, k %d: %lld rows, %.3f GB a pass; PULL2 %s, PIPE %s, BULK %s the "
+         "library's bytes\n", (long long)H, E, (long long)T, k, (long long)rows, bytes * 1e-9,
+         ok2 ? "equals" : "DIFFERS from", okp ? "equals" : "DIFFERS from",
+         okb ? "equals" : "DIFFERS from");
   printf("| variant | us (median) | GB/s written |\n|---|---|---|\n");
   for (int v = 0; v < NV; ++v) {
     const float ms = median(t[v], ROUNDS * ITERS);
     printf("| %s | %.1f | %.0f |\n", names[v], ms * 1e3, bytes / (ms * 1e-3) * 1e-9);
   }
-  return ok2 && okp ? 0 : 1;
+  return ok2 && okp && okb ? 0 : 1;
 }
