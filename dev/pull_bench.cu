@@ -11,24 +11,16 @@
  *        -o build/pull_bench dev/pull_bench.cu kernels/move/move.cu
  *   build/pull_bench [H E]        (default Qwen3-30B: H 2048, E 128; T 7168, k 8)
  *
- * PULL2's and PIPE's recv are compared bytewise with the library pull's (the exit status says
- * whether they matched). */
+ * PULL2's, PIPE's and BULK's recv are compared bytewise with the library pull's (the exit status
+ * says whether they matched). */
 #include <cuda_runtime.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include "kernels/common/ptx.cuh"
+#include "dev/cuda_check.h"
 #include "kernels/move/move.h"
-
-#define CK(x)                                                                   \
-  do {                                                                          \
-    cudaError_t e_ = (x);                                                       \
-    if (e_ != cudaSuccess) {                                                    \
-      fprintf(stderr, "%s:%d %s\n", __FILE__, __LINE__, cudaGetErrorString(e_)); \
-      exit(1);                                                                  \
-    }                                                                           \
-  } while (0)
 
 /* Two rows per warp: 2 x 8 16-byte loads a lane in flight, then the stores. H = 2048 (256 words). */
 __global__ void __launch_bounds__(256) pull2_kernel(const int32_t *row_src, int64_t rows, int k,
@@ -196,31 +188,31 @@ int main(int argc, char **argv) {
   uint4 *x, *recv, *out2, *dy_out;
   char **d_peer;
   float *rw, *drw;
-  CK(cudaMalloc(&d_row_src, rows * 4));
-  CK(cudaMalloc(&d_offset, (E + 1) * 4));
-  CK(cudaMalloc(&d_err, 4));
-  CK(cudaMalloc(&x, T * H * 2));
-  CK(cudaMalloc(&recv, rows * H * 2));
-  CK(cudaMalloc(&out2, rows * H * 2));
-  CK(cudaMalloc(&dy_out, rows * H * 2));
-  CK(cudaMalloc(&d_peer, sizeof(char *)));
-  CK(cudaMalloc(&rw, T * k * 4 * 2));
+  CHECK(cudaMalloc(&d_row_src, rows * 4));
+  CHECK(cudaMalloc(&d_offset, (E + 1) * 4));
+  CHECK(cudaMalloc(&d_err, 4));
+  CHECK(cudaMalloc(&x, T * H * 2));
+  CHECK(cudaMalloc(&recv, rows * H * 2));
+  CHECK(cudaMalloc(&out2, rows * H * 2));
+  CHECK(cudaMalloc(&dy_out, rows * H * 2));
+  CHECK(cudaMalloc(&d_peer, sizeof(char *)));
+  CHECK(cudaMalloc(&rw, T * k * 4 * 2));
   drw = rw + T * k;
-  CK(cudaMemcpy(d_row_src, row_src, rows * 4, cudaMemcpyHostToDevice));
-  CK(cudaMemcpy(d_offset, offset, (E + 1) * 4, cudaMemcpyHostToDevice));
-  CK(cudaMemset(d_err, 0, 4));
-  CK(cudaMemset(x, 0x3c, T * H * 2));
-  CK(cudaMemset(rw, 0, T * k * 4 * 2));
+  CHECK(cudaMemcpy(d_row_src, row_src, rows * 4, cudaMemcpyHostToDevice));
+  CHECK(cudaMemcpy(d_offset, offset, (E + 1) * 4, cudaMemcpyHostToDevice));
+  CHECK(cudaMemset(d_err, 0, 4));
+  CHECK(cudaMemset(x, 0x3c, T * H * 2));
+  CHECK(cudaMemset(rw, 0, T * k * 4 * 2));
   /* x holds its token index in every word, so a wrong source shows */
   {
     uint16_t *hx = (uint16_t *)malloc(T * H * 2);
     for (int64_t t = 0; t < T; ++t)
       for (int64_t h = 0; h < H; ++h) hx[t * H + h] = (uint16_t)(t * 31 + h);
-    CK(cudaMemcpy(x, hx, T * H * 2, cudaMemcpyHostToDevice));
+    CHECK(cudaMemcpy(x, hx, T * H * 2, cudaMemcpyHostToDevice));
     free(hx);
   }
   char *base = (char *)x;
-  CK(cudaMemcpy(d_peer, &base, sizeof(char *), cudaMemcpyHostToDevice));
+  CHECK(cudaMemcpy(d_peer, &base, sizeof(char *), cudaMemcpyHostToDevice));
 
   mok_move_route r;
   memset(&r, 0, sizeof r);
@@ -239,24 +231,24 @@ int main(int argc, char **argv) {
   /* correctness: PULL2 and PIPE against the library's pull */
   size_t bytes = (size_t)rows * H * 2;
   uint8_t *h_ref = (uint8_t *)malloc(bytes), *h_o = (uint8_t *)malloc(bytes);
-  CK(mok_move_dispatch_pull(&r, 0, recv, 0));
-  CK(cudaMemcpy(h_ref, recv, bytes, cudaMemcpyDeviceToHost));
+  CHECK(mok_move_dispatch_pull(&r, 0, recv, 0));
+  CHECK(cudaMemcpy(h_ref, recv, bytes, cudaMemcpyDeviceToHost));
   const int64_t warps2 = (rows + 1) / 2;
   pull2_kernel<<<(unsigned)((warps2 + 7) / 8), 256>>>(d_row_src, rows, k, x, nv, out2);
-  CK(cudaMemcpy(h_o, out2, bytes, cudaMemcpyDeviceToHost));
+  CHECK(cudaMemcpy(h_o, out2, bytes, cudaMemcpyDeviceToHost));
   const int ok2 = memcmp(h_ref, h_o, bytes) == 0;
-  CK(cudaMemset(out2, 0xff, bytes));
+  CHECK(cudaMemset(out2, 0xff, bytes));
   pipe_kernel<<<132 * 8, 256>>>(d_row_src, rows, k, x, nv, out2);
-  CK(cudaMemcpy(h_o, out2, bytes, cudaMemcpyDeviceToHost));
+  CHECK(cudaMemcpy(h_o, out2, bytes, cudaMemcpyDeviceToHost));
   const int okp = memcmp(h_ref, h_o, bytes) == 0;
-  CK(cudaFuncSetAttribute(bulk_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)bulk_smem(nv)));
+  CHECK(cudaFuncSetAttribute(bulk_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)bulk_smem(nv)));
   int sms = 0, per_sm = 0;
-  CK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, 0));
-  CK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, bulk_kernel, BULK_WARPS * 32, bulk_smem(nv)));
+  CHECK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, 0));
+  CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, bulk_kernel, BULK_WARPS * 32, bulk_smem(nv)));
   const unsigned bulk_grid = (unsigned)(sms * (per_sm > 0 ? per_sm : 1));
-  CK(cudaMemset(out2, 0xff, bytes));
+  CHECK(cudaMemset(out2, 0xff, bytes));
   bulk_kernel<<<bulk_grid, BULK_WARPS * 32, bulk_smem(nv)>>>(d_row_src, rows, k, x, nv, out2);
-  CK(cudaMemcpy(h_o, out2, bytes, cudaMemcpyDeviceToHost));
+  CHECK(cudaMemcpy(h_o, out2, bytes, cudaMemcpyDeviceToHost));
   const int okb = memcmp(h_ref, h_o, bytes) == 0;
 
   enum { NV = 10, ITERS = 20, ROUNDS = 3 };
@@ -267,33 +259,33 @@ int main(int argc, char **argv) {
                            "cudaMemcpyAsync D2D", "BULK (bulk copies through shared memory)"};
   float t[NV][ROUNDS * ITERS];
   cudaEvent_t e0, e1;
-  CK(cudaEventCreate(&e0));
-  CK(cudaEventCreate(&e1));
+  CHECK(cudaEventCreate(&e0));
+  CHECK(cudaEventCreate(&e1));
   for (int round = 0; round < ROUNDS; ++round)
     for (int v = 0; v < NV; ++v)
       for (int it = -3; it < ITERS; ++it) {
         mok_move_route rv = r;
-        CK(cudaEventRecord(e0));
+        CHECK(cudaEventRecord(e0));
         switch (v) {
-          case 0: CK(mok_move_dispatch_pull(&rv, 0, recv, 0)); break;
-          case 1: rv.ctas = 132; CK(mok_move_dispatch_pull(&rv, 0, recv, 0)); break;
-          case 2: rv.ctas = 264; CK(mok_move_dispatch_pull(&rv, 0, recv, 0)); break;
+          case 0: CHECK(mok_move_dispatch_pull(&rv, 0, recv, 0)); break;
+          case 1: rv.ctas = 132; CHECK(mok_move_dispatch_pull(&rv, 0, recv, 0)); break;
+          case 2: rv.ctas = 264; CHECK(mok_move_dispatch_pull(&rv, 0, recv, 0)); break;
           case 3: pull2_kernel<<<(unsigned)((warps2 + 7) / 8), 256>>>(d_row_src, rows, k, x, nv, out2); break;
           case 4: pipe_kernel<<<132 * 8, 256>>>(d_row_src, rows, k, x, nv, out2); break;
           case 5: pipe_kernel<<<264, 256>>>(d_row_src, rows, k, x, nv, out2); break;
-          case 6: CK(mok_move_reverse_combine(&rv, 0, (size_t)((char *)rw - base), (size_t)((char *)drw - base),
+          case 6: CHECK(mok_move_reverse_combine(&rv, 0, (size_t)((char *)rw - base), (size_t)((char *)drw - base),
                                               recv, dy_out, 0)); break;
-          case 7: CK(cudaMemsetAsync(out2, 0, bytes)); break;
-          case 8: CK(cudaMemcpyAsync(out2, recv, bytes, cudaMemcpyDeviceToDevice)); break;
+          case 7: CHECK(cudaMemsetAsync(out2, 0, bytes)); break;
+          case 8: CHECK(cudaMemcpyAsync(out2, recv, bytes, cudaMemcpyDeviceToDevice)); break;
           case 9:
             bulk_kernel<<<bulk_grid, BULK_WARPS * 32, bulk_smem(nv)>>>(d_row_src, rows, k, x, nv, out2);
             break;
         }
-        CK(cudaEventRecord(e1));
-        CK(cudaEventSynchronize(e1));
-        if (it >= 0) CK(cudaEventElapsedTime(&t[v][round * ITERS + it], e0, e1));
+        CHECK(cudaEventRecord(e1));
+        CHECK(cudaEventSynchronize(e1));
+        if (it >= 0) CHECK(cudaEventElapsedTime(&t[v][round * ITERS + it], e0, e1));
       }
-  CK(cudaGetLastError());
+  CHECK(cudaGetLastError());
   printf("H %lld, E %d, T %lld, k %d: %lld rows, %.3f GB a pass; PULL2 %s, PIPE %s, BULK %s the "
          "library's bytes\n", (long long)H, E, (long long)T, k, (long long)rows, bytes * 1e-9,
          ok2 ? "equals" : "DIFFERS from", okp ? "equals" : "DIFFERS from",

@@ -15,7 +15,7 @@ t0=$(date +%s)
 left() { echo $(( ${DEADLINE:-560} - ($(date +%s) - t0) )); }
 ( make -j16 build/libmok.so build/mok build/mok_gpu_tests > "$OUT/build_new.log" 2>&1 ) &
 ( cd "$BASE" && make -j16 build/libmok.so build/mok > "$OUT/build_base.log" 2>&1 ) &
-nvcc -O3 -gencode arch=compute_90a,code=sm_90a -o build/write_bw dev/write_bw.cu > "$OUT/build_bw.log" 2>&1
+nvcc -O3 -gencode arch=compute_90a,code=sm_90a -I. -o build/write_bw dev/write_bw.cu > "$OUT/build_bw.log" 2>&1
 wait
 [ -x build/mok ] && [ -x "$BASE/build/mok" ] || { tail -20 "$OUT"/build_*.log; exit 1; }
 echo "build $(( $(date +%s) - t0 )) s"

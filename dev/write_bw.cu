@@ -4,21 +4,13 @@
  * 512 bytes of each of 128 rows, adjacent CTAs the adjacent column tiles). The floor a
  * write-bound kernel of that size can reach. Medians of ITERS after a warm-up.
  *
- *   nvcc -O3 -gencode arch=compute_90a,code=sm_90a -o build/write_bw dev/write_bw.cu
+ *   nvcc -O3 -gencode arch=compute_90a,code=sm_90a -I. -o build/write_bw dev/write_bw.cu
  *   build/write_bw [GB] */
 #include <cuda_runtime.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
-
-#define CHECK(x)                                                                   \
-  do {                                                                             \
-    cudaError_t e_ = (x);                                                          \
-    if (e_ != cudaSuccess) {                                                       \
-      fprintf(stderr, "%s:%d %s\n", __FILE__, __LINE__, cudaGetErrorString(e_));   \
-      exit(1);                                                                     \
-    }                                                                              \
-  } while (0)
+#include "dev/cuda_check.h"
 
 #define ITERS 9
 
