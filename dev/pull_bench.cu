@@ -228,7 +228,7 @@ int main(int argc, char **argv) {
   r.capacity = rows;
   r.err = d_err;
 
-  /* correctness: PULL2 and PIPE against the library's pull */
+  /* correctness: PULL2, PIPE and BULK against the library's pull */
   size_t bytes = (size_t)rows * H * 2;
   uint8_t *h_ref = (uint8_t *)malloc(bytes), *h_o = (uint8_t *)malloc(bytes);
   CHECK(mok_move_dispatch_pull(&r, 0, recv, 0));
@@ -274,7 +274,7 @@ int main(int argc, char **argv) {
           case 4: pipe_kernel<<<132 * 8, 256>>>(d_row_src, rows, k, x, nv, out2); break;
           case 5: pipe_kernel<<<264, 256>>>(d_row_src, rows, k, x, nv, out2); break;
           case 6: CHECK(mok_move_reverse_combine(&rv, 0, (size_t)((char *)rw - base), (size_t)((char *)drw - base),
-                                              recv, dy_out, 0)); break;
+                                                 recv, dy_out, 0)); break;
           case 7: CHECK(cudaMemsetAsync(out2, 0, bytes)); break;
           case 8: CHECK(cudaMemcpyAsync(out2, recv, bytes, cudaMemcpyDeviceToDevice)); break;
           case 9:
