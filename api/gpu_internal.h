@@ -189,6 +189,15 @@ static inline int mok_gpu_rows_in_place(const mok_workspace *w) {
 static inline int mok_gpu_has_slots(const mok_workspace *w) {
   return w->ep > 1 || !mok_gpu_rows_in_place(w);
 }
+/* Whether a call stages x in the symmetric buffer (docs/DESIGN.md "Forward"): for the peers'
+ * pulls, for the FP8 dispatch (x's codes are quantized there) and for the fused path's comm CTAs.
+ * The BF16 grouped dispatch reads this rank's own rows from the caller's x, so at EP=1 it needs
+ * no copy. dy and the router weights are staged only for the peers: the reverse combines read
+ * this rank's own from the caller's tensors. */
+static inline int mok_gpu_x_staged(const mok_workspace *w) {
+  return w->ep > 1 || mok_gpu_fp8(w) || mok_gpu_fused(w);
+}
+static inline int mok_gpu_dy_staged(const mok_workspace *w) { return w->ep > 1; }
 /* *v = macrobatch b's view of s in ring region `region` (its tables built on stream). */
 mok_status mok_gpu_ring_view(const mok_schedule *s, int64_t b, int32_t region, mok_schedule *v,
                              cudaStream_t stream);

@@ -110,12 +110,13 @@ static mok_status pull_fp8(mok_schedule *v, int comm_ctas, cudaStream_t stream) 
 /* x staged in the symmetric buffer for the peers' pulls: bf16, or, in FP8, quantized once per
  * token (e4m3 codes [T, H], then the scales [T, H / 128]), so that the dispatch moves half the
  * bytes and the k-fold larger received rows need no quantization. T is the shape's (where the
- * peers find the scales); the schedule's count of rows is written. */
+ * peers find the scales); the schedule's count of rows is written. Not where nothing reads it
+ * (mok_gpu_x_staged: BF16 at EP=1, whose dispatch reads x itself). */
 static mok_status stage_x(const mok_schedule *s, const void *x, cudaStream_t stream) {
   const mok_workspace *w = s->ws;
   const int64_t T = s->tokens, H = w->shape.hidden, stride = w->shape.tokens;
   char *sym = (char *)w->sym.ptr;
-  if (T == 0) return MOK_SUCCESS;
+  if (T == 0 || !mok_gpu_x_staged(w)) return MOK_SUCCESS;
   if (mok_gpu_fp8(w))
     return mok_fp8_quant_act_rows(x, sym + w->off_x, (float *)(sym + w->off_x + stride * H), T,
                                   H, stream);
@@ -137,10 +138,10 @@ static const char *slots_of(const mok_workspace *w) {
 }
 
 /* The routed experts of one schedule, or of one ring step's view of it (the rows that move and
- * compute), after x is staged on every rank: pull dispatch (as cp says), expert MLPs, push
- * combine. */
-static mok_status experts_forward_pass(mok_schedule *v, const mok_weights *wt, comm_plan *cp,
-                                       cudaStream_t stream) {
+ * compute), after x is staged on every rank: pull dispatch (as cp says; this rank's own rows
+ * from x), expert MLPs, push combine. */
+static mok_status experts_forward_pass(mok_schedule *v, const mok_weights *wt, const void *x,
+                                       comm_plan *cp, cudaStream_t stream) {
   mok_workspace *w = v->ws;
   mok_move_route r = route_on(v, cp->ctas);
   if (mok_gpu_fused(w)) /* pull and combine push inside the GEMMs */
@@ -150,7 +151,7 @@ static mok_status experts_forward_pass(mok_schedule *v, const mok_weights *wt, c
     TRY(after_comm(w, cp, stream));
     return mok_gpu_experts_forward_fp8(v, wt, mok_gpu_fp8_kept_out(v), 1, stream);
   }
-  TRY_CUDA(mok_move_dispatch_pull(&r, w->off_x, v->recv_x, stream));
+  TRY_CUDA(mok_move_dispatch_pull(&r, w->off_x, x, v->recv_x, stream));
   TRY(after_comm(w, cp, stream));
   TRY(mok_gpu_experts_forward(v, wt, v->recv_x, v->out_rows, stream));
   r.ctas = 0;
@@ -160,17 +161,17 @@ static mok_status experts_forward_pass(mok_schedule *v, const mok_weights *wt, c
 
 /* The routed experts after x is staged: barrier, then the schedule's passes (a ring's in reverse:
  * the last steps stay for backward). */
-static mok_status routed_forward(mok_schedule *s, const mok_weights *wt, comm_plan *cp,
-                                 cudaStream_t stream) {
+static mok_status routed_forward(mok_schedule *s, const mok_weights *wt, const void *x,
+                                 comm_plan *cp, cudaStream_t stream) {
   mok_workspace *w = s->ws;
   TRY(mok_gpu_barrier(w, stream));
-  if (!mok_gpu_ring_on(w)) return experts_forward_pass(s, wt, cp, stream);
+  if (!mok_gpu_ring_on(w)) return experts_forward_pass(s, wt, x, cp, stream);
   const int64_t steps = mok_pipe_steps(&w->pipe);
   for (int64_t i = 0; i < steps; ++i) {
     mok_schedule v;
     TRY(mok_gpu_ring_view(s, mok_pipe_fwd_macro(steps, i), mok_pipe_fwd_region(&w->pipe, i), &v,
                           stream));
-    TRY(experts_forward_pass(&v, wt, cp, stream));
+    TRY(experts_forward_pass(&v, wt, x, cp, stream));
   }
   s->ring_kept = 1;
   return MOK_SUCCESS;
@@ -198,7 +199,7 @@ static mok_status forward(mok_schedule *s, const mok_weights *wt, const int32_t 
   const int late = beside && w->plan.shared_fwd == MOK_SHARED_BESIDE_LATE;
   comm_plan cp = {beside ? w->plan.fwd_comm_ctas : 0, beside && !late};
   if (st == MOK_SUCCESS && topk) st = mok_gpu_schedule_enqueue(s, topk, 0, stream);
-  if (st == MOK_SUCCESS) st = routed_forward(s, wt, &cp, stream);
+  if (st == MOK_SUCCESS) st = routed_forward(s, wt, x, &cp, stream);
   if (cp.join || late) st = side_join(w, st, stream); /* late, or an error came first */
   TRY(st);
   if (!beside) TRY(mok_gpu_shared_forward(s, wt, x, 0, stream));
@@ -271,8 +272,8 @@ static mok_status check_backward_weights(const mok_workspace *w, const mok_weigh
 /* A ring step's forward again, for backward: x rows pulled into the region, gate+up (the
  * pre-activations and activations) and down (the outputs d_router_weights needs; not with the FP8
  * fused d_router_weights), nothing pushed; the same bits as the forward's. */
-static mok_status experts_replay(mok_schedule *v, const mok_weights *wt, comm_plan *cp,
-                                 cudaStream_t stream) {
+static mok_status experts_replay(mok_schedule *v, const mok_weights *wt, const void *x,
+                                 comm_plan *cp, cudaStream_t stream) {
   mok_workspace *w = v->ws;
   if (mok_gpu_fused(w)) return mok_gpu_experts_forward_fused(v, wt, 0, stream);
   if (mok_gpu_fp8(w)) {
@@ -281,25 +282,26 @@ static mok_status experts_replay(mok_schedule *v, const mok_weights *wt, comm_pl
     return mok_gpu_experts_forward_fp8(v, wt, mok_gpu_fp8_kept_out(v), 0, stream);
   }
   mok_move_route r = route_on(v, cp->ctas);
-  TRY_CUDA(mok_move_dispatch_pull(&r, w->off_x, v->recv_x, stream));
+  TRY_CUDA(mok_move_dispatch_pull(&r, w->off_x, x, v->recv_x, stream));
   TRY(after_comm(w, cp, stream));
   return mok_gpu_experts_forward(v, wt, v->recv_x, v->out_rows, stream);
 }
 
 /* The routed experts' backward on a schedule or a ring step's view, after dy and the router
- * weights are staged: reverse-combine (pull dy, push d_router_weights), expert backward, push of
- * the dx rows. */
+ * weights are staged: reverse-combine (pull dy, push d_router_weights; this rank's own rows from
+ * the caller's dy and router weights, own), expert backward, push of the dx rows. */
 static mok_status experts_backward_pass(mok_schedule *v, const mok_weights *wt, const mok_grads *g,
-                                        comm_plan *cp, cudaStream_t stream) {
+                                        const mok_move_own *own, comm_plan *cp,
+                                        cudaStream_t stream) {
   mok_workspace *w = v->ws;
   mok_move_route r = route_on(v, cp->ctas);
   if (mok_gpu_fp8(w) && w->config.fp8_fused_router_grad) /* d_rw from the SwiGLU backward */
-    TRY_CUDA(mok_move_reverse_combine_fp8(&r, w->off_dy, w->off_rw, w->d_out, w->fp8.q,
+    TRY_CUDA(mok_move_reverse_combine_fp8(&r, w->off_dy, w->off_rw, own, w->d_out, w->fp8.q,
                                           w->fp8.q_scales, MOK_FP8_SCALE_ROWS(v->rows),
                                           w->fp8.rw_rows, stream));
   else
-    TRY_CUDA(mok_move_reverse_combine(&r, w->off_dy, w->off_rw, w->off_drw, v->out_rows, w->d_out,
-                                      stream));
+    TRY_CUDA(mok_move_reverse_combine(&r, w->off_dy, w->off_rw, own, w->off_drw, v->out_rows,
+                                      w->d_out, stream));
   TRY(after_comm(w, cp, stream));
   if (mok_gpu_fused(w)) /* the dx push inside the last data gradient */
     return mok_gpu_experts_backward_fused(v, wt, g, stream);
@@ -314,31 +316,34 @@ static mok_status experts_backward_pass(mok_schedule *v, const mok_weights *wt, 
 /* The routed experts' backward after dy and the router weights are staged: barrier, then the
  * schedule's passes (a ring's in order, the macrobatches forward did not keep replayed first). */
 static mok_status routed_backward(mok_schedule *s, const mok_weights *wt, const mok_grads *g,
-                                  comm_plan *cp, cudaStream_t stream) {
+                                  const void *x, const mok_move_own *own, comm_plan *cp,
+                                  cudaStream_t stream) {
   mok_workspace *w = s->ws;
   TRY(mok_gpu_barrier(w, stream));
-  if (!mok_gpu_ring_on(w)) return experts_backward_pass(s, wt, g, cp, stream);
+  if (!mok_gpu_ring_on(w)) return experts_backward_pass(s, wt, g, own, cp, stream);
   const int64_t steps = mok_pipe_steps(&w->pipe);
   const int kept = s->ring_kept; /* a second backward after one forward replays everything */
   for (int64_t i = 0; i < steps; ++i) {
     mok_schedule v;
     TRY(mok_gpu_ring_view(s, mok_pipe_bwd_macro(i), mok_pipe_bwd_region(&w->pipe, steps, i), &v,
                           stream));
-    if (!kept || !mok_pipe_bwd_resident(&w->pipe, i)) TRY(experts_replay(&v, wt, cp, stream));
-    TRY(experts_backward_pass(&v, wt, g, cp, stream));
+    if (!kept || !mok_pipe_bwd_resident(&w->pipe, i)) TRY(experts_replay(&v, wt, x, cp, stream));
+    TRY(experts_backward_pass(&v, wt, g, own, cp, stream));
   }
   if (steps > w->pipe.ring_regions) s->ring_kept = 0; /* replays reused regions */
   return MOK_SUCCESS;
 }
 
-/* dy and the router weights staged in the symmetric buffer for the peers' pulls; with a ring, x
- * too (the macrobatches forward did not keep pull their x rows again). */
+/* dy and the router weights staged in the symmetric buffer for the peers' pulls (not at EP=1:
+ * mok_gpu_dy_staged); with a ring, x too (the macrobatches forward did not keep pull their x
+ * rows again; stage_x says where). */
 static mok_status stage_backward(const mok_schedule *s, const void *x,
                                  const float *router_weights, const void *dy, int ring,
                                  cudaStream_t stream) {
   const mok_workspace *w = s->ws;
   const int64_t T = s->tokens, H = w->shape.hidden, k = w->shape.top_k;
   char *sym = (char *)w->sym.ptr;
+  if (!mok_gpu_dy_staged(w)) return ring ? stage_x(s, x, stream) : MOK_SUCCESS;
   TRY_CUDA(cudaMemcpyAsync(sym + w->off_dy, dy, (size_t)(T * H * 2), cudaMemcpyDeviceToDevice, stream));
   TRY_CUDA(cudaMemcpyAsync(sym + w->off_rw, router_weights, (size_t)(T * k) * 4,
                            cudaMemcpyDeviceToDevice, stream));
@@ -370,7 +375,8 @@ static mok_status backward(mok_schedule *s, const mok_weights *wt, const void *x
     st = mok_gpu_shared_backward(s, wt, x, dy, g, w->sms - w->plan.bwd_comm_ctas, w->side);
   }
   comm_plan cp = {beside ? w->plan.bwd_comm_ctas : 0, beside};
-  if (st == MOK_SUCCESS) st = routed_backward(s, wt, g, &cp, stream);
+  const mok_move_own own = {dy, router_weights};
+  if (st == MOK_SUCCESS) st = routed_backward(s, wt, g, x, &own, &cp, stream);
   if (cp.join) st = side_join(w, st, stream); /* not joined yet: an error came first */
   TRY(st);
   if (!beside) TRY(mok_gpu_shared_backward(s, wt, x, dy, g, 0, stream));

@@ -41,7 +41,7 @@ static mok_status transfer(mok_schedule *s, const mok_sym_buffer *sym, int64_t b
   TRY(use_buffer(w, sym, bytes, st));
   mok_move_route r = op_route(s);
   TRY(mok_gpu_barrier(w, st));
-  TRY_CUDA(pull ? mok_move_dispatch_pull(&r, 0, rows, st) : mok_move_push_rows(&r, rows, 0, NULL, st));
+  TRY_CUDA(pull ? mok_move_dispatch_pull(&r, 0, NULL, rows, st) : mok_move_push_rows(&r, rows, 0, NULL, st));
   return mok_gpu_barrier_last(w, st);
 }
 

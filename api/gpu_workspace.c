@@ -268,10 +268,10 @@ mok_status mok_workspace_create(mok_group *g, const mok_shape *s, const mok_conf
   size_t off = 0;
 #define SYM(field, bytes) do { w->field = off; off = align_up(off + (size_t)(bytes), 256); } while (0)
   SYM(off_topk, T * k * 4);
-  SYM(off_x, T * H * 2);
+  SYM(off_x, mok_gpu_x_staged(w) ? T * H * 2 : 0);
   SYM(off_slots, mok_gpu_has_slots(w) ? T * k * H * 2 : 0);
-  SYM(off_dy, T * H * 2);
-  SYM(off_rw, T * k * 4);
+  SYM(off_dy, mok_gpu_dy_staged(w) ? T * H * 2 : 0);
+  SYM(off_rw, mok_gpu_dy_staged(w) ? T * k * 4 : 0);
   SYM(off_drw, T * k * 4);
   SYM(off_flags, (int64_t)w->ep * 8);
   SYM(off_count, 4);
@@ -487,7 +487,10 @@ mok_status mok_workspace_destroy(mok_workspace *w) {
 
 void mok_gpu_call_begin(mok_workspace *w) { w->call_barriers = 0; }
 
+/* At EP=1 there is no peer to wait for, signal or refuse to: no barrier is enqueued (stream
+ * order is all a rank's own work needs; docs/DESIGN.md "Barriers and faults"). */
 static mok_status barrier(mok_workspace *w, int last, mok_status refuse, cudaStream_t stream) {
+  if (w->ep == 1) return MOK_SUCCESS;
   mok_barrier b;
   b.peer_base = w->peer_base;
   b.flags_off = w->off_flags;

@@ -231,7 +231,7 @@ int main(int argc, char **argv) {
   /* correctness: PULL2, PIPE and BULK against the library's pull */
   size_t bytes = (size_t)rows * H * 2;
   uint8_t *h_ref = (uint8_t *)malloc(bytes), *h_o = (uint8_t *)malloc(bytes);
-  CHECK(mok_move_dispatch_pull(&r, 0, recv, 0));
+  CHECK(mok_move_dispatch_pull(&r, 0, NULL, recv, 0));
   CHECK(cudaMemcpy(h_ref, recv, bytes, cudaMemcpyDeviceToHost));
   const int64_t warps2 = (rows + 1) / 2;
   pull2_kernel<<<(unsigned)((warps2 + 7) / 8), 256>>>(d_row_src, rows, k, x, nv, out2);
@@ -267,14 +267,17 @@ int main(int argc, char **argv) {
         mok_move_route rv = r;
         CHECK(cudaEventRecord(e0));
         switch (v) {
-          case 0: CHECK(mok_move_dispatch_pull(&rv, 0, recv, 0)); break;
-          case 1: rv.ctas = 132; CHECK(mok_move_dispatch_pull(&rv, 0, recv, 0)); break;
-          case 2: rv.ctas = 264; CHECK(mok_move_dispatch_pull(&rv, 0, recv, 0)); break;
+          case 0: CHECK(mok_move_dispatch_pull(&rv, 0, NULL, recv, 0)); break;
+          case 1: rv.ctas = 132; CHECK(mok_move_dispatch_pull(&rv, 0, NULL, recv, 0)); break;
+          case 2: rv.ctas = 264; CHECK(mok_move_dispatch_pull(&rv, 0, NULL, recv, 0)); break;
           case 3: pull2_kernel<<<(unsigned)((warps2 + 7) / 8), 256>>>(d_row_src, rows, k, x, nv, out2); break;
           case 4: pipe_kernel<<<132 * 8, 256>>>(d_row_src, rows, k, x, nv, out2); break;
           case 5: pipe_kernel<<<264, 256>>>(d_row_src, rows, k, x, nv, out2); break;
-          case 6: CHECK(mok_move_reverse_combine(&rv, 0, (size_t)((char *)rw - base), (size_t)((char *)drw - base),
-                                                 recv, dy_out, 0)); break;
+          case 6: {
+            const mok_move_own none = {NULL, NULL};
+            CHECK(mok_move_reverse_combine(&rv, 0, (size_t)((char *)rw - base), &none,
+                                           (size_t)((char *)drw - base), recv, dy_out, 0));
+          } break;
           case 7: CHECK(cudaMemsetAsync(out2, 0, bytes)); break;
           case 8: CHECK(cudaMemcpyAsync(out2, recv, bytes, cudaMemcpyDeviceToDevice)); break;
           case 9:

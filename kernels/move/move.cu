@@ -44,7 +44,7 @@ __device__ __forceinline__ void zero_row(uint4 *dst, int64_t nv, int lane) {
   for (int64_t i = lane; i < nv; i += 32) dst[i] = make_uint4(0, 0, 0, 0);
 }
 
-__global__ void __launch_bounds__(WARPS_FEW * 32) dispatch_pull_kernel(mok_move_route r, size_t x_off, bf16 *recv) {
+__global__ void __launch_bounds__(WARPS_FEW * 32) dispatch_pull_kernel(mok_move_route r, size_t x_off, const bf16 *own_x, bf16 *recv) {
   const int lane = threadIdx.x & 31;
   const int64_t nv = r.hidden / 8;
   FOR_EACH_ROW(r, row) {
@@ -54,7 +54,7 @@ __global__ void __launch_bounds__(WARPS_FEW * 32) dispatch_pull_kernel(mok_move_
       zero_row(dst, nv, lane);
       continue;
     }
-    copy_row(dst, route_slot_row(r, x_off, slot, nv), nv, lane);
+    copy_row(dst, route_slot_row(r, x_off, own_x, slot, nv), nv, lane);
   }
 }
 
@@ -149,11 +149,12 @@ __device__ __forceinline__ float scaled_row_and_dot(const uint4 *dy, const uint4
 
 /* Reverse-combine, expert side: d_out[row] = rw * dy of the row's (token, k) slot, and
  * d_rw = dot(dy, out_rows[row]) pushed to the source rank's slot at drw_off. dy comes from the
- * source rank's symmetric buffer at dy_off (dy_rows NULL: the functional path pulls it here) or
- * from dy_rows already pulled (the ops layer); rw from rw_base[src] + rw_off. */
+ * source rank's symmetric buffer at dy_off (dy_rows NULL: the functional path pulls it here;
+ * this rank's own rows from own.dy where given) or from dy_rows already pulled (the ops layer);
+ * rw from rw_base[src] + rw_off (this rank's own from own.rw where given). */
 __global__ void __launch_bounds__(WARPS_FEW * 32) weight_rows_kernel(mok_move_route r, char *const *rw_base, size_t rw_off, size_t drw_off,
-                                   const bf16 *dy_rows, size_t dy_off, const bf16 *out_rows,
-                                   bf16 *d_out) {
+                                   const bf16 *dy_rows, size_t dy_off, mok_move_own own,
+                                   const bf16 *out_rows, bf16 *d_out) {
   const int lane = threadIdx.x & 31;
   const int64_t nv = r.hidden / 8;
   FOR_EACH_ROW(r, row) {
@@ -163,9 +164,9 @@ __global__ void __launch_bounds__(WARPS_FEW * 32) weight_rows_kernel(mok_move_ro
       zero_row(dst, nv, lane);
       continue;
     }
-    const float w = *route_slot_f32(r, rw_base, rw_off, slot);
-    const uint4 *dy =
-        dy_rows ? (const uint4 *)(dy_rows + row * r.hidden) : route_slot_row(r, dy_off, slot, nv);
+    const float w = route_slot_f32_in(r, rw_base, rw_off, own.rw, slot);
+    const uint4 *dy = dy_rows ? (const uint4 *)(dy_rows + row * r.hidden)
+                              : route_slot_row(r, dy_off, own.dy, slot, nv);
     const uint4 *o = (const uint4 *)(out_rows + row * r.hidden);
     const float dot = scaled_row_and_dot(dy, o, w, dst, nv, lane);
     if (lane == 0) *route_slot_f32(r, r.peer_base, drw_off, slot) = dot;
@@ -178,7 +179,7 @@ __global__ void __launch_bounds__(WARPS_FEW * 32) weight_rows_kernel(mok_move_ro
  * quantized 1x128 into q [rows, H] e4m3 and scales [H / 128][m_pad] (the d_act GEMM's A operand:
  * the steps of mok_fp8_quant_act, a half-warp per 128 values), rw_rows[row] = rw. Padding
  * rows: zeros, zero codes, scale 1, rw 0. Nothing is pushed. */
-__global__ void __launch_bounds__(WARPS_FEW * 32) reverse_combine_fp8_kernel(mok_move_route r, size_t dy_off, size_t rw_off, bf16 *d_out,
+__global__ void __launch_bounds__(WARPS_FEW * 32) reverse_combine_fp8_kernel(mok_move_route r, size_t dy_off, size_t rw_off, mok_move_own own, bf16 *d_out,
                                            uint8_t *q, float *scales, int64_t m_pad,
                                            float *rw_rows) {
   const int lane = threadIdx.x & 31;
@@ -186,8 +187,8 @@ __global__ void __launch_bounds__(WARPS_FEW * 32) reverse_combine_fp8_kernel(mok
   FOR_EACH_ROW(r, row) {
     uint4 *dst = (uint4 *)(d_out + row * r.hidden);
     const int32_t slot = r.row_src[row];
-    const float w = slot >= 0 ? *route_slot_f32(r, r.peer_base, rw_off, slot) : 0.0f;
-    const uint4 *dy = slot >= 0 ? route_slot_row(r, dy_off, slot, nv) : NULL;
+    const float w = slot >= 0 ? route_slot_f32_in(r, r.peer_base, rw_off, own.rw, slot) : 0.0f;
+    const uint4 *dy = slot >= 0 ? route_slot_row(r, dy_off, own.dy, slot, nv) : NULL;
     /* 16 lanes hold a 128-value block: chunk i = 32 * it + lane is block i / 16 (H % 128 == 0,
      * so a half-warp is all in or all out). RC_BATCH chunks are loaded before any is used, so
      * that a warp keeps that many remote loads in flight (on few comm SMs, one at a time left
@@ -298,10 +299,11 @@ static dim3 row_grid(const mok_move_route *r) {
 }
 static unsigned row_threads(const mok_move_route *r) { return (r->ctas > 0 ? WARPS_FEW : WARPS) * 32; }
 
-extern "C" cudaError_t mok_move_dispatch_pull(const mok_move_route *r, size_t x_off, void *recv,
-                                        cudaStream_t stream) {
+extern "C" cudaError_t mok_move_dispatch_pull(const mok_move_route *r, size_t x_off, const void *own_x,
+                                              void *recv, cudaStream_t stream) {
   if (r->capacity <= 0) return cudaSuccess;
-  dispatch_pull_kernel<<<row_grid(r), row_threads(r), 0, stream>>>(*r, x_off, (bf16 *)recv);
+  dispatch_pull_kernel<<<row_grid(r), row_threads(r), 0, stream>>>(*r, x_off, (const bf16 *)own_x,
+                                                                   (bf16 *)recv);
   return cudaGetLastError();
 }
 
@@ -332,20 +334,21 @@ extern "C" cudaError_t mok_move_push_rows(const mok_move_route *r, const void *r
 }
 
 extern "C" cudaError_t mok_move_reverse_combine(const mok_move_route *r, size_t dy_off, size_t rw_off,
-                                          size_t drw_off, const void *out_rows, void *d_out,
-                                          cudaStream_t stream) {
+                                          const mok_move_own *own, size_t drw_off,
+                                          const void *out_rows, void *d_out, cudaStream_t stream) {
   if (r->capacity <= 0) return cudaSuccess;
   weight_rows_kernel<<<row_grid(r), row_threads(r), 0, stream>>>(
-      *r, r->peer_base, rw_off, drw_off, NULL, dy_off, (const bf16 *)out_rows, (bf16 *)d_out);
+      *r, r->peer_base, rw_off, drw_off, NULL, dy_off, *own, (const bf16 *)out_rows, (bf16 *)d_out);
   return cudaGetLastError();
 }
 
 extern "C" cudaError_t mok_move_reverse_combine_fp8(const mok_move_route *r, size_t dy_off, size_t rw_off,
-                                              void *d_out, void *q, float *scales, int64_t m_pad,
-                                              float *rw_rows, cudaStream_t stream) {
+                                              const mok_move_own *own, void *d_out, void *q,
+                                              float *scales, int64_t m_pad, float *rw_rows,
+                                              cudaStream_t stream) {
   if (r->capacity <= 0) return cudaSuccess;
   reverse_combine_fp8_kernel<<<row_grid(r), row_threads(r), 0, stream>>>(
-      *r, dy_off, rw_off, (bf16 *)d_out, (uint8_t *)q, scales, m_pad, rw_rows);
+      *r, dy_off, rw_off, *own, (bf16 *)d_out, (uint8_t *)q, scales, m_pad, rw_rows);
   return cudaGetLastError();
 }
 
@@ -353,8 +356,10 @@ extern "C" cudaError_t mok_move_weight_rows(const mok_move_route *r, char *const
                                       size_t drw_off, const void *dy_rows, const void *out_rows,
                                       void *d_out, cudaStream_t stream) {
   if (r->capacity <= 0) return cudaSuccess;
+  const mok_move_own none = {NULL, NULL};
   weight_rows_kernel<<<row_grid(r), row_threads(r), 0, stream>>>(
-      *r, rw_base, rw_off, drw_off, (const bf16 *)dy_rows, 0, (const bf16 *)out_rows, (bf16 *)d_out);
+      *r, rw_base, rw_off, drw_off, (const bf16 *)dy_rows, 0, none, (const bf16 *)out_rows,
+      (bf16 *)d_out);
   return cudaGetLastError();
 }
 

@@ -34,8 +34,10 @@ typedef struct {
 } mok_move_route;
 
 /* recv[row] = x of (src rank, token) for each real row (pulled from the source rank's symmetric
- * buffer at x_off, [T, H] bf16); padding rows get zeros. */
-cudaError_t mok_move_dispatch_pull(const mok_move_route *r, size_t x_off, void *recv, cudaStream_t stream);
+ * buffer at x_off, [T, H] bf16; this rank's own rows from own_x, the caller's x, where non-NULL:
+ * at EP=1 nothing is staged); padding rows get zeros. */
+cudaError_t mok_move_dispatch_pull(const mok_move_route *r, size_t x_off, const void *own_x, void *recv,
+                                   cudaStream_t stream);
 
 /* FP8 forward dispatch: pulls each real row's e4m3 codes (source's symmetric [T, H] at x8_off) into
  * recv8 [capacity, H] and its fp32 scales (source's [T, H / 128] at s_off) into scales
@@ -67,20 +69,29 @@ cudaError_t mok_move_combine_reduce(int64_t T, int k, int64_t H, const mok_move_
                                     const float *rw, const void *shared_out, void *y,
                                     const int32_t *err, cudaStream_t stream);
 
+/* The caller's own dy [T, H] bf16 and router weights [T*k] fp32, read in place of their
+ * symmetric copies for this rank's own rows (NULL: the copies; at EP=1 nothing is staged). */
+typedef struct {
+  const void *dy;
+  const float *rw;
+} mok_move_own;
+
 /* Backward reverse-combine: for each real row, pulls dy[token] (symmetric, dy_off) and
- * rw[token * k + j] (symmetric fp32, rw_off) from the source rank, writes d_out[row] = rw * dy,
- * and pushes dot(dy, out_rows[row]) into the source rank's fp32 [T*k] buffer at drw_off. Padding
- * rows of d_out get zeros. */
-cudaError_t mok_move_reverse_combine(const mok_move_route *r, size_t dy_off, size_t rw_off, size_t drw_off,
-                               const void *out_rows, void *d_out, cudaStream_t stream);
+ * rw[token * k + j] (symmetric fp32, rw_off) from the source rank (this rank's own as own says),
+ * writes d_out[row] = rw * dy, and pushes dot(dy, out_rows[row]) into the source rank's fp32
+ * [T*k] buffer at drw_off. Padding rows of d_out get zeros. */
+cudaError_t mok_move_reverse_combine(const mok_move_route *r, size_t dy_off, size_t rw_off,
+                                     const mok_move_own *own, size_t drw_off, const void *out_rows,
+                                     void *d_out, cudaStream_t stream);
 
 /* FP8, the router-weight gradient fused into the SwiGLU backward: for each real row, d_out[row] =
  * rw * dy (bf16), the unweighted dy quantized 1x128 into q [rows, H] e4m3 with scales
  * [H / 128][m_pad] fp32, and rw_rows[row] = rw; nothing pushed. Padding rows: zeros, zero codes,
  * scale 1, rw 0. */
-cudaError_t mok_move_reverse_combine_fp8(const mok_move_route *r, size_t dy_off, size_t rw_off, void *d_out,
-                                   void *q, float *scales, int64_t m_pad, float *rw_rows,
-                                   cudaStream_t stream);
+cudaError_t mok_move_reverse_combine_fp8(const mok_move_route *r, size_t dy_off, size_t rw_off,
+                                         const mok_move_own *own, void *d_out, void *q,
+                                         float *scales, int64_t m_pad, float *rw_rows,
+                                         cudaStream_t stream);
 
 /* The ops layer's variant of the above with dy rows already pulled (dy_rows [capacity, H], local):
  * rw from the source rank's buffer through rw_base (rw_off), d_rw pushed through r->peer_base. */

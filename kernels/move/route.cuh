@@ -22,11 +22,24 @@ __device__ __forceinline__ float *route_slot_f32(const mok_move_route &r, char *
   return (float *)(base[src] + off) + slot % (r.tokens * r.top_k);
 }
 
-/* The slot's token row (nv 16-byte words) in its source rank's symmetric [T, H] buffer at off. */
-__device__ __forceinline__ const uint4 *route_slot_row(const mok_move_route &r, size_t off, int32_t slot,
-                                                    int64_t nv) {
+/* The same value read where this rank's own slots are in the caller's buffer own ([T*k], NULL:
+ * every slot from its source rank's symmetric buffer, this rank's too). */
+__device__ __forceinline__ float route_slot_f32_in(const mok_move_route &r, char *const *base, size_t off,
+                                                const float *own, int32_t slot) {
+  const int64_t per_rank = r.tokens * r.top_k;
+  if (own && mok_sched_slot_rank(slot, r.tokens, r.top_k) == r.rank) return own[slot % per_rank];
+  return *route_slot_f32(r, base, off, slot);
+}
+
+/* The slot's token row (nv 16-byte words) in its source rank's symmetric [T, H] buffer at off;
+ * with own non-NULL, a row of this rank's own tokens in the caller's [T, H] buffer own instead
+ * (the same bytes: the symmetric buffer holds a copy of it for the peers, and none at EP=1). */
+__device__ __forceinline__ const uint4 *route_slot_row(const mok_move_route &r, size_t off, const void *own,
+                                                    int32_t slot, int64_t nv) {
   const int src = mok_sched_slot_rank(slot, r.tokens, r.top_k);
-  return (const uint4 *)(r.peer_base[src] + off) + mok_sched_slot_token(slot, r.tokens, r.top_k) * nv;
+  const int64_t t = mok_sched_slot_token(slot, r.tokens, r.top_k);
+  if (own && src == r.rank) return (const uint4 *)own + t * nv;
+  return (const uint4 *)(r.peer_base[src] + off) + t * nv;
 }
 
 #endif /* MOK_MOVE_ROUTE_CUH */

@@ -147,6 +147,8 @@ def call(name, *args):
     """Calls the C function `name` and raises MokError on a failed status (with the failed CUDA or
     NCCL call's detail, mok_last_error, for those statuses)."""
     status = getattr(lib, name)(*args)
+    if status == MOK_SUCCESS:
+        return
     if status in (STATUS_NAMES.index("CUDA"), STATUS_NAMES.index("NCCL")):
         raise MokError(status, name, lib.mok_last_error().decode(errors="replace"))
     check(status, name)

@@ -132,7 +132,7 @@ class Group:
     def clear_device_error(self):
         """Clears every workspace's device error word (enqueued on the current stream of the
         group's device): after a fault, every rank clears, and the workspaces are usable again."""
-        stream = ctypes.c_void_p(torch.cuda.current_stream(self.device).cuda_stream)
+        stream = _stream(self.device)
         for key in sorted(k for k in _workspaces if k[0] == self.id):
             C.call("mok_workspace_clear_error", _workspaces[key], stream)
 
@@ -226,7 +226,7 @@ class _RefuseOnPeers:
             if ws is not None and self.device is not None and self.device.type == "cuda":
                 cause = C.STATUS_NAMES.index("INVALID_ARGUMENT" if issubclass(kind, TypeError)
                                              else "INVALID_SHAPE")
-                stream = ctypes.c_void_p(torch.cuda.current_stream(self.device).cuda_stream)
+                stream = _stream(self.device)
                 refused = C.lib.mok_workspace_reject(ws, cause, stream) == C.MOK_SUCCESS
         except Exception:  # noqa: BLE001 - nothing could be named: the original error stands
             pass
@@ -238,6 +238,18 @@ class _RefuseOnPeers:
 
 def _ptr(t):
     return ctypes.c_void_p(t.data_ptr()) if t is not None and t.numel() > 0 else None
+
+
+_raw_stream = getattr(torch._C, "_cuda_getCurrentRawStream", None)
+
+
+def _stream(device):
+    """The current CUDA stream of device (a torch.device of type cuda), as the C API takes it:
+    read as the raw handle, without making a torch.cuda.Stream object per call."""
+    if _raw_stream is not None:
+        return ctypes.c_void_p(_raw_stream(device.index if device.index is not None
+                                           else torch.cuda.current_device()))
+    return _stream(device)
 
 
 def _knobs(swiglu_limit):
@@ -285,9 +297,10 @@ def _check(x, topk, rw, weights, group_id, num_experts, routed_dtype=torch.bfloa
         if ws_gate.shape != (Is, H) or ws_up.shape != (Is, H) or ws_down.shape != (H, Is):
             raise ValueError(f"mok: need ws_gate, ws_up [Is, {H}] and ws_down [{H}, Is]; got "
                              f"{tuple(ws_gate.shape)}, {tuple(ws_up.shape)}, {tuple(ws_down.shape)}")
-    for t in (x, topk, rw) + tuple(w for w in weights if w is not None and w.numel() > 0):
-        if t.device != x.device or t.device.type != "cuda":
-            raise ValueError("mok: all tensors must be on the same CUDA device")
+    dev = x.get_device()  # -1 off the GPU
+    if dev < 0 or any(t is not None and t.numel() > 0 and t.get_device() != dev
+                      for t in (topk, rw) + tuple(weights)):
+        raise ValueError("mok: all tensors must be on the same CUDA device")
     group_device = _groups[group_id].device
     if x.device != group_device:
         raise ValueError(f"mok: the tensors are on {x.device}, the group was made on {group_device} "
@@ -361,14 +374,15 @@ def _forward_body(x, topk, rw, w_gate, w_up, w_down, ws_gate, ws_up, ws_down, gr
                   num_experts, swiglu_limit, slot):
     """The forward op's work (moe_forward; _MoE's forward runs it without the op's dispatch)."""
     weights = (w_gate, w_up, w_down, ws_gate, ws_up, ws_down)
+    knobs = _knobs(swiglu_limit)
     shape_of = lambda: _shape(x, topk, num_experts, w_gate, ws_gate)  # noqa: E731
-    with _RefuseOnPeers(group_id, _knobs(swiglu_limit), shape_of, x.device):
+    with _RefuseOnPeers(group_id, knobs, shape_of, x.device):
         _check(x, topk, rw, weights, group_id, num_experts)
-        ws, sched = _schedule(group_id, shape_of(), _knobs(swiglu_limit), slot)
+        shape = shape_of()
+        ws, sched = _schedule(group_id, shape, knobs, slot)
     y = torch.empty_like(x)
-    stream = ctypes.c_void_p(torch.cuda.current_stream(x.device).cuda_stream)
-    _build_and_forward(sched, topk, x, rw, weights, y, stream)
-    _note_build(_schedule_key(group_id, shape_of(), _knobs(swiglu_limit), slot), topk)
+    _build_and_forward(sched, topk, x, rw, weights, y, _stream(x.device))
+    _note_build(_schedule_key(group_id, shape, knobs, slot), topk)
     return y
 
 
@@ -425,18 +439,18 @@ def _backward_body(dy, x, topk, rw, w_gate, w_up, w_down, ws_gate, ws_up, ws_dow
                    num_experts, swiglu_limit, slot):
     """The backward op's work (moe_backward; _MoE's backward runs it without the op's dispatch)."""
     weights = (w_gate, w_up, w_down, ws_gate, ws_up, ws_down)
+    knobs = _knobs(swiglu_limit)
     shape_of = lambda: _shape(x, topk, num_experts, w_gate, ws_gate)  # noqa: E731
-    with _RefuseOnPeers(group_id, _knobs(swiglu_limit), shape_of, x.device):
+    with _RefuseOnPeers(group_id, knobs, shape_of, x.device):
         _check(x, topk, rw, weights, group_id, num_experts)
         _check_dy(dy, x)
-        ws, sched = _schedule(group_id, shape_of(), _knobs(swiglu_limit), slot)
+        shape = shape_of()
+        ws, sched = _schedule(group_id, shape, knobs, slot)
     dy = dy.contiguous()
     out = _grad_buffers(x, rw, *weights)
-    g = C.Grads()
-    g.dx, g.d_router_weights, g.dw_gate, g.dw_up, g.dw_down, g.dws_gate, g.dws_up, g.dws_down = [_ptr(t) for t in out]
-    g.grad_fp32, g.accumulate = 0, 0
-    stream = ctypes.c_void_p(torch.cuda.current_stream(x.device).cuda_stream)
-    skey = _schedule_key(group_id, shape_of(), _knobs(swiglu_limit), slot)
+    g = C.Grads(*[_ptr(t) for t in out])  # grad_fp32 and accumulate 0
+    stream = _stream(x.device)
+    skey = _schedule_key(group_id, shape, knobs, slot)
     if slot < 0:  # nothing kept: recompute what forward keeps (its output is not needed)
         _build_and_forward(sched, topk, x, rw, weights, torch.empty_like(x), stream)
         _note_build(skey, topk)
@@ -527,7 +541,7 @@ def quantize_weight(w):
         raise TypeError("mok: quantize_weight needs a contiguous bfloat16 [E, rows, cols] CUDA tensor")
     E, rows, cols = w.shape
     q, scales = _codes_buffers(w)
-    stream = ctypes.c_void_p(torch.cuda.current_stream(w.device).cuda_stream)
+    stream = _stream(w.device)
     C.call("mok_quantize_weight", FP8_BLOCK128, _ptr(w), E, rows, cols, _ptr(q), _ptr(scales), stream)
     return q, scales
 
@@ -561,7 +575,7 @@ def quantize_weight_mxfp8(w):
         raise ValueError(f"mok: MXFP8 needs cols a multiple of 32, got {cols}")
     q = torch.empty(w.shape, dtype=torch.uint8, device=w.device)
     scales = torch.empty(E, rows, cols // 32, dtype=torch.uint8, device=w.device)
-    stream = ctypes.c_void_p(torch.cuda.current_stream(w.device).cuda_stream)
+    stream = _stream(w.device)
     C.call("mok_quantize_weight", MXFP8, _ptr(w), E, rows, cols, _ptr(q), _ptr(scales), stream)
     return q, scales
 
@@ -585,7 +599,7 @@ def mxfp8_to_block128(q_mx, s_mx):
         raise ValueError(f"mok: mxfp8_to_block128 needs rows and cols multiples of 128, got {rows}, {cols}")
     q = torch.empty(q_mx.shape, dtype=torch.uint8, device=q_mx.device)
     scales = torch.empty(E, rows // 128, cols // 128, dtype=torch.float32, device=q_mx.device)
-    stream = ctypes.c_void_p(torch.cuda.current_stream(q_mx.device).cuda_stream)
+    stream = _stream(q_mx.device)
     C.call("mok_mxfp8_to_block128", _ptr(q_mx), _ptr(s_mx), E, rows, cols, _ptr(q), _ptr(scales),
            stream)
     return q, scales
@@ -603,7 +617,7 @@ def quantize_weight_mxfp8_block128(w):
         raise ValueError(f"mok: rows and cols must be multiples of 128, got {rows}, {cols}")
     q = torch.empty(w.shape, dtype=torch.uint8, device=w.device)
     scales = torch.empty(E, rows // 128, cols // 128, dtype=torch.float32, device=w.device)
-    stream = ctypes.c_void_p(torch.cuda.current_stream(w.device).cuda_stream)
+    stream = _stream(w.device)
     C.call("mok_quantize_weight_mxfp8_block128", _ptr(w), E, rows, cols, _ptr(q), _ptr(scales),
            stream)
     return q, scales
@@ -630,7 +644,7 @@ def transpose_weights_fp8(q_gate, s_gate, q_up, s_up, q_down, s_down):
     dev = q_gate.device
     gu_t, gu_s, d_t, d_s = _transposed_buffers(E, inter, hidden, dev)
     w = _fp8_weights(q_gate, s_gate, q_up, s_up, q_down, s_down, None, None, None)
-    stream = ctypes.c_void_p(torch.cuda.current_stream(dev).cuda_stream)
+    stream = _stream(dev)
     C.call("mok_fp8_transpose_weights", FP8_BLOCK128, ctypes.byref(w), E, inter, hidden, _ptr(gu_t),
            _ptr(gu_s), _ptr(d_t), _ptr(d_s), stream)
     return gu_t, gu_s, d_t, d_s
@@ -652,7 +666,7 @@ def quantize_weights_fp8_transposed(w_gate, w_up, w_down):
         raise ValueError("mok: want w_gate, w_up [E, I, H] and w_down [E, H, I] on one device")
     dev = w_gate.device
     gu_t, gu_s, d_t, d_s = _transposed_buffers(E, inter, hidden, dev)
-    stream = ctypes.c_void_p(torch.cuda.current_stream(dev).cuda_stream)
+    stream = _stream(dev)
     codes = []
     for w, q_t, s_t, ld, off in ((w_gate, gu_t, gu_s, 2 * inter, 0),
                                  (w_up, gu_t, gu_s, 2 * inter, inter),
@@ -708,7 +722,7 @@ def moe_backward_fp8(dy, x, topk, rw, q_gate, s_gate, q_up, s_up, q_down, s_down
     g = C.Grads()
     g.dx, g.d_router_weights, g.dw_gate, g.dw_up, g.dw_down, g.dws_gate, g.dws_up, g.dws_down = [_ptr(v) for v in out]
     g.grad_fp32, g.accumulate = 0, 0
-    stream = ctypes.c_void_p(torch.cuda.current_stream(x.device).cuda_stream)
+    stream = _stream(x.device)
     C.call("mok_backward", sched, ctypes.byref(w), _ptr(x), _ptr(rw), _ptr(dy), ctypes.byref(g),
            stream)
     return out
@@ -728,7 +742,7 @@ def moe_forward_fp8(x, topk, rw, q_gate, s_gate, q_up, s_up, q_down, s_down, ws_
         ws, sched = _schedule(group_id, shape_of(), knobs, slot)
     w = _fp8_weights(q_gate, s_gate, q_up, s_up, q_down, s_down, ws_gate, ws_up, ws_down)
     y = torch.empty_like(x)
-    stream = ctypes.c_void_p(torch.cuda.current_stream(x.device).cuda_stream)
+    stream = _stream(x.device)
     C.call("mok_build_and_forward", sched, _ptr(topk), ctypes.byref(w), _ptr(x), _ptr(rw), _ptr(y),
            stream)
     _note_build(_schedule_key(group_id, shape_of(), knobs, slot), topk)
