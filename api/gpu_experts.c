@@ -52,13 +52,14 @@ int mok_grad_mode(const mok_grads *g) {
 }
 
 mok_status mok_bf16_wgrad(const mok_workspace *w, mok_expert_rows r, const mok_gg_launch *l,
+                          int cluster,
                           const void *dc, int64_t ld_dc, const void *a, int64_t ld_a, void *dw,
                           int64_t n, int64_t k, const mok_grads *g, cudaStream_t stream) {
   if (!g->grad_fp32 && g->accumulate)
     return mok_v1_wgrad(r.s, w->err, dc, ld_dc, a, ld_a, dw, n, k, r.rows, mok_grad_mode(g),
                         stream);
-  /* the weight gradient runs single CTAs: only the grid cap carries over */
-  const mok_gg_launch wl = {0, 0, l ? l->max_ctas : 0};
+  /* the weight gradient's own cluster choice (0: single CTAs); the grid cap carries over */
+  const mok_gg_launch wl = {cluster, 0, l ? l->max_ctas : 0};
   TRY(mok_gg_bf16_wgrad_ld(dc, ld_dc, a, ld_a, dw, g->grad_fp32, g->accumulate, r.offset, r.count,
                            r.experts, r.m_total, n, k, &wl, stream));
   TRY_CUDA(mok_nan_if_error(dw, (int64_t)r.experts * n * k, g->grad_fp32, w->err, stream));
@@ -83,16 +84,20 @@ mok_status mok_bf16_mlp_backward(const mok_workspace *w, mok_expert_rows r,
                                  const void *act, const void *dout, void *d_act, void *dgu,
                                  void *dx, void *dw_gate, void *dw_up, void *dw_down,
                                  const int32_t *rows_dev, int64_t I, const mok_grads *g,
-                                 const mok_gg_move *push, cudaStream_t stream) {
+                                 const mok_gg_move *push, const int *wgrad_cluster,
+                                 cudaStream_t stream) {
   const int64_t H = w->shape.hidden;
   TRY(mok_gg_bf16_dgrad(dout, w_down, d_act, r.offset, r.count, r.experts, r.m_total, H, I, l,
                         stream));
-  TRY(mok_bf16_wgrad(w, r, l, dout, H, act, I, dw_down, H, I, g, stream));
+  const int cl_down = wgrad_cluster ? wgrad_cluster[0] : 0;
+  const int cl_gate_up = wgrad_cluster ? wgrad_cluster[1] : 0;
+  TRY(mok_bf16_wgrad(w, r, l, cl_down, dout, H, act, I, dw_down, H, I, g, stream));
   TRY_CUDA(mok_swiglu_backward_packed(d_act, preact, dgu, r.m_total, rows_dev, I,
                                       w->config.use_swiglu_limit, w->config.swiglu_limit, w->err,
                                       stream));
-  TRY(mok_bf16_wgrad(w, r, l, dgu, 2 * I, x, H, dw_gate, I, H, g, stream));
-  TRY(mok_bf16_wgrad(w, r, l, (const char *)dgu + I * 2, 2 * I, x, H, dw_up, I, H, g, stream));
+  TRY(mok_bf16_wgrad(w, r, l, cl_gate_up, dgu, 2 * I, x, H, dw_gate, I, H, g, stream));
+  TRY(mok_bf16_wgrad(w, r, l, cl_gate_up, (const char *)dgu + I * 2, 2 * I, x, H, dw_up, I, H, g,
+                     stream));
   if (push) /* dx rows also pushed into the source ranks' slots by the epilogues */
     return mok_gg_bf16_dgrad_pair_pushed(dgu, w_gate, w_up, dx, r.offset, r.count, r.experts,
                                          r.m_total, I, H, push, l, stream);

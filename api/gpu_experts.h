@@ -32,10 +32,12 @@ mok_gg_launch mok_fp8_launch(const mok_workspace *w, int64_t n, int shared, int 
 int mok_grad_mode(const mok_grads *g);
 
 /* dW[e] (=|+=) sum over the rows r of dC[r, :n]^T A[r, :k]; NaN when the device error word is
- * set. bf16 accumulation has no grouped kernel: the oracle's serves it. */
+ * set. bf16 accumulation has no grouped kernel: the oracle's serves it. cluster: 1 or 2 (cluster
+ * pairs, kernels/gemm/bf16_wgrad.cu), 0: single CTAs; l: only its grid cap applies. */
 mok_status mok_bf16_wgrad(const mok_workspace *w, mok_expert_rows r, const mok_gg_launch *l,
-                          const void *dc, int64_t ld_dc, const void *a, int64_t ld_a, void *dw,
-                          int64_t n, int64_t k, const mok_grads *g, cudaStream_t stream);
+                          int cluster, const void *dc, int64_t ld_dc, const void *a,
+                          int64_t ld_a, void *dw, int64_t n, int64_t k, const mok_grads *g,
+                          cudaStream_t stream);
 
 /* act = SwiGLU(x W_gate^T, x W_up^T) with the pre-activations kept (bf16, g | u) in preact;
  * out = act W_down^T. */
@@ -46,14 +48,17 @@ mok_status mok_bf16_mlp_forward(const mok_workspace *w, mok_expert_rows r, const
 
 /* From dout (the gradient of out): weight gradients, and dx = dgu [W_gate; W_up] (dx may alias
  * dout), pushed to the source ranks' slots too when push is set. Scratch: d_act [rows, I], dgu
- * [rows, 2I]. rows_dev: the device count of the rows the SwiGLU backward covers (NULL: m_total). */
+ * [rows, 2I]. rows_dev: the device count of the rows the SwiGLU backward covers (NULL: m_total).
+ * wgrad_cluster: the clusters of the weight gradients of W_down and of W_gate, W_up (the plan's,
+ * for the routed experts), NULL: single CTAs. */
 mok_status mok_bf16_mlp_backward(const mok_workspace *w, mok_expert_rows r,
                                  const mok_gg_launch *l, const void *x, const void *w_gate,
                                  const void *w_up, const void *w_down, const void *preact,
                                  const void *act, const void *dout, void *d_act, void *dgu,
                                  void *dx, void *dw_gate, void *dw_up, void *dw_down,
                                  const int32_t *rows_dev, int64_t I, const mok_grads *g,
-                                 const mok_gg_move *push, cudaStream_t stream);
+                                 const mok_gg_move *push, const int *wgrad_cluster,
+                                 cudaStream_t stream);
 
 /* The fused path's communication for this schedule: pull from the staged x (ctas comm CTAs), or
  * push into the slots (by the epilogues). */

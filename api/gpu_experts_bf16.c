@@ -34,10 +34,11 @@ mok_status mok_gpu_experts_backward(mok_schedule *s, const mok_weights *wt, cons
    * pull (or mok_op_dispatch) zeroed recv's padding rows, gate+up made zeros of them, and the
    * reverse combine zeroed d_out's. */
   const mok_gg_launch l = mok_routed_launch(w);
+  const int wc[2] = {w->plan.wgrad_cluster_down, w->plan.wgrad_cluster_gate_up};
   return mok_bf16_mlp_backward(w, mok_routed_rows(s), &l, recv, wt->w_gate, wt->w_up, wt->w_down,
                                s->g, s->a, d_out, w->d_a, w->dgu, dx_rows, g->dw_gate, g->dw_up,
                                g->dw_down, s->expert_offset + w->el, w->shape.intermediate, g,
-                               NULL, stream);
+                               NULL, wc, stream);
 }
 
 mok_status mok_gpu_experts_forward_fused(mok_schedule *s, const mok_weights *wt, int push,
@@ -70,8 +71,10 @@ mok_status mok_gpu_experts_backward_fused(mok_schedule *s, const mok_weights *wt
   TRY_CUDA(mok_zero_tail_rows(s->expert_offset, s->expert_count, w->el, s->rows, tails, 3, stream));
   const mok_gg_launch l = mok_routed_launch(w);
   const mok_gg_move push = mok_fused_move(s, 1, 0);
+  const int wc[2] = {w->plan.wgrad_cluster_down, w->plan.wgrad_cluster_gate_up};
   return mok_bf16_mlp_backward(w, mok_routed_rows(s), &l, s->recv_x, wt->w_gate, wt->w_up,
                                wt->w_down, s->g, s->a, w->d_out, w->d_a, w->dgu, w->d_out,
                                g->dw_gate, g->dw_up, g->dw_down, s->expert_offset + w->el,
-                               w->shape.intermediate, g, &push, stream);
+                               w->shape.intermediate, g, &push, wc,
+                               stream);
 }

@@ -100,12 +100,12 @@ static mok_status weight_grads(mok_schedule *s, const mok_grads *g, const int32_
   const mok_tail_buf act_dgu[2] = {{w->d_a, I, I}, {w->dgu, 2 * I, 2 * I}}, x_rows = {w->d_out, H, H};
   TRY(mok_fp8_dequant_act(s->a, mok_fp8_scales_of(s->a, rows, I), w->d_a, rows, I, used, stream));
   TRY_CUDA(mok_zero_tail_rows(off, cnt, el, rows, act_dgu, 2, stream));
-  TRY(mok_bf16_wgrad(w, r, NULL, w->d_out, H, w->d_a, I, g->dw_down, H, I, g, stream));
+  TRY(mok_bf16_wgrad(w, r, NULL, 0, w->d_out, H, w->d_a, I, g->dw_down, H, I, g, stream));
   TRY(mok_fp8_dequant_act(s->recv_x, mok_fp8_scales_of(s->recv_x, rows, H), w->d_out, rows, H,
                           used, stream));
   TRY_CUDA(mok_zero_tail_rows(off, cnt, el, rows, &x_rows, 1, stream));
-  TRY(mok_bf16_wgrad(w, r, NULL, w->dgu, 2 * I, w->d_out, H, g->dw_gate, I, H, g, stream));
-  return mok_bf16_wgrad(w, r, NULL, (const char *)w->dgu + I * 2, 2 * I, w->d_out, H, g->dw_up,
+  TRY(mok_bf16_wgrad(w, r, NULL, 0, w->dgu, 2 * I, w->d_out, H, g->dw_gate, I, H, g, stream));
+  return mok_bf16_wgrad(w, r, NULL, 0, (const char *)w->dgu + I * 2, 2 * I, w->d_out, H, g->dw_up,
                         I, H, g, stream);
 }
 

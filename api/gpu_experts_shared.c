@@ -90,12 +90,12 @@ static mok_status shared_backward_fp8(mok_schedule *s, const mok_weights *wt, co
                                       stream));
   /* weight gradients in bf16 on the activations and x the forward's GEMMs saw */
   TRY(mok_fp8_dequant_act(s->sa, mok_fp8_scales_of(s->sa, T, Is), w->ds_a, T, Is, NULL, stream));
-  TRY(mok_bf16_wgrad(w, r, &lw, dy, H, w->ds_a, Is, g->dws_down, H, Is, g, stream));
+  TRY(mok_bf16_wgrad(w, r, &lw, 0, dy, H, w->ds_a, Is, g->dws_down, H, Is, g, stream));
   float *xs = mok_fp8_scales_of(w->fp8.s8_x, T, H);
   TRY(mok_fp8_quant_act(x, w->fp8.s8_x, xs, T, H, stream)); /* the forward's bits again */
   TRY(mok_fp8_dequant_act(w->fp8.s8_x, xs, w->ys, T, H, NULL, stream));
-  TRY(mok_bf16_wgrad(w, r, &lw, w->dsgu, 2 * Is, w->ys, H, g->dws_gate, Is, H, g, stream));
-  TRY(mok_bf16_wgrad(w, r, &lw, (const char *)w->dsgu + Is * 2, 2 * Is, w->ys, H, g->dws_up, Is,
+  TRY(mok_bf16_wgrad(w, r, &lw, 0, w->dsgu, 2 * Is, w->ys, H, g->dws_gate, Is, H, g, stream));
+  TRY(mok_bf16_wgrad(w, r, &lw, 0, (const char *)w->dsgu + Is * 2, 2 * Is, w->ys, H, g->dws_up, Is,
                      H, g, stream));
   /* dx = q([dg, du]) [W_gate; W_up] (their transposes are [H, 2Is]) */
   float *gs = mok_fp8_scales_of(w->fp8.s8_q, T, 2 * Is);
@@ -131,5 +131,5 @@ mok_status mok_gpu_shared_backward(mok_schedule *s, const mok_weights *wt, const
   const mok_gg_launch l = mok_shared_launch(w, max_ctas);
   return mok_bf16_mlp_backward(w, mok_shared_rows(s), &l, x, wt->ws_gate, wt->ws_up, wt->ws_down,
                                s->sg, s->sa, dy, w->ds_a, w->dsgu, w->ys, g->dws_gate, g->dws_up,
-                               g->dws_down, NULL, Is, g, NULL, stream);
+                               g->dws_down, NULL, Is, g, NULL, NULL, stream);
 }

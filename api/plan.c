@@ -232,8 +232,11 @@ mok_status mok_plan_resolve(const mok_shape *s, const mok_config *c, int ep,
                 : mok_gg_fp8_mlp_covers(el, s->hidden) ? MOK_FP8_MLP_ONE_LAUNCH
                                                        : MOK_FP8_MLP_TWO_LAUNCHES;
   /* the GEMMs' clusters and warpgroups follow the rows an expert has on average */
-  if (wgmma && !fp8)
+  if (wgmma && !fp8) {
     p.routed_cluster = q->routed_cluster ? q->routed_cluster : mok_gg_bf16_cluster_for(rpe);
+    p.wgrad_cluster_down = q->wgrad_cluster_down ? q->wgrad_cluster_down : 1;
+    p.wgrad_cluster_gate_up = q->wgrad_cluster_gate_up ? q->wgrad_cluster_gate_up : 1;
+  }
   if (fp8) {
     p.routed_warpgroups =
         q->routed_warpgroups ? q->routed_warpgroups : mok_gg_fp8_warpgroups_for(rpe);

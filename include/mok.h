@@ -183,9 +183,10 @@ typedef struct {
   int routed_warpgroups;         /* routed_warpgroups=2|3: FP8 products whose columns do not
                                     split into 256: consumer warpgroups of the 128-column kernel */
   int shared_warpgroups;         /* shared_warpgroups=2|3: the same for the FP8 shared expert   */
-  int wgrad_cluster_down;        /* wgrad_cluster_down=1|2: the FP8 weight gradient
-                                    (fp8_weight_grads 3) of W_down in single CTAs or cluster
-                                    pairs sharing B (pairs need H a multiple of 256)            */
+  int wgrad_cluster_down;        /* wgrad_cluster_down=1|2: the weight gradient of W_down in
+                                    single CTAs or cluster pairs (FP8, fp8_weight_grads 3:
+                                    sharing B, pairs need H a multiple of 256; BF16 routed
+                                    experts: sharing the activation blocks A)                   */
   int wgrad_cluster_gate_up;     /* wgrad_cluster_gate_up=1|2: the same for W_gate, W_up (I)     */
 } mok_plan;
 

@@ -45,7 +45,8 @@ void test_plan_defaults(void) {
   CHECK(p.routed_cluster == 2 && p.shared_cluster == 1);
   CHECK(p.fwd_comm_ctas == MOK_PLAN_FUSED_COMM_CTAS && p.bwd_comm_ctas == MOK_PLAN_BESIDE_COMM_CTAS);
   CHECK(p.shared_fwd == MOK_SHARED_IN_LINE && p.shared_bwd == MOK_SHARED_BESIDE);
-  CHECK(p.fp8_mlp == 0 && p.routed_warpgroups == 0 && p.wgrad_cluster_down == 0);
+  CHECK(p.fp8_mlp == 0 && p.routed_warpgroups == 0);
+  CHECK(p.wgrad_cluster_down == 1 && p.wgrad_cluster_gate_up == 1); /* BF16: single CTAs */
   /* on one GPU: the separate communication kernels (a local copy on every SM), the shared expert
    * beside them in both passes */
   CHECK_STATUS(resolve(&dsv3, &c, 1, &h200, &p), MOK_SUCCESS);
@@ -329,6 +330,7 @@ void test_plan_candidates(void) {
       if (!dt) { /* BF16: the other path, and other comm-CTA counts */
         CHECK(has_plan(ps, n, ep == 1 ? "path=fused" : "path=grouped"));
         CHECK(has_plan(ps, n, "shared_fwd=in_line"));
+        CHECK(has_plan(ps, n, "wgrad_cluster_down=2") && has_plan(ps, n, "wgrad_cluster_gate_up=2"));
       } else {
         CHECK(has_plan(ps, n, "fp8_mlp=two_launches"));
         CHECK(has_plan(ps, n, "wgrad_cluster_down=1"));

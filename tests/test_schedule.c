@@ -450,18 +450,20 @@ static void test_tile_scheduler_pairs(mok_rng *r) {
 /* The weight gradient's chunks: walked as persistent CTAs walk them (u, u + grid, ..., each with
  * its cursor), the units cover every tile of every expert with a count >= 0 exactly once and none
  * of an expert at count -1; each unit's row tiles are consecutive ones of one column, 1..chunk of
- * them for an expert with at most max_rows rows, one for an expert with more. */
+ * them for an expert with at most max_rows rows, 1..big (1 or 2) for an expert with more; with
+ * the experts in a visiting order, the same over positions. */
 static void test_tile_scheduler_k_chunks(mok_rng *r) {
   for (int trial = 0; trial < 40; ++trial) {
     const int E = 1 + mok_rng_below(r, 12), m_tiles = 1 + mok_rng_below(r, 20);
     const int n_tiles = 1 + mok_rng_below(r, 9), chunk = 1 + mok_rng_below(r, 9);
-    const int grid = 1 + mok_rng_below(r, 40), max_rows = 256;
+    const int grid = 1 + mok_rng_below(r, 40), max_rows = 256, big = 1 + trial % 2;
     int32_t count[12], prefix[13];
+    uint8_t order[12];
+    for (int e = 0; e < E; ++e) count[e] = mok_rng_below(r, 4) == 0 ? -1 : (int32_t)mok_rng_below(r, 500);
+    for (int e = 0; e < E; ++e) order[e] = (uint8_t)(trial % 4 < 2 ? e : E - 1 - e);
     prefix[0] = 0;
-    for (int e = 0; e < E; ++e) {
-      count[e] = mok_rng_below(r, 4) == 0 ? -1 : (int32_t)mok_rng_below(r, 500);
-      prefix[e + 1] = prefix[e] + gg_k_chunk_units(count[e], max_rows, m_tiles, n_tiles, chunk);
-    }
+    for (int e = 0; e < E; ++e)
+      prefix[e + 1] = prefix[e] + gg_k_chunk_units(count[order[e]], max_rows, m_tiles, n_tiles, chunk, big);
     const int total = prefix[E];
     char *seen = calloc((size_t)E * m_tiles * n_tiles, 1);
     int bad = 0;
@@ -469,10 +471,11 @@ static void test_tile_scheduler_k_chunks(mok_rng *r) {
       int32_t cursor = 0;
       for (int u = cta; u < total; u += grid) {
         int32_t tiles = 0;
-        const gg_tile t = gg_decode_k_chunk_from(u, prefix, E, m_tiles, n_tiles, chunk, &cursor,
-                                                 &tiles);
-        const int most = count[t.expert] <= max_rows ? chunk : 1;
-        if (t.expert < 0 || t.expert >= E || count[t.expert] < 0 || tiles < 1 || tiles > most ||
+        gg_tile t = gg_decode_k_chunk_from(u, prefix, E, m_tiles, n_tiles, chunk, big, count,
+                                           order, max_rows, &cursor, &tiles);
+        t.expert = t.expert >= 0 && t.expert < E ? order[t.expert] : -1; /* position -> expert */
+        const int most = t.expert >= 0 && count[t.expert] <= max_rows ? chunk : big;
+        if (t.expert < 0 || count[t.expert] < 0 || tiles < 1 || tiles > most ||
             t.m_tile < 0 || t.m_tile + tiles > m_tiles || t.n_tile < 0 || t.n_tile >= n_tiles) {
           ++bad;
           continue;

@@ -6,7 +6,11 @@
  * gg_decode_k_chunk_from; the experts visited by rows, most first) are, for an expert of at most
  * four 64-row blocks, one 256-column dW tile of it and up to GW_CHUNK of its 128-row dW tiles,
  * which all reduce over the same activation columns A[rows of e, 256 columns]; for an expert
- * with more rows, single tiles:
+ * with more rows, single tiles. In cluster pairs (CL 2) a unit's tiles are split between the two
+ * CTAs (rank r takes its tiles r, r + 2, ...; an expert with more rows has units of two tiles,
+ * one a CTA) and its A blocks are loaded once for both, each CTA's producer multicasting two of
+ * their four boxes: A is read from L2 once per unit where single CTAs read it once per tile (an
+ * expert with more rows) or once per CTA and unit:
  *   warpgroup 0: producer; one thread loads 64-row blocks of A (32 KB) into four A slots and of
  *                dC (128 dW rows, 16 KB) into a 4-stage ring, completed on mbarriers. Where the
  *                expert has at most four blocks, A is loaded once for the unit's first tile and
@@ -112,7 +116,7 @@ struct gw_ring {
   }
 };
 
-template <bool OUT_F32>
+template <bool OUT_F32, int CL>
 __global__ void __launch_bounds__(GW_THREADS, 1)
     gg_bf16_wgrad_kernel(const __grid_constant__ CUtensorMap tm_dc,
                          const __grid_constant__ CUtensorMap tm_a,
@@ -128,8 +132,11 @@ __global__ void __launch_bounds__(GW_THREADS, 1)
   const uint32_t d_full0 = smem_u32(&bars[2 * GW_A_SLOTS]);
   const uint32_t d_empty0 = smem_u32(&bars[2 * GW_A_SLOTS + GW_DC_STAGES]);
   const int E = p.num_experts;
-  if (tid == 0) { /* a release per consumer warp */
-    gg_ring_init(smem_base, a_full0, a_empty0, GW_A_SLOTS, 8);
+  /* CL 2: units go to clusters; both CTAs load each A block and release it on both */
+  const int rank = CL > 1 ? (int)cluster_ctarank() : 0;
+  const int unit0 = blockIdx.x / CL, ustride = gridDim.x / CL;
+  if (tid == 0) { /* a release per consumer warp (of both CTAs, for the A slots of a pair) */
+    gg_ring_init(smem_base, a_full0, a_empty0, GW_A_SLOTS, 8 * CL);
     gg_ring_init(smem_base, d_full0, d_empty0, GW_DC_STAGES, 8);
     fence_mbar_init();
   }
@@ -141,9 +148,10 @@ __global__ void __launch_bounds__(GW_THREADS, 1)
   gg_expert_order(p.count, E, order, tid, GW_THREADS);
   __syncthreads();
   if (tid >= 64 && tid < 96)
-    gg_unit_prefix_k_chunks(p.count, order, E, GW_RESIDENT_ROWS, p.m_tiles, p.n_tiles, GW_CHUNK,
+    gg_unit_prefix_k_chunks(p.count, order, E, GW_RESIDENT_ROWS, p.m_tiles, p.n_tiles, GW_CHUNK, CL,
                             prefix, tid & 31);
-  __syncthreads();
+  if (CL > 1) cluster_sync(); /* barrier inits visible to the peer before any multicast */
+  else __syncthreads();
   const int total = prefix[E];
 
   if (wg == 0) {
@@ -152,28 +160,42 @@ __global__ void __launch_bounds__(GW_THREADS, 1)
     if (tid == 0) {
       gw_ring ra = {0, 0}, rd = {0, 0};
       int32_t cursor = 0;
-      for (int u = blockIdx.x; u < total; u += gridDim.x) {
+      for (int u = unit0; u < total; u += ustride) {
         int tiles;
-        gg_tile t = gg_decode_k_chunk_from(u, prefix, E, p.m_tiles, p.n_tiles, GW_CHUNK, &cursor,
-                                           &tiles);
+        gg_tile t = gg_decode_k_chunk_from(u, prefix, E, p.m_tiles, p.n_tiles, GW_CHUNK, CL,
+                                           p.count, order, GW_RESIDENT_ROWS, &cursor, &tiles);
         t.expert = order[t.expert]; /* position -> expert */
         const int cnt = max(p.count[t.expert], 0), nkb = gg_ceil_div(cnt, GW_BK);
         const bool resident = cnt <= GW_RESIDENT_ROWS;
         const int row_base = p.offset[t.expert], n0 = t.n_tile * GW_BN;
-        for (int i = 0; i < tiles; ++i) {
+        /* this CTA's tiles of the unit: i = rank, rank + CL, ...; with none (the last tile of a
+         * pair unit with one), one pass that only loads this CTA's half of the A blocks */
+        const int mine = (tiles - rank + CL - 1) / CL;
+        for (int q = 0; q < (mine > 0 ? mine : 1); ++q) {
+          const int i = rank + CL * q;
           const int m0 = (t.m_tile + i) * GW_BM;
+          /* A: a tile's blocks (single CTAs, an expert with more rows), else once for the unit */
+          const bool a_load = CL == 1 ? !resident || i == 0 : q == 0;
           for (int kb = 0; kb < nkb; ++kb) {
             const int r = row_base + kb * GW_BK;
             /* boxes past the last dW row or column reload a valid one (computed, never stored) */
-            if (!resident || i == 0) {
+            if (a_load) {
               mbar_wait(a_empty0 + 8 * ra.slot, ra.phase ^ 1);
               const uint32_t full = a_full0 + 8 * ra.slot, sa = smem_base + ra.slot * GW_A_BYTES;
               mbar_arrive_expect_tx(full, GW_A_BYTES);
+              if (CL == 1) {
 #pragma unroll
-              for (int j = 0; j < 4; ++j)
-                tma_load_2d(sa + j * 8192, &tm_a, full, n0 + 64 * j < p.wk ? n0 + 64 * j : n0, r);
+                for (int j = 0; j < 4; ++j)
+                  tma_load_2d(sa + j * 8192, &tm_a, full, n0 + 64 * j < p.wk ? n0 + 64 * j : n0, r);
+              } else { /* boxes 2 rank, 2 rank + 1 for both CTAs */
+#pragma unroll
+                for (int j = 2 * rank; j < 2 * rank + 2; ++j)
+                  tma_load_2d_multicast(sa + j * 8192, &tm_a, full,
+                                        n0 + 64 * j < p.wk ? n0 + 64 * j : n0, r, (uint16_t)3);
+              }
               ra.next(GW_A_SLOTS);
             }
+            if (mine == 0) continue; /* no dC: no tile here */
             mbar_wait(d_empty0 + 8 * rd.slot, rd.phase ^ 1);
             const uint32_t full = d_full0 + 8 * rd.slot;
             const uint32_t sd = smem_base + GW_DC_OFF + rd.slot * GW_DC_BYTES;
@@ -184,6 +206,7 @@ __global__ void __launch_bounds__(GW_THREADS, 1)
           }
         }
       }
+      gg_producer_drain<CL>(a_empty0, GW_A_SLOTS, ra.slot, ra.phase);
     }
   } else {
     /* ------------------------------ consumers ----------------------------- */
@@ -202,19 +225,31 @@ __global__ void __launch_bounds__(GW_THREADS, 1)
     bool pending = false;     /* pk holds a slice to store */
     const CUtensorMap *pmap = NULL; /* its map (NULL: a block past wn), first column and dW row */
     int pcol = 0, prow = 0;
-    for (int u = blockIdx.x; u < total; u += gridDim.x) {
+    for (int u = unit0; u < total; u += ustride) {
       int tiles;
-      gg_tile t = gg_decode_k_chunk_from(u, prefix, E, p.m_tiles, p.n_tiles, GW_CHUNK, &cursor,
-                                         &tiles);
+      gg_tile t = gg_decode_k_chunk_from(u, prefix, E, p.m_tiles, p.n_tiles, GW_CHUNK, CL, p.count,
+                                         order, GW_RESIDENT_ROWS, &cursor, &tiles);
       t.expert = order[t.expert]; /* position -> expert */
       const int cnt = max(p.count[t.expert], 0);
       const int nkb = gg_ceil_div(cnt, GW_BK);
       const bool resident = cnt <= GW_RESIDENT_ROWS;
       const gw_ring ua = ra; /* the unit's first A slot */
-      for (int i = 0; i < tiles; ++i) {
+      const int mine = (tiles - rank + CL - 1) / CL; /* this CTA's tiles: rank, rank + CL, ... */
+      if (CL > 1 && mine == 0) { /* the pair's other tile: its A blocks landed here too; freed
+                                  unread */
+        for (int kb = 0; kb < nkb; ++kb) {
+          mbar_wait(a_full0 + 8 * ra.slot, ra.phase);
+          gg_release<CL>(a_empty0 + 8 * ra.slot, lane);
+          ra.next(GW_A_SLOTS);
+        }
+        continue;
+      }
+      for (int q = 0; q < mine; ++q) {
+        const int i = rank + CL * q;
         if (resident) ra = ua; /* every tile reads the unit's slots */
-        /* the A slots' last reader releases them: each tile, or a resident unit's last */
-        const bool a_last = !resident || i == tiles - 1;
+        /* the A slots' last reader releases them: each tile (single CTAs, an expert with more
+         * rows: its own blocks), or this CTA's last tile of the unit (the blocks both CTAs read) */
+        const bool a_last = CL == 1 ? !resident || q == mine - 1 : q == mine - 1;
 #pragma unroll
         for (int j = 0; j < 128; ++j) acc[j] = 0.0f;
         int prev_d = -1, prev_a = -1;
@@ -251,7 +286,7 @@ __global__ void __launch_bounds__(GW_THREADS, 1)
           }
           wgmma_wait<1>();
           if (prev_d >= 0) gg_release<1>(d_empty0 + 8 * prev_d, lane);
-          if (prev_a >= 0) gg_release<1>(a_empty0 + 8 * prev_a, lane);
+          if (prev_a >= 0) gg_release<CL>(a_empty0 + 8 * prev_a, lane);
           prev_d = rd.slot;
           prev_a = a_last ? ra.slot : -1;
           rd.next(GW_DC_STAGES);
@@ -260,7 +295,7 @@ __global__ void __launch_bounds__(GW_THREADS, 1)
         wgmma_wait<0>();
         reg_fence(acc, 128);
         if (prev_d >= 0) gg_release<1>(d_empty0 + 8 * prev_d, lane);
-        if (prev_a >= 0) gg_release<1>(a_empty0 + 8 * prev_a, lane);
+        if (prev_a >= 0) gg_release<CL>(a_empty0 + 8 * prev_a, lane);
 
         /* ------------------------------ epilogue ------------------------------ */
         const int r0 = (t.m_tile + i) * GW_BM + cwg * 64; /* this warpgroup's first dW row */
@@ -324,19 +359,23 @@ extern "C" mok_status mok_gg_bf16_wgrad_ld(const void *dc, int64_t ld_dc, const 
   if (n % MOK_GG_ALIGN || k % MOK_GG_ALIGN || ((uintptr_t)dw & 15)) return MOK_ERR_MISALIGNED;
   if (accumulate && !out_fp32) return MOK_ERR_INVALID_ARGUMENT;
   mok_gg_launch l;
-  MOK_KTRY(gg_launch_get(launch, 1, 0, &l)); /* single CTAs only */
+  MOK_KTRY(gg_launch_get(launch, 2, 0, &l)); /* single CTAs (the default) or cluster pairs */
+  const int cl = l.cluster ? l.cluster : 1;
   CUtensorMap tdc, ta, tdw;
   MOK_KTRY(gg_make_tmap_2d_ld(&tdc, dc, m_total, n, ld_dc, 2, 64, 64));
   MOK_KTRY(gg_make_tmap_2d_ld(&ta, a, m_total, k, ld_a, 2, 64, 64));
   if (!out_fp32) MOK_KTRY(gg_make_tmap_2d(&tdw, dw, (int64_t)num_experts * n, k, 2, 64, 64));
   else tdw = tdc;
-  const void *kern = out_fp32 ? (const void *)gg_bf16_wgrad_kernel<true>
-                              : (const void *)gg_bf16_wgrad_kernel<false>;
-  static int max_ctas[2]; /* co-resident CTAs per variant, found once (also raise the smem limit) */
-  if (!max_ctas[out_fp32 != 0])
-    MOK_KTRY(gg_coresident_ctas(kern, GW_THREADS, GW_SMEM, 1, &max_ctas[out_fp32 != 0]));
-  const int cap = gg_ctas_cap(max_ctas[out_fp32 != 0], 1, l.max_ctas);
-  if (cap < 1) return MOK_ERR_INVALID_ARGUMENT;
+  const void *kerns[2][2] = {
+      {(const void *)gg_bf16_wgrad_kernel<false, 1>, (const void *)gg_bf16_wgrad_kernel<false, 2>},
+      {(const void *)gg_bf16_wgrad_kernel<true, 1>, (const void *)gg_bf16_wgrad_kernel<true, 2>}};
+  const int v = out_fp32 != 0, c = cl - 1;
+  static int max_ctas[2][2]; /* co-resident CTAs per variant (whole clusters), found once (this
+                                also raises the smem limit) */
+  if (!max_ctas[v][c])
+    MOK_KTRY(gg_coresident_ctas(kerns[v][c], GW_THREADS, GW_SMEM, cl, &max_ctas[v][c]));
+  const int cap = gg_ctas_cap(max_ctas[v][c], cl, l.max_ctas);
+  if (cap < cl) return MOK_ERR_INVALID_ARGUMENT;
   gw_params p = {};
   p.m_tiles = (int)((n + GW_BM - 1) / GW_BM);
   p.n_tiles = (int)((k + GW_BN - 1) / GW_BN);
@@ -351,10 +390,13 @@ extern "C" mok_status mok_gg_bf16_wgrad_ld(const void *dc, int64_t ld_dc, const 
     p.count = expert_count + e0;
     p.dw = (uint8_t *)dw + (size_t)e0 * n * k * esz;
     const int64_t units = (int64_t)p.num_experts * p.m_tiles * p.n_tiles; /* at most */
-    const int grid = (int)(units < cap ? units : cap);
-    if (out_fp32) gg_bf16_wgrad_kernel<true><<<grid, GW_THREADS, GW_SMEM, stream>>>(tdc, ta, tdw, p);
-    else gg_bf16_wgrad_kernel<false><<<grid, GW_THREADS, GW_SMEM, stream>>>(tdc, ta, tdw, p);
-    MOK_KLAUNCHED();
+    const int grid = (int)(units * cl < cap ? units * cl : cap);
+    cudaLaunchAttribute attr;
+    const cudaLaunchConfig_t cfg = gg_cluster_config(grid, GW_THREADS, GW_SMEM, cl, stream, &attr);
+    if (cl == 2 && out_fp32) MOK_KCUDA(cudaLaunchKernelEx(&cfg, gg_bf16_wgrad_kernel<true, 2>, tdc, ta, tdw, p));
+    else if (cl == 2) MOK_KCUDA(cudaLaunchKernelEx(&cfg, gg_bf16_wgrad_kernel<false, 2>, tdc, ta, tdw, p));
+    else if (out_fp32) MOK_KCUDA(cudaLaunchKernelEx(&cfg, gg_bf16_wgrad_kernel<true, 1>, tdc, ta, tdw, p));
+    else MOK_KCUDA(cudaLaunchKernelEx(&cfg, gg_bf16_wgrad_kernel<false, 1>, tdc, ta, tdw, p));
   }
   return MOK_SUCCESS;
 }

@@ -43,8 +43,9 @@ extern "C" {
  * rows per expert taken as m_total / num_experts). The results do not depend on any field. */
 typedef struct {
   int cluster;    /* BF16 row-grouped calls: 1 (single CTAs) or 2 (cluster pairs of vertically
-                     adjacent tiles of one expert sharing the B tile by multicast); the BF16
-                     weight gradient runs single CTAs only. FP8 weight gradient with
+                     adjacent tiles of one expert sharing the B tile by multicast). BF16 weight
+                     gradient: 1 (the default) or 2 (cluster pairs splitting each unit's dW row
+                     tiles, sharing its activation blocks A by multicast). FP8 weight gradient with
                      expert_scales 2: 1 or 2 (pairs sharing B; needs m a multiple of 256).
                      Other FP8 calls: single CTAs only.                                      */
   int warpgroups; /* FP8 products whose columns do not split into 256 (the 128-column kernel):

@@ -83,13 +83,13 @@ __device__ __forceinline__ void gg_unit_prefix(const int32_t *count, const uint8
  * = expert, gg_expert_order). */
 __device__ __forceinline__ void gg_unit_prefix_k_chunks(const int32_t *count, const uint8_t *order,
                                                         int E, int max_rows, int m_tiles,
-                                                        int n_tiles, int chunk, int32_t *prefix,
-                                                        int lane) {
+                                                        int n_tiles, int chunk, int big,
+                                                        int32_t *prefix, int lane) {
   int run = 0;
   for (int base = 0; base < E; base += 32) {
     const int l = base + lane;
     const int t =
-        l < E ? gg_k_chunk_units(count[order[l]], max_rows, m_tiles, n_tiles, chunk) : 0;
+        l < E ? gg_k_chunk_units(count[order[l]], max_rows, m_tiles, n_tiles, chunk, big) : 0;
     run = gg_prefix_step(t, base, E, run, prefix, lane);
   }
   if (lane == 0) prefix[E] = run;

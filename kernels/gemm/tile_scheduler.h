@@ -13,7 +13,8 @@
  * or two experts' leftover last row tiles.
  * K-grouped problems (weight gradients): every expert has the same m_tiles x n_tiles output tiles;
  * the reduction length (the expert's row count) varies. The weight gradient takes them in chunks
- * of row tiles of one column tile (gg_decode_k_chunk_from).
+ * of row tiles of one column tile (gg_decode_k_chunk_from), in cluster pairs split between the
+ * two CTAs.
  * A unit's time grows with its expert's rows, so the weight gradient visits the experts in an
  * order (gg_order_rank): most rows first, ties by index, so that under skewed routing the heavy
  * experts' units start first and the light ones fill the persistent grid's tail (longest
@@ -193,26 +194,30 @@ MOK_SCHED_HD gg_tile gg_decode_pair(int32_t u, int32_t rank, const int32_t *pre_
 /* K-grouped in chunks (the weight gradient keeping its activation tile in shared memory): where
  * an expert's rows are few (count <= max_rows), a unit is one column tile of its dW and up to
  * `chunk` consecutive row tiles, which all reduce over the same activation columns; an expert
- * with more rows has one unit per tile (finer units balance the SMs better where the activation
- * tile cannot stay); one at count -1 (outside a ring view's macrobatch) has none. Units are
- * chunk-major inside an expert. gg_k_chunk_units: an expert's units; prefix[l]: the units of
- * experts before l. */
+ * with more rows has units of `big` row tiles (1: one unit per tile, finer units balance the SMs
+ * better where the activation tile cannot stay; 2: a cluster pair's two tiles, which share the
+ * activation blocks as they stream); one at count -1 (outside a ring view's macrobatch) has
+ * none. Units are chunk-major inside an expert. gg_k_chunk_units: an expert's units; prefix[l]:
+ * the units of experts before l. */
 MOK_SCHED_HD int32_t gg_k_chunk_units(int32_t count, int32_t max_rows, int32_t m_tiles,
-                                      int32_t n_tiles, int32_t chunk) {
+                                      int32_t n_tiles, int32_t chunk, int32_t big) {
   if (count < 0) return 0;
-  return (count <= max_rows ? gg_ceil_div(m_tiles, chunk) : m_tiles) * n_tiles;
+  return gg_ceil_div(m_tiles, count <= max_rows ? chunk : big) * n_tiles;
 }
 
-/* Unit u -> its first tile (expert, m tile, n tile) and *tiles, its row tiles; the chunk size is
- * read back from the expert's unit count. *cursor as in gg_decode_m_grouped_from (u never
+/* Unit u -> its first tile (expert position, m tile, n tile) and *tiles, its row tiles; the chunk
+ * size follows the count of the expert at that position (count[order[position]], order NULL:
+ * the index order), as gg_k_chunk_units. *cursor as in gg_decode_m_grouped_from (u never
  * decreasing for one caller). */
 MOK_SCHED_HD gg_tile gg_decode_k_chunk_from(int32_t u, const int32_t *prefix, int32_t num_experts,
                                             int32_t m_tiles, int32_t n_tiles, int32_t chunk,
+                                            int32_t big, const int32_t *count,
+                                            const uint8_t *order, int32_t max_rows,
                                             int32_t *cursor, int32_t *tiles) {
   int32_t l = *cursor;
   while (l < num_experts - 1 && prefix[l + 1] <= u) ++l;
   *cursor = l;
-  const int32_t ch = (prefix[l + 1] - prefix[l]) / n_tiles == m_tiles ? 1 : chunk;
+  const int32_t ch = count[order ? order[l] : l] <= max_rows ? chunk : big;
   const int32_t i = u - prefix[l], c = i / n_tiles;
   gg_tile t;
   t.expert = l;

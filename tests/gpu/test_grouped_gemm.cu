@@ -1521,10 +1521,11 @@ static void test_gg_bad_args(void) {
     CHECK_STATUS(mok_gg_fp8_fwd(d, f, d, f, d, d, d, 1, 128, 384, 128, l, 0),
                  MOK_ERR_INVALID_ARGUMENT);
   }
-  /* BF16: no consumer-warpgroup choice; the weight gradient on single CTAs only */
+  /* BF16: no consumer-warpgroup choice; the weight gradient on single CTAs or pairs */
+  const mok_gg_launch cl4 = {4, 0, 0};
   CHECK_STATUS(mok_gg_bf16_fwd(d, d, d, d, d, 1, 128, 64, 64, &wg2, 0), MOK_ERR_INVALID_ARGUMENT);
   CHECK_STATUS(mok_gg_bf16_dgrad(d, d, d, d, d, 1, 128, 64, 64, &wg3, 0), MOK_ERR_INVALID_ARGUMENT);
-  CHECK_STATUS(mok_gg_bf16_wgrad(d, d, d, 1, 0, d, d, 1, 128, 64, 64, &cl2, 0),
+  CHECK_STATUS(mok_gg_bf16_wgrad(d, d, d, 1, 0, d, d, 1, 128, 64, 64, &cl4, 0),
                MOK_ERR_INVALID_ARGUMENT);
   /* FP8 products: single CTAs; warpgroups only on the 128-column kernel (n not in 256s) */
   CHECK_STATUS(mok_gg_fp8_fwd(d, f, d, f, d, d, d, 1, 128, 384, 128, &cl2, 0),
@@ -1658,6 +1659,19 @@ static void test_gg_wgrad_wide(void) {
   run_wgrad(7, 560, 320, 2368, 0, 0, 0, 0, &k_single7);
   run_wgrad(6, 560, 320, 2368, 1, 1, 1, 1);
 }
+/* In cluster pairs, the second run of each, bitwise against the first on single CTAs (and the
+ * first against the reference): experts of at most four blocks (a unit's row tiles split between
+ * the two CTAs, the activation blocks loaded once for both) beside experts of more (units of two
+ * tiles, one a CTA), dW row tiles odd in number (1216 rows: 9.5; 320: 2.5, the last unit's second
+ * CTA without a tile), bf16 and fp32 accumulation, strided, some experts at count -1, a capped
+ * grid (5 CTAs: 2 pairs). */
+static const mok_gg_launch k_wpairs = {2, 0, 0}, k_wpairs5 = {2, 0, 5};
+static void test_gg_wgrad_pairs(void) {
+  run_wgrad(6, 420, 1216, 320, 0, 0, 0, 0, &k_wpairs);
+  run_wgrad(5, 420, 1280, 256, 1, 1, 0, 1, &k_wpairs5);
+  run_wgrad(7, 560, 320, 2368, 0, 0, 1, 1, &k_wpairs);
+  run_wgrad(6, 300, 192, 320, 1, 0, 0, 0, &k_wpairs5);
+}
 /* mok_zero_tail_rows: exactly each expert's tail rows (below m_total; none for count -1) become
  * zero in every buffer, each with its own ld and cols; every other element keeps its bits. */
 static void test_gg_zero_tail_rows(void) {
@@ -1749,6 +1763,7 @@ extern "C" const test_case gg_test_cases[] = {
     {"gg_wgrad_skip", test_gg_wgrad_skip},
     {"gg_wgrad_chunks", test_gg_wgrad_chunks},
     {"gg_wgrad_wide", test_gg_wgrad_wide},
+    {"gg_wgrad_pairs", test_gg_wgrad_pairs},
     {"gg_zero_tail_rows", test_gg_zero_tail_rows},
     {"gg_dgrad_pair", test_gg_dgrad_pair},
     {"gg_dgrad_pair_many", test_gg_dgrad_pair_many},
