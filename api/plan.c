@@ -234,8 +234,11 @@ mok_status mok_plan_resolve(const mok_shape *s, const mok_config *c, int ep,
   /* the GEMMs' clusters and warpgroups follow the rows an expert has on average */
   if (wgmma && !fp8) {
     p.routed_cluster = q->routed_cluster ? q->routed_cluster : mok_gg_bf16_cluster_for(rpe);
-    p.wgrad_cluster_down = q->wgrad_cluster_down ? q->wgrad_cluster_down : 1;
-    p.wgrad_cluster_gate_up = q->wgrad_cluster_gate_up ? q->wgrad_cluster_gate_up : 1;
+    p.wgrad_cluster_down =
+        q->wgrad_cluster_down ? q->wgrad_cluster_down : mok_gg_bf16_wgrad_cluster_for(s->hidden);
+    p.wgrad_cluster_gate_up = q->wgrad_cluster_gate_up
+                                  ? q->wgrad_cluster_gate_up
+                                  : mok_gg_bf16_wgrad_cluster_for(s->intermediate);
   }
   if (fp8) {
     p.routed_warpgroups =

@@ -46,7 +46,7 @@ void test_plan_defaults(void) {
   CHECK(p.fwd_comm_ctas == MOK_PLAN_FUSED_COMM_CTAS && p.bwd_comm_ctas == MOK_PLAN_BESIDE_COMM_CTAS);
   CHECK(p.shared_fwd == MOK_SHARED_IN_LINE && p.shared_bwd == MOK_SHARED_BESIDE);
   CHECK(p.fp8_mlp == 0 && p.routed_warpgroups == 0);
-  CHECK(p.wgrad_cluster_down == 1 && p.wgrad_cluster_gate_up == 1); /* BF16: single CTAs */
+  CHECK(p.wgrad_cluster_down == 2 && p.wgrad_cluster_gate_up == 2); /* H, I in 256-row pairs */
   /* on one GPU: the separate communication kernels (a local copy on every SM), the shared expert
    * beside them in both passes */
   CHECK_STATUS(resolve(&dsv3, &c, 1, &h200, &p), MOK_SUCCESS);
@@ -169,6 +169,11 @@ void test_plan_requests(void) {
   CHECK(p.wgrad_cluster_down == 1 && p.wgrad_cluster_gate_up == 1 &&
         p.fp8_mlp == MOK_FP8_MLP_TWO_LAUNCHES);
   c.plan.wgrad_cluster_down = 2;
+  CHECK_STATUS(resolve(&odd, &c, 1, &h200, &p), cannot);
+  c = config_of(MOK_DTYPE_BF16); /* BF16's weight-gradient pairs: the same rule */
+  CHECK_STATUS(resolve(&odd, &c, 1, &h200, &p), MOK_SUCCESS);
+  CHECK(p.wgrad_cluster_down == 1 && p.wgrad_cluster_gate_up == 1);
+  c.plan.wgrad_cluster_gate_up = 2;
   CHECK_STATUS(resolve(&odd, &c, 1, &h200, &p), cannot);
   /* out of range */
   const mok_status bad = MOK_ERR_INVALID_ARGUMENT;

@@ -359,7 +359,7 @@ extern "C" mok_status mok_gg_bf16_wgrad_ld(const void *dc, int64_t ld_dc, const 
   if (n % MOK_GG_ALIGN || k % MOK_GG_ALIGN || ((uintptr_t)dw & 15)) return MOK_ERR_MISALIGNED;
   if (accumulate && !out_fp32) return MOK_ERR_INVALID_ARGUMENT;
   mok_gg_launch l;
-  MOK_KTRY(gg_launch_get(launch, 2, 0, &l)); /* single CTAs (the default) or cluster pairs */
+  MOK_KTRY(gg_launch_get(launch, 2, 0, &l)); /* single CTAs (a NULL launch) or pairs (the plan) */
   const int cl = l.cluster ? l.cluster : 1;
   CUtensorMap tdc, ta, tdw;
   MOK_KTRY(gg_make_tmap_2d_ld(&tdc, dc, m_total, n, ld_dc, 2, 64, 64));

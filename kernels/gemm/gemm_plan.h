@@ -21,6 +21,13 @@ MOK_GP_HD int mok_gg_bf16_cluster_for(int64_t rows_per_expert) {
   return rows_per_expert <= 4 * 128 ? 2 : 1;
 }
 
+/* The BF16 weight gradient of m dW rows per expert: cluster pairs, each CTA half of a unit's dW
+ * row tiles, sharing the activation blocks by multicast, where the tiles pair up (m a multiple
+ * of 256). They halve each CTA's L2 reads of the activations and measured faster at both short
+ * (224) and long (448 rows) experts and under skewed routing. The layer's plan only: a NULL
+ * launch of mok_gg_bf16_wgrad keeps single CTAs. */
+MOK_GP_HD int mok_gg_bf16_wgrad_cluster_for(int64_t m) { return m % 256 == 0 ? 2 : 1; }
+
 /* FP8 products on the 128-column kernel: three consumer warpgroups (192-row tiles) pay where the
  * experts are long; on short ones a 192-row tile leaves a tail tile that streams a whole B tile
  * for a third of its rows. */

@@ -426,9 +426,10 @@ GPU_TEST(workspace_runs_tuned_plan) {
   rmdir(dir);
 }
 
-/* The combine slots by path: at EP=1 a BF16 grouped workspace (every row read in place by the
- * reduces) holds none, so it is exactly T*k*H bf16 smaller than the fused one (which pushes
- * from its epilogues); across GPUs both hold them. The layer tests run the slotless workspace
+/* The combine slots and x's staging copy by path: at EP=1 a BF16 grouped workspace (every row
+ * read in place by the reduces, the dispatch reading the caller's x) holds neither, so it is
+ * exactly T*k*H + T*H bf16 smaller than the fused one (which pushes from its epilogues and pulls
+ * x through its comm CTAs); across GPUs both hold them. The layer tests run the lean workspace
  * against the reference; this checks the bytes it saves. */
 GPU_TEST(workspace_slots_by_path) {
   const mok_shape s = {320, 512, 8 * gpu_ctx.size, 128, 4, 0};
@@ -445,10 +446,10 @@ GPU_TEST(workspace_slots_by_path) {
     CHECK_STATUS(mok_workspace_bytes(ws, &bytes[i]), MOK_SUCCESS);
     mok_workspace_destroy(ws);
   }
-  const int64_t slots = s.tokens * s.top_k * s.hidden * 2;
-  printf("  workspace bytes: grouped %lld, fused %lld (slots %lld)\n", (long long)bytes[0],
-         (long long)bytes[1], (long long)slots);
-  CHECK(bytes[1] - bytes[0] == (gpu_ctx.size == 1 ? slots : 0));
+  const int64_t slots = s.tokens * s.top_k * s.hidden * 2, x = s.tokens * s.hidden * 2;
+  printf("  workspace bytes: grouped %lld, fused %lld (slots %lld, x %lld)\n", (long long)bytes[0],
+         (long long)bytes[1], (long long)slots, (long long)x);
+  CHECK(bytes[1] - bytes[0] == (gpu_ctx.size == 1 ? slots + x : 0));
 }
 
 /* The shared expert beside the communication (on the workspace's side stream, its GEMMs on the
