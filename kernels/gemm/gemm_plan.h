@@ -23,9 +23,9 @@ MOK_GP_HD int mok_gg_bf16_cluster_for(int64_t rows_per_expert) {
 
 /* The BF16 weight gradient of m dW rows per expert: cluster pairs, each CTA half of a unit's dW
  * row tiles, sharing the activation blocks by multicast, where the tiles pair up (m a multiple
- * of 256). They halve each CTA's L2 reads of the activations and measured faster at both short
- * (224) and long (448 rows) experts and under skewed routing. The layer's plan only: a NULL
- * launch of mok_gg_bf16_wgrad keeps single CTAs. */
+ * of 256): they halve each CTA's L2 reads of the activations, at short and long experts and
+ * under skewed routing alike (docs/PERF.md, "Four built candidates"). The layer's plan only: a
+ * NULL launch of mok_gg_bf16_wgrad keeps single CTAs. */
 MOK_GP_HD int mok_gg_bf16_wgrad_cluster_for(int64_t m) { return m % 256 == 0 ? 2 : 1; }
 
 /* FP8 products on the 128-column kernel: three consumer warpgroups (192-row tiles) pay where the
