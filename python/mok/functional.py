@@ -249,7 +249,7 @@ def _stream(device):
     if _raw_stream is not None:
         return ctypes.c_void_p(_raw_stream(device.index if device.index is not None
                                            else torch.cuda.current_device()))
-    return _stream(device)
+    return ctypes.c_void_p(torch.cuda.current_stream(device).cuda_stream)
 
 
 def _knobs(swiglu_limit):
@@ -719,9 +719,7 @@ def moe_backward_fp8(dy, x, topk, rw, q_gate, s_gate, q_up, s_up, q_down, s_down
     out = [torch.empty_like(x), torch.empty_like(rw), bf(q_gate), bf(q_up), bf(q_down)]
     out += [torch.empty_like(v) if v is not None and v.numel() > 0 else x.new_empty(0)
             for v in (ws_gate, ws_up, ws_down)]
-    g = C.Grads()
-    g.dx, g.d_router_weights, g.dw_gate, g.dw_up, g.dw_down, g.dws_gate, g.dws_up, g.dws_down = [_ptr(v) for v in out]
-    g.grad_fp32, g.accumulate = 0, 0
+    g = C.Grads(*[_ptr(v) for v in out])  # grad_fp32 and accumulate 0
     stream = _stream(x.device)
     C.call("mok_backward", sched, ctypes.byref(w), _ptr(x), _ptr(rw), _ptr(dy), ctypes.byref(g),
            stream)
@@ -739,13 +737,13 @@ def moe_forward_fp8(x, topk, rw, q_gate, s_gate, q_up, s_up, q_down, s_down, ws_
     with _RefuseOnPeers(group_id, knobs, shape_of, x.device):
         _check_fp8(x, topk, rw, q_gate, s_gate, q_up, s_up, q_down, s_down, ws_gate, ws_up,
                    ws_down, group_id, num_experts)
-        ws, sched = _schedule(group_id, shape_of(), knobs, slot)
+        shape = shape_of()
+        ws, sched = _schedule(group_id, shape, knobs, slot)
     w = _fp8_weights(q_gate, s_gate, q_up, s_up, q_down, s_down, ws_gate, ws_up, ws_down)
     y = torch.empty_like(x)
-    stream = _stream(x.device)
     C.call("mok_build_and_forward", sched, _ptr(topk), ctypes.byref(w), _ptr(x), _ptr(rw), _ptr(y),
-           stream)
-    _note_build(_schedule_key(group_id, shape_of(), knobs, slot), topk)
+           _stream(x.device))
+    _note_build(_schedule_key(group_id, shape, knobs, slot), topk)
     return y
 
 
