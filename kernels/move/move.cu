@@ -2,7 +2,11 @@
  * dispatch (pull rows from the source rank; the FP8 forward's pull of quantized rows), combine and
  * reverse dispatch (push rows to the source rank's (token, k) slots), the backward's reverse
  * combine (pull dy, push router-weight gradients), and the fixed-order per-token sums that give y
- * and dx. One warp per row, 16-byte accesses, peers through their symmetric base address. */
+ * and dx. One warp per row, 16-byte accesses, peers through their symmetric base address.
+ * The rows these kernels write (recv, d_out) and the expert outputs they read once are streamed
+ * with the evict-first cache hint (st/ld .cs): a token's source row is gathered once per (token,
+ * k) slot, up to k times, and the streams would otherwise push those rows out of L2 between
+ * their reads. */
 #include "kernels/common/device.cuh"
 #include "kernels/common/fp8.cuh"
 #include "kernels/common/ptx.cuh"
@@ -35,13 +39,13 @@ __device__ __forceinline__ void copy_row(uint4 *dst, const uint4 *s, int64_t nv,
       if (i0 + 32 * b < nv) v[b] = s[i0 + 32 * b];
 #pragma unroll
     for (int b = 0; b < PULL_BATCH; ++b)
-      if (i0 + 32 * b < nv) dst[i0 + 32 * b] = v[b];
+      if (i0 + 32 * b < nv) __stcs(dst + i0 + 32 * b, v[b]);
   }
 }
 
 /* A padding row (no source slot) of nv 16-byte words, zeroed by a warp. */
 __device__ __forceinline__ void zero_row(uint4 *dst, int64_t nv, int lane) {
-  for (int64_t i = lane; i < nv; i += 32) dst[i] = make_uint4(0, 0, 0, 0);
+  for (int64_t i = lane; i < nv; i += 32) __stcs(dst + i, make_uint4(0, 0, 0, 0));
 }
 
 __global__ void __launch_bounds__(WARPS_FEW * 32) dispatch_pull_kernel(mok_move_route r, size_t x_off, const bf16 *own_x, bf16 *recv) {
@@ -125,7 +129,7 @@ __device__ __forceinline__ float scaled_row_and_dot(const uint4 *dy, const uint4
     for (int b = 0; b < LOAD_BATCH; ++b) {
       const int64_t i = i0 + 32 * b;
       vd[b] = i < nv ? dy[i] : make_uint4(0, 0, 0, 0);
-      vo[b] = i < nv ? o[i] : make_uint4(0, 0, 0, 0);
+      vo[b] = i < nv ? __ldcs(o + i) : make_uint4(0, 0, 0, 0);
     }
 #pragma unroll
     for (int b = 0; b < LOAD_BATCH; ++b) {
@@ -139,7 +143,7 @@ __device__ __forceinline__ float scaled_row_and_dot(const uint4 *dy, const uint4
         dot += fd[q] * fo[q];
         fw[q] = w * fd[q];
       }
-      dst[i] = dev_pack8(fw);
+      __stcs(dst + i, dev_pack8(fw));
     }
   }
 #pragma unroll
@@ -210,7 +214,7 @@ __global__ void __launch_bounds__(WARPS_FEW * 32) reverse_combine_fp8_kernel(mok
         for (int j = 0; j < 8; ++j) fw[j] = w * f[j];
         f8_quant_block8(f, q + row * r.hidden + i * 8, scales + (i / 16) * m_pad + row, lane,
                         i < nv);
-        if (i < nv) dst[i] = dev_pack8(fw);
+        if (i < nv) __stcs(dst + i, dev_pack8(fw));
       }
     }
     if (lane == 0) rw_rows[row] = w;
