@@ -7,7 +7,9 @@
 #               the PyTorch GPU tests of the tree named by TEST_REF (default: the last of REFS).
 #   PART=bench  `mok run` of TREES (dev/trees_ab.sh's words: name=build/ab/<ref>[:plan]) alternated
 #               over CASES; the from-idle passes and the host's prelude (dev/host_overhead.py,
-#               Qwen3-30B BF16) of each tree in HOST_REFS, process by process, twice.
+#               Qwen3-30B BF16) of each tree in HOST_REFS, process by process, twice; the row
+#               kernels of each tree in PULL_REFS (dev/pull_bench.cu at Qwen3-30B's and DSv3's
+#               EP=1 sizes), alternated, twice.
 # Logs under $LOG; short tables on stdout.
 set -u
 LOG=${LOG:-/tmp/mok_log}
@@ -48,6 +50,19 @@ if [ -n "${TREES:-}" ]; then
     CASES=${CASES:-"qwen3-30b:128:uniform deepseek-v3:256:zipf deepseek-v3:256:uniform"} \
     bash dev/trees_ab.sh 2>&1 | tail -20
 fi
+for ref in ${PULL_REFS:-}; do
+  ( cd build/ab/$ref && nvcc -O3 -std=c++17 -gencode arch=compute_90a,code=sm_90a -Iinclude -I. \
+    -o build/pull_bench dev/pull_bench.cu kernels/move/move.cu ) > "$LOG/pull_build_$ref.log" 2>&1 &
+done
+wait
+for round in 1 2; do
+  for ref in ${PULL_REFS:-}; do
+    for he in "2048 128" "7168 256"; do
+      echo "== pull $ref round $round H E $he"
+      timeout 60 build/ab/$ref/build/pull_bench $he 2>&1 | tail -12
+    done
+  done
+done
 RES=$LOG/host_ab.txt; : > "$RES"
 for round in 1 2; do
   for ref in ${HOST_REFS:-}; do
