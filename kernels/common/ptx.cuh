@@ -1,6 +1,7 @@
 /* ptx.cuh — inline-PTX helpers for sm_90a kernels: mbarriers, TMA (bulk tensor) loads and
- * stores, cp.async (zero-filling), proxy fences, wgmma (descriptors, fence/commit/wait,
- * m64n256k16 bf16), stmatrix, setmaxnreg and named barriers. Header-only, device code only. */
+ * stores (plain, or an L2 eviction hint on a store), cp.async (zero-filling), proxy fences, wgmma
+ * (descriptors, fence/commit/wait, m64n256k16 bf16), stmatrix, setmaxnreg and named barriers.
+ * Header-only, device code only. */
 #ifndef MOK_HOPPER_PTX_CUH
 #define MOK_HOPPER_PTX_CUH
 
@@ -86,6 +87,22 @@ MOK_DEV void tma_store_2d(const void *tmap, uint32_t src, int32_t c0, int32_t c1
                    (uint64_t)tmap),
                "r"(src), "r"(c0), "r"(c1)
                : "memory");
+}
+/* L2 policy for tma_store_2d_hint: lines written once and not read back leave L2 first, so that
+ * the data read again stays (plain asm: the compiler may make it once and reuse it). */
+MOK_DEV uint64_t l2_policy_evict_first(void) {
+  uint64_t pol;
+  asm("createpolicy.fractional.L2::evict_first.b64 %0, 1.0;\n" : "=l"(pol));
+  return pol;
+}
+/* tma_store_2d under an L2 policy (l2_policy_evict_first: an output not read back in the pass). */
+MOK_DEV void tma_store_2d_hint(const void *tmap, uint32_t src, int32_t c0, int32_t c1,
+                               uint64_t policy) {
+  asm volatile(
+      "cp.async.bulk.tensor.2d.global.shared::cta.bulk_group.L2::cache_hint"
+      " [%0, {%2, %3}], [%1], %4;\n" ::"l"((uint64_t)tmap),
+      "r"(src), "r"(c0), "r"(c1), "l"(policy)
+      : "memory");
 }
 MOK_DEV void bulk_commit(void) { asm volatile("cp.async.bulk.commit_group;\n" ::: "memory"); }
 /* Waits until all committed bulk stores of this thread have finished reading shared memory. */

@@ -28,12 +28,13 @@
  *     times and one warpgroup's stores run under the other's tensor work.
  * bf16 dW leaves a tile late: at the tile's end a warpgroup packs its accumulators into 64 bf16x2
  * registers and starts the next tile; the packed slice goes through its 16 KB staging buffer in
- * two 128-column passes and TMA stores while the next tile's first blocks run on the tensor cores
- * (each pass after a block's wgmmas are issued), so the stores of a tile no longer stand between
- * its last block and the next tile's first. The last tile's (and a tile's with no rows) leave at
- * once. fp32 dW (and accumulation into it) by direct stores at the tile's end. Three stages with
- * a whole 32 KB slice staged per warpgroup measured slower where experts have 320 rows or more and
- * on skewed routing (docs/PERF.md). */
+ * two 128-column passes and TMA stores (evict_first in L2: dW is written once and not read back)
+ * while the next tile's first blocks run on the tensor cores (each pass after a block's wgmmas
+ * are issued), so the stores of a tile no longer stand between its last block and the next
+ * tile's first. The last tile's (and a tile's with no rows) leave at once. fp32 dW (and
+ * accumulation into it) by direct stores at the tile's end. Three stages with a whole 32 KB slice
+ * staged per warpgroup measured slower where experts have 320 rows or more and on skewed routing
+ * (docs/PERF.md). */
 #include <cuda.h>
 #include <cuda_runtime.h>
 #include <stdint.h>
@@ -82,7 +83,9 @@ __device__ __forceinline__ int gw_slices(int cnt, int kb) {
 /* The bf16 dW slice a warpgroup packed (pk[64]: the fragment's value pairs in order, as
  * pack_bf16x2(acc[2 i], acc[2 i + 1])), one 128-column pass PASS of it into the staging buffer
  * (two 64 x 64 boxes, 128B-swizzled, by stmatrix) and out by two TMA stores at (col0 + 128 PASS,
- * row0) of those before wk; map NULL: staged, not stored (a 64-row block past wn). */
+ * row0) of those before wk; map NULL: staged, not stored (a 64-row block past wn). The stores are
+ * evict_first in L2: dW is written once and not read in the pass, so its lines should not push out
+ * the operand tiles that are read again. */
 template <int PASS>
 __device__ __forceinline__ void gw_store_packed(const uint32_t *pk, uint32_t epi, int wtid,
                                                 const CUtensorMap *map, int col0, int wk,
@@ -101,8 +104,9 @@ __device__ __forceinline__ void gw_store_packed(const uint32_t *pk, uint32_t epi
   named_bar_sync(bar_id, 128);
   const int c0 = col0 + 128 * PASS;
   if (wtid == 0 && map && c0 < wk) {
-    tma_store_2d(map, epi, c0, row0);
-    if (c0 + 64 < wk) tma_store_2d(map, epi + 8192, c0 + 64, row0);
+    const uint64_t l2_first = l2_policy_evict_first();
+    tma_store_2d_hint(map, epi, c0, row0, l2_first);
+    if (c0 + 64 < wk) tma_store_2d_hint(map, epi + 8192, c0 + 64, row0, l2_first);
     bulk_commit();
   }
 }
