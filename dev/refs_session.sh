@@ -5,6 +5,7 @@
 # and carry build/ab. Each tree is build/ab/<ref>. A candidate kept as a patch in dev/candidates:
 #   mkdir -p build/ab/<name> && git archive main | tar -x -C build/ab/<name> &&
 #   (cd build/ab/<name> && git apply ../../../dev/candidates/<name>.patch)
+# (token-dispatch-fp8.patch applies after token-dispatch.patch.)
 #   PART=tests  every tree built in parallel; the grouped GEMM tests, the GPU suite at EP=1 and
 #               the PyTorch GPU tests of the tree named by TEST_REF (default: the last of REFS).
 #   PART=bench  `mok run` of TREES (dev/trees_ab.sh's words: name=build/ab/<ref>[:plan]) alternated
