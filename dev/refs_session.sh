@@ -2,10 +2,9 @@
 # refs_session.sh — git refs of this repository measured against each other on one GPU, in two
 # calls on one warm machine. Before the calls, here (no GPU needed):
 #   for ref in $REFS; do mkdir -p build/ab/$ref && git archive $ref | tar -x -C build/ab/$ref; done
-# and carry build/ab. Each tree is build/ab/<ref>. A candidate kept as a patch in dev/candidates:
-#   mkdir -p build/ab/<name> && git archive main | tar -x -C build/ab/<name> &&
-#   (cd build/ab/<name> && git apply ../../../dev/candidates/<name>.patch)
-# (token-dispatch-fp8.patch applies after token-dispatch.patch.)
+# and carry build/ab. Each tree is build/ab/<ref>. Candidates kept as patches in dev/candidates
+# get their trees from dev/candidate_trees.sh instead (token-dispatch-fp8.patch applies after
+# token-dispatch.patch: NAMES word token-dispatch+token-dispatch-fp8).
 #   PART=tests  every tree built in parallel; the grouped GEMM tests, the GPU suite at EP=1 and
 #               the PyTorch GPU tests of the tree named by TEST_REF (default: the last of REFS).
 #   PART=bench  `mok run` of TREES (dev/trees_ab.sh's words: name=build/ab/<ref>[:plan]) alternated
