@@ -5,8 +5,9 @@
 # and carry build/ab. Each tree is build/ab/<ref>. Candidates kept as patches in dev/candidates
 # get their trees from dev/candidate_trees.sh instead (token-dispatch-fp8.patch applies after
 # token-dispatch.patch: NAMES word token-dispatch+token-dispatch-fp8).
-#   PART=tests  every tree built in parallel; the grouped GEMM tests, the GPU suite at EP=1 and
-#               the PyTorch GPU tests of the tree named by TEST_REF (default: the last of REFS).
+#   PART=tests  every tree built in parallel; the grouped GEMM tests (GG=0: none) and the GPU
+#               suite at EP=1 of each tree named in TEST_REF (default: the last of REFS), and the
+#               PyTorch GPU tests of the first of them (PY=0: none).
 #   PART=bench  `mok run` of TREES (dev/trees_ab.sh's words: name=build/ab/<ref>[:plan]) alternated
 #               over CASES; the from-idle passes and the host's prelude (dev/host_overhead.py,
 #               Qwen3-30B BF16) of each tree in HOST_REFS, process by process, twice; the row
@@ -21,11 +22,11 @@ BUILD=build
 . bench/device_env.sh
 t0=$(date +%s)
 if [ "${PART:-tests}" = tests ]; then
-  test_ref=${TEST_REF:-${REFS##* }}
+  test_refs=${TEST_REF:-${REFS##* }}
   n=$(echo $REFS | wc -w)
   for ref in $REFS; do
     targets="build/libmok.so build/mok"
-    [ "$ref" = "$test_ref" ] && targets="$targets build/mok_gpu_tests build/gg_test"
+    [[ " $test_refs " == *" $ref "* ]] && targets="$targets build/mok_gpu_tests build/gg_test"
     ( cd build/ab/$ref && make -j$(( 16 / n + 1 )) $targets > "$LOG/build_$ref.log" 2>&1 ) &
   done
   wait
@@ -33,17 +34,23 @@ if [ "${PART:-tests}" = tests ]; then
     [ -x build/ab/$ref/build/mok ] || { echo "no build of $ref"; tail -20 "$LOG/build_$ref.log"; exit 1; }
   done
   echo "build $(( $(date +%s) - t0 )) s"
-  cd build/ab/$test_ref
-  timeout 200 ./build/gg_test > "$LOG/gg.log" 2>&1
-  echo "gg_test rc=$?: $(tail -1 "$LOG/gg.log") at $(( $(date +%s) - t0 )) s"
-  grep -E "^FAIL|against single CTAs" "$LOG/gg.log" | head -16
-  CUDA_VISIBLE_DEVICES=0 MOK_TEST_SEED=${SEED:-71} MOK_TEST_TIMEOUT=240 timeout 260 \
-    tests/gpu/launch.sh build/mok_gpu_tests > "$LOG/suite.log" 2>&1
-  echo "gpu suite: $(tail -1 "$LOG/suite.log") at $(( $(date +%s) - t0 )) s"
-  grep -E "^FAIL" "$LOG/suite.log" | head -8
-  MOK_LIBRARY=$PWD/build/libmok.so PYTHONPATH=$PWD/python MOK_TEST_TIMEOUT=200 timeout 220 \
-    bash tests/python/run_gpu_tests.sh > "$LOG/py.log" 2>&1
-  echo "python gpu tests rc=$? at $(( $(date +%s) - t0 )) s"; tail -6 "$LOG/py.log"
+  top=$PWD
+  for test_ref in $test_refs; do # GG=0: no grouped GEMM tests; the Python tests: the first only
+    cd "$top/build/ab/$test_ref"
+    if [ "${GG:-1}" = 1 ]; then
+      timeout 200 ./build/gg_test > "$LOG/gg_$test_ref.log" 2>&1
+      echo "$test_ref gg_test rc=$?: $(tail -1 "$LOG/gg_$test_ref.log") at $(( $(date +%s) - t0 )) s"
+      grep -E "^FAIL|against single CTAs" "$LOG/gg_$test_ref.log" | head -16
+    fi
+    CUDA_VISIBLE_DEVICES=0 MOK_TEST_SEED=${SEED:-71} MOK_TEST_TIMEOUT=240 timeout 260 \
+      tests/gpu/launch.sh build/mok_gpu_tests > "$LOG/suite_$test_ref.log" 2>&1
+    echo "$test_ref gpu suite: $(tail -1 "$LOG/suite_$test_ref.log") at $(( $(date +%s) - t0 )) s"
+    grep -E "^FAIL" "$LOG/suite_$test_ref.log" | head -8
+    [ "$test_ref" = "${test_refs%% *}" ] && [ "${PY:-1}" = 1 ] || continue
+    MOK_LIBRARY=$PWD/build/libmok.so PYTHONPATH=$PWD/python MOK_TEST_TIMEOUT=200 timeout 220 \
+      bash tests/python/run_gpu_tests.sh > "$LOG/py.log" 2>&1
+    echo "python gpu tests rc=$? at $(( $(date +%s) - t0 )) s"; tail -6 "$LOG/py.log"
+  done
   exit 0
 fi
 # PART=bench
