@@ -46,6 +46,7 @@ static const test_case cases[] = {
     {"schedule_capacity", test_schedule_capacity},
     {"schedule_token_counts", test_schedule_token_counts},
     {"tile_scheduler", test_tile_scheduler},
+    {"tile_scheduler_read_once", test_tile_scheduler_read_once},
     {"routing_generators", test_routing_generators},
     {"pipeline_params", test_pipeline_params},
     {"pipeline_macrobatches", test_pipeline_macrobatches},

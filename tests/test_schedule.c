@@ -2,7 +2,7 @@
  * pair exactly once across all ranks, fixed order, padding) on random and adversarial routings,
  * chunked construction equal to sequential, errors and capacity, each rank's own token count
  * below the stride; and the grouped GEMM's tile scheduler (every tile exactly once, both decodes
- * the same). */
+ * the same, the read-once weight tiles its kernels load evict_first). */
 #include <stdlib.h>
 #include <string.h>
 #include "reference/ref_inputs.h"
@@ -526,6 +526,94 @@ static void test_tile_scheduler_order(mok_rng *r) {
     for (int i = 0; i < E; ++i) identity &= order[i] == i;
     CHECK(identity);
   }
+}
+
+/* gg_weight_read_once against the readers counted: on random counts (empty experts, one row tile,
+ * a few, many), tile sizes and raster groups, single CTAs and cluster pairs, every unit's weight
+ * tile (expert, n tile) is counted once per load (a shared pair's multicast once, a GG_PAIR_NONE
+ * CTA's unused copy not) by the raster group that loads it: the units of one group_m * n_tiles
+ * run of an expert's units (in pairs, of its pair units), or the leftovers after every pair.
+ * Single CTAs: read-once exactly where no other unit of the group reads the tile and no later
+ * unit does (with group_m 1 the expert's next row tile reads it n_tiles units on). Shared pairs:
+ * the same over the pair units (the expert's leftover may read the tile again, in the leftover
+ * phase). Leftovers: read-once, and no later unit reads the tile. So it never calls read-once a
+ * tile that another unit of its group reads. */
+void test_tile_scheduler_read_once(void) {
+  mok_rng r = mok_rng_for(test_seed(), 43);
+  enum { MAX_E = 40, MAX_M = 30 };
+  int n_once = 0, n_shared = 0, n_left = 0, n_other = 0;
+  for (int trial = 0; trial < 400; ++trial) {
+    const int E = 1 + mok_rng_below(&r, MAX_E), n_tiles = 1 + mok_rng_below(&r, 8);
+    const int tile_m = 64 * (1 + mok_rng_below(&r, 3)), group_m = 1 + mok_rng_below(&r, 16);
+    const int cl = 1 + trial % 2;
+    int32_t count[MAX_E], pre[MAX_E + 1], pre_l[MAX_E + 1];
+    for (int e = 0; e < E; ++e) {
+      const int kind = mok_rng_below(&r, 5);
+      count[e] = kind == 0 ? -1 + mok_rng_below(&r, 2)                /* none */
+                 : kind == 1 ? 1 + mok_rng_below(&r, tile_m)           /* one row tile */
+                 : kind == 2 ? 1 + mok_rng_below(&r, 4 * tile_m)       /* a few */
+                             : 1 + mok_rng_below(&r, MAX_M * tile_m); /* up to MAX_M */
+    }
+    const int units = cl == 1 ? gg_build_prefix(count, E, tile_m, n_tiles, pre)
+                              : gg_build_prefix_pairs(count, E, tile_m, n_tiles, pre, pre_l);
+    /* readers[(e * n_tiles + n) * (MAX_M + 1) + g]: loads of tile (e, n) by group g (MAX_M: the
+     * leftovers); last[e * n_tiles + n]: the last unit that loads it, last_grouped[.]: the last
+     * outside the leftovers */
+    int *readers = calloc((size_t)E * n_tiles * (MAX_M + 1), sizeof(int));
+    int *last = malloc(sizeof(int) * (size_t)E * n_tiles * 2), *last_grouped = last + E * n_tiles;
+    for (int i = 0; i < 2 * E * n_tiles; ++i) last[i] = -1;
+    int bad = 0;
+    for (int pass = 0; pass < 2; ++pass) /* 0: count the readers; 1: check the answers */
+      for (int u = 0; u < units; ++u)
+        for (int rank = 0; rank < cl; ++rank) {
+          int32_t kind = GG_PAIR_OWN;
+          const gg_tile t =
+              cl == 1 ? gg_decode_m_grouped(u, pre, E, n_tiles, group_m)
+                      : gg_decode_pair(u, rank, pre, pre_l, E, n_tiles, group_m, &kind);
+          if (t.expert < 0 || t.expert >= E || t.n_tile < 0 || t.n_tile >= n_tiles) {
+            ++bad;
+            continue;
+          }
+          const int m_tiles = gg_ceil_div(count[t.expert] > 0 ? count[t.expert] : 0, tile_m);
+          const int once = gg_weight_read_once(m_tiles, t.m_tile, group_m, cl, kind);
+          const int w = t.expert * n_tiles + t.n_tile;
+          const int grouped = cl == 1 || kind == GG_PAIR_SHARED;
+          const int g = grouped ? (u - pre[t.expert]) / (group_m * n_tiles) : MAX_M;
+          if (g < 0 || g > MAX_M) {
+            ++bad;
+            continue;
+          }
+          const int loads = kind != GG_PAIR_NONE && (kind != GG_PAIR_SHARED || rank == 0);
+          const int n = readers[w * (MAX_M + 1) + g];
+          if (pass == 0) {
+            if (loads) {
+              readers[w * (MAX_M + 1) + g] += 1;
+              if (u > last[w]) last[w] = u;
+              if (grouped && u > last_grouped[w]) last_grouped[w] = u;
+            }
+            continue;
+          }
+          if (kind == GG_PAIR_NONE) { /* its load is unused: the hint follows its peer's */
+            bad += !once;
+            continue;
+          }
+          if (once && n != 1) ++bad; /* another reader in its group */
+          if (cl == 1) bad += once != (n == 1 && last[w] == u);
+          else if (kind == GG_PAIR_SHARED) bad += once != (n == 1 && last_grouped[w] == u);
+          else bad += !once || last[w] != u; /* a leftover: the tile's last reader */
+          if (rank == 0) {
+            n_once += once;
+            if (kind == GG_PAIR_OWN && cl == 2) ++n_left;
+            else if (once && cl == 2) ++n_shared;
+            else n_other += !once;
+          }
+        }
+    CHECK(bad == 0);
+    free(readers);
+    free(last);
+  }
+  /* the cases the rule tells apart all came up */
+  CHECK(n_once > 0 && n_shared > 0 && n_left > 0 && n_other > 0);
 }
 
 /* The grouped GEMM's tile scheduler on random tile counts (some experts empty): the M-grouped

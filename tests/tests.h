@@ -46,6 +46,7 @@ void test_schedule_nodes_bounds(void);
 void test_schedule_capacity(void);
 void test_schedule_token_counts(void);
 void test_tile_scheduler(void);
+void test_tile_scheduler_read_once(void);
 void test_routing_generators(void);
 void test_pipeline_params(void);
 void test_pipeline_macrobatches(void);

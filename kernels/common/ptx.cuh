@@ -81,6 +81,24 @@ MOK_DEV void tma_load_2d_multicast(uint32_t dst, const void *tmap, uint32_t bar,
       "l"((uint64_t)tmap), "r"(bar), "r"(c0), "r"(c1), "h"(cta_mask)
       : "memory");
 }
+/* tma_load_2d under an L2 policy (l2_policy_evict_first: a tile no CTA nearby reads again). */
+MOK_DEV void tma_load_2d_hint(uint32_t dst, const void *tmap, uint32_t bar, int32_t c0, int32_t c1,
+                              uint64_t policy) {
+  asm volatile(
+      "cp.async.bulk.tensor.2d.shared::cluster.global.mbarrier::complete_tx::bytes.L2::cache_hint"
+      " [%0], [%1, {%3, %4}], [%2], %5;\n" ::"r"(dst),
+      "l"((uint64_t)tmap), "r"(bar), "r"(c0), "r"(c1), "l"(policy)
+      : "memory");
+}
+/* tma_load_2d_multicast under an L2 policy, as tma_load_2d_hint (the mask precedes the policy). */
+MOK_DEV void tma_load_2d_multicast_hint(uint32_t dst, const void *tmap, uint32_t bar, int32_t c0,
+                                        int32_t c1, uint16_t cta_mask, uint64_t policy) {
+  asm volatile(
+      "cp.async.bulk.tensor.2d.shared::cluster.global.mbarrier::complete_tx::bytes"
+      ".multicast::cluster.L2::cache_hint [%0], [%1, {%3, %4}], [%2], %5, %6;\n" ::"r"(dst),
+      "l"((uint64_t)tmap), "r"(bar), "r"(c0), "r"(c1), "h"(cta_mask), "l"(policy)
+      : "memory");
+}
 /* 2D tile store shared -> global (out-of-bounds parts are clipped), in the current bulk group. */
 MOK_DEV void tma_store_2d(const void *tmap, uint32_t src, int32_t c0, int32_t c1) {
   asm volatile("cp.async.bulk.tensor.2d.global.shared::cta.bulk_group [%0, {%2, %3}], [%1];\n" ::"l"(
@@ -88,8 +106,9 @@ MOK_DEV void tma_store_2d(const void *tmap, uint32_t src, int32_t c0, int32_t c1
                "r"(src), "r"(c0), "r"(c1)
                : "memory");
 }
-/* L2 policy for tma_store_2d_hint: lines written once and not read back leave L2 first, so that
- * the data read again stays (plain asm: the compiler may make it once and reuse it). */
+/* L2 policy for the *_hint accesses: lines used once (written and not read back, or read by no
+ * other CTA nearby) leave L2 first, so that the data read again stays (plain asm: the compiler
+ * may make it once and reuse it). */
 MOK_DEV uint64_t l2_policy_evict_first(void) {
   uint64_t pol;
   asm("createpolicy.fractional.L2::evict_first.b64 %0, 1.0;\n" : "=l"(pol));

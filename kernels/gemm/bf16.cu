@@ -16,7 +16,9 @@
  * operand majorness given to wgmma and the epilogue. The row-grouped modes also run in cluster
  * pairs (CL 2), which pays where experts are short (launch->cluster; gemm_plan.h): a unit is two
  * vertically adjacent tiles of one expert sharing the B tile by multicast, or, for the experts'
- * odd last row tiles, two tiles each with its own B (tile_scheduler.h, gg_decode_pair). */
+ * odd last row tiles, two tiles each with its own B (tile_scheduler.h, gg_decode_pair). In the
+ * data gradient, a unit whose B tile no other unit nearby reads (gg_weight_read_once) loads it
+ * evict_first in L2, so that it leaves room for the tiles that are read again. */
 #include <cuda.h>
 #include <cuda_runtime.h>
 #include <stdint.h>
@@ -81,15 +83,20 @@ __device__ __forceinline__ int t_n0_fwd(int bexp, int n_tile, int h, const gg_pa
 
 /* ---- the kernel ------------------------------------------------------------------------------ */
 /* Loads half h (16 KB: 128 of the 256 B rows, or 2 of its 4 64-column boxes) of the B tile of
- * stage sb; multicast to both CTAs of a cluster pair when MC. */
+ * stage sb; multicast to both CTAs of a cluster pair when MC. once: no other unit nearby reads
+ * this weight tile (tile_scheduler.h, gg_weight_read_once), so its lines are loaded with the L2
+ * policy pol (evict_first) and leave room for the tiles that are read again; else plain loads. */
 template <int MODE, int MC>
 __device__ __forceinline__ void gg_load_b_half(int h, uint32_t sb, uint32_t full, int k0, int bexp,
                                                int n_tile, const gg_params &p,
-                                               const CUtensorMap *tm_b0, const CUtensorMap *tm_b1) {
-#define GG_LD(dst, map, c0, c1)                                        \
-  do {                                                                 \
-    if (MC) tma_load_2d_multicast(dst, map, full, c0, c1, (uint16_t)3); \
-    else tma_load_2d(dst, map, full, c0, c1);                          \
+                                               const CUtensorMap *tm_b0, const CUtensorMap *tm_b1,
+                                               int once, uint64_t pol) {
+#define GG_LD(dst, map, c0, c1)                                                         \
+  do {                                                                                  \
+    if (MC && once) tma_load_2d_multicast_hint(dst, map, full, c0, c1, 3, pol);         \
+    else if (MC) tma_load_2d_multicast(dst, map, full, c0, c1, (uint16_t)3);           \
+    else if (once) tma_load_2d_hint(dst, map, full, c0, c1, pol);                      \
+    else tma_load_2d(dst, map, full, c0, c1);                                           \
   } while (0)
   if (MODE == GG_FWD) {
     const int n0 = t_n0_fwd(bexp, n_tile, h, p);
@@ -161,6 +168,7 @@ __global__ void __launch_bounds__(GG_THREADS, 1)
     if (tid == 0) {
       int stage = 0;
       uint32_t phase = 0;
+      const uint64_t l2_first = l2_policy_evict_first();
       for (int u = unit0; u < total; u += ustride) {
         int32_t kind;
         const gg_tile t = gg_unit_tile<CL>(u, rank, prefix, pre_left, E, p.n_tiles, p.group_m, &kind);
@@ -168,6 +176,11 @@ __global__ void __launch_bounds__(GG_THREADS, 1)
         const int row_base = p.offset[t.expert];
         const int nkb = p.k_blocks;
         const int bexp = p.expert_base + t.expert;
+        /* the data gradient's weight tile that no other unit of its raster group reads:
+         * evict_first (A loads plain; the forward's loads stay plain, docs/PERF.md) */
+        const int once = MODE == GG_DGRAD &&
+                         gg_weight_read_once(gg_ceil_div(max(p.count[t.expert], 0), GG_BM), m_tile,
+                                             p.group_m, CL, kind);
         /* every unit's tile holds rows of its expert (GG_PAIR_NONE: the other CTA's tile) */
         const int a_row = row_base + m_tile * GG_BM;
         if (MODE == GG_SWIGLU && n_comm > 0) /* the rows of A this tile reads have landed */
@@ -181,10 +194,13 @@ __global__ void __launch_bounds__(GG_THREADS, 1)
           const int k0 = kb * GG_BK;
           tma_load_2d(sa, &tm_a, full, k0, a_row);
           if (CL == 1 || kind != GG_PAIR_SHARED) {
-            gg_load_b_half<MODE, 0>(0, sb, full, k0, bexp, t.n_tile, p, &tm_b0, &tm_b1);
-            gg_load_b_half<MODE, 0>(1, sb, full, k0, bexp, t.n_tile, p, &tm_b0, &tm_b1);
+            gg_load_b_half<MODE, 0>(0, sb, full, k0, bexp, t.n_tile, p, &tm_b0, &tm_b1, once,
+                                    l2_first);
+            gg_load_b_half<MODE, 0>(1, sb, full, k0, bexp, t.n_tile, p, &tm_b0, &tm_b1, once,
+                                    l2_first);
           } else {
-            gg_load_b_half<MODE, 1>(rank, sb, full, k0, bexp, t.n_tile, p, &tm_b0, &tm_b1);
+            gg_load_b_half<MODE, 1>(rank, sb, full, k0, bexp, t.n_tile, p, &tm_b0, &tm_b1, once,
+                                    l2_first);
           }
           if (++stage == GG_STAGES) { stage = 0; phase ^= 1; }
         }

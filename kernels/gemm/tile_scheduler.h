@@ -10,7 +10,8 @@
  * consecutive. So the CTAs running at one moment share a few weight column tiles and one group
  * of activation row tiles.
  * In cluster pairs (gg_decode_pair) a unit is two row tiles of one expert sharing the weight tile,
- * or two experts' leftover last row tiles.
+ * or two experts' leftover last row tiles. gg_weight_read_once says which units' weight tiles no
+ * other unit nearby reads (the kernels load those evict_first).
  * K-grouped problems (weight gradients): every expert has the same m_tiles x n_tiles output tiles;
  * the reduction length (the expert's row count) varies. The weight gradient takes them in chunks
  * of row tiles of one column tile (gg_decode_k_chunk_from), in cluster pairs split between the
@@ -189,6 +190,31 @@ MOK_SCHED_HD gg_tile gg_decode_pair(int32_t u, int32_t rank, const int32_t *pre_
   t.m_tile = 2 * ((pre_pair[lo + 1] - pre_pair[lo]) / n_tiles);
   t.n_tile = j - pre_left[lo];
   return t;
+}
+
+/* Whether a row-grouped unit's weight tile is read by no other unit nearby, so that its loads can
+ * mark the lines evict_first (ptx.cuh, l2_policy_evict_first) at no cost of a re-read from HBM:
+ * the units running at one moment share weight column tiles inside their raster groups, and a
+ * group is done with a column tile long before the expert's next group reads it (a group sweeps
+ * every column tile). m_tiles: the expert's row tiles; m_tile: the unit's (a cluster CTA's own,
+ * as gg_decode_pair gives it); cluster: 1 or 2; kind: gg_decode_pair's (cluster 1: ignored).
+ *   cluster 1 (gg_raster): a column tile is read by the row tiles of the unit's group: read once
+ *     where the group holds one row tile and no later group reads it, i.e. the unit is the
+ *     expert's last row tile and starts its group (an expert with one row tile, or a last group
+ *     of one; with group_m 1 every group holds one, but the next reads the tile n_tiles units on);
+ *   cluster 2: a GG_PAIR_SHARED unit loads the tile once for both CTAs by multicast: read once
+ *     where its pair is the only one of its group, so the expert's last pair (its leftover, if
+ *     any, reads the tile again in the leftover phase, after every pair); a GG_PAIR_OWN leftover
+ *     runs after every pair, the tile's last reader; a GG_PAIR_NONE CTA loads, unused, the tile
+ *     its peer's leftover loads at the same time: read once as that one. */
+MOK_SCHED_HD int32_t gg_weight_read_once(int32_t m_tiles, int32_t m_tile, int32_t group_m,
+                                         int32_t cluster, int32_t kind) {
+  if (cluster > 1) {
+    if (kind != GG_PAIR_SHARED) return 1;
+    m_tiles >>= 1; /* the expert's pairs, and the unit's */
+    m_tile >>= 1;
+  }
+  return m_tile == m_tiles - 1 && m_tile % group_m == 0;
 }
 
 /* K-grouped in chunks (the weight gradient keeping its activation tile in shared memory): where
