@@ -2,7 +2,7 @@
 # candidate_trees.sh — source trees under build/ab for dev/refs_session.sh, made here (no GPU):
 # build/ab/main from main, and build/ab/<name> from main plus dev/candidates/<name>.patch for each
 # NAMES word; a word a+b stacks patch b on patch a (build/ab/a+b). Carry build/ab to the device.
-#   NAMES="dgrad-hints token-dispatch token-dispatch+token-dispatch-fp8" bash dev/candidate_trees.sh
+#   NAMES="a b a+c" bash dev/candidate_trees.sh
 set -eu
 rm -rf build/ab
 mkdir -p build/ab/main

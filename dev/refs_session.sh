@@ -3,8 +3,7 @@
 # calls on one warm machine. Before the calls, here (no GPU needed):
 #   for ref in $REFS; do mkdir -p build/ab/$ref && git archive $ref | tar -x -C build/ab/$ref; done
 # and carry build/ab. Each tree is build/ab/<ref>. Candidates kept as patches in dev/candidates
-# get their trees from dev/candidate_trees.sh instead (token-dispatch-fp8.patch applies after
-# token-dispatch.patch: NAMES word token-dispatch+token-dispatch-fp8).
+# get their trees from dev/candidate_trees.sh instead (a NAMES word a+b stacks patch b on a).
 #   PART=tests  every tree built in parallel; the grouped GEMM tests (GG=0: none) and the GPU
 #               suite at EP=1 of each tree named in TEST_REF (default: the last of REFS), and the
 #               PyTorch GPU tests of the first of them (PY=0: none).
