@@ -2,7 +2,8 @@
 gradient of the gate/up pair: kernels/gemm/bf16.cu, and kernels/gemm/bf16_tokens_n.cu with the
 tokens on wgmma's N side where a tree has it) built into separate libraries (argv: name=path ...),
 interleaved in one process: on every problem each library's real rows must equal the first's
-bitwise; then rounds x (each library) x iterations, the median per round, the median of rounds. Prints a table. Env GG_SHAPES, GG_OPS: comma lists of the
+bitwise; then rounds x (each library) x iterations, the median per round, the median of rounds. Prints a
+table, a row as each problem ends. Env GG_SHAPES, GG_OPS: comma lists of the
 shapes and ops to run (default all). A library from one tree:
     nvcc -O3 -std=c++17 -gencode arch=compute_90a,code=sm_90a -Xcompiler -fPIC -Iinclude -I. \\
         -shared -o gg.so kernels/gemm/bf16*.cu kernels/gemm/tmap.cu kernels/common/launch_error.cu
@@ -83,10 +84,10 @@ def main():
     libs = [(a.split("=")[0], load(a.split("=")[1])) for a in sys.argv[1:]]
     torch.manual_seed(3)
     rounds, iters = 3, 10
-    out_rows = []
     st = lambda: torch.cuda.current_stream().cuda_stream  # noqa: E731
     only = os.environ.get("GG_SHAPES", "").split(",") if os.environ.get("GG_SHAPES") else None
     ops_only = os.environ.get("GG_OPS", "").split(",") if os.environ.get("GG_OPS") else None
+    print("| shape | op | bitwise | " + " | ".join(l for l, _ in libs) + " |", flush=True)
     for name, e, rows, H, I, zipf in SHAPES:
         if only and name not in only:
             continue
@@ -146,12 +147,9 @@ def main():
             for lname, _ in libs:
                 t = statistics.median(times[lname])
                 row.append(f"{t:.3f} ms {flop / t / 1e9:.0f}")
-            out_rows.append(row)
+            print("| " + " | ".join(row) + " |", flush=True)  # kept if the call is cut short
         del x, wg, wu, wd, act, pre, y, dy, dact, dgu, dx
         torch.cuda.empty_cache()
-    print("| shape | op | bitwise | " + " | ".join(l for l, _ in libs) + " |")
-    for r in out_rows:
-        print("| " + " | ".join(r) + " |")
 
 
 if __name__ == "__main__":
