@@ -8,6 +8,7 @@
 #include "reference/ref_inputs.h"
 #include "schedule/schedule.h"
 #include "schedule/schedule_core.h"
+#include "kernels/gemm/gemm_plan.h"
 #include "kernels/gemm/tile_scheduler.h"
 #include "tests/tests.h"
 #include "tests/test_util.h"
@@ -390,7 +391,8 @@ void test_schedule_capacity(void) {
  * one row tile, odd and even row tiles): over every unit and both ranks each (expert, m tile,
  * n tile) is taken exactly once; a shared unit gives both ranks the same expert and column tile
  * and row tiles 2p and 2p + 1; leftovers are each expert's last row tile of an odd count, after
- * every shared unit; only the last unit's rank 1 can have none, when the leftovers are odd. */
+ * every shared unit; only the last unit's rank 1 can have none, when the leftovers are odd. The
+ * clusters' walks over those units take each once, in both ways (below). */
 static void test_tile_scheduler_pairs(mok_rng *r) {
   for (int trial = 0; trial < 60; ++trial) {
     const int E = 1 + mok_rng_below(r, 30), n_tiles = 1 + mok_rng_below(r, 6);
@@ -444,6 +446,31 @@ static void test_tile_scheduler_pairs(mok_rng *r) {
     CHECK(shared_ok && after);
     CHECK(none == pre_l[E] % 2);
     free(seen);
+    /* the clusters' walks (gg_pair_walk): over every cluster each unit exactly once; with the
+     * leftovers apart (r from the plan's rule) a leftover cluster walks only leftover units and
+     * a pair cluster only pair units, each in increasing order */
+    const int n_pair = pre_p[E], n_left = (pre_l[E] + 1) / 2;
+    for (int apart = 0; apart < 2; ++apart) {
+      const int clusters = 1 + mok_rng_below(r, 70);
+      const int rr = apart ? mok_gg_bf16_leftover_clusters(n_pair, n_left, clusters) : 0;
+      CHECK(rr >= 0 && rr < (clusters > 1 ? clusters : 1));
+      CHECK((rr > 0) == (apart && n_pair > 0 && n_left > 0 && clusters > 1));
+      char *walked = calloc((size_t)units + 1, 1);
+      int walk_bad = 0;
+      for (int c = 0; c < clusters; ++c) {
+        int32_t first, step, end;
+        gg_pair_walk(c, clusters, rr, n_pair, n_left, &first, &step, &end);
+        walk_bad += step < 1 || end > units;
+        for (int u = first; u < end && step >= 1; u += step) {
+          if (u < 0 || u >= units) { ++walk_bad; break; }
+          walked[u]++;
+          if (rr > 0) walk_bad += (c < rr) != (u >= n_pair);
+        }
+      }
+      for (int u = 0; u < units; ++u) walk_bad += walked[u] != 1;
+      CHECK(walk_bad == 0);
+      free(walked);
+    }
   }
 }
 
@@ -536,8 +563,9 @@ static void test_tile_scheduler_order(mok_rng *r) {
  * Single CTAs: read-once exactly where no other unit of the group reads the tile and no later
  * unit does (with group_m 1 the expert's next row tile reads it n_tiles units on). Shared pairs:
  * the same over the pair units (the expert's leftover may read the tile again, in the leftover
- * phase). Leftovers: read-once, and no later unit reads the tile. So it never calls read-once a
- * tile that another unit of its group reads. */
+ * phase). Leftovers: read-once, and no later unit reads the tile; walked apart from the pairs,
+ * read-once exactly where the expert has one row tile, the tile's one reader. So it never calls
+ * read-once a tile that another unit of its group reads. */
 void test_tile_scheduler_read_once(void) {
   mok_rng r = mok_rng_for(test_seed(), 43);
   enum { MAX_E = 40, MAX_M = 30 };
@@ -575,7 +603,9 @@ void test_tile_scheduler_read_once(void) {
             continue;
           }
           const int m_tiles = gg_ceil_div(count[t.expert] > 0 ? count[t.expert] : 0, tile_m);
-          const int once = gg_weight_read_once(m_tiles, t.m_tile, group_m, cl, kind);
+          const int once = gg_weight_read_once(m_tiles, t.m_tile, group_m, cl, 0, kind);
+          /* the leftovers walked apart from the pairs: read once only with no pairs beside */
+          const int once_apart = gg_weight_read_once(m_tiles, t.m_tile, group_m, cl, 1, kind);
           const int w = t.expert * n_tiles + t.n_tile;
           const int grouped = cl == 1 || kind == GG_PAIR_SHARED;
           const int g = grouped ? (u - pre[t.expert]) / (group_m * n_tiles) : MAX_M;
@@ -595,8 +625,13 @@ void test_tile_scheduler_read_once(void) {
           }
           if (kind == GG_PAIR_NONE) { /* its load is unused: the hint follows its peer's */
             bad += !once;
+            bad += cl == 2 && once_apart != (m_tiles == 1);
             continue;
           }
+          /* apart changes only the leftovers: a leftover's tile is read once exactly where the
+           * expert's one row tile is its only reader (loaded once over all units) */
+          if (cl == 1 || kind == GG_PAIR_SHARED) bad += once_apart != once;
+          else bad += once_apart != (m_tiles == 1) || (m_tiles == 1 && (last[w] != u || n != 1));
           if (once && n != 1) ++bad; /* another reader in its group */
           if (cl == 1) bad += once != (n == 1 && last[w] == u);
           else if (kind == GG_PAIR_SHARED) bad += once != (n == 1 && last_grouped[w] == u);

@@ -154,7 +154,10 @@ __global__ void __launch_bounds__(GG_THREADS, 1)
     gg_unit_prefix_rows<CL>(p.count, E, GG_BM, p.n_tiles, prefix, pre_left, tid & 31);
   if (CL > 1) cluster_sync(); /* barrier inits visible to the peer before any multicast */
   else __syncthreads();
-  const int total = gg_units_total<CL>(prefix, pre_left, E);
+  /* the leftovers on clusters of their own, except where the pull delivers rows in order */
+  int u_first, u_step, u_end;
+  const int apart = gg_unit_walk<CL>(unit0, ustride, prefix, pre_left, E, n_comm == 0, &u_first,
+                                     &u_step, &u_end);
   if (MODE == GG_SWIGLU && n_comm > 0 && (int)blockIdx.x >= n_compute) {
     /* ------------------------------ comm CTA ------------------------------ */
     cm_pull_minibatches(p.move, (int)blockIdx.x - n_compute, p.move_rows, p.move_hidden,
@@ -169,7 +172,7 @@ __global__ void __launch_bounds__(GG_THREADS, 1)
       int stage = 0;
       uint32_t phase = 0;
       const uint64_t l2_first = l2_policy_evict_first();
-      for (int u = unit0; u < total; u += ustride) {
+      for (int u = u_first; u < u_end; u += u_step) {
         int32_t kind;
         const gg_tile t = gg_unit_tile<CL>(u, rank, prefix, pre_left, E, p.n_tiles, p.group_m, &kind);
         const int m_tile = t.m_tile;
@@ -180,7 +183,7 @@ __global__ void __launch_bounds__(GG_THREADS, 1)
          * evict_first (A loads plain; the forward's loads stay plain, docs/PERF.md) */
         const int once = MODE == GG_DGRAD &&
                          gg_weight_read_once(gg_ceil_div(max(p.count[t.expert], 0), GG_BM), m_tile,
-                                             p.group_m, CL, kind);
+                                             p.group_m, CL, apart, kind);
         /* every unit's tile holds rows of its expert (GG_PAIR_NONE: the other CTA's tile) */
         const int a_row = row_base + m_tile * GG_BM;
         if (MODE == GG_SWIGLU && n_comm > 0) /* the rows of A this tile reads have landed */
@@ -224,7 +227,7 @@ __global__ void __launch_bounds__(GG_THREADS, 1)
     uint32_t phase = 0;
     const uint8_t *epi_ptr = smem + GG_EPI_OFF + cwg * 16384;
     float acc[128];
-    for (int u = unit0; u < total; u += ustride) {
+    for (int u = u_first; u < u_end; u += u_step) {
       int32_t kind;
       const gg_tile t = gg_unit_tile<CL>(u, rank, prefix, pre_left, E, p.n_tiles, p.group_m, &kind);
       const int m_tile = t.m_tile;

@@ -176,14 +176,17 @@ __global__ void __launch_bounds__(SW_THREADS, 1)
     gg_unit_prefix_rows<CL>(p.count, E, SW_BT, p.n_tiles, prefix, pre_left, tid & 31);
   if (CL > 1) cluster_sync();
   else __syncthreads();
-  const int total = gg_units_total<CL>(prefix, pre_left, E);
+  /* one walk over every unit, the leftovers last: apart from the pairs, on clusters of their own
+   * as the row-grouped kernel runs them, this kernel measured slower (docs/PERF.md) */
+  int u_first, u_step, u_end;
+  gg_unit_walk<CL>(unit0, ustride, prefix, pre_left, E, 0, &u_first, &u_step, &u_end);
 
   if (wg == 0) {
     setmaxnreg_dec<40>();
     if (tid == 0) {
       int stage = 0;
       uint32_t phase = 0;
-      for (int u = unit0; u < total; u += ustride) {
+      for (int u = u_first; u < u_end; u += u_step) {
         int32_t kind;
         const gg_tile t = gg_unit_tile<CL>(u, rank, prefix, pre_left, E, p.n_tiles, p.group_m, &kind);
         const int row_base = p.offset[t.expert];
@@ -222,7 +225,7 @@ __global__ void __launch_bounds__(SW_THREADS, 1)
     int stage = 0;
     uint32_t phase = 0;
     float acc_a[64], acc_b[64];
-    for (int u = unit0; u < total; u += ustride) {
+    for (int u = u_first; u < u_end; u += u_step) {
       int32_t kind;
       const gg_tile t = gg_unit_tile<CL>(u, rank, prefix, pre_left, E, p.n_tiles, p.group_m, &kind);
       const int cnt = max(p.count[t.expert], 0);

@@ -127,9 +127,9 @@ __device__ __forceinline__ void gg_unit_prefix_pairs(const int32_t *count, int E
 
 /* A row-grouped kernel's units in clusters of CL (1 or 2): one warp builds the prefix (CL 1:
  * gg_unit_prefix over tile_m-row tiles; CL 2: tile_scheduler.h's pairs and leftovers, pre_left
- * [E + 1] too); gg_units_total counts the units; gg_unit_tile gives unit u's tile for CTA rank of
- * its cluster and *kind, how its B tile is loaded (GG_PAIR_SHARED by multicast, GG_PAIR_OWN
- * alone, GG_PAIR_NONE loaded and ignored). */
+ * [E + 1] too); gg_unit_walk gives a cluster its units; gg_unit_tile gives unit u's tile for CTA
+ * rank of its cluster and *kind, how its B tile is loaded (GG_PAIR_SHARED by multicast,
+ * GG_PAIR_OWN alone, GG_PAIR_NONE loaded and ignored). */
 template <int CL>
 __device__ __forceinline__ void gg_unit_prefix_rows(const int32_t *count, int E, int tile_m,
                                                     int n_tiles, int32_t *prefix,
@@ -138,10 +138,20 @@ __device__ __forceinline__ void gg_unit_prefix_rows(const int32_t *count, int E,
   else gg_unit_prefix_pairs(count, E, tile_m, n_tiles, prefix, pre_left, lane);
 }
 
+/* Cluster unit0 of ustride's walk over the units (tile_scheduler.h, gg_pair_walk): u = *first,
+ * += *step, while u < *end. In cluster pairs with apart set the leftover units run on clusters
+ * of their own (gemm_plan.h, mok_gg_bf16_leftover_clusters); else every cluster walks every unit
+ * in order, the leftovers last (what a kernel whose rows arrive in order needs, and the order the
+ * tokens-on-N gate+up measured faster in: docs/PERF.md). Returns whether
+ * the leftovers run apart (gg_weight_read_once's apart). */
 template <int CL>
-__device__ __forceinline__ int gg_units_total(const int32_t *prefix, const int32_t *pre_left,
-                                              int E) {
-  return CL == 1 ? prefix[E] : prefix[E] + (pre_left[E] + 1) / 2;
+__device__ __forceinline__ int gg_unit_walk(int unit0, int ustride, const int32_t *prefix,
+                                            const int32_t *pre_left, int E, int apart, int *first,
+                                            int *step, int *end) {
+  const int n_left = CL > 1 ? (pre_left[E] + 1) / 2 : 0;
+  const int r = CL > 1 && apart ? mok_gg_bf16_leftover_clusters(prefix[E], n_left, ustride) : 0;
+  gg_pair_walk(unit0, ustride, r, prefix[E], n_left, first, step, end);
+  return r > 0;
 }
 
 template <int CL>

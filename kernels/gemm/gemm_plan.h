@@ -21,6 +21,23 @@ MOK_GP_HD int mok_gg_bf16_cluster_for(int64_t rows_per_expert) {
   return rows_per_expert <= 4 * 128 ? 2 : 1;
 }
 
+/* BF16 row-grouped products in cluster pairs (tile_scheduler.h, gg_pair_walk): how many of the
+ * `clusters` persistent clusters walk the leftover units apart from the pair units, from the
+ * units' counts. A leftover streams a whole weight tile for at most 128 rows (its loads bound by
+ * HBM), a pair unit reuses its weight tile (bound by the tensor cores): on clusters of their own
+ * the leftovers' streams run beside the pairs' tensor work instead of after it, and the pair
+ * units keep their order, a raster group's units side by side. The leftover units' share of all
+ * units, rounded: of a third, half and the whole share, the whole measured fastest (docs/PERF.md,
+ * "The leftover units on clusters of their own"). At least one cluster and one fewer than all;
+ * none where either kind is missing. */
+MOK_GP_HD int32_t mok_gg_bf16_leftover_clusters(int32_t pair_units, int32_t leftover_units,
+                                               int32_t clusters) {
+  if (pair_units <= 0 || leftover_units <= 0 || clusters < 2) return 0;
+  const int64_t all = (int64_t)pair_units + leftover_units;
+  const int64_t r = ((int64_t)clusters * leftover_units + all / 2) / all;
+  return (int32_t)(r < 1 ? 1 : r > clusters - 1 ? clusters - 1 : r);
+}
+
 /* The BF16 weight gradient of m dW rows per expert: cluster pairs, each CTA half of a unit's dW
  * row tiles, sharing the activation blocks by multicast, where the tiles pair up (m a multiple
  * of 256): they halve each CTA's L2 reads of the activations, at short and long experts and

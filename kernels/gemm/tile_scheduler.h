@@ -138,9 +138,10 @@ MOK_SCHED_HD gg_tile gg_decode_row_tile_from(int32_t u, const int32_t *prefix, i
  * tiles are taken two at a time: floor(m_tiles / 2) pairs of vertically adjacent tiles per column
  * tile, whose CTAs share the weight tile by multicast (rank r takes row tile 2 p + r). What is
  * left, the last row tile of an expert with an odd number, is a leftover: the leftovers of all
- * experts, one per column tile, come after every pair, two to a unit, each CTA with its own tile
- * and its own weight tile (rank r takes leftover 2 i + r; past the last one, none). So an expert
- * with one row tile (most experts under skewed routing) does not hold a second CTA idle.
+ * experts, one per column tile, are numbered after every pair, two to a unit, each CTA with its
+ * own tile and its own weight tile (rank r takes leftover 2 i + r; past the last one, none). So
+ * an expert with one row tile (most experts under skewed routing) does not hold a second CTA
+ * idle. How the persistent clusters walk the units is gg_pair_walk's.
  * pre_pair[l]: pair units of experts before l; pre_left[l]: leftovers of experts before l. */
 typedef enum { GG_PAIR_SHARED = 0, GG_PAIR_OWN = 1, GG_PAIR_NONE = 2 } gg_pair_kind;
 
@@ -192,6 +193,25 @@ MOK_SCHED_HD gg_tile gg_decode_pair(int32_t u, int32_t rank, const int32_t *pre_
   return t;
 }
 
+/* Cluster c's walk over the n_pair pair units and n_left leftover units, of `clusters`
+ * persistent clusters: u = *first, += *step, while u < *end. With r = 0 every cluster walks
+ * every unit in order (c, c + clusters, ...): the leftovers last, as a kernel whose rows arrive
+ * in order needs. With r >= 1 (gemm_plan.h, mok_gg_bf16_leftover_clusters) clusters 0 .. r - 1
+ * walk the leftover units (n_pair + c, + r, ...) and the others the pair units (c - r,
+ * + clusters - r, ...): the leftovers' weight streams (HBM-bound) run beside the pairs' tensor
+ * work rather than as a tail after it, while the pair units running at one moment stay a run of
+ * consecutive ones, a raster group's. Each unit is walked by one cluster either way. */
+MOK_SCHED_HD void gg_pair_walk(int32_t c, int32_t clusters, int32_t r, int32_t n_pair,
+                               int32_t n_left, int32_t *first, int32_t *step, int32_t *end) {
+  if (r <= 0) {
+    *first = c; *step = clusters; *end = n_pair + n_left;
+  } else if (c < r) {
+    *first = n_pair + c; *step = r; *end = n_pair + n_left;
+  } else {
+    *first = c - r; *step = clusters - r; *end = n_pair;
+  }
+}
+
 /* Whether a row-grouped unit's weight tile is read by no other unit nearby, so that its loads can
  * mark the lines evict_first (ptx.cuh, l2_policy_evict_first) at no cost of a re-read from HBM:
  * the units running at one moment share weight column tiles inside their raster groups, and a
@@ -204,13 +224,15 @@ MOK_SCHED_HD gg_tile gg_decode_pair(int32_t u, int32_t rank, const int32_t *pre_
  *     of one; with group_m 1 every group holds one, but the next reads the tile n_tiles units on);
  *   cluster 2: a GG_PAIR_SHARED unit loads the tile once for both CTAs by multicast: read once
  *     where its pair is the only one of its group, so the expert's last pair (its leftover, if
- *     any, reads the tile again in the leftover phase, after every pair); a GG_PAIR_OWN leftover
- *     runs after every pair, the tile's last reader; a GG_PAIR_NONE CTA loads, unused, the tile
- *     its peer's leftover loads at the same time: read once as that one. */
+ *     any, reads the tile again, later or apart); a GG_PAIR_OWN leftover walked after every pair
+ *     (apart 0, gg_pair_walk's r = 0) is the tile's last reader; walked apart from the pairs
+ *     (apart 1) it may run beside its expert's pairs, so it is read once only where the expert
+ *     has no pairs (one row tile); a GG_PAIR_NONE CTA loads, unused, the tile its peer's
+ *     leftover loads at the same time: read once as that one. */
 MOK_SCHED_HD int32_t gg_weight_read_once(int32_t m_tiles, int32_t m_tile, int32_t group_m,
-                                         int32_t cluster, int32_t kind) {
+                                         int32_t cluster, int32_t apart, int32_t kind) {
   if (cluster > 1) {
-    if (kind != GG_PAIR_SHARED) return 1;
+    if (kind != GG_PAIR_SHARED) return !apart || m_tiles == 1;
     m_tiles >>= 1; /* the expert's pairs, and the unit's */
     m_tile >>= 1;
   }
