@@ -19,7 +19,7 @@ GG="nvcc -O3 -std=c++17 -gencode arch=compute_90a,code=sm_90a -Xcompiler -fPIC -
 wait
 [ -x build/mok ] && [ -x "$BASE/build/mok" ] || { tail -20 "$OUT/build.log" "$OUT/build_base.log"; exit 1; }
 echo "build $(( $(date +%s) - t0 )) s"
-python3 dev/gg_ab.py old="$BASE/build/gg_old.so" new=build/gg_new.so > "$OUT/gg_ab.txt" 2>&1
+timeout ${GG_S:-150} python3 dev/gg_ab.py old="$BASE/build/gg_old.so" new=build/gg_new.so > "$OUT/gg_ab.txt" 2>&1
 echo "gg_ab done at $(( $(date +%s) - t0 )) s"
 # WGRAD=1: the weight gradient alone too (dev/wgrad_ab.py, bitwise first)
 if [ -n "${WGRAD:-}" ]; then
