@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # tree_ab.sh — A/B of the BF16 row-grouped kernel and the layer: this tree against the tree in
-# BASE (a source copy, e.g. `git archive <commit> | tar -x -C build/ab/base`). Builds both; the
-# kernels alone (dev/gg_ab.py, bitwise equal outputs first); `mok run` BF16 of both trees
+# BASE (a source copy, e.g. `git archive <commit> | tar -x -C build/ab/base`). Builds both; this
+# tree's GPU tests named in FIRST_TESTS (each a name filter); the kernels alone (dev/gg_ab.py,
+# bitwise equal outputs first, at most GG_S seconds; GG_S=0: none); `mok run` BF16 of both trees
 # alternated for ROUNDS on CASES (shape:experts:routing[:plan pins, this tree only]); with WGRAD
 # set, the weight gradient alone (dev/wgrad_ab.py) after the kernels; the harness
 # on BASE for HARNESS; then the GPU suite of this tree while DEADLINE lasts. Tables last.
@@ -12,6 +13,7 @@ mkdir -p "$OUT"
 export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1 PYTHONUNBUFFERED=1
 t0=$(date +%s)
 GG="nvcc -O3 -std=c++17 -gencode arch=compute_90a,code=sm_90a -Xcompiler -fPIC -Iinclude -I. -shared"
+[ "${GG_S:-150}" = 0 ] && GG=true # no kernels-alone A/B: its libraries not built
 ( make -j16 build/libmok.so build/mok build/mok_gpu_tests >"$OUT/build.log" 2>&1 &&
   $GG -o build/gg_new.so kernels/gemm/bf16*.cu kernels/gemm/tmap.cu kernels/common/launch_error.cu ) &
 ( cd "$BASE" && make -j16 build/libmok.so build/mok >"$OUT/build_base.log" 2>&1 &&
@@ -19,8 +21,15 @@ GG="nvcc -O3 -std=c++17 -gencode arch=compute_90a,code=sm_90a -Xcompiler -fPIC -
 wait
 [ -x build/mok ] && [ -x "$BASE/build/mok" ] || { tail -20 "$OUT/build.log" "$OUT/build_base.log"; exit 1; }
 echo "build $(( $(date +%s) - t0 )) s"
-timeout ${GG_S:-150} python3 dev/gg_ab.py old="$BASE/build/gg_old.so" new=build/gg_new.so > "$OUT/gg_ab.txt" 2>&1
-echo "gg_ab done at $(( $(date +%s) - t0 )) s"
+for f in ${FIRST_TESTS:-}; do
+  CUDA_VISIBLE_DEVICES=0 MOK_TEST_SEED=${SEED:-53} MOK_TEST_TIMEOUT=90 timeout 100 \
+    tests/gpu/launch.sh build/mok_gpu_tests $f > "$OUT/t_$f.log" 2>&1
+  echo "$f: $(tail -1 "$OUT/t_$f.log")"; grep -E "differing|counters|^FAIL|CHECK" "$OUT/t_$f.log" | head -12
+done
+if [ "${GG_S:-150}" != 0 ]; then
+  timeout ${GG_S:-150} python3 dev/gg_ab.py old="$BASE/build/gg_old.so" new=build/gg_new.so > "$OUT/gg_ab.txt" 2>&1
+  echo "gg_ab done at $(( $(date +%s) - t0 )) s"
+fi
 # WGRAD=1: the weight gradient alone too (dev/wgrad_ab.py, bitwise first)
 if [ -n "${WGRAD:-}" ]; then
   WG="kernels/gemm/bf16_wgrad.cu kernels/gemm/tmap.cu kernels/common/launch_error.cu"
@@ -51,6 +60,6 @@ if [ $left -gt 60 ]; then
     tests/gpu/launch.sh build/mok_gpu_tests > "$OUT/gpu.log" 2>&1
   echo "gpu suite: $(tail -1 "$OUT/gpu.log")"; grep -E "^FAIL|CHECK" "$OUT/gpu.log" | head -6
 fi
-cat "$OUT/gg_ab.txt" | tail -40
+[ -f "$OUT/gg_ab.txt" ] && tail -40 "$OUT/gg_ab.txt"
 [ -f "$OUT/wgrad_ab.txt" ] && tail -20 "$OUT/wgrad_ab.txt"
 python3 dev/ab_table.py $RES
