@@ -31,18 +31,18 @@ mok_status mok_shared_table(const mok_schedule *s, cudaStream_t stream) {
 }
 
 mok_gg_launch mok_routed_launch(const mok_workspace *w) {
-  mok_gg_launch l = {w->plan.routed_cluster, 0, 0};
+  mok_gg_launch l = {w->plan.routed_cluster, 0, 0, w->tickets};
   return l;
 }
 
 mok_gg_launch mok_shared_launch(const mok_workspace *w, int max_ctas) {
-  mok_gg_launch l = {w->plan.shared_cluster, 0, max_ctas};
+  mok_gg_launch l = {w->plan.shared_cluster, 0, max_ctas, w->tickets + MOK_GG_TICKET_INTS};
   return l;
 }
 
 mok_gg_launch mok_fp8_launch(const mok_workspace *w, int64_t n, int shared, int max_ctas) {
   const int wg = shared ? w->plan.shared_warpgroups : w->plan.routed_warpgroups;
-  mok_gg_launch l = {0, mok_gg_fp8_wide_covers(n) ? 0 : wg, max_ctas};
+  mok_gg_launch l = {0, mok_gg_fp8_wide_covers(n) ? 0 : wg, max_ctas, NULL};
   return l;
 }
 
@@ -59,7 +59,7 @@ mok_status mok_bf16_wgrad(const mok_workspace *w, mok_expert_rows r, const mok_g
     return mok_v1_wgrad(r.s, w->err, dc, ld_dc, a, ld_a, dw, n, k, r.rows, mok_grad_mode(g),
                         stream);
   /* the weight gradient's own cluster choice (0: single CTAs); the grid cap carries over */
-  const mok_gg_launch wl = {cluster, 0, l ? l->max_ctas : 0};
+  const mok_gg_launch wl = {cluster, 0, l ? l->max_ctas : 0, NULL};
   TRY(mok_gg_bf16_wgrad_ld(dc, ld_dc, a, ld_a, dw, g->grad_fp32, g->accumulate, r.offset, r.count,
                            r.experts, r.m_total, n, k, &wl, stream));
   TRY_CUDA(mok_nan_if_error(dw, (int64_t)r.experts * n * k, g->grad_fp32, w->err, stream));

@@ -58,7 +58,7 @@ static mok_status fp8_wgrad(const mok_schedule *s, int64_t a_row, int64_t a_ld, 
   const int64_t rows_pad = MOK_FP8_SCALE_ROWS(s->rows);
   /* the kernel's expert_scales: both operands per expert (mode 2), B's only (mode 3), or none */
   const int mode = w->config.fp8_weight_grads, scales = mode == 2 ? 1 : mode == 3 ? 2 : 0;
-  const mok_gg_launch l = {cluster, 0, 0};
+  const mok_gg_launch l = {cluster, 0, 0, NULL};
   TRY(mok_gg_fp8_wgrad((const char *)w->fp8.wq_a + a_row * rows_pad, w->fp8.wq_as + a_row, a_ld,
                        w->fp8.wq_b, w->fp8.wq_bs, n, dw, g->grad_fp32, g->accumulate, scales,
                        s->expert_offset, s->expert_count, w->el, s->rows, m, n, &l, stream));

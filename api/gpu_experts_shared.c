@@ -54,7 +54,7 @@ static mok_status shared_forward_fp8(mok_schedule *s, const mok_weights *wt, con
   const int64_t T = s->tokens, H = w->shape.hidden, Is = w->shape.shared_intermediate;
   const mok_expert_rows r = mok_shared_rows(s);
   const s8_layout l = shared_fp8_layout(w);
-  const mok_gg_launch lg = {0, 0, max_ctas}; /* gate+up: the 256-column kernel always */
+  const mok_gg_launch lg = {0, 0, max_ctas, NULL}; /* gate+up: the 256-column kernel always */
   const mok_gg_launch ld = mok_fp8_launch(w, H, 1, max_ctas);
   TRY(shared_weights_fp8(w, wt, 0, stream));
   float *xs = mok_fp8_scales_of(w->fp8.s8_x, T, H), *as = mok_fp8_scales_of(s->sa, T, Is);
@@ -78,7 +78,7 @@ static mok_status shared_backward_fp8(mok_schedule *s, const mok_weights *wt, co
   const mok_expert_rows r = mok_shared_rows(s);
   const s8_layout l = shared_fp8_layout(w);
   const mok_gg_launch la = mok_fp8_launch(w, Is, 1, max_ctas), lx = mok_fp8_launch(w, H, 1, max_ctas);
-  const mok_gg_launch lw = {0, 0, max_ctas};
+  const mok_gg_launch lw = {0, 0, max_ctas, NULL};
   TRY(shared_weights_fp8(w, wt, 1, stream));
   /* d_act = q(dy) W_down (W_down^T is [Is, H]) */
   float *qs = mok_fp8_scales_of(w->fp8.s8_q, T, H);

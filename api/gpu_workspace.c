@@ -282,11 +282,12 @@ mok_status mok_workspace_create(mok_group *g, const mok_shape *s, const mok_conf
     return st;
   }
   size_t loff = 0;
-  size_t o_err, o_barrier, o_dense, o_ready, o_lrow, o_dout, o_da, o_dgu, o_ys, o_dsa, o_dsgu, o_peer, o_op_peer;
+  size_t o_err, o_barrier, o_tickets, o_dense, o_ready, o_lrow, o_dout, o_da, o_dgu, o_ys, o_dsa, o_dsgu, o_peer, o_op_peer;
   size_t o_vo = 0, o_vc = 0, o_vr = 0;
 #define LOC(var, bytes) do { var = loff; loff = align_up(loff + (size_t)(bytes), 256); } while (0)
   LOC(o_err, 8);
   LOC(o_barrier, sizeof(mok_barrier_state));
+  LOC(o_tickets, 2 * MOK_GG_TICKET_INTS * 4);
   LOC(o_dense, 4 * 4);
   LOC(o_ready, (rows + plan.minibatch_rows - 1) / plan.minibatch_rows * 4);
   LOC(o_peer, (int64_t)w->ep * 8);
@@ -362,6 +363,7 @@ mok_status mok_workspace_create(mok_group *g, const mok_shape *s, const mok_conf
   w->ys = L + o_ys;
   w->ds_a = L + o_dsa;
   w->dsgu = L + o_dsgu;
+  w->tickets = (int32_t *)(L + o_tickets);
   w->dense_table = (int32_t *)(L + o_dense);
   mok_fp8_scratch *f = &w->fp8;
   if (fp8) {

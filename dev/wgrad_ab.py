@@ -47,7 +47,8 @@ SHAPES = [  # name, experts, rows per expert, dW rows n, dW cols k, ld of dC, zi
 
 
 class Launch(ctypes.Structure):  # kernels/gemm/gemm.h mok_gg_launch
-    _fields_ = [("cluster", ctypes.c_int), ("warpgroups", ctypes.c_int), ("max_ctas", ctypes.c_int)]
+    _fields_ = [("cluster", ctypes.c_int), ("warpgroups", ctypes.c_int), ("max_ctas", ctypes.c_int),
+                ("tickets", ctypes.c_void_p)]
 
 
 def load(path):

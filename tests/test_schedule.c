@@ -471,6 +471,42 @@ static void test_tile_scheduler_pairs(mok_rng *r) {
       CHECK(walk_bad == 0);
       free(walked);
     }
+    /* run-time claims (gg_claim_step): clusters drawing tickets from two counters in a random
+     * interleaving claim every unit exactly once, each its preferred kind first, and all end */
+    {
+      const int clusters = 1 + mok_rng_below(r, 70);
+      const int rr = mok_gg_bf16_leftover_clusters(n_pair, n_left, clusters);
+      int32_t tickets[2] = {0, 0};
+      gg_claimer cl[70];
+      int done[70], live = clusters, claim_bad = 0, *claimed = calloc((size_t)units + 1, sizeof(int));
+      for (int c = 0; c < clusters; ++c) {
+        cl[c] = gg_claimer_make(c < rr);
+        cl[c].ticket = tickets[cl[c].q]++;
+        done[c] = 0;
+      }
+      while (live > 0) {
+        const int c = mok_rng_below(r, clusters);
+        if (done[c]) continue;
+        const int32_t q0 = cl[c].q, sw0 = cl[c].switched;
+        int32_t u;
+        while ((u = gg_claim_step(&cl[c], n_pair, n_left)) == GG_CLAIM_AGAIN)
+          cl[c].ticket = tickets[cl[c].q]++;
+        if (u == GG_CLAIM_END) {
+          done[c] = 1;
+          --live;
+          continue;
+        }
+        if (u < 0 || u >= units) { ++claim_bad; continue; }
+        claimed[u]++;
+        /* a claimer turns to its second kind only when its first has run out */
+        if (!sw0 && cl[c].switched) claim_bad += tickets[q0] <= (q0 ? n_left : n_pair);
+        claim_bad += (u >= n_pair) != (cl[c].q == 1);
+        cl[c].ticket = tickets[cl[c].q]++;
+      }
+      for (int u = 0; u < units; ++u) claim_bad += claimed[u] != 1;
+      CHECK(claim_bad == 0);
+      free(claimed);
+    }
   }
 }
 

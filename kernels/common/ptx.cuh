@@ -163,6 +163,42 @@ MOK_DEV void mbar_arrive_cluster(uint32_t bar, uint32_t cta) {
       : "memory");
 }
 
+/* Cluster-scope handoffs (a value written into the peer CTA's shared memory, then its
+ * barrier): the write, a release arrive that orders it, and a wait that acquires it. */
+MOK_DEV void st_cluster_u32(uint32_t addr, uint32_t cta, uint32_t v) {
+  asm volatile(
+      "{\n"
+      ".reg .b32 ra;\n"
+      "mapa.shared::cluster.u32 ra, %0, %1;\n"
+      "st.shared::cluster.u32 [ra], %2;\n"
+      "}\n" ::"r"(addr),
+      "r"(cta), "r"(v)
+      : "memory");
+}
+MOK_DEV void mbar_arrive_release_cluster(uint32_t bar, uint32_t cta) {
+  asm volatile(
+      "{\n"
+      ".reg .b32 ra;\n"
+      "mapa.shared::cluster.u32 ra, %0, %1;\n"
+      "mbarrier.arrive.release.cluster.shared::cluster.b64 _, [ra];\n"
+      "}\n" ::"r"(bar),
+      "r"(cta)
+      : "memory");
+}
+MOK_DEV void mbar_wait_acquire_cluster(uint32_t bar, uint32_t parity) {
+  uint32_t ok = 0;
+  while (!ok)
+    asm volatile(
+        "{\n"
+        ".reg .pred p;\n"
+        "mbarrier.try_wait.parity.acquire.cluster.shared::cta.b64 p, [%1], %2;\n"
+        "selp.u32 %0, 1, 0, p;\n"
+        "}\n"
+        : "=r"(ok)
+        : "r"(bar), "r"(parity)
+        : "memory");
+}
+
 /* ---- barriers, registers ------------------------------------------------------------------ */
 MOK_DEV void named_bar_sync(uint32_t id, uint32_t nthreads) {
   asm volatile("bar.sync %0, %1;\n" ::"r"(id), "r"(nthreads) : "memory");

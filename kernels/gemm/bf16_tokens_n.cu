@@ -8,10 +8,15 @@
  * bitwise those of the row-grouped kernel. The down projection and the data gradients so turned
  * measured slower than the row-grouped kernel (docs/PERF.md) and are not built.
  *
- * One persistent kernel, one CTA per SM, 384 threads, the tile sequence of tile_scheduler.h (row
- * tiles: 128-token tiles of an expert; column tiles: 128 features of W_gate and the same 128 of
- * W_up):
- *   warpgroup 0: producer; one thread loads per 64-wide K block the tile's two 128-row weight boxes
+ * One persistent kernel, one CTA per SM, 384 threads, the tiles of tile_scheduler.h (row tiles:
+ * 128-token tiles of an expert; column tiles: 128 features of W_gate and the same 128 of W_up),
+ * single CTAs walking them in a fixed order, cluster pairs claiming their units at run time
+ * (gg_claim_step; docs/DESIGN.md "BF16"):
+ *   warpgroup 0: producer; in cluster pairs rank 0's thread claims each unit (its fetch-and-add
+ *                issued a few K blocks before the unit ahead ends) and hands it to rank 1's; each
+ *                writes a unit's index beside the stage its first K block lands in, for its
+ *                consumers, and ends the walk with a stage of no loads whose index is -1;
+ *                one thread loads per 64-wide K block the tile's two 128-row weight boxes
  *                (32 KB) and its 128 token rows (16 KB) into a 4-stage ring; in cluster pairs
  *                (CL 2, tile_scheduler.h gg_decode_pair) two token tiles of one expert share the
  *                weight tile: rank 0 multicasts the first box, rank 1 the second;
@@ -56,7 +61,50 @@ typedef struct {
   float limit;
   int has_preact;
   int group_m;
+  int32_t *tickets; /* CL 2: the claim counters (mok_gg_launch.tickets) */
 } sw_params;
+
+/* Cluster pairs claim their units at run time (tile_scheduler.h, gg_claim_step; CL 1 walks them
+ * statically): rank 0 of each cluster draws the tickets and hands each unit to rank 1. The
+ * counters (tickets[0] the pair units', [1] the leftover units', [2] the clusters finished), zero
+ * at a launch's start, are zeroed again by the last cluster to finish, so the next launch on the
+ * stream finds them so. Which cluster computes a unit changes none of its bits. */
+__device__ int32_t sw_own_tickets[MOK_GG_TICKET_INTS]; /* a NULL launch's */
+
+__device__ __forceinline__ void sw_claim_issue(int32_t *tickets, gg_claimer &c) {
+  c.ticket = atomicAdd(tickets + c.q, 1);
+}
+
+/* The unit of the issued ticket, else -1 once both kinds ran out. */
+__device__ __forceinline__ int sw_claim_resolve(int32_t *tickets, gg_claimer &c, int n_pair,
+                                                int n_left) {
+  int u;
+  while ((u = gg_claim_step(&c, n_pair, n_left)) == GG_CLAIM_AGAIN) sw_claim_issue(tickets, c);
+  return u;
+}
+
+#define SW_HAND 2 /* slots of the rank 0 -> rank 1 unit handoff */
+
+/* The cluster's next unit (-1: the end): rank 0 resolves its issued ticket and hands the unit to
+ * rank 1 through slot hs (once rank 1 took the slot's last), rank 1 takes it from there. */
+__device__ __forceinline__ int sw_next_unit(int rank, int32_t *tickets, gg_claimer &cl, int n_pair,
+                                           int n_left, volatile int32_t *hand_unit,
+                                           uint32_t hfull0, uint32_t hempty0, int &hs,
+                                           uint32_t &hph) {
+  int u;
+  if (rank == 0) {
+    mbar_wait_acquire_cluster(hempty0 + 8 * hs, hph ^ 1);
+    u = sw_claim_resolve(tickets, cl, n_pair, n_left);
+    st_cluster_u32(smem_u32((const void *)&hand_unit[hs]), 1, (uint32_t)u);
+    mbar_arrive_release_cluster(hfull0 + 8 * hs, 1);
+  } else {
+    mbar_wait_acquire_cluster(hfull0 + 8 * hs, hph);
+    u = hand_unit[hs];
+    mbar_arrive_release_cluster(hempty0 + 8 * hs, 0);
+  }
+  if (++hs == SW_HAND) { hs = 0; hph ^= 1; }
+  return u;
+}
 
 /* The main loop over every K block for N tokens: the first weight box's accumulators acc_a[N / 2]
  * (the gate's), the second's acc_b[N / 2] (the up's). */
@@ -155,6 +203,11 @@ __global__ void __launch_bounds__(SW_THREADS, 1)
   extern __shared__ __align__(1024) uint8_t smem[];
   __shared__ __align__(8) uint64_t bars[2 * SW_STAGES];
   __shared__ int32_t prefix[SW_MAX_EXPERTS + 1], pre_left[CL > 1 ? SW_MAX_EXPERTS + 1 : 1];
+  /* CL 2: the unit each stage's first K block belongs to (-1: the walk's end), written by this
+   * CTA's producer before the stage's arrival; the handoff of claimed units from rank 0 (its
+   * empty barriers) to rank 1 (its full barriers and slots) */
+  __shared__ int32_t stage_unit[SW_STAGES], hand_unit[SW_HAND];
+  __shared__ __align__(8) uint64_t hand_bars[2 * SW_HAND];
   const int tid = threadIdx.x, wg = tid >> 7;
   const uint32_t smem_base = smem_u32(smem);
   const uint32_t full0 = smem_u32(&bars[0]), empty0 = smem_u32(&bars[SW_STAGES]);
@@ -163,6 +216,7 @@ __global__ void __launch_bounds__(SW_THREADS, 1)
   const int unit0 = blockIdx.x / CL, ustride = gridDim.x / CL;
   if (tid == 0) {
     gg_ring_init(smem_base, full0, empty0, SW_STAGES, 8 * CL);
+    for (int i = 0; i < 2 * SW_HAND; ++i) mbar_init(smem_u32(&hand_bars[i]), 1);
     fence_mbar_init();
   }
   if (tid == 32) {
@@ -176,17 +230,27 @@ __global__ void __launch_bounds__(SW_THREADS, 1)
     gg_unit_prefix_rows<CL>(p.count, E, SW_BT, p.n_tiles, prefix, pre_left, tid & 31);
   if (CL > 1) cluster_sync();
   else __syncthreads();
-  /* one walk over every unit, the leftovers last: apart from the pairs, on clusters of their own
-   * as the row-grouped kernel runs them, this kernel measured slower (docs/PERF.md) */
+  /* CL 1: a static walk; CL 2: claimed units (p.tickets) */
   int u_first, u_step, u_end;
   gg_unit_walk<CL>(unit0, ustride, prefix, pre_left, E, 0, &u_first, &u_step, &u_end);
+  const int n_pair = prefix[E], n_left = CL > 1 ? (pre_left[E] + 1) / 2 : 0;
 
   if (wg == 0) {
     setmaxnreg_dec<40>();
     if (tid == 0) {
       int stage = 0;
       uint32_t phase = 0;
-      for (int u = u_first; u < u_end; u += u_step) {
+      int hs = 0;
+      uint32_t hph = 0;
+      const uint32_t hfull0 = smem_u32(&hand_bars[0]), hempty0 = smem_u32(&hand_bars[SW_HAND]);
+      gg_claimer cl = gg_claimer_make(unit0 < mok_gg_bf16_leftover_clusters(n_pair, n_left, ustride));
+      const int claim_at = p.k_blocks > 8 ? p.k_blocks - 8 : 0;
+      int u = u_first;
+      if (CL > 1) {
+        if (rank == 0) sw_claim_issue(p.tickets, cl);
+        u = sw_next_unit(rank, p.tickets, cl, n_pair, n_left, hand_unit, hfull0, hempty0, hs, hph);
+      }
+      while (CL > 1 ? u >= 0 : u < u_end) {
         int32_t kind;
         const gg_tile t = gg_unit_tile<CL>(u, rank, prefix, pre_left, E, p.n_tiles, p.group_m, &kind);
         const int row_base = p.offset[t.expert];
@@ -194,8 +258,10 @@ __global__ void __launch_bounds__(SW_THREADS, 1)
         /* the two boxes' first weight rows: the same features of W_gate and W_up */
         const int w_row = (p.expert_base + t.expert) * p.inter + t.n_tile * SW_BF;
         for (int kb = 0; kb < p.k_blocks; ++kb) {
+          if (CL > 1 && rank == 0 && kb == claim_at) sw_claim_issue(p.tickets, cl); /* hides its latency */
           mbar_wait(empty0 + 8 * stage, phase ^ 1);
           const uint32_t full = full0 + 8 * stage;
+          if (CL > 1 && kb == 0) stage_unit[stage] = u;
           mbar_arrive_expect_tx(full, SW_STAGE_BYTES);
           const uint32_t sw = smem_base + stage * SW_STAGE_BYTES;
           const int k0 = kb * SW_BK;
@@ -210,8 +276,31 @@ __global__ void __launch_bounds__(SW_THREADS, 1)
           tma_load_2d(sw + SW_W_BYTES, &tm_x, full, k0, x_row);
           if (++stage == SW_STAGES) { stage = 0; phase ^= 1; }
         }
+        if (CL == 1) u += u_step;
+        else u = sw_next_unit(rank, p.tickets, cl, n_pair, n_left, hand_unit, hfull0, hempty0, hs, hph);
+      }
+      if (CL > 1) {
+        /* the end, as a stage with no loads; the consumers release it as any */
+        mbar_wait(empty0 + 8 * stage, phase ^ 1);
+        stage_unit[stage] = -1;
+        mbar_arrive(full0 + 8 * stage);
+        if (++stage == SW_STAGES) { stage = 0; phase ^= 1; }
       }
       gg_producer_drain<CL>(empty0, SW_STAGES, stage, phase);
+      if (CL > 1 && rank == 0) {
+        /* rank 1 took every handoff (its arrivals land here before this CTA leaves); then the
+         * last cluster to finish zeroes the counters */
+        for (int i = 0; i < SW_HAND; ++i) {
+          mbar_wait_acquire_cluster(hempty0 + 8 * hs, hph ^ 1);
+          if (++hs == SW_HAND) { hs = 0; hph ^= 1; }
+        }
+        __threadfence();
+        if (atomicAdd(p.tickets + 2, 1) == ustride - 1) {
+          p.tickets[0] = 0;
+          p.tickets[1] = 0;
+          p.tickets[2] = 0;
+        }
+      }
     }
   } else {
     setmaxnreg_inc<232>();
@@ -225,7 +314,17 @@ __global__ void __launch_bounds__(SW_THREADS, 1)
     int stage = 0;
     uint32_t phase = 0;
     float acc_a[64], acc_b[64];
-    for (int u = u_first; u < u_end; u += u_step) {
+    for (int u = u_first;; u += u_step) {
+      if (CL > 1) { /* the unit of the stage the next tile starts at */
+        mbar_wait(full0 + 8 * stage, phase);
+        u = *(volatile int32_t *)&stage_unit[stage];
+        if (u < 0) {
+          gg_release<CL>(empty0 + 8 * stage, lane);
+          break;
+        }
+      } else if (u >= u_end) {
+        break;
+      }
       int32_t kind;
       const gg_tile t = gg_unit_tile<CL>(u, rank, prefix, pre_left, E, p.n_tiles, p.group_m, &kind);
       const int cnt = max(p.count[t.expert], 0);
@@ -291,6 +390,9 @@ static mok_status sw_run(const CUtensorMap *x, const CUtensorMap *w0, const CUte
   mok_gg_launch l;
   MOK_KTRY(gg_launch_get(launch, 2, 0, &l));
   const int cl = l.cluster ? l.cluster : mok_gg_bf16_cluster_for(gg_rows_per_expert(m_total, num_experts));
+  p.tickets = l.tickets;
+  if (cl == 2 && !p.tickets) /* the current device's copy */
+    MOK_KCUDA(cudaGetSymbolAddress((void **)&p.tickets, sw_own_tickets));
   p.group_m = 16 / cl;
   const int max_tiles = (int)((m_total + SW_BT - 1) / SW_BT) * p.n_tiles;
   for (int e0 = 0; e0 < num_experts; e0 += SW_MAX_EXPERTS) {

@@ -141,8 +141,7 @@ __device__ __forceinline__ void gg_unit_prefix_rows(const int32_t *count, int E,
 /* Cluster unit0 of ustride's walk over the units (tile_scheduler.h, gg_pair_walk): u = *first,
  * += *step, while u < *end. In cluster pairs with apart set the leftover units run on clusters
  * of their own (gemm_plan.h, mok_gg_bf16_leftover_clusters); else every cluster walks every unit
- * in order, the leftovers last (what a kernel whose rows arrive in order needs, and the order the
- * tokens-on-N gate+up measured faster in: docs/PERF.md). Returns whether
+ * in order, the leftovers last (what a kernel whose rows arrive in order needs). Returns whether
  * the leftovers run apart (gg_weight_read_once's apart). */
 template <int CL>
 __device__ __forceinline__ int gg_unit_walk(int unit0, int ustride, const int32_t *prefix,
@@ -358,7 +357,7 @@ static inline mok_status gg_coresident_ctas(const void *kernel, int threads, int
  * then checks what its call can run of the rest. */
 static inline mok_status gg_launch_get(const mok_gg_launch *launch, int max_cluster, int nwg_ok,
                                        mok_gg_launch *out) {
-  mok_gg_launch l = {0, 0, 0};
+  mok_gg_launch l = {0, 0, 0, NULL};
   if (launch) l = *launch;
   if (l.cluster < 0 || l.cluster > max_cluster || l.max_ctas < 0) return MOK_ERR_INVALID_ARGUMENT;
   if (l.warpgroups != 0 && !(nwg_ok && (l.warpgroups == 2 || l.warpgroups == 3)))

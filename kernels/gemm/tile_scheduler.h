@@ -212,6 +212,33 @@ MOK_SCHED_HD void gg_pair_walk(int32_t c, int32_t clusters, int32_t r, int32_t n
   }
 }
 
+/* Cluster pairs may also claim their units at run time from two ticket counters (fetch-and-add
+ * on device memory), the pair units' and the leftover units': a cluster draws its preferred kind
+ * (the leftovers for the first r clusters of gg_pair_walk, the pairs for the others) while any is
+ * left, then the other kind, so neither kind waits for the other and no cluster idles while a
+ * unit is left, whatever the units cost. gg_claim_step turns the claimer's last ticket into the
+ * unit it names (pairs numbered first, as gg_decode_pair); GG_CLAIM_AGAIN: draw a ticket of kind
+ * c->q (the claimer has turned to its second kind) and step again; GG_CLAIM_END: both ran out. */
+enum { GG_CLAIM_END = -1, GG_CLAIM_AGAIN = -2 };
+typedef struct {
+  int32_t q;        /* the kind drawn now: 0 pairs, 1 leftovers */
+  int32_t switched; /* whether q is the claimer's second kind */
+  int32_t ticket;   /* the last ticket drawn of kind q */
+} gg_claimer;
+
+MOK_SCHED_HD gg_claimer gg_claimer_make(int32_t leftovers_first) {
+  gg_claimer c = {leftovers_first ? 1 : 0, 0, 0};
+  return c;
+}
+
+MOK_SCHED_HD int32_t gg_claim_step(gg_claimer *c, int32_t n_pair, int32_t n_left) {
+  if (c->ticket < (c->q ? n_left : n_pair)) return c->q ? n_pair + c->ticket : c->ticket;
+  if (c->switched) return GG_CLAIM_END;
+  c->switched = 1;
+  c->q ^= 1;
+  return GG_CLAIM_AGAIN;
+}
+
 /* Whether a row-grouped unit's weight tile is read by no other unit nearby, so that its loads can
  * mark the lines evict_first (ptx.cuh, l2_policy_evict_first) at no cost of a re-read from HBM:
  * the units running at one moment share weight column tiles inside their raster groups, and a

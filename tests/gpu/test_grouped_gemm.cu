@@ -1571,8 +1571,10 @@ static void test_gg_dgrad_cluster2(void) {
 
 /* BF16 single CTAs against cluster pairs bit for bit, and both on capped grids (5 CTAs: 2 pairs),
  * on the same data: every real row of the forward (n 768: a last column tile of one B half), of
- * gate+up's activations and pre-activations (with the clamp), and of the pair dgrad. Outputs
- * start as NaN, so a row a launch skipped differs. */
+ * gate+up's activations and pre-activations (with the clamp: the row-grouped kernel; without:
+ * the tokens-on-N kernel, whose pairs claim their units from counters, the library's or the
+ * caller's, left zero after every launch), and of the pair dgrad. Outputs start as NaN, so a
+ * row a launch skipped differs. */
 static void test_gg_bf16_clusters_bitwise(void) {
   gg_rng r = {test_seed() ^ 0xb1c2};
   gg_rows g = make_rows(&r, 9, 900, 1);
@@ -1585,19 +1587,28 @@ static void test_gg_bf16_clusters_bitwise(void) {
   nan_padding(g, a, k);
   nan_padding(g, dc, n);
   uint16_t *da = to_dev(a), *dw = to_dev(w), *ddc = to_dev(dc);
-  int32_t *doff = to_dev(g.offset), *dcnt = to_dev(g.count);
+  int32_t *doff = to_dev(g.offset), *dcnt = to_dev(g.count), *tickets = NULL;
+  CUDA_OK(cudaMalloc((void **)&tickets, MOK_GG_TICKET_INTS * 4));
+  CUDA_OK(cudaMemset(tickets, 0, MOK_GG_TICKET_INTS * 4));
   const std::vector<uint16_t> nan_n(g.m_total * n, BF16_NAN), nan_k(g.m_total * k, BF16_NAN);
-  const mok_gg_launch single5 = {1, 0, 5}, pairs5 = {2, 0, 5};
-  const mok_gg_launch *runs[] = {&k_single, &k_pairs, &single5, &pairs5, NULL};
-  std::vector<uint16_t> fwd[5], act[5], pre[5], dgr[5];
-  for (int i = 0; i < 5; ++i) {
+  const mok_gg_launch single5 = {1, 0, 5}, pairs5 = {2, 0, 5}, pairs_t = {2, 0, 0, tickets},
+                      pairs3_t = {2, 0, 3, tickets};
+  const mok_gg_launch *runs[] = {&k_single, &k_pairs, &single5, &pairs5, NULL, &pairs_t, &pairs3_t};
+  const int nr = 7;
+  std::vector<uint16_t> fwd[nr], act[nr], pre[nr], dgr[nr], actn[nr], pren[nr];
+  for (int i = 0; i < nr; ++i) {
     uint16_t *c = to_dev(nan_n), *ac = to_dev(nan_n), *pr = to_dev(nan_n), *dx = to_dev(nan_k);
+    uint16_t *acn = to_dev(nan_n), *prn = to_dev(nan_n);
     CHECK_STATUS(mok_gg_bf16_fwd(da, dw, c, doff, dcnt, E, g.m_total, n, k, runs[i], 0),
                  MOK_SUCCESS);
     /* gate and up: the two halves of w's rows, inter each, as [E, inter, k] */
     CHECK_STATUS(mok_gg_bf16_gate_up_swiglu(da, dw, dw + (size_t)E * inter * k, ac, pr, doff, dcnt,
                                             E, g.m_total, inter, k, 1, 0.5f, runs[i], 0),
                  MOK_SUCCESS);
+    for (int rep = 0; rep < 2; ++rep) /* twice: the second launch finds the counters zero */
+      CHECK_STATUS(mok_gg_bf16_gate_up_swiglu(da, dw, dw + (size_t)E * inter * k, acn, prn, doff,
+                                              dcnt, E, g.m_total, inter, k, 0, 0.f, runs[i], 0),
+                   MOK_SUCCESS);
     CHECK_STATUS(mok_gg_bf16_dgrad_pair(ddc, dw, dw + (size_t)E * inter * k, dx, doff, dcnt, E,
                                         g.m_total, inter, k, runs[i], 0),
                  MOK_SUCCESS);
@@ -1605,29 +1616,42 @@ static void test_gg_bf16_clusters_bitwise(void) {
     fwd[i] = from_dev(c, nan_n.size());
     act[i] = from_dev(ac, (size_t)g.m_total * inter);
     pre[i] = from_dev(pr, (size_t)g.m_total * 2 * inter);
+    actn[i] = from_dev(acn, (size_t)g.m_total * inter);
+    pren[i] = from_dev(prn, (size_t)g.m_total * 2 * inter);
     dgr[i] = from_dev(dx, nan_k.size());
-    cudaFree(c); cudaFree(ac); cudaFree(pr); cudaFree(dx);
+    cudaFree(c); cudaFree(ac); cudaFree(pr); cudaFree(dx); cudaFree(acn); cudaFree(prn);
   }
+  const std::vector<int32_t> left = from_dev(tickets, MOK_GG_TICKET_INTS);
+  int nonzero = 0;
+  for (int32_t v : left) nonzero += v != 0;
+  printf("    the caller's claim counters after the launches: %d of %d nonzero\n", nonzero,
+         MOK_GG_TICKET_INTS);
+  CHECK(nonzero == 0);
   int64_t nan_rows = 0;
   for (int e = 0; e < E; ++e)
     for (int i = 0; i < g.count[e]; ++i) {
       const int64_t row = g.offset[e] + i;
       for (int64_t j = 0; j < n; ++j)
         if (fwd[0][row * n + j] == BF16_NAN) { ++nan_rows; break; }
+      for (int64_t j = 0; j < inter; ++j)
+        if (actn[0][row * inter + j] == BF16_NAN) { ++nan_rows; break; }
     }
-  for (int i = 1; i < 5; ++i) {
+  for (int i = 1; i < nr; ++i) {
     char ln[64];
     const int64_t d0 = rows_differ(g, fwd[0], fwd[i], n),
                   d1 = rows_differ(g, act[0], act[i], inter),
                   d2 = rows_differ(g, pre[0], pre[i], 2 * inter),
-                  d3 = rows_differ(g, dgr[0], dgr[i], k);
-    printf("    %s against single CTAs: rows differing fwd %lld, act %lld, preact %lld, dgrad pair "
-           "%lld\n", launch_name(runs[i], ln, sizeof ln), (long long)d0, (long long)d1,
-           (long long)d2, (long long)d3);
-    CHECK(d0 == 0 && d1 == 0 && d2 == 0 && d3 == 0);
+                  d3 = rows_differ(g, dgr[0], dgr[i], k),
+                  d4 = rows_differ(g, actn[0], actn[i], inter),
+                  d5 = rows_differ(g, pren[0], pren[i], 2 * inter);
+    printf("    %s%s against single CTAs: rows differing fwd %lld, act %lld, preact %lld, dgrad "
+           "pair %lld; without the limit act %lld, preact %lld\n", launch_name(runs[i], ln, sizeof ln),
+           runs[i] && runs[i]->tickets ? " (the caller's counters)" : "", (long long)d0,
+           (long long)d1, (long long)d2, (long long)d3, (long long)d4, (long long)d5);
+    CHECK(d0 == 0 && d1 == 0 && d2 == 0 && d3 == 0 && d4 == 0 && d5 == 0);
   }
   CHECK(nan_rows == 0);
-  cudaFree(da); cudaFree(dw); cudaFree(ddc); cudaFree(doff); cudaFree(dcnt);
+  cudaFree(da); cudaFree(dw); cudaFree(ddc); cudaFree(doff); cudaFree(dcnt); cudaFree(tickets);
 }
 
 /* the determinism check's second run on single CTAs (explicitly) capped at 7 */
