@@ -3,7 +3,7 @@ mok_forward: the shared expert starts once the build is done) against built in t
 (mok_build_and_forward, what mok.functional runs: the shared expert's GEMMs overlap the build),
 eager and replayed from a CUDA graph, alternating in one run, one process per GPU.
 
-    torchrun --standalone --nproc_per_node=2 bench/build_overlap.py --tokens 7168 --iters 50
+    torchrun --standalone --nproc_per_node=2 dev/build_overlap.py --tokens 7168 --iters 50
 
 Prints the median over iterations of the slowest rank's milliseconds per variant and round, then
 the medians over rounds."""

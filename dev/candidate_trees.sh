@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
-# candidate_trees.sh — source trees under build/ab for dev/refs_session.sh, made here (no GPU):
-# build/ab/main from main, and build/ab/<name> from main plus dev/candidates/<name>.patch for each
-# NAMES word; a word a+b stacks patch b on patch a (build/ab/a+b). Carry build/ab to the device.
+# candidate_trees.sh — source trees under build/ab for dev/tree_ab.sh or dev/refs_session.sh,
+# made here (no GPU): build/ab/main from main, and build/ab/<name> from main plus
+# dev/candidates/<name>.patch for each NAMES word; a word a+b stacks patch b on patch a
+# (build/ab/a+b). Carry build/ab to the device.
 #   NAMES="a b a+c" bash dev/candidate_trees.sh
 set -eu
 rm -rf build/ab

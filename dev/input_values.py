@@ -6,7 +6,7 @@ timing each: eager and from a CUDA graph, each pass from an idle GPU (as the har
 and chained: forward, backward, forward, ... enqueued back to back with an event between the
 passes and no idle GPU (as `mok run` times them).
 
-    torchrun --standalone --nproc_per_node=1 bench/input_values.py --experts 128 --tokens 7168
+    torchrun --standalone --nproc_per_node=1 dev/input_values.py --experts 128 --tokens 7168
 
 Prints the median over iterations of the slowest rank's milliseconds per variant and round, then
 the medians over rounds."""
