@@ -233,7 +233,7 @@ __global__ void __launch_bounds__(SW_THREADS, 1)
   /* CL 1: a static walk; CL 2: claimed units (p.tickets) */
   int u_first, u_step, u_end;
   gg_unit_walk<CL>(unit0, ustride, prefix, pre_left, E, 0, &u_first, &u_step, &u_end);
-  const int n_pair = prefix[E], n_left = CL > 1 ? (pre_left[E] + 1) / 2 : 0;
+  const int n_pair = prefix[E], n_left = gg_left_units<CL>(pre_left, E);
 
   if (wg == 0) {
     setmaxnreg_dec<40>();

@@ -138,6 +138,12 @@ __device__ __forceinline__ void gg_unit_prefix_rows(const int32_t *count, int E,
   else gg_unit_prefix_pairs(count, E, tile_m, n_tiles, prefix, pre_left, lane);
 }
 
+/* The leftover units of a CL 2 prefix (two leftover tiles to a unit); none for CL 1 */
+template <int CL>
+__device__ __forceinline__ int gg_left_units(const int32_t *pre_left, int E) {
+  return CL > 1 ? (pre_left[E] + 1) / 2 : 0;
+}
+
 /* Cluster unit0 of ustride's walk over the units (tile_scheduler.h, gg_pair_walk): u = *first,
  * += *step, while u < *end. In cluster pairs with apart set the leftover units run on clusters
  * of their own (gemm_plan.h, mok_gg_bf16_leftover_clusters); else every cluster walks every unit
@@ -147,7 +153,7 @@ template <int CL>
 __device__ __forceinline__ int gg_unit_walk(int unit0, int ustride, const int32_t *prefix,
                                             const int32_t *pre_left, int E, int apart, int *first,
                                             int *step, int *end) {
-  const int n_left = CL > 1 ? (pre_left[E] + 1) / 2 : 0;
+  const int n_left = gg_left_units<CL>(pre_left, E);
   const int r = CL > 1 && apart ? mok_gg_bf16_leftover_clusters(prefix[E], n_left, ustride) : 0;
   gg_pair_walk(unit0, ustride, r, prefix[E], n_left, first, step, end);
   return r > 0;
