@@ -30,4 +30,4 @@ for arg in sys.argv[1:] or ["deepseek-v3:256:7168", "kimi-k2:192:7168", "qwen3-3
         left = sum(x % 2 for x in m)
         after = sum(2 * (x // 2) for x in m) + 2 * math.ceil(left / 2)
         print(f"{name}/E{e} {'zipf' if zipf else 'uniform'}: real {sum(m)}, pairs before {before}, "
-              f"after {after}")
+              f"after {after}, leftover tiles {left} ({left / sum(m):.2f} of the real)")
