@@ -64,7 +64,7 @@ struct mok_workspace {
                                 (0 this rank, r + 1 rank r)                               */
   mok_barrier_state *barrier; /* which call and barrier this rank is at                  */
   int call_barriers;         /* host: barriers the call being enqueued has enqueued      */
-  int32_t *tickets;          /* [2 * MOK_GG_TICKET_INTS] the BF16 gate+up's claim counters:
+  int32_t *tickets;          /* [2 * MOK_GG_TICKET_INTS] the BF16 GEMMs' claim counters:
                                 the routed experts', the shared expert's (on a side stream) */
   int32_t *dense_table;      /* the shared expert as one grouped-GEMM expert: offset {0,
                                 T rounded up to 128}, count {T}                           */

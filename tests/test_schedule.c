@@ -394,6 +394,9 @@ void test_schedule_capacity(void) {
  * every shared unit; only the last unit's rank 1 can have none, when the leftovers are odd. The
  * clusters' walks over those units take each once, in both ways (below). */
 static void test_tile_scheduler_pairs(mok_rng *r) {
+  /* the claim rule's edges: no leftovers, only leftovers, a quarter exactly and just below */
+  CHECK(!mok_gg_bf16_claims(500, 0) && !mok_gg_bf16_claims(0, 0) && mok_gg_bf16_claims(0, 1));
+  CHECK(mok_gg_bf16_claims(300, 100) && !mok_gg_bf16_claims(301, 100));
   for (int trial = 0; trial < 60; ++trial) {
     const int E = 1 + mok_rng_below(r, 30), n_tiles = 1 + mok_rng_below(r, 6);
     const int group_m = 1 + mok_rng_below(r, 8), tile_m = 128;
@@ -471,6 +474,8 @@ static void test_tile_scheduler_pairs(mok_rng *r) {
       CHECK(walk_bad == 0);
       free(walked);
     }
+    /* the row-grouped kernels claim where the leftover units are at least a quarter of all */
+    CHECK(mok_gg_bf16_claims(n_pair, n_left) == (n_left > 0 && 4 * n_left >= n_pair + n_left));
     /* run-time claims (gg_claim_step): clusters drawing tickets from two counters in a random
      * interleaving claim every unit exactly once, each its preferred kind first, and all end */
     {

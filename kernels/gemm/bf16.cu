@@ -11,12 +11,16 @@
  *                with fp32 accumulators (128 registers), frees stages through mbarriers and runs
  *                the epilogue (stmatrix into a swizzled staging buffer, TMA store) while the
  *                producer already loads the next tile.
- * Both roles walk the same tile sequence from tile_scheduler.h (tile = blockIdx.x + i *
- * gridDim.x), so the math never sees the order. Modes differ only in which boxes are loaded, the
- * operand majorness given to wgmma and the epilogue. The row-grouped modes also run in cluster
- * pairs (CL 2), which pays where experts are short (launch->cluster; gemm_plan.h): a unit is two
- * vertically adjacent tiles of one expert sharing the B tile by multicast, or, for the experts'
- * odd last row tiles, two tiles each with its own B (tile_scheduler.h, gg_decode_pair). In the
+ * Single CTAs walk the tile sequence of tile_scheduler.h (tile = blockIdx.x + i * gridDim.x),
+ * producer and consumers alike, so the math never sees the order. Modes differ only in which boxes
+ * are loaded, the operand majorness given to wgmma and the epilogue. The row-grouped modes also
+ * run in cluster pairs (CL 2), which pays where experts are short (launch->cluster; gemm_plan.h):
+ * a unit is two vertically adjacent tiles of one expert sharing the B tile by multicast, or, for
+ * the experts' odd last row tiles, two tiles each with its own B (tile_scheduler.h,
+ * gg_decode_pair). Where the leftover units are many (gemm_plan.h, mok_gg_bf16_claims), cluster
+ * pairs claim their units at run time from the launch's counters (gemm_common.cuh, gg_claims; the
+ * producer writes each unit's index beside its first stage for the consumers); else, and in the
+ * gate+up that pulls its rows, they walk a static split (tile_scheduler.h, gg_pair_walk). In the
  * data gradient, a unit whose B tile no other unit nearby reads (gg_weight_read_once) loads it
  * evict_first in L2, so that it leaves room for the tiles that are read again. */
 #include <cuda.h>
@@ -72,6 +76,7 @@ typedef struct {
   char *move_rows;
   int64_t move_m_total, move_hidden;
   int move_experts;      /* all local experts (move.expert_offset is not shifted per launch)  */
+  int32_t *tickets;      /* CL 2 without comm CTAs: the claim counters (mok_gg_launch.tickets) */
 } gg_params;
 
 /* FWD: first weight row of B half h of column tile n_tile (the half past n is replaced by a
@@ -115,6 +120,76 @@ __device__ __forceinline__ void gg_load_b_half(int h, uint32_t sb, uint32_t full
 #undef GG_LD
 }
 
+/* The producer thread's walk over its units: the static walk (u_first, += u_step, < u_end), or
+ * (CLAIM) the units its cluster claims (gemm_common.cuh, gg_claims), each unit's index written
+ * beside its first stage for the consumers and the walk ended by a stage of index -1. */
+template <int MODE, int CL, bool CLAIM>
+__device__ __forceinline__ void gg_produce(const CUtensorMap *tm_a, const CUtensorMap *tm_b0,
+                                          const CUtensorMap *tm_b1, const gg_params &p,
+                                          const int32_t *prefix, const int32_t *pre_left,
+                                          uint32_t smem_base, uint32_t full0, uint32_t empty0,
+                                          int rank, int unit0, int ustride, int u_first,
+                                          int u_step, int u_end, int apart, int32_t *stage_unit,
+                                          volatile int32_t *hand_unit, uint64_t *hand_bars) {
+  const int E = p.num_experts, n_comm = MODE == GG_SWIGLU ? p.comm_ctas : 0;
+  int stage = 0;
+  uint32_t phase = 0;
+  const uint64_t l2_first = l2_policy_evict_first();
+  gg_claims cw = gg_claims_make(p.tickets, unit0, ustride, prefix[E],
+                                gg_left_units<CL>(pre_left, E));
+  const int claim_at = p.k_blocks > 8 ? p.k_blocks - 8 : 0;
+  int u = u_first;
+  if (CLAIM) {
+    gg_claim_issue(cw, rank);
+    u = gg_claim_next(cw, rank, prefix[E], gg_left_units<CL>(pre_left, E), hand_unit, hand_bars);
+  }
+  while (CLAIM ? u >= 0 : u < u_end) {
+    int32_t kind;
+    const gg_tile t = gg_unit_tile<CL>(u, rank, prefix, pre_left, E, p.n_tiles, p.group_m, &kind);
+    const int m_tile = t.m_tile;
+    const int row_base = p.offset[t.expert];
+    const int nkb = p.k_blocks;
+    const int bexp = p.expert_base + t.expert;
+    /* the data gradient's weight tile that no other unit of its raster group reads:
+     * evict_first (A loads plain; the forward's loads stay plain, docs/PERF.md) */
+    const int once = MODE == GG_DGRAD &&
+                     gg_weight_read_once(gg_ceil_div(max(p.count[t.expert], 0), GG_BM), m_tile,
+                                         p.group_m, CL, apart, kind);
+    /* every unit's tile holds rows of its expert (GG_PAIR_NONE: the other CTA's tile) */
+    const int a_row = row_base + m_tile * GG_BM;
+    if (MODE == GG_SWIGLU && !CLAIM && n_comm > 0) /* the rows of A this tile reads landed */
+      cm_wait_rows(p.move, a_row, min(GG_BM, p.count[t.expert] - m_tile * GG_BM));
+    for (int kb = 0; kb < nkb; ++kb) {
+      if (CLAIM && kb == claim_at) gg_claim_issue(cw, rank);
+      mbar_wait(empty0 + 8 * stage, phase ^ 1);
+      const uint32_t full = full0 + 8 * stage;
+      if (CLAIM && kb == 0) stage_unit[stage] = u;
+      mbar_arrive_expect_tx(full, GG_STAGE_BYTES);
+      const uint32_t sa = smem_base + stage * GG_STAGE_BYTES;
+      const uint32_t sb = sa + GG_A_BYTES;
+      const int k0 = kb * GG_BK;
+      tma_load_2d(sa, tm_a, full, k0, a_row);
+      if (CL == 1 || kind != GG_PAIR_SHARED) {
+        gg_load_b_half<MODE, 0>(0, sb, full, k0, bexp, t.n_tile, p, tm_b0, tm_b1, once,
+                                l2_first);
+        gg_load_b_half<MODE, 0>(1, sb, full, k0, bexp, t.n_tile, p, tm_b0, tm_b1, once,
+                                l2_first);
+      } else {
+        gg_load_b_half<MODE, 1>(rank, sb, full, k0, bexp, t.n_tile, p, tm_b0, tm_b1, once,
+                                l2_first);
+      }
+      if (++stage == GG_STAGES) { stage = 0; phase ^= 1; }
+    }
+    if (CLAIM)
+      u = gg_claim_next(cw, rank, prefix[E], gg_left_units<CL>(pre_left, E), hand_unit, hand_bars);
+    else
+      u += u_step;
+  }
+  if (CLAIM) gg_claim_end_stage(full0, empty0, stage_unit, GG_STAGES, stage, phase);
+  gg_producer_drain<CL>(empty0, GG_STAGES, stage, phase);
+  if (CLAIM) gg_claim_finish(cw, rank, ustride, hand_bars);
+}
+
 template <int MODE, int CL>
 __global__ void __launch_bounds__(GG_THREADS, 1)
     gg_bf16_kernel(const __grid_constant__ CUtensorMap tm_a, const __grid_constant__ CUtensorMap tm_b0,
@@ -124,6 +199,10 @@ __global__ void __launch_bounds__(GG_THREADS, 1)
   __shared__ __align__(8) uint64_t bars[2 * GG_STAGES];
   __shared__ int32_t prefix[GG_MAX_EXPERTS + 1], pre_left[CL > 1 ? GG_MAX_EXPERTS + 1 : 1];
   __shared__ __align__(8) uint64_t comm_bars[2 * CM_WARPS];
+  /* claimed units: the unit each stage's first K block belongs to (-1: the walk's end), written
+   * by this CTA's producer before the stage's arrival; the handoff from rank 0 to rank 1 */
+  __shared__ int32_t stage_unit[GG_STAGES], hand_unit[GG_HAND];
+  __shared__ __align__(8) uint64_t hand_bars[2 * GG_HAND];
 
   const int tid = threadIdx.x;
   const int wg = tid >> 7;
@@ -141,6 +220,7 @@ __global__ void __launch_bounds__(GG_THREADS, 1)
 
   if (tid == 0) {
     gg_ring_init(smem_base, full0, empty0, GG_STAGES, 8 * CL); /* a release per consumer warp */
+    if (CL > 1) gg_claim_bars_init(hand_bars);
     fence_mbar_init();
   }
   if (tid == 32) {
@@ -154,10 +234,14 @@ __global__ void __launch_bounds__(GG_THREADS, 1)
     gg_unit_prefix_rows<CL>(p.count, E, GG_BM, p.n_tiles, prefix, pre_left, tid & 31);
   if (CL > 1) cluster_sync(); /* barrier inits visible to the peer before any multicast */
   else __syncthreads();
-  /* the leftovers on clusters of their own, except where the pull delivers rows in order */
+  /* CL 1 and the pull's gate+up: a static walk (the pull's in order, the leftovers last) */
   int u_first, u_step, u_end;
   const int apart = gg_unit_walk<CL>(unit0, ustride, prefix, pre_left, E, n_comm == 0, &u_first,
                                      &u_step, &u_end);
+  /* cluster pairs claim their units where the leftovers are many (gemm_plan.h), except where the
+   * pull delivers rows in order */
+  const bool claim = CL > 1 && n_comm == 0 &&
+                     mok_gg_bf16_claims(prefix[E], gg_left_units<CL>(pre_left, E));
   if (MODE == GG_SWIGLU && n_comm > 0 && (int)blockIdx.x >= n_compute) {
     /* ------------------------------ comm CTA ------------------------------ */
     cm_pull_minibatches(p.move, (int)blockIdx.x - n_compute, p.move_rows, p.move_hidden,
@@ -169,46 +253,14 @@ __global__ void __launch_bounds__(GG_THREADS, 1)
     /* ------------------------------ producer ------------------------------ */
     setmaxnreg_dec<40>();
     if (tid == 0) {
-      int stage = 0;
-      uint32_t phase = 0;
-      const uint64_t l2_first = l2_policy_evict_first();
-      for (int u = u_first; u < u_end; u += u_step) {
-        int32_t kind;
-        const gg_tile t = gg_unit_tile<CL>(u, rank, prefix, pre_left, E, p.n_tiles, p.group_m, &kind);
-        const int m_tile = t.m_tile;
-        const int row_base = p.offset[t.expert];
-        const int nkb = p.k_blocks;
-        const int bexp = p.expert_base + t.expert;
-        /* the data gradient's weight tile that no other unit of its raster group reads:
-         * evict_first (A loads plain; the forward's loads stay plain, docs/PERF.md) */
-        const int once = MODE == GG_DGRAD &&
-                         gg_weight_read_once(gg_ceil_div(max(p.count[t.expert], 0), GG_BM), m_tile,
-                                             p.group_m, CL, apart, kind);
-        /* every unit's tile holds rows of its expert (GG_PAIR_NONE: the other CTA's tile) */
-        const int a_row = row_base + m_tile * GG_BM;
-        if (MODE == GG_SWIGLU && n_comm > 0) /* the rows of A this tile reads have landed */
-          cm_wait_rows(p.move, a_row, min(GG_BM, p.count[t.expert] - m_tile * GG_BM));
-        for (int kb = 0; kb < nkb; ++kb) {
-          mbar_wait(empty0 + 8 * stage, phase ^ 1);
-          const uint32_t full = full0 + 8 * stage;
-          mbar_arrive_expect_tx(full, GG_STAGE_BYTES);
-          const uint32_t sa = smem_base + stage * GG_STAGE_BYTES;
-          const uint32_t sb = sa + GG_A_BYTES;
-          const int k0 = kb * GG_BK;
-          tma_load_2d(sa, &tm_a, full, k0, a_row);
-          if (CL == 1 || kind != GG_PAIR_SHARED) {
-            gg_load_b_half<MODE, 0>(0, sb, full, k0, bexp, t.n_tile, p, &tm_b0, &tm_b1, once,
-                                    l2_first);
-            gg_load_b_half<MODE, 0>(1, sb, full, k0, bexp, t.n_tile, p, &tm_b0, &tm_b1, once,
-                                    l2_first);
-          } else {
-            gg_load_b_half<MODE, 1>(rank, sb, full, k0, bexp, t.n_tile, p, &tm_b0, &tm_b1, once,
-                                    l2_first);
-          }
-          if (++stage == GG_STAGES) { stage = 0; phase ^= 1; }
-        }
-      }
-      gg_producer_drain<CL>(empty0, GG_STAGES, stage, phase);
+      if (claim)
+        gg_produce<MODE, CL, true>(&tm_a, &tm_b0, &tm_b1, p, prefix, pre_left, smem_base, full0,
+                                   empty0, rank, unit0, ustride, u_first, u_step, u_end, apart,
+                                   stage_unit, hand_unit, hand_bars);
+      else
+        gg_produce<MODE, CL, false>(&tm_a, &tm_b0, &tm_b1, p, prefix, pre_left, smem_base, full0,
+                                    empty0, rank, unit0, ustride, u_first, u_step, u_end, apart,
+                                    stage_unit, hand_unit, hand_bars);
     }
   } else {
     /* ------------------------------ consumers ----------------------------- */
@@ -227,7 +279,12 @@ __global__ void __launch_bounds__(GG_THREADS, 1)
     uint32_t phase = 0;
     const uint8_t *epi_ptr = smem + GG_EPI_OFF + cwg * 16384;
     float acc[128];
-    for (int u = u_first; u < u_end; u += u_step) {
+    for (int u = u_first;; u += u_step) {
+      if (claim) {
+        if ((u = gg_claimed_unit<CL>(full0, empty0, stage_unit, stage, phase, lane)) < 0) break;
+      } else if (u >= u_end) {
+        break;
+      }
       int32_t kind;
       const gg_tile t = gg_unit_tile<CL>(u, rank, prefix, pre_left, E, p.n_tiles, p.group_m, &kind);
       const int m_tile = t.m_tile;
@@ -326,6 +383,7 @@ static mok_status gg_launch(const CUtensorMap *a, const CUtensorMap *b0, const C
   const int64_t rows = gg_rows_per_expert(m_total, p.num_experts);
   const int cl = l.cluster ? l.cluster : mok_gg_bf16_cluster_for(rows);
   p.group_m = 16 / cl;
+  if (cl == 2) MOK_KTRY(gg_claim_tickets(&l, &p.tickets));
   if (p.comm_ctas > 0) p.comm_ctas = (p.comm_ctas + cl - 1) / cl * cl;
   p.move.ctas = p.comm_ctas; /* the pull's warps count what the consumers wait for */
   const int e_all = p.num_experts, base_all = p.expert_base;

@@ -64,48 +64,6 @@ typedef struct {
   int32_t *tickets; /* CL 2: the claim counters (mok_gg_launch.tickets) */
 } sw_params;
 
-/* Cluster pairs claim their units at run time (tile_scheduler.h, gg_claim_step; CL 1 walks them
- * statically): rank 0 of each cluster draws the tickets and hands each unit to rank 1. The
- * counters (tickets[0] the pair units', [1] the leftover units', [2] the clusters finished), zero
- * at a launch's start, are zeroed again by the last cluster to finish, so the next launch on the
- * stream finds them so. Which cluster computes a unit changes none of its bits. */
-__device__ int32_t sw_own_tickets[MOK_GG_TICKET_INTS]; /* a NULL launch's */
-
-__device__ __forceinline__ void sw_claim_issue(int32_t *tickets, gg_claimer &c) {
-  c.ticket = atomicAdd(tickets + c.q, 1);
-}
-
-/* The unit of the issued ticket, else -1 once both kinds ran out. */
-__device__ __forceinline__ int sw_claim_resolve(int32_t *tickets, gg_claimer &c, int n_pair,
-                                                int n_left) {
-  int u;
-  while ((u = gg_claim_step(&c, n_pair, n_left)) == GG_CLAIM_AGAIN) sw_claim_issue(tickets, c);
-  return u;
-}
-
-#define SW_HAND 2 /* slots of the rank 0 -> rank 1 unit handoff */
-
-/* The cluster's next unit (-1: the end): rank 0 resolves its issued ticket and hands the unit to
- * rank 1 through slot hs (once rank 1 took the slot's last), rank 1 takes it from there. */
-__device__ __forceinline__ int sw_next_unit(int rank, int32_t *tickets, gg_claimer &cl, int n_pair,
-                                           int n_left, volatile int32_t *hand_unit,
-                                           uint32_t hfull0, uint32_t hempty0, int &hs,
-                                           uint32_t &hph) {
-  int u;
-  if (rank == 0) {
-    mbar_wait_acquire_cluster(hempty0 + 8 * hs, hph ^ 1);
-    u = sw_claim_resolve(tickets, cl, n_pair, n_left);
-    st_cluster_u32(smem_u32((const void *)&hand_unit[hs]), 1, (uint32_t)u);
-    mbar_arrive_release_cluster(hfull0 + 8 * hs, 1);
-  } else {
-    mbar_wait_acquire_cluster(hfull0 + 8 * hs, hph);
-    u = hand_unit[hs];
-    mbar_arrive_release_cluster(hempty0 + 8 * hs, 0);
-  }
-  if (++hs == SW_HAND) { hs = 0; hph ^= 1; }
-  return u;
-}
-
 /* The main loop over every K block for N tokens: the first weight box's accumulators acc_a[N / 2]
  * (the gate's), the second's acc_b[N / 2] (the up's). */
 template <int N, int CL>
@@ -206,8 +164,8 @@ __global__ void __launch_bounds__(SW_THREADS, 1)
   /* CL 2: the unit each stage's first K block belongs to (-1: the walk's end), written by this
    * CTA's producer before the stage's arrival; the handoff of claimed units from rank 0 (its
    * empty barriers) to rank 1 (its full barriers and slots) */
-  __shared__ int32_t stage_unit[SW_STAGES], hand_unit[SW_HAND];
-  __shared__ __align__(8) uint64_t hand_bars[2 * SW_HAND];
+  __shared__ int32_t stage_unit[SW_STAGES], hand_unit[GG_HAND];
+  __shared__ __align__(8) uint64_t hand_bars[2 * GG_HAND];
   const int tid = threadIdx.x, wg = tid >> 7;
   const uint32_t smem_base = smem_u32(smem);
   const uint32_t full0 = smem_u32(&bars[0]), empty0 = smem_u32(&bars[SW_STAGES]);
@@ -216,7 +174,7 @@ __global__ void __launch_bounds__(SW_THREADS, 1)
   const int unit0 = blockIdx.x / CL, ustride = gridDim.x / CL;
   if (tid == 0) {
     gg_ring_init(smem_base, full0, empty0, SW_STAGES, 8 * CL);
-    for (int i = 0; i < 2 * SW_HAND; ++i) mbar_init(smem_u32(&hand_bars[i]), 1);
+    gg_claim_bars_init(hand_bars);
     fence_mbar_init();
   }
   if (tid == 32) {
@@ -233,22 +191,19 @@ __global__ void __launch_bounds__(SW_THREADS, 1)
   /* CL 1: a static walk; CL 2: claimed units (p.tickets) */
   int u_first, u_step, u_end;
   gg_unit_walk<CL>(unit0, ustride, prefix, pre_left, E, 0, &u_first, &u_step, &u_end);
-  const int n_pair = prefix[E], n_left = gg_left_units<CL>(pre_left, E);
 
   if (wg == 0) {
     setmaxnreg_dec<40>();
     if (tid == 0) {
       int stage = 0;
       uint32_t phase = 0;
-      int hs = 0;
-      uint32_t hph = 0;
-      const uint32_t hfull0 = smem_u32(&hand_bars[0]), hempty0 = smem_u32(&hand_bars[SW_HAND]);
-      gg_claimer cl = gg_claimer_make(unit0 < mok_gg_bf16_leftover_clusters(n_pair, n_left, ustride));
+      gg_claims cw = gg_claims_make(p.tickets, unit0, ustride, prefix[E],
+                                    gg_left_units<CL>(pre_left, E));
       const int claim_at = p.k_blocks > 8 ? p.k_blocks - 8 : 0;
       int u = u_first;
       if (CL > 1) {
-        if (rank == 0) sw_claim_issue(p.tickets, cl);
-        u = sw_next_unit(rank, p.tickets, cl, n_pair, n_left, hand_unit, hfull0, hempty0, hs, hph);
+        gg_claim_issue(cw, rank);
+        u = gg_claim_next(cw, rank, prefix[E], gg_left_units<CL>(pre_left, E), hand_unit, hand_bars);
       }
       while (CL > 1 ? u >= 0 : u < u_end) {
         int32_t kind;
@@ -258,7 +213,7 @@ __global__ void __launch_bounds__(SW_THREADS, 1)
         /* the two boxes' first weight rows: the same features of W_gate and W_up */
         const int w_row = (p.expert_base + t.expert) * p.inter + t.n_tile * SW_BF;
         for (int kb = 0; kb < p.k_blocks; ++kb) {
-          if (CL > 1 && rank == 0 && kb == claim_at) sw_claim_issue(p.tickets, cl); /* hides its latency */
+          if (CL > 1 && kb == claim_at) gg_claim_issue(cw, rank);
           mbar_wait(empty0 + 8 * stage, phase ^ 1);
           const uint32_t full = full0 + 8 * stage;
           if (CL > 1 && kb == 0) stage_unit[stage] = u;
@@ -277,30 +232,11 @@ __global__ void __launch_bounds__(SW_THREADS, 1)
           if (++stage == SW_STAGES) { stage = 0; phase ^= 1; }
         }
         if (CL == 1) u += u_step;
-        else u = sw_next_unit(rank, p.tickets, cl, n_pair, n_left, hand_unit, hfull0, hempty0, hs, hph);
+        else u = gg_claim_next(cw, rank, prefix[E], gg_left_units<CL>(pre_left, E), hand_unit, hand_bars);
       }
-      if (CL > 1) {
-        /* the end, as a stage with no loads; the consumers release it as any */
-        mbar_wait(empty0 + 8 * stage, phase ^ 1);
-        stage_unit[stage] = -1;
-        mbar_arrive(full0 + 8 * stage);
-        if (++stage == SW_STAGES) { stage = 0; phase ^= 1; }
-      }
+      if (CL > 1) gg_claim_end_stage(full0, empty0, stage_unit, SW_STAGES, stage, phase);
       gg_producer_drain<CL>(empty0, SW_STAGES, stage, phase);
-      if (CL > 1 && rank == 0) {
-        /* rank 1 took every handoff (its arrivals land here before this CTA leaves); then the
-         * last cluster to finish zeroes the counters */
-        for (int i = 0; i < SW_HAND; ++i) {
-          mbar_wait_acquire_cluster(hempty0 + 8 * hs, hph ^ 1);
-          if (++hs == SW_HAND) { hs = 0; hph ^= 1; }
-        }
-        __threadfence();
-        if (atomicAdd(p.tickets + 2, 1) == ustride - 1) {
-          p.tickets[0] = 0;
-          p.tickets[1] = 0;
-          p.tickets[2] = 0;
-        }
-      }
+      if (CL > 1) gg_claim_finish(cw, rank, ustride, hand_bars);
     }
   } else {
     setmaxnreg_inc<232>();
@@ -315,13 +251,8 @@ __global__ void __launch_bounds__(SW_THREADS, 1)
     uint32_t phase = 0;
     float acc_a[64], acc_b[64];
     for (int u = u_first;; u += u_step) {
-      if (CL > 1) { /* the unit of the stage the next tile starts at */
-        mbar_wait(full0 + 8 * stage, phase);
-        u = *(volatile int32_t *)&stage_unit[stage];
-        if (u < 0) {
-          gg_release<CL>(empty0 + 8 * stage, lane);
-          break;
-        }
+      if (CL > 1) {
+        if ((u = gg_claimed_unit<CL>(full0, empty0, stage_unit, stage, phase, lane)) < 0) break;
       } else if (u >= u_end) {
         break;
       }
@@ -390,9 +321,7 @@ static mok_status sw_run(const CUtensorMap *x, const CUtensorMap *w0, const CUte
   mok_gg_launch l;
   MOK_KTRY(gg_launch_get(launch, 2, 0, &l));
   const int cl = l.cluster ? l.cluster : mok_gg_bf16_cluster_for(gg_rows_per_expert(m_total, num_experts));
-  p.tickets = l.tickets;
-  if (cl == 2 && !p.tickets) /* the current device's copy */
-    MOK_KCUDA(cudaGetSymbolAddress((void **)&p.tickets, sw_own_tickets));
+  if (cl == 2) MOK_KTRY(gg_claim_tickets(&l, &p.tickets));
   p.group_m = 16 / cl;
   const int max_tiles = (int)((m_total + SW_BT - 1) / SW_BT) * p.n_tiles;
   for (int e0 = 0; e0 < num_experts; e0 += SW_MAX_EXPERTS) {

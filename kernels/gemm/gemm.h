@@ -54,10 +54,11 @@ typedef struct {
   int max_ctas;   /* the persistent grid's cap in CTAs (whole clusters); 0: every co-resident
                      CTA. A kernel running beside the launch on another stream keeps the
                      other SMs.                                                              */
-  int32_t *tickets; /* BF16 gate+up in cluster pairs: MOK_GG_TICKET_INTS device ints, zero at
-                     the call and left zero by it, that no call running at the same time uses
-                     (the units' claim counters, tile_scheduler.h gg_claim_step); NULL: the
-                     library's own, for callers whose calls never overlap on one device.    */
+  int32_t *tickets; /* BF16 in cluster pairs (all but the gate+up that pulls its rows): the
+                     units' claim counters (tile_scheduler.h gg_claim_step), MOK_GG_TICKET_INTS
+                     device ints, zero at the call and left zero by it, that no call running
+                     at the same time uses; NULL: the library's own (one set per kernel file),
+                     for callers whose calls never overlap on one device.                    */
 } mok_gg_launch;
 
 #define MOK_GG_TICKET_INTS 4

@@ -224,6 +224,118 @@ __device__ __forceinline__ void gg_release(uint32_t empty, int lane) {
   }
 }
 
+/* ---- claimed units: cluster pairs taking their units at run time (tile_scheduler.h,
+ * gg_claim_step) ---- */
+/* Rank 0's producer thread draws the tickets from the caller's counters (mok_gg_launch.tickets:
+ * [0] the pair units', [1] the leftover units', [2] the clusters finished; zero at a launch's
+ * start) and hands each unit to rank 1's through rank 1's shared memory (GG_HAND slots, a full
+ * and an empty barrier each, cluster-scope release and acquire). Each producer writes a unit's
+ * index beside the stage its first K block lands in, for its consumers, and ends its walk with a
+ * stage of no loads whose index is -1. The last cluster to finish zeroes the counters, so the
+ * next launch on the stream finds them so. Which cluster computes a unit changes none of its
+ * bits. */
+#define GG_HAND 2
+typedef struct {
+  int32_t *tickets;
+  gg_claimer c;
+  int hs;       /* the handoff's slot */
+  uint32_t hph; /* and its phase */
+} gg_claims;
+
+/* A NULL launch's counters, one set per kernel file, for callers whose calls never overlap */
+static __device__ int32_t gg_own_tickets[MOK_GG_TICKET_INTS];
+
+static inline mok_status gg_claim_tickets(const mok_gg_launch *l, int32_t **tickets) {
+  *tickets = l->tickets;
+  if (!*tickets) MOK_KCUDA(cudaGetSymbolAddress((void **)tickets, gg_own_tickets));
+  return MOK_SUCCESS;
+}
+
+/* Thread 0, before the cluster's first sync: the handoff's barriers (hand_bars[2 * GG_HAND]:
+ * the full ones, then the empty ones), one arrival each */
+__device__ __forceinline__ void gg_claim_bars_init(uint64_t *hand_bars) {
+  for (int i = 0; i < 2 * GG_HAND; ++i) mbar_init(smem_u32(&hand_bars[i]), 1);
+}
+
+/* The producer's claims: cluster unit0 of `clusters` prefers the leftovers if among the first
+ * that gemm_plan.h's split gives them. The kernel passes the rest at each call (the unit counts
+ * from its prefix in shared memory), so that the producer's few registers hold only this. */
+__device__ __forceinline__ gg_claims gg_claims_make(int32_t *tickets, int unit0, int clusters,
+                                                    int n_pair, int n_left) {
+  gg_claims w;
+  w.tickets = tickets;
+  w.c = gg_claimer_make(unit0 < mok_gg_bf16_leftover_clusters(n_pair, n_left, clusters));
+  w.hs = 0;
+  w.hph = 0;
+  return w;
+}
+
+/* Rank 0: draws the next ticket (issued a few K blocks before the unit ahead ends, to hide its
+ * latency) */
+__device__ __forceinline__ void gg_claim_issue(gg_claims &w, int rank) {
+  if (rank == 0) w.c.ticket = atomicAdd(w.tickets + w.c.q, 1);
+}
+
+/* The cluster's next unit (-1: the end): rank 0 resolves its issued ticket and hands the unit to
+ * rank 1 through slot hs (once rank 1 took the slot's last), rank 1 takes it from there. */
+__device__ __forceinline__ int gg_claim_next(gg_claims &w, int rank, int n_pair, int n_left,
+                                             volatile int32_t *hand_unit, uint64_t *hand_bars) {
+  const uint32_t full = smem_u32(&hand_bars[w.hs]), empty = smem_u32(&hand_bars[GG_HAND + w.hs]);
+  int u;
+  if (rank == 0) {
+    mbar_wait_acquire_cluster(empty, w.hph ^ 1);
+    while ((u = gg_claim_step(&w.c, n_pair, n_left)) == GG_CLAIM_AGAIN) gg_claim_issue(w, 0);
+    st_cluster_u32(smem_u32((const void *)&hand_unit[w.hs]), 1, (uint32_t)u);
+    mbar_arrive_release_cluster(full, 1);
+  } else {
+    mbar_wait_acquire_cluster(full, w.hph);
+    u = hand_unit[w.hs];
+    mbar_arrive_release_cluster(empty, 0);
+  }
+  if (++w.hs == GG_HAND) { w.hs = 0; w.hph ^= 1; }
+  return u;
+}
+
+/* The producer after its walk (stage, phase: its ring position): the end as a stage with no
+ * loads, which the consumers release as any. */
+__device__ __forceinline__ void gg_claim_end_stage(uint32_t full0, uint32_t empty0,
+                                                   int32_t *stage_unit, int stages, int &stage,
+                                                   uint32_t &phase) {
+  mbar_wait(empty0 + 8 * stage, phase ^ 1);
+  stage_unit[stage] = -1;
+  mbar_arrive(full0 + 8 * stage);
+  if (++stage == stages) { stage = 0; phase ^= 1; }
+}
+
+/* Rank 0's producer after gg_producer_drain: rank 1 took every handoff (its arrivals land here
+ * before this CTA leaves); then the last of `clusters` to finish zeroes the counters. */
+__device__ __forceinline__ void gg_claim_finish(gg_claims &w, int rank, int clusters,
+                                                uint64_t *hand_bars) {
+  if (rank != 0) return;
+  for (int i = 0; i < GG_HAND; ++i) {
+    mbar_wait_acquire_cluster(smem_u32(&hand_bars[GG_HAND + w.hs]), w.hph ^ 1);
+    if (++w.hs == GG_HAND) { w.hs = 0; w.hph ^= 1; }
+  }
+  __threadfence();
+  if (atomicAdd(w.tickets + 2, 1) == clusters - 1) {
+    w.tickets[0] = 0;
+    w.tickets[1] = 0;
+    w.tickets[2] = 0;
+  }
+}
+
+/* A consumer at the stage the next tile starts at: its unit, or -1 at the walk's end (the stage
+ * then released) */
+template <int CL>
+__device__ __forceinline__ int gg_claimed_unit(uint32_t full0, uint32_t empty0,
+                                               const int32_t *stage_unit, int stage,
+                                               uint32_t phase, int lane) {
+  mbar_wait(full0 + 8 * stage, phase);
+  const int u = *(const volatile int32_t *)&stage_unit[stage];
+  if (u < 0) gg_release<CL>(empty0 + 8 * stage, lane);
+  return u;
+}
+
 /* ---- epilogue: one pass stores 64 rows x 64 * NBOX columns of a consumer's accumulators ---- */
 /* Columns [N8B * 8, N8B * 8 + 64 * NBOX) of the warpgroup's 64-row fragment go through stmatrix
  * into NBOX swizzled 64x64 bf16 boxes (the staging buffer at stage), then one thread stores them

@@ -38,6 +38,16 @@ MOK_GP_HD int32_t mok_gg_bf16_leftover_clusters(int32_t pair_units, int32_t left
   return (int32_t)(r < 1 ? 1 : r > clusters - 1 ? clusters - 1 : r);
 }
 
+/* BF16 row-grouped products in cluster pairs: whether the clusters claim their units at run time
+ * (tile_scheduler.h, gg_claim_step: a cluster turns to the other kind once its own ran out) or
+ * walk the static split above, from the units' counts on the device. Claims where the leftover
+ * units are at least a quarter of all units: under DeepSeek-V3's skewed routing at EP=1 (a third
+ * leftovers) they measured faster in both passes, at Qwen3-30B's (a sixth) and at uniform
+ * routing (almost none) slower or even (docs/PERF.md). The tokens-on-N gate+up always claims. */
+MOK_GP_HD int mok_gg_bf16_claims(int32_t pair_units, int32_t leftover_units) {
+  return leftover_units > 0 && 3 * (int64_t)leftover_units >= pair_units;
+}
+
 /* The BF16 weight gradient of m dW rows per expert: cluster pairs, each CTA half of a unit's dW
  * row tiles, sharing the activation blocks by multicast, where the tiles pair up (m a multiple
  * of 256): they halve each CTA's L2 reads of the activations, at short and long experts and

@@ -1569,16 +1569,43 @@ static void test_gg_dgrad_cluster2(void) {
   run_dgrad(6, 300, 512, 384, 1000, 1, &k_pairs);
 }
 
+/* Rows whose experts all have an odd number of row tiles (1 or 3: many leftover units), or all
+ * an even number but the first (2 or 4: few) */
+static gg_rows make_rows_tiles(gg_rng *r, int E, int odd) {
+  gg_rows g;
+  g.E = E;
+  g.count.resize(E);
+  g.offset.resize(E + 1);
+  int32_t off = 0;
+  for (int e = 0; e < E; ++e) {
+    const int tiles = odd || e == 0 ? 1 + 2 * gg_below(r, 2) : 2 + 2 * gg_below(r, 2);
+    g.count[e] = (tiles - 1) * 128 + 1 + gg_below(r, 128);
+    g.offset[e] = off;
+    off += tiles * 128;
+  }
+  g.offset[E] = off;
+  g.m_total = off + 128;
+  return g;
+}
+
 /* BF16 single CTAs against cluster pairs bit for bit, and both on capped grids (5 CTAs: 2 pairs),
  * on the same data: every real row of the forward (n 768: a last column tile of one B half), of
  * gate+up's activations and pre-activations (with the clamp: the row-grouped kernel; without:
- * the tokens-on-N kernel, whose pairs claim their units from counters, the library's or the
- * caller's, left zero after every launch), and of the pair dgrad. Outputs start as NaN, so a
- * row a launch skipped differs. */
-static void test_gg_bf16_clusters_bitwise(void) {
-  gg_rng r = {test_seed() ^ 0xb1c2};
-  gg_rows g = make_rows(&r, 9, 900, 1);
+ * the tokens-on-N kernel), and of the pair dgrad. Cluster pairs claim their units from counters,
+ * the library's or the caller's, which every launch leaves zero for the next (the row-grouped
+ * kernel where the leftover units are many, gemm_plan.h: the rows come random, with many
+ * leftovers and with few). Outputs start as NaN, so a row a launch skipped differs. */
+static void clusters_bitwise(gg_rng &r, const gg_rows &g) {
   const int E = g.E;
+  int tiles_odd = 0, tiles = 0;
+  for (int e = 0; e < E; ++e) {
+    const int t = (g.count[e] + 127) / 128;
+    tiles += t;
+    tiles_odd += t % 2;
+  }
+  printf("    %d experts, %d row tiles, %d an expert's odd last: the row-grouped pairs %s\n", E,
+         tiles, tiles_odd,
+         mok_gg_bf16_claims((tiles - tiles_odd) / 2, (tiles_odd + 1) / 2) ? "claim" : "walk");
   const int64_t n = 768, k = 512, inter = 384;
   std::vector<uint16_t> a(g.m_total * k), w((size_t)E * n * k), dc(g.m_total * n);
   fill_bf16(&r, a, 1.0f);
@@ -1652,6 +1679,13 @@ static void test_gg_bf16_clusters_bitwise(void) {
   }
   CHECK(nan_rows == 0);
   cudaFree(da); cudaFree(dw); cudaFree(ddc); cudaFree(doff); cudaFree(dcnt); cudaFree(tickets);
+}
+
+static void test_gg_bf16_clusters_bitwise(void) {
+  gg_rng r = {test_seed() ^ 0xb1c2};
+  clusters_bitwise(r, make_rows(&r, 9, 900, 1));
+  clusters_bitwise(r, make_rows_tiles(&r, 9, 1));
+  clusters_bitwise(r, make_rows_tiles(&r, 9, 0));
 }
 
 /* the determinism check's second run on single CTAs (explicitly) capped at 7 */
