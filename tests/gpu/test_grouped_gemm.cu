@@ -66,11 +66,22 @@ typedef struct {
   int64_t m_total;
 } gg_rows;
 
-static gg_rows make_rows(gg_rng *r, int E, int max_rows, int extra_pad_tiles) {
+/* E experts' layout to fill (count[e], offset[e]), closed by rows_close at the rows used */
+static gg_rows rows_open(int E) {
   gg_rows g;
   g.E = E;
   g.count.resize(E);
   g.offset.resize(E + 1);
+  return g;
+}
+
+static void rows_close(gg_rows &g, int32_t used) {
+  g.offset[g.E] = used;
+  g.m_total = used + 128; /* capacity beyond the used rows */
+}
+
+static gg_rows make_rows(gg_rng *r, int E, int max_rows, int extra_pad_tiles) {
+  gg_rows g = rows_open(E);
   int32_t off = 0;
   for (int e = 0; e < E; ++e) {
     int c;
@@ -85,8 +96,7 @@ static gg_rows make_rows(gg_rng *r, int E, int max_rows, int extra_pad_tiles) {
     g.offset[e] = off;
     off += (c + 127) / 128 * 128 + 128 * gg_below(r, extra_pad_tiles + 1);
   }
-  g.offset[E] = off;
-  g.m_total = off + 128; /* capacity beyond the used rows */
+  rows_close(g, off);
   return g;
 }
 
@@ -1307,8 +1317,7 @@ static void wgrad_bitwise(int64_t m, int64_t n, int nv, const mok_gg_launch *con
     g.offset[e] = off;
     off += (g.count[e] + 127) / 128 * 128;
   }
-  g.offset[E] = off;
-  g.m_total = off + 128;
+  rows_close(g, off);
   std::vector<uint16_t> a(g.m_total * m), b(g.m_total * n);
   fill_bf16(&r, a, 1.0f);
   fill_bf16(&r, b, 3.0f);
@@ -1572,10 +1581,7 @@ static void test_gg_dgrad_cluster2(void) {
 /* Rows whose experts all have an odd number of row tiles (1 or 3: many leftover units), or all
  * an even number but the first (2 or 4: few) */
 static gg_rows make_rows_tiles(gg_rng *r, int E, int odd) {
-  gg_rows g;
-  g.E = E;
-  g.count.resize(E);
-  g.offset.resize(E + 1);
+  gg_rows g = rows_open(E);
   int32_t off = 0;
   for (int e = 0; e < E; ++e) {
     const int tiles = odd || e == 0 ? 1 + 2 * gg_below(r, 2) : 2 + 2 * gg_below(r, 2);
@@ -1583,8 +1589,7 @@ static gg_rows make_rows_tiles(gg_rng *r, int E, int odd) {
     g.offset[e] = off;
     off += tiles * 128;
   }
-  g.offset[E] = off;
-  g.m_total = off + 128;
+  rows_close(g, off);
   return g;
 }
 
