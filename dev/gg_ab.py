@@ -27,6 +27,9 @@ SHAPES = [  # name, experts, rows per expert, H, I, zipf (1: Zipf(1.0) by expert
     ("qwen3", 128, 448, 2048, 768, 0),
     ("qwen3_hzipf", 128, 448, 2048, 768, 2),
     ("olmoe", 64, 896, 2048, 1024, 0),
+    ("olmoe_hzipf", 64, 896, 2048, 1024, 2),
+    ("glm_ep2", 80, 716, 5120, 1536, 0),
+    ("glm_ep2_hzipf", 80, 716, 5120, 1536, 2),
     ("kimi_ep1_hzipf", 384, 149, 7168, 2048, 2),  # two launches of experts (256 + 128)
 ]
 
@@ -80,8 +83,19 @@ def load(path):
     return lib
 
 
+class Launch(ctypes.Structure):  # gemm.h: mok_gg_launch
+    _fields_ = [("cluster", ctypes.c_int), ("warpgroups", ctypes.c_int),
+                ("max_ctas", ctypes.c_int), ("tickets", ctypes.c_void_p)]
+
+
 def main():
-    libs = [(a.split("=")[0], load(a.split("=")[1])) for a in sys.argv[1:]]
+    # name=path, or name=path@C: every call with the launch's cluster C (gemm.h, mok_gg_launch)
+    libs, launches = [], {}
+    for a in sys.argv[1:]:
+        name, spec = a.split("=", 1)
+        path, _, cl = spec.partition("@")
+        libs.append((name, load(path)))
+        launches[name] = ctypes.byref(Launch(int(cl), 0, 0, None)) if cl else None
     torch.manual_seed(3)
     rounds, iters = 3, 10
     st = lambda: torch.cuda.current_stream().cuda_stream  # noqa: E731
@@ -107,20 +121,20 @@ def main():
         cnts = torch.tensor(cnt, dtype=torch.int32, device="cuda")
         o, c = offs.data_ptr(), cnts.data_ptr()
         ops = {
-            "gate_up": (lambda lib: lib.mok_gg_bf16_gate_up_swiglu(
+            "gate_up": (lambda lib, ln: lib.mok_gg_bf16_gate_up_swiglu(
                 x.data_ptr(), wg.data_ptr(), wu.data_ptr(), act.data_ptr(), pre.data_ptr(), o, c, e,
-                m, I, H, 0, 0.0, None, st()), (act, pre), 2.0 * m * 2 * I * H),
-            "gate_up_limit": (lambda lib: lib.mok_gg_bf16_gate_up_swiglu(
+                m, I, H, 0, 0.0, ln, st()), (act, pre), 2.0 * m * 2 * I * H),
+            "gate_up_limit": (lambda lib, ln: lib.mok_gg_bf16_gate_up_swiglu(
                 x.data_ptr(), wg.data_ptr(), wu.data_ptr(), act.data_ptr(), pre.data_ptr(), o, c, e,
-                m, I, H, 1, 1.0, None, st()), (act, pre), 2.0 * m * 2 * I * H),
-            "down": (lambda lib: lib.mok_gg_bf16_fwd(
-                act.data_ptr(), wd.data_ptr(), y.data_ptr(), o, c, e, m, H, I, None, st()), (y,),
+                m, I, H, 1, 1.0, ln, st()), (act, pre), 2.0 * m * 2 * I * H),
+            "down": (lambda lib, ln: lib.mok_gg_bf16_fwd(
+                act.data_ptr(), wd.data_ptr(), y.data_ptr(), o, c, e, m, H, I, ln, st()), (y,),
                 2.0 * m * H * I),
-            "dgrad_down": (lambda lib: lib.mok_gg_bf16_dgrad(
-                dy.data_ptr(), wd.data_ptr(), dact.data_ptr(), o, c, e, m, H, I, None, st()), (dact,),
+            "dgrad_down": (lambda lib, ln: lib.mok_gg_bf16_dgrad(
+                dy.data_ptr(), wd.data_ptr(), dact.data_ptr(), o, c, e, m, H, I, ln, st()), (dact,),
                 2.0 * m * H * I),
-            "dgrad_pair": (lambda lib: lib.mok_gg_bf16_dgrad_pair(
-                dgu.data_ptr(), wg.data_ptr(), wu.data_ptr(), dx.data_ptr(), o, c, e, m, I, H, None,
+            "dgrad_pair": (lambda lib, ln: lib.mok_gg_bf16_dgrad_pair(
+                dgu.data_ptr(), wg.data_ptr(), wu.data_ptr(), dx.data_ptr(), o, c, e, m, I, H, ln,
                 st()), (dx,), 2.0 * m * 2 * I * H),
         }
         for op, (call, outs, flop) in ops.items():
@@ -131,7 +145,7 @@ def main():
             for lname, lib in libs:
                 for t in outs:
                     t.fill_(float("nan"))
-                assert call(lib) == 0
+                assert call(lib, launches[lname]) == 0
                 torch.cuda.synchronize()
                 got = [t.clone() for t in outs]
                 if ref is None:
@@ -142,7 +156,7 @@ def main():
             times = {l: [] for l, _ in libs}
             for _ in range(rounds):
                 for lname, lib in libs:
-                    times[lname].append(median_ms(lambda: call(lib), iters))
+                    times[lname].append(median_ms(lambda: call(lib, launches[lname]), iters))
             row = [name, op, "yes" if same else "NO"]
             for lname, _ in libs:
                 t = statistics.median(times[lname])
