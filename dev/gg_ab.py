@@ -1,7 +1,8 @@
 """gg_ab.py — A/B of the BF16 row-grouped GEMMs (forward, gate+up with SwiGLU, data gradient, data
 gradient of the gate/up pair: kernels/gemm/bf16.cu, and kernels/gemm/bf16_tokens_n.cu with the
-tokens on wgmma's N side where a tree has it) built into separate libraries (argv: name=path ...),
-interleaved in one process: on every problem each library's real rows must equal the first's
+tokens on wgmma's N side where a tree has it) built into separate libraries (argv: name=path ...;
+name=path@C: that entry's calls with the launch's cluster size C, gemm.h mok_gg_launch, so that
+one library runs both ways, bitwise checked against each other), interleaved in one process: on every problem each library's real rows must equal the first's
 bitwise; then rounds x (each library) x iterations, the median per round, the median of rounds. Prints a
 table, a row as each problem ends. Env GG_SHAPES, GG_OPS: comma lists of the
 shapes and ops to run (default all). A library from one tree:
