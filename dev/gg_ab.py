@@ -2,10 +2,10 @@
 gradient of the gate/up pair: kernels/gemm/bf16.cu, and kernels/gemm/bf16_tokens_n.cu with the
 tokens on wgmma's N side where a tree has it) built into separate libraries (argv: name=path ...;
 name=path@C: that entry's calls with the launch's cluster size C, gemm.h mok_gg_launch, so that
-one library runs both ways, bitwise checked against each other), interleaved in one process: on every problem each library's real rows must equal the first's
-bitwise; then rounds x (each library) x iterations, the median per round, the median of rounds. Prints a
-table, a row as each problem ends. Env GG_SHAPES, GG_OPS: comma lists of the
-shapes and ops to run (default all). A library from one tree:
+one library runs both ways, bitwise checked against each other), interleaved in one process: on
+every problem each entry's real rows must equal the first's bitwise; then rounds x (each entry) x
+iterations, the median per round, the median of rounds. Prints a table, a row as each problem
+ends. Env GG_SHAPES, GG_OPS: comma lists of the shapes and ops to run (default all). A library from one tree:
     nvcc -O3 -std=c++17 -gencode arch=compute_90a,code=sm_90a -Xcompiler -fPIC -Iinclude -I. \\
         -shared -o gg.so kernels/gemm/bf16*.cu kernels/gemm/tmap.cu kernels/common/launch_error.cu
 """
