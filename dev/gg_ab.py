@@ -5,7 +5,8 @@ name=path@C: that entry's calls with the launch's cluster size C, gemm.h mok_gg_
 one library runs both ways, bitwise checked against each other), interleaved in one process: on
 every problem each entry's real rows must equal the first's bitwise; then rounds x (each entry) x
 iterations, the median per round, the median of rounds. Prints a table, a row as each problem
-ends. Env GG_SHAPES, GG_OPS: comma lists of the shapes and ops to run (default all). A library from one tree:
+ends. Env GG_SHAPES, GG_OPS: comma lists of the shapes and ops to run (default all). A library
+from one tree:
     nvcc -O3 -std=c++17 -gencode arch=compute_90a,code=sm_90a -Xcompiler -fPIC -Iinclude -I. \\
         -shared -o gg.so kernels/gemm/bf16*.cu kernels/gemm/tmap.cu kernels/common/launch_error.cu
 """
