@@ -92,18 +92,18 @@ class Launch(ctypes.Structure):  # gemm.h: mok_gg_launch
 
 def main():
     # name=path, or name=path@C: every call with the launch's cluster C (gemm.h, mok_gg_launch)
-    libs, launches = [], {}
+    libs = []
     for a in sys.argv[1:]:
         name, spec = a.split("=", 1)
         path, _, cl = spec.partition("@")
-        libs.append((name, load(path)))
-        launches[name] = ctypes.byref(Launch(int(cl), 0, 0, None)) if cl else None
+        launch = ctypes.byref(Launch(int(cl), 0, 0, None)) if cl else None
+        libs.append((name, load(path), launch))
     torch.manual_seed(3)
     rounds, iters = 3, 10
     st = lambda: torch.cuda.current_stream().cuda_stream  # noqa: E731
     only = os.environ.get("GG_SHAPES", "").split(",") if os.environ.get("GG_SHAPES") else None
     ops_only = os.environ.get("GG_OPS", "").split(",") if os.environ.get("GG_OPS") else None
-    print("| shape | op | bitwise | " + " | ".join(l for l, _ in libs) + " |", flush=True)
+    print("| shape | op | bitwise | " + " | ".join(l for l, _, _ in libs) + " |", flush=True)
     for name, e, rows, H, I, zipf in SHAPES:
         if only and name not in only:
             continue
@@ -144,10 +144,10 @@ def main():
                 continue
             ref = None
             same = True
-            for lname, lib in libs:
+            for _, lib, ln in libs:
                 for t in outs:
                     t.fill_(float("nan"))
-                assert call(lib, launches[lname]) == 0
+                assert call(lib, ln) == 0
                 torch.cuda.synchronize()
                 got = [t.clone() for t in outs]
                 if ref is None:
@@ -155,12 +155,12 @@ def main():
                 else:
                     same = same and all(torch.equal(a[real].view(torch.int16), b[real].view(torch.int16))
                                         for a, b in zip(ref, got))
-            times = {l: [] for l, _ in libs}
+            times = {l: [] for l, _, _ in libs}
             for _ in range(rounds):
-                for lname, lib in libs:
-                    times[lname].append(median_ms(lambda: call(lib, launches[lname]), iters))
+                for lname, lib, ln in libs:
+                    times[lname].append(median_ms(lambda: call(lib, ln), iters))
             row = [name, op, "yes" if same else "NO"]
-            for lname, _ in libs:
+            for lname, _, _ in libs:
                 t = statistics.median(times[lname])
                 row.append(f"{t:.3f} ms {flop / t / 1e9:.0f}")
             print("| " + " | ".join(row) + " |", flush=True)  # kept if the call is cut short
