@@ -21,15 +21,21 @@ sys.path.insert(0, HERE)
 import mok.functional as mf  # noqa: E402
 from harness import add_shape_args, init_ranks, make_inputs, shape_with  # noqa: E402
 
-GG_MODES = {"0": "grouped GEMM fwd", "1": "grouped GEMM gate+up SwiGLU", "2": "grouped GEMM dgrad",
-            "3": "grouped GEMM wgrad"}
+GG_MODES = {"0": "grouped GEMM fwd", "1": "grouped GEMM gate+up SwiGLU", "2": "grouped GEMM dgrad"}
 
 
 def kernel_label(name):
-    """A readable label: the grouped GEMM by mode and cluster, other kernels by their base name."""
+    """A readable label: the grouped GEMMs by mode and cluster, other kernels by their base name."""
     m = re.search(r"gg_bf16_kernel<(\d+), (\d+)>", name)
     if m:
         return f"{GG_MODES.get(m.group(1), 'grouped GEMM ' + m.group(1))} (cluster {m.group(2)})"
+    m = re.search(r"\bsw_kernel<(\d+)>", name)
+    if m:
+        return f"grouped GEMM gate+up SwiGLU, tokens on N (cluster {m.group(1)})"
+    m = re.search(r"gg_bf16_wgrad_kernel<([^,]+), (\d+)>", name)
+    if m:  # <OUT_F32, CL>: a bool shown as true / false or (bool)1 / (bool)0
+        out = "fp32" if m.group(1).strip() in ("true", "(bool)1", "1") else "bf16"
+        return f"grouped GEMM wgrad, {out} dW (cluster {m.group(2)})"
     m = re.search(r"gg_fp8(_wide)?_kernel<([^>]*)>", name)
     if m:  # template arguments: the mode first (1: gate+up SwiGLU), then the variant's
         mode = "gate+up SwiGLU" if m.group(2).split(",")[0].strip() == "1" else "fwd"
