@@ -11,8 +11,7 @@ import os
 import sys
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "bench"))
-import gg_ab  # noqa: E402
+import gg_ab  # noqa: E402  (it puts bench/ on the path for its own imports)
 
 
 def raster(idx, m_tiles, n_tiles, group_m):

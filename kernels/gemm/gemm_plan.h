@@ -17,8 +17,8 @@
 
 /* BF16 row-grouped products: cluster pairs sharing the B tile by multicast pay where an expert
  * has few row tiles (little reuse of a weight tile in L2). Up to six row tiles (768 rows) they
- * measured faster in both passes, under skewed routing by nearly a third of the forward; at seven
- * (896 rows) the two tie (docs/PERF.md, "Cluster pairs up to 768 rows per expert"). */
+ * measured faster in both passes and both routings; at seven (896 rows) neither way won
+ * (docs/PERF.md, "Cluster pairs up to 768 rows per expert"). */
 MOK_GP_HD int mok_gg_bf16_cluster_for(int64_t rows_per_expert) {
   return rows_per_expert <= 6 * 128 ? 2 : 1;
 }
