@@ -37,6 +37,7 @@ SHAPES = [  # name, experts, rows per expert, dW rows n, dW cols k, ld of dC, zi
     ("qwen3_down", 128, 448, 2048, 768, 2048, 0),
     ("qwen3_gate", 128, 448, 768, 2048, 1536, 0),
     ("dsv3_ep1_down_hzipf", 256, 224, 7168, 2048, 7168, 2),  # 2: the harness's Zipf routing
+    ("dsv3_ep1_gate_hzipf", 256, 224, 2048, 7168, 4096, 2),
     ("qwen3_down_hzipf", 128, 448, 2048, 768, 2048, 2),
     ("odd_rows", 8, 300, 192, 320, 192, 1),
     ("qwen3_gate_hu", 128, 448, 768, 2048, 1536, 3),
