@@ -1,11 +1,11 @@
 #!/usr/bin/env bash
-# zipf_wgrad.sh — why DeepSeek-V3's BF16 weight gradient at EP=1 takes 1.37x its uniform time
-# under the harness's Zipf routing in the layer (bench/profile_layer.py) but ~1.1x alone: the
-# kernel alone in pairs on the harness's uniform and Zipf counts (dev/wgrad_ab.py, the gate's and
-# the down projection's shapes), then the layer's backward by kernel under both routings with the
-# shared expert beside the routed experts (the plan's default) and in line (`--plan
-# shared_bwd=in_line`). One call on any card that holds DSv3's 256 experts at EP=1 (no baseline
-# runs here). Tables last.
+# zipf_wgrad.sh — why DeepSeek-V3's BF16 weight gradient at EP=1 loses more of its uniform time
+# under the harness's Zipf routing in the layer (bench/profile_layer.py) than alone (docs/PERF.md,
+# "Open gaps", BF16 under Zipf routing): the kernel alone in pairs on the harness's uniform and
+# Zipf counts (dev/wgrad_ab.py, the gate's and the down projection's shapes), then the layer's
+# backward by kernel under both routings with the shared expert beside the routed experts (the
+# plan's default) and in line (`--plan shared_bwd=in_line`). One call on any card that holds
+# DSv3's 256 experts at EP=1 (no baseline runs here). Tables last.
 set -u
 OUT=${OUT:-/tmp/mok_out}
 mkdir -p "$OUT"
