@@ -12,18 +12,18 @@ before its next tile's end while its previous write is still out. The card's wri
 is shared evenly among the CTAs writing. Counts: the harness's Zipf draw (dev/gg_ab.py's) and a
 uniform top-8 draw, T 7168.
 
-Orders: desc (the experts by rows, most first: the walk in main), zipper (alternating the
-heaviest and the lightest experts), interleaved (gg_interleave_unit: the units of experts over
-256 rows merged evenly with the others'). A check against measurement: on DeepSeek-V3's down
-projection the model puts zipper 6% ahead of desc where the kernel alone measured it 1% behind
-on one H200 (docs/PERF.md, "The weight gradients visit their experts by rows"), and the model's
-Zipf loss (1.3-1.5x) is larger than that measured alone (1.10x): it has no power cap, under
-which the desc order's store-only tail would not run at the full clock's cost. On Qwen3-30B's
-shapes (its heaviest unit a third of a CTA's share) interleaving loses in the model: the longest
-units start late, which is why the kernel interleaves only where no unit exceeds an eighth of a
-CTA's share (gg_interleave_hot).
+Orders: desc (the experts by rows, most first: the walk in main), zipper (alternating the heaviest
+and the lightest experts), interleaved (the candidate's gg_interleave_unit: the units of experts
+over 256 rows merged evenly with the others'). A check against measurement: on DeepSeek-V3's down
+projection the model puts zipper 6% ahead of desc where the kernel alone measured it 1% behind on
+one H200 (docs/PERF.md, "The weight gradients visit their experts by rows"), and the model's Zipf
+loss (1.3-1.5x) is larger than that measured alone (1.10x): it has no power cap, no L2 and no
+reads, and its costs per block and per store are estimates. On Qwen3-30B's shapes (its heaviest
+unit a third of a CTA's share) interleaving loses in the model: the longest units start late, which
+is why the candidate (dev/candidates/wgrad_interleave.patch) interleaves only where no unit exceeds
+an eighth of a CTA's share (its gg_interleave_hot).
 
-    python3 dev/wgrad_write_model.py            # both shapes, B 3.0 and 4.3 TB/s
+    python3 dev/wgrad_write_model.py    # DSv3's down and gate, Qwen3-30B's down; B 3.0 and 4.3 TB/s
 """
 import math
 import os
@@ -115,7 +115,8 @@ def main():
             cells = []
             for label, order, inter in (("desc", desc, False), ("zipper", zipper, False),
                                         ("interleaved", desc, True)):
-                cells.append(f"{label} {run(walk(zipf, m_tiles, n_tiles, order, inter), tbps) / base:.2f}x")
+                span = run(walk(zipf, m_tiles, n_tiles, order, inter), tbps)
+                cells.append(f"{label} {span / base:.2f}x")
             print(f"{name}, B {tbps} TB/s: uniform {base:.0f} us; Zipf " + ", ".join(cells))
 
 
