@@ -23,7 +23,9 @@ unit a third of a CTA's share) interleaving loses in the model: the longest unit
 is why the candidate (dev/candidates/wgrad_interleave.patch) interleaves only where no unit exceeds
 an eighth of a CTA's share (its gg_interleave_hot).
 
-    python3 dev/wgrad_write_model.py    # DSv3's down and gate, Qwen3-30B's down; B 3.0 and 4.3 TB/s
+    python3 dev/wgrad_write_model.py    # the draw's facts and the static walk's balance (no
+                                        # timing), then the model: DSv3's down and gate,
+                                        # Qwen3-30B's down; B 3.0 and 4.3 TB/s
 """
 import math
 import os
@@ -102,7 +104,44 @@ def run(per, tbps, dt=0.05):
     return t
 
 
+def pair_blocks(cnt, m_tiles, n_tiles, pairs=66, cl=2, resident=256, chunk=8):
+    """The 64-row blocks a CTA of each cluster pair reduces in main's walk (most rows first,
+    unit u on pair u mod pairs): no timing, only how the static walk shares the work."""
+    load = [0] * pairs
+    u = 0
+    for e in sorted(range(len(cnt)), key=lambda i: (-cnt[i], i)):
+        ch = chunk if cnt[e] <= resident else cl
+        for c0 in range(math.ceil(m_tiles / ch)):
+            tiles = min(ch, m_tiles - c0 * ch)
+            for _ in range(n_tiles):
+                load[u % pairs] += math.ceil(tiles / cl) * math.ceil(cnt[e] / 64)
+                u += 1
+    return load
+
+
+def draw_facts():
+    """The harness's Zipf draw at DSv3 EP=1 (dev/gg_ab.py's, seed 23): the experts over 256 rows,
+    their share of the rows and the others' share of the dW tiles; then, over seeds 1-8 and both
+    of DSv3's grids, the busiest pair's blocks against the mean pair's in main's walk and the
+    launch's blocks against uniform's (uniform_counts)."""
+    z = harness_zipf_counts(256, 224)
+    hot = [c for c in z if c > 256]
+    print(f"harness Zipf draw, DSv3 EP=1: {len(hot)} experts over 256 rows hold "
+          f"{sum(hot) / sum(z):.1%} of the rows; the other {256 - len(hot)} write "
+          f"{(256 - len(hot)) / 256:.1%} of the dW tiles")
+    busiest, ratio = [], []
+    for m_tiles, n_tiles in ((56, 8), (16, 28)):
+        uni = sum(pair_blocks(uniform_counts(256), m_tiles, n_tiles))
+        for seed in range(1, 9):
+            load = pair_blocks(harness_zipf_counts(256, 224, seed=seed), m_tiles, n_tiles)
+            busiest.append(max(load) / (sum(load) / len(load)))
+            ratio.append(sum(load) / uni)
+    print(f"seeds 1-8, both grids: busiest pair {min(busiest):.3f}-{max(busiest):.3f}x the mean "
+          f"pair's blocks; the launch's blocks {min(ratio):.3f}-{max(ratio):.3f}x uniform's")
+
+
 def main():
+    draw_facts()
     for name, e, rows, m_tiles, n_tiles in (("DSv3 EP=1 down", 256, 224, 56, 8),
                                             ("DSv3 EP=1 gate", 256, 224, 16, 28),
                                             ("Qwen3-30B down", 128, 448, 16, 3)):
