@@ -23,9 +23,10 @@ unit a third of a CTA's share) interleaving loses in the model: the longest unit
 is why the candidate (dev/candidates/wgrad_interleave.patch) interleaves only where no unit exceeds
 an eighth of a CTA's share (its gg_interleave_hot).
 
-    python3 dev/wgrad_write_model.py    # the draw's facts and the static walk's balance (no
-                                        # timing), then the model: DSv3's down and gate,
-                                        # Qwen3-30B's down; B 3.0 and 4.3 TB/s
+    .venv/bin/python dev/wgrad_write_model.py
+
+prints the draw's facts and the static walk's balance (no timing), then the model: DSv3's down
+and gate, Qwen3-30B's down; B 3.0 and 4.3 TB/s.
 """
 import math
 import os
